@@ -1,0 +1,123 @@
+"""Device memory, per-sequence reservation, the memory-only ceiling and admission.
+
+All byte arithmetic is in Python integers (exact, no overflow); headroom is applied in basis
+points without multiplying the whole capacity by 10,000 first, as the seed requires.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.errors import PlannerError
+from planner.kv import KVSpec
+
+Reservation = Literal["dynamic", "static", "paged"]
+RESERVATIONS = ("dynamic", "static", "paged")
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def usable_bytes(capacity: int, headroom_bp: int) -> int:
+    """``capacity x (10000 - headroom_bp) / 10000``, floored, computed as quotient and remainder.
+
+    Raises:
+        PlannerError: headroom outside 0..9999 basis points or a negative capacity.
+    """
+    if isinstance(headroom_bp, bool) or not isinstance(headroom_bp, int) or not 0 <= headroom_bp < 10_000:
+        raise PlannerError("headroom_bp", headroom_bp, "headroom must be an integer from 0 to 9,999 basis points (0-99.99 %)")
+    if capacity < 0:
+        raise PlannerError("device_bytes", capacity, "must not be negative")
+    keep = 10_000 - headroom_bp
+    return (capacity // 10_000) * keep + (capacity % 10_000) * keep // 10_000
+
+
+class SequenceReservation(BaseModel):
+    """Bytes one sequence reserves on one GPU under a reservation mode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: str
+    tokens: int  # tokens the reservation is sized for
+    kv_bytes: int  # K/V reserved (paged: whole blocks)
+    used_kv_bytes: int  # K/V the tokens actually fill
+    waste_bytes: int  # reserved but unfilled (block rounding, static over-allocation)
+    state_bytes: int  # recurrent state (Mamba/linear), fixed per sequence
+    blocks: dict[str, int]  # paged: blocks per layer for each layer group
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv_bytes + self.state_bytes
+
+
+def _group_label(spec: KVSpec) -> str:
+    return f"{spec.kind}{'-' + str(spec.window) if spec.window else ''}"
+
+
+def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_context: int, block_tokens: int, state: int) -> SequenceReservation:
+    """Reservation of one sequence: dynamic (reserved tokens), static (max context) or paged.
+
+    Raises:
+        PlannerError: unknown mode or a block size outside 1..4096.
+    """
+    if mode not in RESERVATIONS:
+        raise PlannerError("reservation", mode, f"choose one of {', '.join(RESERVATIONS)}")
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or not 1 <= block_tokens <= 4096:
+        raise PlannerError("block_tokens", block_tokens, "block size must be an integer from 1 to 4,096 tokens")
+    used = sum(s.bytes_at(reserved_tokens) for s in specs)
+    if mode == "dynamic":
+        return SequenceReservation.model_construct(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={})
+    if mode == "static":
+        kv = sum(s.bytes_at(max_context) for s in specs)
+        return SequenceReservation.model_construct(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={})
+    blocks = {_group_label(s): s.blocks(reserved_tokens, block_tokens) for s in specs}
+    kv = sum(s.paged_bytes(reserved_tokens, block_tokens) for s in specs)
+    return SequenceReservation.model_construct(mode=mode, tokens=reserved_tokens, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks=blocks)
+
+
+def max_sequences(available: int, per_sequence: int) -> int:
+    """floor(available / per_sequence); 0 when nothing is available."""
+    if per_sequence <= 0:
+        raise PlannerError("kv_bytes_per_sequence", per_sequence, "a sequence must reserve a positive number of bytes")
+    return max(0, available) // per_sequence
+
+
+def shared_prefix_bytes(specs: tuple[KVSpec, ...], shared_tokens: int, block_tokens: int) -> tuple[int, int]:
+    """(whole shared blocks, bytes they hold) of a prefix shared by sequences of one tenant.
+
+    Only full blocks are shared, and only by layers whose cache keeps the prefix (full
+    attention; a sliding or chunked layer drops it once the window moves on).
+    """
+    blocks = shared_tokens // block_tokens
+    per_block = sum(s.page_bytes(block_tokens) for s in specs if s.kind == "full")
+    return blocks, blocks * per_block
+
+
+def max_sequences_shared(available: int, per_sequence: int, saved: int, copies: int) -> int:
+    """Largest N with N x per_sequence - (N - copies) x saved <= available (copies >= 1)."""
+    if saved <= 0:
+        return max_sequences(available, per_sequence)
+    n = (available - copies * saved) // (per_sequence - saved) if per_sequence > saved else 0
+    if n < copies:  # fewer sequences than tenants: each holds its own copy
+        return max_sequences(available, per_sequence)
+    return max(0, n)
+
+
+LIMIT_PHRASES = {
+    "memory": "the conservative KV-memory plan",
+    "latency_slo": "the inter-token latency SLO",
+    "runtime": "the runtime's maximum number of sequences",
+    "tenant_quota": "the tenant quota",
+}
+
+
+def admission(requested: int, limits: dict[str, int]) -> tuple[bool, int, str, str | None]:
+    """(admitted, admissible maximum, binding constraint, error sentence or None).
+
+    Ties are broken in the order memory, latency SLO, runtime limit, tenant quota.
+    """
+    binding = min(limits, key=lambda k: (limits[k], list(LIMIT_PHRASES).index(k)))
+    limit = limits[binding]
+    if requested <= limit:
+        return True, limit, binding, None
+    return False, limit, binding, f"requested {requested} sequences, but {LIMIT_PHRASES[binding]} admits at most {limit}"

@@ -1,0 +1,270 @@
+"""Command line: ``python -m planner (inspect|plan|simulate|probe|report) ...``.
+
+Bad input exits with code 2 and one line on stderr naming the field, the value and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from planner.configio import parse_config_text
+from planner.errors import PlannerError
+from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
+
+
+class CLIError(Exception):
+    """A one-line user error: printed to stderr, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+        raise CLIError(message)
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+# --------------------------------------------------------------------------- model source
+
+
+def add_model_source(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--config", metavar="PATH", help="a config.json file")
+    g.add_argument("--preset", metavar="NAME", help="a bundled preset from model_configs/")
+    g.add_argument("--model", metavar="ORG/NAME[@REV]", help="a Hugging Face Hub repo id and optional revision")
+
+
+def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
+    """Return (config, source) for --config, --preset or --model.
+
+    Raises:
+        CLIError: unreadable file, unknown preset or a Hub error (one line, no token).
+    """
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CLIError(f"--config {args.config}: cannot read file ({exc.strerror})") from None
+        return parse_config_text(data, source=f"--config {path.name}"), {"kind": "config", "path": str(path)}
+    if getattr(args, "preset", None):
+        from planner.presets import load_preset
+
+        config = load_preset(args.preset)
+        return config, {"kind": "preset", "preset": args.preset, "repo_id": config.get("_name_or_path")}
+    if getattr(args, "model", None):
+        from planner import hub
+
+        try:
+            repo_id, revision = hub.parse_model_ref(args.model)
+            model = hub.fetch_model(repo_id, revision, token=hub.resolve_token())
+        except hub.HubError as exc:
+            raise CLIError(str(exc)) from None
+        source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source}
+        return model.config, source
+    raise CLIError("give a model: --config PATH, --preset NAME or --model ORG/NAME")
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n:,} B ({n / size:,.2f} {unit})"
+    return f"{n:,} B"
+
+
+def inspect_summary(r: InspectReport) -> str:
+    kinds = ", ".join(f"{n} {k}" for k, n in r.layers.items())
+    lines = [
+        f"model_type        {r.model_type}" + (f" (from {r.config_path})" if r.config_path else ""),
+        f"layers            {kinds}",
+        f"KV heads per GPU  {r.kv_heads_per_gpu} (tp {r.tp}), head_dim {r.head_dim}" + (f", v_head_dim {r.v_head_dim}" if r.v_head_dim != r.head_dim else ""),
+    ]
+    if r.mla_latent_dim:
+        lines.append(f"MLA latent        {r.mla_latent_dim} elements per layer and token")
+    if r.windows:
+        lines.append("windows           " + ", ".join(f"{k} {w:,}" for k, w in r.windows.items()))
+    lines += [
+        f"runtime           {r.runtime}: {r.runtime_description}",
+        f"KV dtype          {r.kv_dtype}",
+        f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
+        f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
+    ]
+    if r.state_bytes_per_sequence:
+        lines.append(f"recurrent state   {_fmt_bytes(r.state_bytes_per_sequence)} per sequence")
+    lines += [f"note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    config, source = load_model_source(args)
+    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime)
+    if args.json:
+        out = report.model_dump(mode="json")
+        out["source"] = source
+        print(json.dumps(out, indent=2))
+    else:
+        print(inspect_summary(report))
+    return 0
+
+
+# --------------------------------------------------------------------------- plan
+
+# flag -> PlanInputs field (argparse dest is the flag with dashes as underscores)
+PLAN_INT_FLAGS = (
+    "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens",
+    "shared-prefix-tokens",
+)
+PLAN_POS_FLAGS = ("input-tokens", "output-tokens", "max-context", "block-tokens", "tp", "gpu-count", "sequences", "generated-tokens", "max-num-seqs", "tenant-quota", "tenants")
+PLAN_FLOAT_FLAGS = (
+    "device-gib", "model-resident-gib", "workspace-gib", "gpu-hour-price", "queue-ms", "preprocessing-ms",
+    "prefill-ms", "first-decode-ms", "remaining-decode-ms", "itl-slo-ms", "ttft-slo-ms", "mfu", "mbu", "prefix-hit-rate",
+)
+
+
+def add_plan_options(p: argparse.ArgumentParser) -> None:
+    """The plan flags shared by ``plan``, ``simulate`` and ``report``."""
+    p.add_argument("--example", action="store_true", help="the seed's runnable case (later flags override it)")
+    add_model_source(p, required=False)
+    for flag in PLAN_INT_FLAGS:
+        p.add_argument(f"--{flag}", type=nonneg_int)
+    for flag in PLAN_POS_FLAGS:
+        p.add_argument(f"--{flag}", type=positive_int)
+    for flag in PLAN_FLOAT_FLAGS:
+        p.add_argument(f"--{flag}", type=nonneg_float)
+    p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (1000 = 10 %%)")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS))
+    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+    p.add_argument("--reservation", choices=["dynamic", "static", "paged"])
+    p.add_argument("--runtime", choices=list(RUNTIMES))
+    p.add_argument("--gpu", metavar="NAME")
+
+
+def plan_from_args(args: argparse.Namespace):
+    """(Plan, PreparedModel, source) from parsed plan options.
+
+    Raises:
+        CLIError / PlannerError: bad flags, an unknown GPU or an inadmissible combination.
+    """
+    from planner.plan import EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
+
+    values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
+    if args.config or args.preset or args.model:
+        config, source = load_model_source(args)
+        model = prepare_model(config)
+    elif args.example:
+        model, source = example_model(), {"kind": "example", "repo_id": None}
+    else:
+        raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
+    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu"):
+        dest = flag.replace("-", "_")
+        value = getattr(args, dest, None)
+        if value is not None:
+            values[dest] = value
+    if args.gpu is not None:
+        values.pop("device_gib", None)
+    if args.tp is not None and args.gpu_count is None:
+        values["gpu_count"] = max(args.tp, values.get("gpu_count", 1))
+    inputs = make_inputs(**values)
+    return compute_plan(inputs, model), model, source
+
+
+def plan_summary(plan) -> str:
+    kv, ctx, lat, cap = plan.kv_cache, plan.context, plan.latency, plan.capacity
+    lines = [
+        f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
+        f"K/V          {kv['bytes_per_token_per_sequence']:,} B/token, {kv['mib_per_reserved_sequence']:,} MiB per reserved sequence ({kv['reservation']}, {kv['kv_dtype']}, {kv['runtime']})",
+        f"memory       {cap['device']}: usable {cap['usable_bytes'] / 2**30:,.2f} GiB, fixed {cap['fixed_bytes'] / 2**30:,.2f} GiB, KV {cap['available_for_kv_bytes'] / 2**30:,.2f} GiB",
+        f"capacity     {kv['maximum_sequences_by_memory']:,} sequences by memory; requested {kv['requested_sequences']:,}: " + ("admitted" if kv["admitted"] else "REFUSED") + f" (binding: {kv['binding_constraint']})",
+    ]
+    if "admission_error" in kv:
+        lines.append(f"             {kv['admission_error']}")
+    lines.append(
+        f"latency      ({lat.source}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
+        f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
+    )
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan, _model, source = plan_from_args(args)
+    if args.json:
+        out = plan.summary()
+        out["source"] = source
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        print(plan_summary(plan))
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m planner", description="KV Capacity Planner")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
+    add_model_source(p)
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
+    p.add_argument("--tp", type=positive_int, default=1)
+    p.add_argument("--tokens", type=nonneg_int, default=4096)
+    p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plan", help="context budget, capacity, admission and latency")
+    add_plan_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except (CLIError, PlannerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,54 @@
+"""Reading untrusted ``config.json`` text into a plain dict, with size and type bounds.
+
+Real Hub configs contain bare ``Infinity``/``NaN`` (Nemotron-H's ``time_step_limit``), which
+Python's json module accepts; anything that is not a JSON object, is larger than
+:data:`MAX_CONFIG_BYTES`, or nests absurdly deep is refused with a :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from planner.errors import ConfigError
+
+MAX_CONFIG_BYTES = 1024 * 1024  # 1 MiB: the largest real configs are a few tens of KiB
+MAX_DEPTH = 32
+
+
+def _depth(obj: object, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(obj, dict):
+        return max((_depth(v, level + 1) for v in obj.values()), default=level + 1)
+    if isinstance(obj, list):
+        return max((_depth(v, level + 1) for v in obj), default=level + 1)
+    return level
+
+
+def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
+    """Parse config JSON text into a dict.
+
+    Raises:
+        ConfigError: the text is over 1 MiB, not UTF-8, not valid JSON, not a JSON object,
+            or nested more than 32 levels deep.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(source, f"{len(raw):,} bytes", f"config is larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"byte {exc.start}", "config is not UTF-8 text") from None
+    if not text.strip():
+        raise ConfigError(source, "", "config is empty")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(source, f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(source, "nesting", f"JSON nests deeper than {MAX_DEPTH} levels") from None
+    if not isinstance(obj, dict):
+        raise ConfigError(source, type(obj).__name__, "config must be a JSON object ({...})")
+    if _depth(obj) > MAX_DEPTH:
+        raise ConfigError(source, "nesting", f"JSON nests deeper than {MAX_DEPTH} levels")
+    return obj

@@ -1,0 +1,528 @@
+"""Exact per-layer KV geometry from a Hugging Face ``config.json``.
+
+:func:`parse_geometry` turns an untrusted config dict into a frozen :class:`ModelGeometry` with
+one :class:`LayerSpec` per decoder layer. It knows the key aliases of the major families, nested
+``text_config``/``language_config``/``llm_config`` of multimodal wrappers, sliding and
+interleaved local/global layers, chunked local attention, MLA latents, hybrid Mamba and
+linear-attention stacks, cross-attention layers and KV-shared layers.
+
+Nothing here depends on a runtime or a dtype: :mod:`planner.kv` turns the geometry into bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.errors import ConfigError
+
+LayerKind = Literal["full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none"]
+KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none")
+
+MAX_LAYERS = 100_000
+MAX_HEADS = 65_536
+MAX_DIM = 1 << 20
+MAX_POSITIONS = 1 << 31
+
+TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
+
+# layer_types names used by transformers and the Hub, mapped to our kinds
+LAYER_TYPE_NAMES: dict[str, str] = {
+    "full_attention": "full",
+    "attention": "full",
+    "global": "full",
+    "global_attention": "full",
+    "sliding_attention": "sliding",
+    "sliding_window_attention": "sliding",
+    "local": "sliding",
+    "local_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear_attention",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+    "cross_attention": "cross",
+}
+
+# Class defaults of interleaved local/global families: every Nth layer is global.
+SLIDING_PATTERN_DEFAULTS = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6, "cohere2": 4}
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class LayerSpec(BaseModel):
+    """One decoder layer: what it caches per token."""
+
+    model_config = _FROZEN
+
+    index: int
+    kind: LayerKind
+    window: int | None = None  # sliding window W or attention chunk C
+    kv_heads: int = 0  # total KV heads of the layer (before tensor parallelism)
+    k_head_dim: int = 0
+    v_head_dim: int = 0
+
+
+class MLASpec(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)."""
+
+    model_config = _FROZEN
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+    @property
+    def latent_dim(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+class StateSpec(BaseModel):
+    """Recurrent state of one Mamba or linear-attention layer, per sequence, in elements."""
+
+    model_config = _FROZEN
+
+    conv_elements: int
+    ssm_elements: int
+    description: str
+
+
+class ModelGeometry(BaseModel):
+    """Validated, frozen geometry of a decoder (the text part of a multimodal wrapper)."""
+
+    model_config = _FROZEN
+
+    model_type: str
+    architectures: tuple[str, ...] = ()
+    config_path: str = ""  # "" for a plain config, "text_config" etc. for a wrapper
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    hidden_size: int
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    tie_word_embeddings: bool = False
+    torch_dtype: str | None = None
+    mla: MLASpec | None = None
+    mamba: StateSpec | None = None
+    linear: StateSpec | None = None
+    layers: tuple[LayerSpec, ...]
+    notes: tuple[str, ...] = ()
+    config_hash: str = ""
+
+    def counts(self) -> dict[str, int]:
+        """Number of layers of each kind (MLA layers are "full": their cache grows per token)."""
+        c = Counter(layer.kind for layer in self.layers)
+        return {k: c[k] for k in KINDS if c[k]}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _present(cfg: dict, key: str) -> bool:
+    return key in cfg and cfg[key] is not None
+
+
+def _int_field(cfg: dict, key: str, *, lo: int = 1, hi: int = MAX_DIM, where: str = "") -> int:
+    """Read an integer field; accept 4096.0 but not 4096.5, True, "4096" or NaN."""
+    value = cfg[key]
+    name = f"{where}{key}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, value, "must be an integer")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise ConfigError(name, value, "must be a whole number")
+        value = int(value)
+    if value < lo:
+        raise ConfigError(name, value, f"must be at least {lo}")
+    if value > hi:
+        raise ConfigError(name, value, f"is absurdly large (limit {hi:,})")
+    return value
+
+
+def _first(cfg: dict, keys: tuple[str, ...], *, where: str, lo: int = 1, hi: int = MAX_DIM) -> tuple[str, int] | None:
+    for key in keys:
+        if _present(cfg, key):
+            return key, _int_field(cfg, key, lo=lo, hi=hi, where=where)
+    return None
+
+
+def _optional_int(cfg: dict, key: str, *, where: str, lo: int = 1, hi: int = MAX_DIM) -> int | None:
+    return _int_field(cfg, key, lo=lo, hi=hi, where=where) if _present(cfg, key) else None
+
+
+def config_hash(config: dict) -> str:
+    """Stable SHA-256 of a config (canonical JSON), used to pin uploads in links and reports."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- text config
+
+
+def _complete_with_transformers(sub: dict, where: str, notes: list[str]) -> dict:
+    """Fill a sparse sub-config with its architecture's defaults from transformers' config class."""
+    model_type = sub.get("model_type")
+    if not isinstance(model_type, str):
+        return sub
+    try:
+        from transformers import AutoConfig  # imported only for sparse configs (slow import)
+
+        fields = {k: v for k, v in sub.items() if not k.startswith("_") and k not in ("architectures", "model_type")}
+        full = AutoConfig.for_model(model_type, **fields).to_dict()
+    except Exception:  # unknown model_type or a value the class rejects: keep the raw keys
+        notes.append(f"{where} of type {model_type!r} is incomplete and transformers does not know it; raw keys used")
+        return sub
+    added = sorted(k for k in full if k not in sub and not k.startswith("_"))
+    merged = {**full, **sub}
+    if "layer_types" in full and "layer_types" not in sub:
+        merged["layer_types"] = full["layer_types"]
+    if added:
+        notes.append(f"{where} completed with transformers' {model_type} defaults")
+    return merged
+
+
+_REQUIRED_ALIASES = {
+    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
+    "heads": ("num_attention_heads", "n_head", "n_heads"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+}
+
+
+def _is_sparse(cfg: dict) -> bool:
+    return any(not any(_present(cfg, k) for k in keys) for keys in _REQUIRED_ALIASES.values())
+
+
+def select_text_config(config: dict) -> tuple[dict, str, list[str]]:
+    """Return the decoder's config (the nested text config of a wrapper), its path and notes."""
+    notes: list[str] = []
+    for key in TEXT_CONFIG_KEYS:
+        sub = config.get(key)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            raise ConfigError(key, type(sub).__name__, "must be a JSON object")
+        merged = dict(sub)
+        # a wrapper's top-level context limit applies when the sub-config has none
+        for inherit in ("max_position_embeddings", "torch_dtype", "dtype", "quantization_config"):
+            if inherit not in merged and inherit in config:
+                merged[inherit] = config[inherit]
+        if _is_sparse(merged):
+            merged = _complete_with_transformers(merged, key, notes)
+        notes.insert(0, f"geometry read from the nested {key} (model_type {sub.get('model_type', '?')})")
+        return merged, key, notes
+    if _is_sparse(config) and isinstance(config.get("model_type"), str):
+        config = _complete_with_transformers(dict(config), "config", notes)
+    return config, "", notes
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
+    attn_config = cfg.get("attn_config")
+    if isinstance(attn_config, dict) and _present(attn_config, "kv_n_heads"):
+        return _int_field(attn_config, "kv_n_heads", hi=MAX_HEADS, where=f"{where}attn_config.")
+    new_arch = bool(cfg.get("new_decoder_architecture"))
+    if new_arch:
+        found = _first(cfg, ("num_kv_heads", "n_head_kv", "num_key_value_heads"), where=where, hi=MAX_HEADS)
+        return found[1] if found else heads
+    found = _first(cfg, ("num_key_value_heads", "num_kv_heads", "n_head_kv"), where=where, hi=MAX_HEADS)
+    if found:
+        return found[1]
+    if _present(cfg, "multi_query_group_num") and cfg.get("multi_query_attention", True):
+        return _int_field(cfg, "multi_query_group_num", hi=MAX_HEADS, where=where)
+    if cfg.get("multi_query") is True:
+        notes.append("multi_query: one KV head shared by all query heads")
+        return 1
+    return heads
+
+
+def _head_dim(cfg: dict, hidden: int, heads: int, where: str, notes: list[str]) -> int:
+    for key in ("head_dim", "attention_head_dim", "kv_channels", "d_head"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            continue  # null or <= 0 means "derive it"
+        dim = _int_field(cfg, key, where=where)
+        if dim * heads != hidden:
+            notes.append(f"{key} {dim} is explicit (hidden_size / heads would give {hidden / heads:g})")
+        return dim
+    if hidden % heads:
+        raise ConfigError(f"{where}hidden_size", hidden, f"is not divisible by {heads} attention heads and no head_dim is given")
+    return hidden // heads
+
+
+def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str], max_pos: int | None) -> tuple[list[str], list[int | None]]:
+    kinds = ["full"] * n
+    windows: list[int | None] = [None] * n
+
+    layer_types = cfg.get("layer_types")
+    pattern = cfg.get("hybrid_override_pattern")
+    if layer_types is not None:
+        if not isinstance(layer_types, list):
+            raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
+        if len(layer_types) != n:
+            raise ConfigError(f"{where}layer_types", f"{len(layer_types)} entries", f"must list exactly num_hidden_layers={n} entries")
+        for i, name in enumerate(layer_types):
+            if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
+                raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
+            kinds[i] = LAYER_TYPE_NAMES[name]
+    elif pattern is not None:
+        if not isinstance(pattern, str) or len(pattern) != n:
+            raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
+        table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+        for i, ch in enumerate(pattern):
+            if ch not in table:
+                raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
+            kinds[i] = table[ch]
+        notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
+    elif _present(cfg, "attn_layer_period") or model_type == "jamba":
+        period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
+        offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
+        if offset >= period:
+            raise ConfigError(f"{where}attn_layer_offset", offset, f"must be below attn_layer_period={period}")
+        kinds = ["full" if i % period == offset else "mamba" for i in range(n)]
+        notes.append(f"Jamba layout: attention every {period} layers at offset {offset}, Mamba elsewhere")
+    elif _present(cfg, "full_attention_interval"):
+        interval = _int_field(cfg, "full_attention_interval", where=where)
+        kinds = ["full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+        notes.append(f"full attention every {interval} layers, linear attention elsewhere")
+
+    # Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers
+    chunk = cfg.get("attention_chunk_size")
+    if chunk is not None and layer_types is None:
+        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
+        no_rope = cfg.get("no_rope_layers")
+        if no_rope is None or no_rope == []:
+            interval = _int_field(cfg, "no_rope_layer_interval", where=where) if _present(cfg, "no_rope_layer_interval") else 4
+            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+            notes.append(f"no_rope_layers not given: every {interval}th layer is global (transformers default)")
+        if not isinstance(no_rope, list) or len(no_rope) != n:
+            raise ConfigError(f"{where}no_rope_layers", no_rope if not isinstance(no_rope, list) else f"{len(no_rope)} entries", f"must list exactly {n} flags")
+        for i, flag in enumerate(no_rope):
+            if flag not in (0, 1, True, False):
+                raise ConfigError(f"{where}no_rope_layers[{i}]", flag, "must be 0 or 1")
+            if flag and kinds[i] == "full":
+                kinds[i] = "chunked"
+    if "chunked" in kinds:
+        if chunk is None:
+            raise ConfigError(f"{where}attention_chunk_size", None, "layer_types has chunked_attention layers but no attention_chunk_size")
+        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
+        for i, k in enumerate(kinds):
+            if k == "chunked":
+                windows[i] = chunk
+
+    # sliding windows
+    window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
+    use_sliding = cfg.get("use_sliding_window", True) is not False
+    if window is not None and use_sliding and layer_types is None and "sliding" not in kinds:
+        every = cfg.get("sliding_window_pattern")
+        if every is None:
+            every = SLIDING_PATTERN_DEFAULTS.get(model_type)
+            if every is not None:
+                notes.append(f"{model_type}: {every - 1} local layer(s) to 1 global (class default)")
+        else:
+            every = _int_field(cfg, "sliding_window_pattern", where=where)
+        max_window_layers = _optional_int(cfg, "max_window_layers", lo=0, hi=MAX_LAYERS, where=where)
+        for i in range(n):
+            if kinds[i] != "full":
+                continue
+            if every is not None and (i + 1) % every == 0:
+                continue
+            if model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
+                continue
+            kinds[i] = "sliding"
+    elif window is not None and not use_sliding and layer_types is None:
+        notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
+    if "sliding" in kinds:
+        if window is None:
+            raise ConfigError(f"{where}sliding_window", None, "layer_types has sliding_attention layers but no sliding_window")
+        if max_pos is not None and window >= max_pos:
+            notes.append(f"sliding_window {window:,} >= max_position_embeddings {max_pos:,}: the window never binds, layers counted as full")
+            kinds = ["full" if k == "sliding" else k for k in kinds]
+        else:
+            for i, k in enumerate(kinds):
+                if k == "sliding":
+                    windows[i] = window
+
+    # Llama 3.2 Vision: cross-attention layers over the image encoder's states
+    cross = cfg.get("cross_attention_layers")
+    if cross:
+        if not isinstance(cross, list):
+            raise ConfigError(f"{where}cross_attention_layers", cross, "must be a list of layer indices")
+        for idx in cross:
+            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+                raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
+            kinds[idx] = "cross"
+            windows[idx] = None
+        notes.append(f"{len(cross)} cross-attention layers cache the image encoder's states, not the text tokens")
+
+    # Gemma 3n: the last layers reuse the K/V of earlier layers
+    shared = _optional_int(cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
+    if shared:
+        if shared >= n:
+            raise ConfigError(f"{where}num_kv_shared_layers", shared, f"must be below num_hidden_layers={n}")
+        for i in range(n - shared, n):
+            kinds[i] = "none"
+            windows[i] = None
+        notes.append(f"the last {shared} layers reuse earlier layers' K/V and cache nothing")
+    return kinds, windows
+
+
+def _mla(cfg: dict, where: str) -> MLASpec | None:
+    if not (_present(cfg, "kv_lora_rank") and _present(cfg, "qk_rope_head_dim")):
+        return None
+    return MLASpec(
+        kv_lora_rank=_int_field(cfg, "kv_lora_rank", where=where),
+        qk_rope_head_dim=_int_field(cfg, "qk_rope_head_dim", where=where),
+        qk_nope_head_dim=_int_field(cfg, "qk_nope_head_dim", lo=0, where=where) if _present(cfg, "qk_nope_head_dim") else 0,
+        v_head_dim=_int_field(cfg, "v_head_dim", where=where) if _present(cfg, "v_head_dim") else _int_field(cfg, "qk_rope_head_dim", where=where),
+        q_lora_rank=_optional_int(cfg, "q_lora_rank", where=where),
+    )
+
+
+def _mamba_state(cfg: dict, hidden: int, where: str) -> StateSpec:
+    """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) state per layer and sequence, in elements."""
+    d_conv = next((_int_field(cfg, k, where=where) for k in ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel") if _present(cfg, k)), 4)
+    d_state = next((_int_field(cfg, k, where=where) for k in ("mamba_d_state", "ssm_state_size", "state_size") if _present(cfg, k)), 16)
+    if _present(cfg, "mamba_num_heads") and _present(cfg, "mamba_head_dim"):  # Mamba-2
+        nheads = _int_field(cfg, "mamba_num_heads", where=where)
+        head_dim = _int_field(cfg, "mamba_head_dim", where=where)
+        groups = _int_field(cfg, "n_groups", where=where) if _present(cfg, "n_groups") else 1
+        d_inner = nheads * head_dim
+        conv = (d_inner + 2 * groups * d_state) * (d_conv - 1)
+        return StateSpec(conv_elements=conv, ssm_elements=nheads * head_dim * d_state, description=f"Mamba-2: {nheads} heads x {head_dim} x state {d_state}, conv {d_conv}")
+    expand = _int_field(cfg, "mamba_expand", where=where) if _present(cfg, "mamba_expand") else 2
+    d_inner = expand * hidden
+    return StateSpec(conv_elements=d_inner * (d_conv - 1), ssm_elements=d_inner * d_state, description=f"Mamba: d_inner {d_inner} x state {d_state}, conv {d_conv}")
+
+
+def _linear_state(cfg: dict, where: str) -> StateSpec:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5) state per layer and sequence, in elements."""
+    def get(key: str, default: int) -> int:
+        return _int_field(cfg, key, where=where) if _present(cfg, key) else default
+
+    k_heads, v_heads = get("linear_num_key_heads", 16), get("linear_num_value_heads", 32)
+    k_dim, v_dim = get("linear_key_head_dim", 128), get("linear_value_head_dim", 128)
+    conv_k = get("linear_conv_kernel_dim", 4)
+    conv = (2 * k_heads * k_dim + v_heads * v_dim) * (conv_k - 1)
+    return StateSpec(conv_elements=conv, ssm_elements=v_heads * k_dim * v_dim, description=f"linear attention: {v_heads} value heads x {k_dim} x {v_dim}, conv {conv_k}")
+
+
+def parse_geometry(config: dict) -> ModelGeometry:
+    """Derive the per-layer KV geometry of a config dict.
+
+    Raises:
+        ConfigError: the config is not a dict, misses the layer or head count, has a zero,
+            negative, non-integer or absurd value, heads not divisible by KV heads,
+            ``layer_types`` of the wrong length or with unknown names, and similar; the
+            message names the field, the value and the reason.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("config", type(config).__name__, "must be a JSON object")
+    return _parse_cached(json.dumps(config, sort_keys=True, default=str, allow_nan=True))
+
+
+@lru_cache(maxsize=256)
+def _parse_cached(canonical: str) -> ModelGeometry:
+    config = json.loads(canonical)
+    cfg, path, notes = select_text_config(config)
+    where = f"{path}." if path else ""
+    model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
+
+    found = _first(cfg, _REQUIRED_ALIASES["layers"], where=where, hi=MAX_LAYERS)
+    if not found:
+        raise ConfigError(f"{where}num_hidden_layers", None, "missing: no layer count (num_hidden_layers, n_layer, n_layers or num_layers)")
+    n_layers = found[1]
+    found = _first(cfg, _REQUIRED_ALIASES["heads"], where=where, hi=MAX_HEADS)
+    if not found:
+        raise ConfigError(f"{where}num_attention_heads", None, "missing: no attention head count (num_attention_heads, n_head or n_heads)")
+    heads = found[1]
+    found = _first(cfg, _REQUIRED_ALIASES["hidden"], where=where)
+    hidden = found[1] if found else None
+    max_pos = next(
+        (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len") if _present(cfg, k)),
+        None,
+    )
+
+    mla = _mla(cfg, where)
+    kv_heads = _kv_heads(cfg, heads, where, notes)
+    if hidden is None:
+        if not _present(cfg, "head_dim") and mla is None:
+            raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
+        hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
+    head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    v_head_dim = mla.v_head_dim if mla else head_dim
+    if mla is None:
+        if kv_heads > heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"exceeds num_attention_heads={heads}")
+        if heads % kv_heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"does not divide num_attention_heads={heads}")
+    else:
+        kv_heads = heads
+        notes.append(f"MLA: paged runtimes cache one {mla.latent_dim}-element latent (kv_lora_rank {mla.kv_lora_rank} + rope {mla.qk_rope_head_dim}) per layer and token")
+
+    kinds, windows = _layer_kinds(cfg, n_layers, model_type, where, notes, max_pos)
+    mamba = _mamba_state(cfg, hidden, where) if "mamba" in kinds else None
+    linear = _linear_state(cfg, where) if "linear_attention" in kinds else None
+
+    layers = []
+    for i, (kind, window) in enumerate(zip(kinds, windows, strict=True)):
+        cached = kind in ("full", "sliding", "chunked", "cross")
+        layers.append(
+            LayerSpec(
+                index=i,
+                kind=kind,
+                window=window,
+                kv_heads=kv_heads if cached else 0,
+                k_head_dim=head_dim if cached else 0,
+                v_head_dim=v_head_dim if cached else 0,
+            )
+        )
+    if not any(layer.kind in ("full", "sliding", "chunked", "mla") for layer in layers) and not (mamba or linear):
+        raise ConfigError(f"{where}layer_types", "no attention layers", "the config has no layer that holds a cache or state")
+
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+    archs = config.get("architectures") or cfg.get("architectures") or ()
+    inter = cfg.get("intermediate_size")
+    if inter is None and isinstance(cfg.get("ffn_config"), dict):
+        inter = cfg["ffn_config"].get("ffn_hidden_size")
+    return ModelGeometry(
+        model_type=model_type,
+        architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
+        config_path=path,
+        num_layers=n_layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        hidden_size=hidden,
+        intermediate_size=_optional_int(cfg, "intermediate_size", where=where) if isinstance(inter, (int, float)) and "intermediate_size" in cfg else None,
+        vocab_size=_optional_int(cfg, "vocab_size", where=where, hi=1 << 24) or _optional_int(config, "vocab_size", where="", hi=1 << 24),
+        max_position_embeddings=max_pos,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", model_type.startswith("gemma")))),
+        torch_dtype=dtype if isinstance(dtype, str) else None,
+        mla=mla,
+        mamba=mamba,
+        linear=linear,
+        layers=tuple(layers),
+        notes=tuple(notes),
+        config_hash=config_hash(config),
+    )
+
+
+def text_config(config: dict) -> dict:
+    """The decoder's config dict (nested text config completed with defaults) for other modules."""
+    return select_text_config(config)[0]

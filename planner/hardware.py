@@ -1,0 +1,88 @@
+"""Accelerator catalog: memory, HBM bandwidth and dense peak throughput, each with its source.
+
+Memory is the nominal HBM capacity in GiB (the driver keeps a few hundred MiB of it; the
+headroom setting covers that). Peak TFLOP/s are *dense* (no 2:4 sparsity) figures from the
+vendors' datasheets; fp8 is ``None`` where the chip has no fp8 tensor cores.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import PlannerError
+
+GIB = 1 << 30
+
+
+class Device(BaseModel):
+    """One accelerator as the planner sees it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    memory_gib: float = Field(gt=0, le=4096)
+    bandwidth_gb_s: float = Field(gt=0, le=100_000)  # HBM bandwidth, 10^9 bytes/s
+    bf16_tflops: float = Field(gt=0, le=100_000)  # dense
+    fp8_tflops: float | None = Field(default=None, gt=0, le=100_000)
+    source: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * GIB)
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return self.bandwidth_gb_s * 1e9
+
+    def peak_flops(self, compute_dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s for the compute dtype (fp8 falls back to bf16 on chips without it)."""
+        if compute_dtype == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops * 1e12
+        return self.bf16_tflops * 1e12
+
+    def ridge_point(self, compute_dtype: str = "bf16") -> float:
+        """Arithmetic intensity (FLOP/byte) where the roofline turns from memory- to compute-bound."""
+        return self.peak_flops(compute_dtype) / self.bandwidth_bytes_s
+
+
+_NV = "NVIDIA datasheet"
+CATALOG: dict[str, Device] = {
+    d.name: d
+    for d in (
+        Device(name="H100-SXM-80GB", memory_gib=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H100 Tensor Core GPU (SXM5), dense = half the sparsity figures"),
+        Device(name="H100-PCIe-80GB", memory_gib=80, bandwidth_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, source=f"{_NV}: H100 Tensor Core GPU (PCIe)"),
+        Device(name="H100-NVL-94GB", memory_gib=94, bandwidth_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, source=f"{_NV}: H100 NVL"),
+        Device(name="H200-141GB", memory_gib=141, bandwidth_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H200 Tensor Core GPU (SXM)"),
+        Device(name="B200-180GB", memory_gib=180, bandwidth_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, source=f"{_NV}: DGX B200 / HGX B200 per-GPU figures"),
+        Device(name="A100-SXM-80GB", memory_gib=80, bandwidth_gb_s=2039, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 80GB)"),
+        Device(name="A100-SXM-40GB", memory_gib=40, bandwidth_gb_s=1555, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 40GB)"),
+        Device(name="L40S-48GB", memory_gib=48, bandwidth_gb_s=864, bf16_tflops=362, fp8_tflops=733, source=f"{_NV}: L40S"),
+        Device(name="L4-24GB", memory_gib=24, bandwidth_gb_s=300, bf16_tflops=121, fp8_tflops=242, source=f"{_NV}: L4 Tensor Core GPU"),
+        Device(name="A10-24GB", memory_gib=24, bandwidth_gb_s=600, bf16_tflops=125, source=f"{_NV}: A10 Tensor Core GPU"),
+        Device(name="T4-16GB", memory_gib=16, bandwidth_gb_s=320, bf16_tflops=65, source=f"{_NV}: T4 (fp16 tensor, no bf16)"),
+        Device(name="RTX-4090-24GB", memory_gib=24, bandwidth_gb_s=1008, bf16_tflops=165, fp8_tflops=330, source=f"{_NV}: Ada Lovelace architecture whitepaper (fp16/bf16 with fp16 accumulate)"),
+        Device(name="MI300X-192GB", memory_gib=192, bandwidth_gb_s=5300, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI300X datasheet"),
+        Device(name="MI325X-256GB", memory_gib=256, bandwidth_gb_s=6000, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI325X datasheet"),
+    )
+}
+DEFAULT_GPU = "H100-SXM-80GB"
+
+
+def get_device(name: str) -> Device:
+    """Look a device up by catalog name (case-insensitive).
+
+    Raises:
+        PlannerError: the name is not in the catalog.
+    """
+    for key, device in CATALOG.items():
+        if key.lower() == str(name).lower():
+            return device
+    raise PlannerError("gpu", name, f"unknown GPU; known: {', '.join(CATALOG)} (or give a custom device size)")
+
+
+def custom_device(memory_gib: float, bandwidth_gb_s: float = 1000.0, bf16_tflops: float = 100.0, fp8_tflops: float | None = None) -> Device:
+    """A device not in the catalog; the compute figures are placeholders unless given."""
+    try:
+        return Device(name=f"custom-{memory_gib:g}GiB", memory_gib=memory_gib, bandwidth_gb_s=bandwidth_gb_s, bf16_tflops=bf16_tflops, fp8_tflops=fp8_tflops, source="user-provided")
+    except ValueError as exc:
+        raise PlannerError("device", memory_gib, f"invalid custom device: {exc.errors()[0]['msg']}") from None  # type: ignore[attr-defined]

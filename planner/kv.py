@@ -1,0 +1,268 @@
+"""K/V bytes from a :class:`~planner.geometry.ModelGeometry`: one frozen spec per layer kind.
+
+Each :class:`KVSpec` describes a group of identical layers on one GPU and knows its bytes per
+token, the tokens it holds at a given context length, its page size and its paged block count
+(the shape of vLLM's ``kv_cache_interface``). :func:`inspect_geometry` sums them into the
+numbers the CLI, the app and the reports show.
+
+Runtime semantics:
+
+* ``vllm`` (paged engines: vLLM, SGLang; the default): MLA layers cache one latent of
+  ``kv_lora_rank + qk_rope_head_dim`` elements per token, not split by tensor parallelism.
+* ``transformers`` (eager ``DynamicCache``): MLA layers cache decompressed per-head K
+  (``qk_nope + qk_rope``) and V (``v_head_dim``) for every attention head.
+
+Integer cache formats count one fp16 scale and one fp16 zero-point per group of
+:data:`QUANT_GROUP` elements (the layout of transformers' quantized caches); fp8 counts no
+per-element scale (per-tensor scales are negligible).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.errors import PlannerError
+from planner.geometry import ModelGeometry, parse_geometry
+
+KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
+Runtime = Literal["vllm", "transformers"]
+KV_DTYPE_BITS: dict[str, int] = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+INTEGER_DTYPES = frozenset({"int8", "int4"})
+QUANT_GROUP = 64
+QUANT_GROUP_OVERHEAD_BYTES = 4  # fp16 scale + fp16 zero-point per group
+RUNTIMES: dict[str, str] = {
+    "vllm": "paged engine (vLLM/SGLang): MLA caches the compressed latent",
+    "transformers": "transformers eager DynamicCache: MLA caches decompressed per-head K and V",
+}
+MODEL_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def check_kv_dtype(kv_dtype: str) -> str:
+    if kv_dtype not in KV_DTYPE_BITS:
+        raise PlannerError("kv_dtype", kv_dtype, f"unknown KV dtype; choose one of {', '.join(KV_DTYPE_BITS)}")
+    return kv_dtype
+
+
+def vector_bytes(elements: int, kv_dtype: str) -> int:
+    """Bytes of one cached vector of ``elements`` values in ``kv_dtype`` (scales included)."""
+    bits = KV_DTYPE_BITS[check_kv_dtype(kv_dtype)]
+    data = (elements * bits + 7) // 8
+    if kv_dtype in INTEGER_DTYPES:
+        data += -(-elements // QUANT_GROUP) * QUANT_GROUP_OVERHEAD_BYTES
+    return data
+
+
+def check_tp(geo: ModelGeometry, tp: int) -> None:
+    """Refuse a tensor-parallel size that splits heads unevenly.
+
+    Raises:
+        PlannerError: ``tp`` is below 1, does not divide the attention heads, or (non-MLA)
+            neither divides nor is a multiple of the KV heads.
+    """
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or tp > 4096:
+        raise PlannerError("tp", tp, "tensor parallel size must be an integer from 1 to 4096")
+    heads, kv = geo.num_attention_heads, geo.num_kv_heads
+    if heads % tp:
+        raise PlannerError("tp", tp, f"tensor parallel size {tp} with {heads} attention heads and {kv} KV heads: {tp} does not divide the attention heads")
+    if geo.mla is None and kv % tp and tp % kv:
+        raise PlannerError("tp", tp, f"tensor parallel size {tp} with {heads} attention heads and {kv} KV heads: {tp} neither divides nor is a multiple of the KV heads")
+
+
+class KVSpec(BaseModel):
+    """A group of identical layers on one GPU: what each caches per token."""
+
+    model_config = _FROZEN
+
+    kind: str  # full, sliding, chunked, cross (mla is kind "full" with latent=True)
+    num_layers: int
+    window: int | None = None
+    latent: bool = False
+    kv_heads_per_gpu: int
+    k_head_dim: int
+    v_head_dim: int
+    kv_dtype: str
+    bytes_per_token_per_layer: int
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.bytes_per_token_per_layer * self.num_layers
+
+    @property
+    def grows_per_token(self) -> bool:
+        return self.kind == "full"
+
+    def tokens_held(self, tokens: int) -> int:
+        """Positions one sequence holds in each layer of this group at ``tokens`` tokens."""
+        if self.kind == "full":
+            return tokens
+        if self.kind == "sliding":
+            return min(tokens, self.window or tokens)
+        if self.kind == "chunked":
+            chunk = self.window or tokens
+            return 0 if tokens == 0 else (tokens % chunk or chunk)
+        return 0  # cross-attention holds encoder states, not text tokens
+
+    def bytes_at(self, tokens: int) -> int:
+        return self.bytes_per_token * self.tokens_held(tokens)
+
+    def page_bytes(self, block_tokens: int) -> int:
+        """Bytes of one block of ``block_tokens`` positions across this group's layers."""
+        return self.bytes_per_token * block_tokens
+
+    def blocks(self, tokens: int, block_tokens: int) -> int:
+        """Paged blocks per layer: sliding/chunked capped at their window plus one extra block."""
+        need = -(-tokens // block_tokens)
+        if self.kind in ("sliding", "chunked") and self.window:
+            return min(need, -(-self.window // block_tokens) + 1)
+        if self.kind == "full":
+            return need
+        return 0
+
+    def paged_bytes(self, tokens: int, block_tokens: int) -> int:
+        return self.blocks(tokens, block_tokens) * self.page_bytes(block_tokens)
+
+
+class InspectReport(BaseModel):
+    """Everything ``inspect`` prints: K/V bytes on one GPU for one sequence."""
+
+    model_config = _FROZEN
+
+    model_type: str
+    config_path: str
+    runtime: str
+    runtime_description: str
+    kv_dtype: str
+    tp: int
+    tokens: int
+    kv_bytes_per_token: int
+    kv_bytes_at_tokens: int
+    state_bytes_per_sequence: int
+    cross_bytes_per_encoder_token: int
+    mha_equivalent_bytes_per_token: int
+    layers: dict[str, int]
+    kv_heads_per_gpu: int
+    head_dim: int
+    v_head_dim: int
+    mla_latent_dim: int | None
+    windows: dict[str, int]
+    specs: tuple[KVSpec, ...]
+    notes: tuple[str, ...]
+
+
+def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: str = "vllm") -> tuple[KVSpec, ...]:
+    """Group the cached layers of ``geo`` into one :class:`KVSpec` per (kind, window).
+
+    Raises:
+        PlannerError: unknown ``kv_dtype`` or ``runtime``, or an invalid ``tp`` (see :func:`check_tp`).
+    """
+    check_kv_dtype(kv_dtype)
+    if runtime not in RUNTIMES:
+        raise PlannerError("runtime", runtime, f"unknown runtime; choose one of {', '.join(RUNTIMES)}")
+    check_tp(geo, tp)
+    groups: dict[tuple[str, int | None, int, int, int], int] = {}
+    for layer in geo.layers:
+        if layer.kind in ("mamba", "linear_attention", "none"):
+            continue
+        key = (layer.kind, layer.window, layer.kv_heads, layer.k_head_dim, layer.v_head_dim)
+        groups[key] = groups.get(key, 0) + 1
+    specs = []
+    for (kind, window, kv_heads, k_dim, v_dim), count in groups.items():
+        if geo.mla is not None and kind != "cross":
+            if runtime == "vllm":
+                latent = geo.mla.latent_dim
+                specs.append(KVSpec(kind=kind, num_layers=count, window=window, latent=True, kv_heads_per_gpu=1, k_head_dim=latent, v_head_dim=0, kv_dtype=kv_dtype, bytes_per_token_per_layer=vector_bytes(latent, kv_dtype)))
+                continue
+            heads = geo.num_attention_heads // tp
+            per = heads * (vector_bytes(k_dim, kv_dtype) + vector_bytes(v_dim, kv_dtype))
+            specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=heads, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per))
+            continue
+        per_gpu = max(1, kv_heads // tp)
+        per = per_gpu * (vector_bytes(k_dim, kv_dtype) + vector_bytes(v_dim, kv_dtype))
+        specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=per_gpu, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per))
+    return tuple(specs)
+
+
+def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
+    """Recurrent state of Mamba and linear-attention layers per sequence on one GPU.
+
+    Counted in the model's dtype (bf16 unless the config says float32), split evenly over ``tp``.
+    """
+    elem = MODEL_DTYPE_BYTES.get(str(geo.torch_dtype), 2)
+    total = 0
+    for spec, kind in ((geo.mamba, "mamba"), (geo.linear, "linear_attention")):
+        if spec is not None:
+            n = sum(1 for layer in geo.layers if layer.kind == kind)
+            total += n * (spec.conv_elements + spec.ssm_elements) * elem
+    return -(-total // tp)
+
+
+def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm") -> InspectReport:
+    """K/V bytes per token and at ``tokens`` tokens for one sequence on one GPU.
+
+    Raises:
+        PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0 or tokens > 1 << 31:
+        raise PlannerError("tokens", tokens, "must be an integer from 0 to 2,147,483,648")
+    specs = kv_specs(geo, kv_dtype, tp, runtime)
+    per_token = sum(s.bytes_per_token for s in specs if s.grows_per_token)
+    at_tokens = sum(s.bytes_at(tokens) for s in specs)
+    cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
+    attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
+    mha_heads = max(1, geo.num_attention_heads // tp)
+    mha_equiv = attn_layers * mha_heads * (vector_bytes(geo.head_dim, kv_dtype) + vector_bytes(geo.v_head_dim, kv_dtype))
+    notes = list(geo.notes)
+    if geo.mla is None and tp > geo.num_kv_heads:
+        notes.append(f"tp {tp} > {geo.num_kv_heads} KV heads: each KV head is replicated on {tp // geo.num_kv_heads} GPUs")
+    if geo.mla is not None and runtime == "vllm" and tp > 1:
+        notes.append(f"MLA latent is not split by tensor parallelism: every one of the {tp} GPUs holds the whole latent")
+    if kv_dtype in INTEGER_DTYPES:
+        notes.append(f"{kv_dtype} cache counts an fp16 scale and fp16 zero-point per {QUANT_GROUP} elements")
+    if geo.mamba or geo.linear:
+        notes.append("recurrent (Mamba/linear-attention) state is fixed per sequence, reported separately as state_bytes_per_sequence")
+    lead = next((s for s in specs if s.kind != "cross"), specs[0] if specs else None)
+    return InspectReport(
+        model_type=geo.model_type,
+        config_path=geo.config_path,
+        runtime=runtime,
+        runtime_description=RUNTIMES[runtime],
+        kv_dtype=kv_dtype,
+        tp=tp,
+        tokens=tokens,
+        kv_bytes_per_token=per_token,
+        kv_bytes_at_tokens=at_tokens,
+        state_bytes_per_sequence=state_bytes(geo, tp),
+        cross_bytes_per_encoder_token=cross,
+        mha_equivalent_bytes_per_token=mha_equiv,
+        layers=geo.counts(),
+        kv_heads_per_gpu=lead.kv_heads_per_gpu if lead else 0,
+        head_dim=geo.head_dim,
+        v_head_dim=geo.v_head_dim,
+        mla_latent_dim=geo.mla.latent_dim if geo.mla else None,
+        windows={s.kind: s.window for s in specs if s.window},
+        specs=specs,
+        notes=tuple(notes),
+    )
+
+
+def inspect_config(config: dict, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm") -> InspectReport:
+    """:func:`inspect_geometry` of a raw config dict (parsed and validated first).
+
+    Raises:
+        ConfigError: the config is invalid (see :func:`planner.geometry.parse_geometry`).
+        PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
+    """
+    return inspect_geometry(parse_geometry(config), kv_dtype=kv_dtype, tp=tp, tokens=tokens, runtime=runtime)
+
+
+def mib(n: float) -> float:
+    return n / (1 << 20)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else math.inf  # type: ignore[return-value]

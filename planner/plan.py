@@ -1,0 +1,526 @@
+"""The plan: every control in :class:`PlanInputs`, every number in :class:`Plan`.
+
+``compute_plan(inputs, model)`` is the single function behind the CLI, the app, share links
+and PDF reports. A :class:`PreparedModel` (geometry + parameter counts) is built once per
+config and cached, so a plan itself is pure integer and float arithmetic (microseconds).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner import capacity, latency
+from planner.context import COMPONENTS, ContextBudget, context_budget
+from planner.errors import PlannerError
+from planner.geometry import ModelGeometry, config_hash, parse_geometry
+from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
+from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_geometry
+from planner.weights import WEIGHT_DTYPE_BITS, WeightsEstimate, estimate_weights
+
+# The seed's runnable case: a dense 32-layer decoder with 8 KV heads of 128 (Llama-3.1-8B shape)
+# with a 4,096-token context on a 16 GiB device.
+EXAMPLE_CONFIG: dict = {
+    "_name_or_path": "example/dense-32L-8kv-128",
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+class PlanInputs(BaseModel):
+    """Every control of a plan. Defaults are a meaningful plan for a preset on one H100."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system_tokens: int = Field(default=128, ge=0, le=1 << 31)
+    tool_tokens: int = Field(default=256, ge=0, le=1 << 31)
+    retrieval_tokens: int = Field(default=512, ge=0, le=1 << 31)
+    history_tokens: int = Field(default=640, ge=0, le=1 << 31)
+    user_tokens: int = Field(default=512, ge=0, le=1 << 31)
+    input_tokens: int | None = Field(default=None, ge=1, le=1 << 31)  # overrides the components
+    output_tokens: int = Field(default=512, ge=1, le=1 << 31)
+    max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
+    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
+    weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
+    runtime: Literal["vllm", "transformers"] = "vllm"
+    reservation: Literal["dynamic", "static", "paged"] = "dynamic"
+    block_tokens: int = Field(default=16, ge=1, le=4096)
+    gpu: str = DEFAULT_GPU
+    device_gib: float | None = Field(default=None, gt=0, le=4096)  # custom device size
+    gpu_count: int = Field(default=1, ge=1, le=4096)
+    tp: int = Field(default=1, ge=1, le=4096)
+    headroom_bp: int = Field(default=1000, ge=0, le=9999)
+    model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
+    workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
+    sequences: int = Field(default=8, ge=1, le=10_000_000)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit
+    tenant_quota: int | None = Field(default=None, ge=1, le=10_000_000)
+    itl_slo_ms: float | None = Field(default=None, gt=0, le=1e7)
+    ttft_slo_ms: float | None = Field(default=None, gt=0, le=1e9)
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=1 << 31)
+    prefix_hit_rate: float = Field(default=1.0, ge=0, le=1)
+    tenants: int = Field(default=1, ge=1, le=1_000_000)  # prefixes are shared within a tenant only
+    gpu_hour_price: float | None = Field(default=None, ge=0, le=1e6)
+    mfu: float = Field(default=latency.DEFAULT_MFU, gt=0, le=1)
+    mbu: float = Field(default=latency.DEFAULT_MBU, gt=0, le=1)
+    queue_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    preprocessing_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    prefill_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    first_decode_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanInputs:
+        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp)
+        if problem:
+            raise ValueError(f"{problem[0]}={problem[1]!r}: {problem[2]}")
+        return self
+
+    @property
+    def observed(self) -> bool:
+        return self.prefill_ms is not None and self.first_decode_ms is not None
+
+
+def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp: object) -> tuple[str, object, str] | None:
+    if isinstance(gpu_count, int) and isinstance(tp, int) and tp >= 1 and gpu_count % tp:
+        return "gpu_count", gpu_count, f"must be a multiple of tp {tp} (each replica uses tp GPUs)"
+    if device_gib is None and str(gpu).lower() not in {k.lower() for k in CATALOG}:
+        return "gpu", gpu, f"unknown GPU; known: {', '.join(CATALOG)} (or give a custom device size)"
+    return None
+
+
+def make_inputs(**values: object) -> PlanInputs:
+    """Validate plan inputs, turning pydantic's errors into one :class:`PlannerError`.
+
+    Raises:
+        PlannerError: the first invalid field, its value and why.
+    """
+    defaults = PlanInputs.model_fields
+    problem = _cross_field_problem(
+        values.get("gpu", defaults["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1)
+    )
+    if problem:
+        raise PlannerError(*problem)
+    try:
+        return PlanInputs(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"
+        raise PlannerError(field, err.get("input"), err.get("msg", "invalid").replace("Value error, ", "")) from None
+
+
+EXAMPLE_INPUTS = PlanInputs(
+    device_gib=16.0,
+    headroom_bp=1000,
+    model_resident_gib=4.0,
+    workspace_gib=1.0,
+    sequences=8,
+    queue_ms=20.0,
+    preprocessing_ms=10.0,
+    prefill_ms=400.0,
+    first_decode_ms=20.0,
+    remaining_decode_ms=2560.0,
+    generated_tokens=129,
+)
+
+
+class PreparedModel(BaseModel):
+    """A parsed config: geometry and parameter counts, computed once."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    config: dict
+    geometry: ModelGeometry
+    repo_id: str | None = None
+
+    def weights(self, weight_dtype: str) -> WeightsEstimate:
+        return _weights(self.geometry.config_hash, weight_dtype, self)
+
+
+_WEIGHTS_CACHE: dict[tuple[str, str], WeightsEstimate] = {}
+
+
+def _weights(key: str, weight_dtype: str, model: PreparedModel) -> WeightsEstimate:
+    hit = _WEIGHTS_CACHE.get((key, weight_dtype))
+    if hit is None:
+        hit = _WEIGHTS_CACHE[(key, weight_dtype)] = estimate_weights(model.config, model.geometry, weight_dtype)
+        if len(_WEIGHTS_CACHE) > 1024:
+            _WEIGHTS_CACHE.clear()
+    return hit
+
+
+_PREPARED: dict[str, PreparedModel] = {}
+
+
+def prepare_model(config: dict) -> PreparedModel:
+    """Parse and cache a config (by content hash).
+
+    Raises:
+        ConfigError: the config is invalid.
+    """
+    key = config_hash(config)
+    hit = _PREPARED.get(key)
+    if hit is None:
+        geo = parse_geometry(config)
+        repo = config.get("_name_or_path")
+        hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None)
+        if len(_PREPARED) > 256:
+            _PREPARED.clear()
+        _PREPARED[key] = hit
+    return hit
+
+
+class Plan(BaseModel):
+    """Every number a plan shows, in the seed's sections plus the extra detail."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    inputs: PlanInputs
+    device: Device
+    context: ContextBudget
+    inspect: InspectReport
+    weights: WeightsEstimate
+    reservation: capacity.SequenceReservation
+    kv_cache: dict
+    capacity: dict
+    latency: latency.LatencyReport
+    estimate: latency.LatencyReport
+    roofline: dict
+    prefix: dict
+    cost: dict
+    notes: tuple[str, ...]
+
+    def summary(self) -> dict:
+        """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
+        ctx = self.context
+        return {
+            "context": {
+                "input_tokens": ctx.input_tokens,
+                "reserved_output_tokens": ctx.reserved_output_tokens,
+                "reserved_total_tokens": ctx.reserved_total_tokens,
+                "unreserved_tokens": ctx.unreserved_tokens,
+                "maximum_context_tokens": ctx.maximum_context_tokens,
+                "components": ctx.components,
+            },
+            "kv_cache": self.kv_cache,
+            "latency": self.latency.model_dump(),
+            "estimate": self.estimate.model_dump(),
+            "capacity": self.capacity,
+            "roofline": self.roofline,
+            "prefix_sharing": self.prefix,
+            "cost": self.cost,
+            "weights": self.weights.model_dump(),
+            "device": self.device.model_dump(),
+            "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
+            "notes": list(self.notes),
+            "inputs": self.inputs.model_dump(exclude_none=True),
+        }
+
+
+def _num(x: float) -> float | int:
+    """320.0 -> 320 so JSON shows the seed's integers; other floats rounded to 4 places."""
+    return int(x) if float(x).is_integer() else round(x, 4)
+
+
+def resolve_device(inputs: PlanInputs) -> Device:
+    return custom_device(inputs.device_gib) if inputs.device_gib is not None else get_device(inputs.gpu)
+
+
+def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
+    """Compute the whole plan.
+
+    Raises:
+        PlannerError: reserved context above the model maximum, fixed memory above usable
+            memory, an invalid tensor-parallel size, or any other invalid combination.
+    """
+    geo = model.geometry
+    max_ctx = inputs.max_context or geo.max_position_embeddings
+    if max_ctx is None:
+        raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
+    parts = {name: getattr(inputs, name) for name in COMPONENTS}
+    ctx = context_budget(parts, inputs.output_tokens, max_ctx, inputs.input_tokens)
+
+    device = resolve_device(inputs)
+    report = inspect_geometry(geo, inputs.kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime)
+    specs = report.specs
+    weights = model.weights(inputs.weight_dtype)
+    res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence)
+    per_seq = res.total_bytes
+
+    # ---- memory per GPU
+    device_bytes = device.memory_bytes
+    usable = capacity.usable_bytes(device_bytes, inputs.headroom_bp)
+    if inputs.model_resident_gib is not None:
+        resident = int(inputs.model_resident_gib * GIB)
+        resident_source = "given"
+    else:
+        resident = -(-weights.bytes // inputs.tp)
+        resident_source = f"weights estimate ({weights.source}) / tp {inputs.tp}"
+    workspace = int(inputs.workspace_gib * GIB)
+    fixed = resident + workspace
+    if fixed > usable:
+        raise PlannerError(
+            "model_resident_gib",
+            round(resident / GIB, 3),
+            f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
+            f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
+        )
+    available = usable - fixed
+    replicas = inputs.gpu_count // inputs.tp
+    per_replica = capacity.max_sequences(available, per_seq)
+    memory_max = per_replica * replicas
+
+    # ---- prefix sharing (paged/dynamic engines hold whole shared blocks once per tenant)
+    shared_blocks, saved = (0, 0)
+    if inputs.shared_prefix_tokens and inputs.reservation != "static":
+        if inputs.shared_prefix_tokens > ctx.input_tokens:
+            raise PlannerError("shared_prefix_tokens", inputs.shared_prefix_tokens, f"the shared prefix cannot exceed the input ({ctx.input_tokens:,} tokens)")
+        shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens)
+    copies = min(inputs.tenants, max(1, inputs.sequences))
+    shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
+    saved_at_requested = max(0, inputs.sequences - copies) * saved
+    limit_memory = shared_max if saved else memory_max
+
+    # ---- roofline
+    heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
+    attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
+    compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
+    roof = latency.Roofline.model_construct(
+        weights_bytes=resident,
+        active_params=weights.active_params / inputs.tp,
+        attn_layers=attn_layers,
+        q_heads=heads_gpu,
+        head_dim=geo.head_dim,
+        peak_flops=device.peak_flops(compute_dtype),
+        bandwidth_bytes_s=device.bandwidth_bytes_s,
+        mfu=inputs.mfu,
+        mbu=inputs.mbu,
+    )
+
+    def kv_at(tokens: int) -> int:
+        return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence
+
+    generated = inputs.generated_tokens or inputs.output_tokens
+    mid = ctx.input_tokens + generated // 2
+    kv_mid = kv_at(mid)
+
+    def itl_ms(c: int) -> float:
+        return roof.decode_step_s(c, kv_mid, mid) * 1000.0
+
+    limits = {"memory": limit_memory}
+    if inputs.itl_slo_ms is not None:
+        hi = max(1, limit_memory)
+        if itl_ms(1) > inputs.itl_slo_ms:
+            limits["latency_slo"] = 0
+        else:
+            lo = 1
+            while lo < hi:  # largest c with itl(c) <= slo (itl grows with c)
+                m = (lo + hi + 1) // 2
+                if itl_ms(m) <= inputs.itl_slo_ms:
+                    lo = m
+                else:
+                    hi = m - 1
+            limits["latency_slo"] = lo * replicas
+    if inputs.max_num_seqs is not None:
+        limits["runtime"] = inputs.max_num_seqs * replicas
+    if inputs.tenant_quota is not None:
+        limits["tenant_quota"] = inputs.tenant_quota
+    admitted, limit, binding, error = capacity.admission(inputs.sequences, limits)
+
+    cached = inputs.prefix_hit_rate * min(inputs.shared_prefix_tokens, ctx.input_tokens - 1)
+    concurrency = max(1, min(inputs.sequences, limit) // replicas) if limit else 1
+    est = latency.estimate(
+        roof,
+        ctx.input_tokens,
+        cached,
+        generated,
+        concurrency,
+        kv_at,
+        queue_ms=inputs.queue_ms or 0.0,
+        preprocessing_ms=inputs.preprocessing_ms or 0.0,
+    )
+    if inputs.observed:
+        obs = latency.LatencyObservation(
+            prompt_tokens=ctx.input_tokens,
+            generated_tokens=generated,
+            queue_ms=inputs.queue_ms or 0.0,
+            preprocessing_ms=inputs.preprocessing_ms or 0.0,
+            prefill_ms=inputs.prefill_ms,
+            first_decode_ms=inputs.first_decode_ms,
+            remaining_decode_ms=inputs.remaining_decode_ms or 0.0,
+        )
+        lat = latency.observe(obs)
+    else:
+        lat = est
+
+    # ---- pool view (what a paged engine prints at start-up)
+    full_per_token = report.kv_bytes_per_token
+    pool_tokens = available // full_per_token if full_per_token else None
+    kv_cache = {
+        "bytes_per_token_per_sequence": report.kv_bytes_per_token,
+        "kv_bytes_per_reserved_sequence": res.kv_bytes,
+        "state_bytes_per_sequence": res.state_bytes,
+        "bytes_per_reserved_sequence": per_seq,
+        "mib_per_reserved_sequence": _num(per_seq / (1 << 20)),
+        "reservation": res.mode,
+        "reserved_tokens_per_sequence": res.tokens,
+        "paged_waste_bytes": res.waste_bytes if res.mode == "paged" else 0,
+        "static_waste_bytes": res.waste_bytes if res.mode == "static" else 0,
+        "blocks_per_layer": res.blocks,
+        "requested_sequences": inputs.sequences,
+        "maximum_sequences_by_memory": memory_max,
+        "admissible_sequences": limit,
+        "binding_constraint": binding,
+        "limits": limits,
+        "admitted": admitted,
+        "kv_bytes_at_requested": inputs.sequences // replicas * per_seq - saved_at_requested if replicas else 0,
+        "runtime": inputs.runtime,
+        "kv_dtype": inputs.kv_dtype,
+    }
+    if error:
+        kv_cache["admission_error"] = error
+    cap = {
+        "device": device.name,
+        "device_bytes": device_bytes,
+        "headroom_bp": inputs.headroom_bp,
+        "usable_bytes": usable,
+        "model_resident_bytes": resident,
+        "model_resident_source": resident_source,
+        "workspace_bytes": workspace,
+        "fixed_bytes": fixed,
+        "available_for_kv_bytes": available,
+        "gpu_count": inputs.gpu_count,
+        "tp": inputs.tp,
+        "replicas": replicas,
+        "sequences_per_replica": per_replica,
+        "pool_kv_tokens": pool_tokens,
+        "max_concurrency_at_reserved_tokens": round(available / per_seq, 2),
+        "kv_bytes_at_requested_load": kv_cache["kv_bytes_at_requested"],
+        "free_bytes_at_requested_load": available - kv_cache["kv_bytes_at_requested"],
+    }
+    ridge = device.ridge_point(compute_dtype)
+    roofline = {
+        "mfu": inputs.mfu,
+        "mbu": inputs.mbu,
+        "peak_tflops": device.peak_flops(compute_dtype) / 1e12,
+        "bandwidth_gb_s": device.bandwidth_gb_s,
+        "ridge_flops_per_byte": ridge,
+        "prefill_intensity": roof.prefill_intensity(ctx.input_tokens),
+        "decode_intensity": roof.decode_intensity(concurrency, kv_mid, mid),
+        "decode_concurrency": concurrency,
+        "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
+        "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
+        "prefill_tokens_per_second": est.prefill_tokens_per_second,
+        "ttft_slo_met": None if inputs.ttft_slo_ms is None else est.time_to_first_token_ms <= inputs.ttft_slo_ms,
+    }
+    prefix = {
+        "shared_prefix_tokens": inputs.shared_prefix_tokens,
+        "shared_blocks": shared_blocks,
+        "bytes_saved_per_extra_sequence": saved,
+        "memory_saved_at_requested_bytes": saved_at_requested,
+        "maximum_sequences_with_sharing": shared_max,
+        "extra_sequences": shared_max - memory_max,
+        "tenants": inputs.tenants,
+        "scope": "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)",
+        "cached_prompt_tokens_expected": cached,
+        "hit_rate": inputs.prefix_hit_rate,
+    }
+    cost: dict = {"gpu_hour_price": inputs.gpu_hour_price}
+    if inputs.gpu_hour_price is not None:
+        per_hour = inputs.gpu_hour_price * inputs.gpu_count
+        out_tps = roofline["decode_tokens_per_second"]
+        in_tps = est.prefill_tokens_per_second * replicas
+        cost.update(
+            deployment_per_hour=per_hour,
+            output_tokens_per_second=out_tps,
+            input_tokens_per_second=in_tps,
+            per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
+            per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
+            basis="each price assumes the deployment does only that phase at the planned concurrency",
+        )
+    notes = list(report.notes)
+    notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
+    if inputs.reservation == "static":
+        notes.append(f"static reservation allocates the configured maximum ({ctx.maximum_context_tokens:,} tokens) per sequence")
+    return Plan.model_construct(
+        inputs=inputs,
+        device=device,
+        context=ctx,
+        inspect=report,
+        weights=weights,
+        reservation=res,
+        kv_cache=kv_cache,
+        capacity=cap,
+        latency=lat,
+        estimate=est,
+        roofline=roofline,
+        prefix=prefix,
+        cost=cost,
+        notes=tuple(notes),
+    )
+
+
+@lru_cache(maxsize=1)
+def example_model() -> PreparedModel:
+    return prepare_model(EXAMPLE_CONFIG)
+
+
+def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float]]:
+    """(concurrency, estimated ITL ms) from 1 to the memory ceiling, for charts."""
+    top = max(1, plan.kv_cache["maximum_sequences_by_memory"] // max(1, plan.capacity["replicas"]))
+    cs = sorted({max(1, round(top * i / (points - 1))) for i in range(points)} | {1})
+    out = []
+    for c in cs:
+        p = compute_plan(plan.inputs.model_copy(update={"sequences": c * plan.capacity["replicas"], "itl_slo_ms": None}), model)
+        out.append((c, p.estimate.mean_inter_token_latency_ms))
+    return out
+
+
+def grid(inputs: PlanInputs, model: PreparedModel, contexts: list[int], concurrencies: list[int]) -> list[list[bool]]:
+    """Admitted (True) or not for each (context, concurrency) pair: the heatmap's cells.
+
+    ``contexts`` are reserved totals; the input is scaled so input + output = context.
+    """
+    out = []
+    for total in contexts:
+        row = []
+        try:
+            base = compute_plan(inputs.model_copy(update={"input_tokens": max(1, total - inputs.output_tokens), "sequences": 1}), model)
+            ceiling = base.kv_cache["admissible_sequences"]
+        except PlannerError:
+            ceiling = -1
+        for c in concurrencies:
+            row.append(c <= ceiling)
+        out.append(row)
+    return out
+
+
+def mha_equivalent(report: InspectReport) -> int:
+    return report.mha_equivalent_bytes_per_token
+
+
+__all__ = [
+    "EXAMPLE_CONFIG",
+    "EXAMPLE_INPUTS",
+    "KV_DTYPE_BITS",
+    "RUNTIMES",
+    "WEIGHT_DTYPE_BITS",
+    "Plan",
+    "PlanInputs",
+    "PreparedModel",
+    "compute_plan",
+    "example_model",
+    "make_inputs",
+    "prepare_model",
+]
