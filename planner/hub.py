@@ -1,0 +1,717 @@
+"""Fetch a model's ``config.json`` from the Hugging Face Hub with the real ``huggingface_hub`` client.
+
+What this module guarantees:
+
+* Repo ids and revisions are validated locally before any request (:func:`parse_model_ref`).
+* The resolved 40-hex commit sha is recorded so plans pin exactly what was read.
+* Every call is bounded in time (``timeout_s``, 10 s by default) even though the client's own
+  retries can take 40 s or more: the network work runs in a daemon worker thread.
+* Offline (``HF_HUB_OFFLINE=1``) or on a network failure the Hugging Face disk cache is used and
+  the result says so (``from_cache=True`` plus a note); with nothing cached the error points to
+  the bundled presets in ``model_configs/``.
+* A token is sent only in the ``Authorization`` header by the client. It never appears in an
+  exception message, a note or a log line, and the in-process TTL cache is keyed by a hash of
+  the token so two users with different tokens never share an entry. No repository code is ever
+  executed (``trust_remote_code`` is never used).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+import httpx2
+from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import errors as hf_errors
+from tqdm.auto import tqdm as _tqdm
+
+from planner import __version__
+from planner.configio import MAX_CONFIG_BYTES, parse_config_text
+from planner.errors import ConfigError
+
+__all__ = [
+    "ConfigNotFoundError",
+    "GatedRepoError",
+    "HubError",
+    "HubModel",
+    "HubOfflineError",
+    "HubTimeoutError",
+    "InvalidHubConfigError",
+    "InvalidModelRefError",
+    "RemoteCodeRequiredError",
+    "RepoNotFoundError",
+    "RevisionNotFoundError",
+    "clear_cache",
+    "fetch_model",
+    "parse_model_ref",
+    "resolve_token",
+]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+QUANT_CONFIG_FILE = "hf_quant_config.json"
+DEFAULT_TTL_S = 600.0
+OFFLINE_TTL_S = 60.0  # a copy served from the disk cache is re-checked sooner
+MAX_REPO_ID_LENGTH = 96
+MAX_REVISION_LENGTH = 128
+PRESETS_HINT = "choose one of the bundled presets (model_configs/) or load a config.json file instead"
+
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
+_REPO_ID_RE = re.compile(rf"(?:{_PART}/)?{_PART}")
+_REVISION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
+_TOKEN_LIKE_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_NESTED_KEYS = ("text_config", "language_config", "llm_config")
+
+
+# --------------------------------------------------------------------------- errors
+class HubError(Exception):
+    """Base class: ``str(error)`` is one line telling the user what to do; it never holds a token."""
+
+    def __init__(self, message: str) -> None:
+        message = " ".join(_scrub(message).split())
+        self.message = message
+        super().__init__(message)
+
+
+class InvalidModelRefError(HubError):
+    """The repo id or revision does not match the Hub's naming rules (checked before any request)."""
+
+
+class GatedRepoError(HubError):
+    """The repo is gated: accept the licence on the model page and provide a token."""
+
+
+class RepoNotFoundError(HubError):
+    """No such repo, or a private repo the token (if any) cannot read."""
+
+
+class RevisionNotFoundError(HubError):
+    """The branch, tag or commit does not exist in the repo."""
+
+
+class ConfigNotFoundError(HubError):
+    """The repo has no ``config.json`` at that revision."""
+
+
+class HubTimeoutError(HubError):
+    """The Hub did not answer within the time limit and nothing usable was cached."""
+
+
+class HubOfflineError(HubError):
+    """Offline (or the Hub is unreachable) and the file is not in the local cache."""
+
+
+class InvalidHubConfigError(HubError):
+    """``config.json`` is not JSON, over 1 MiB, not an object, or lacks the required fields."""
+
+
+class RemoteCodeRequiredError(HubError):
+    """The architecture is only defined by repository code, which the planner never runs."""
+
+
+# Exact token values seen by this process, so they can be removed from any message.
+_KNOWN_TOKENS: set[str] = set()
+_KNOWN_TOKENS_LOCK = threading.Lock()
+
+
+def _scrub(text: str) -> str:
+    with _KNOWN_TOKENS_LOCK:
+        tokens = sorted(_KNOWN_TOKENS, key=len, reverse=True)
+    for token in tokens:
+        text = text.replace(token, "***")
+    return _TOKEN_LIKE_RE.sub("hf_***", text)
+
+
+def _remember_token(token: str | None) -> None:
+    if token and len(token) >= 8:  # shorter strings are no real token and would mangle messages
+        with _KNOWN_TOKENS_LOCK:
+            if len(_KNOWN_TOKENS) >= 1024:
+                _KNOWN_TOKENS.clear()
+            _KNOWN_TOKENS.add(token)
+
+
+# --------------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class HubModel:
+    """A config fetched from the Hub, pinned to the commit that was read."""
+
+    repo_id: str
+    revision: str
+    commit_sha: str
+    config: dict
+    from_cache: bool
+    quantization: dict | None
+    parameter_counts: dict[str, int] | None
+    weights_source: str
+    notes: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- validation
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:57] + "...")
+
+
+def _validate_repo_id(repo_id: object) -> str:
+    if not isinstance(repo_id, str) or not repo_id:
+        raise InvalidModelRefError("Model id is empty: enter it as ORG/NAME, e.g. meta-llama/Llama-3.1-8B.")
+    if len(repo_id) > MAX_REPO_ID_LENGTH:
+        raise InvalidModelRefError(
+            f"Model id {_shown(repo_id)} is {len(repo_id)} characters long; Hub ids have at most "
+            f"{MAX_REPO_ID_LENGTH}: enter it as ORG/NAME."
+        )
+    if _TOKEN_LIKE_RE.search(repo_id):
+        raise InvalidModelRefError(
+            "The model id looks like an access token: put the token in the token field (or HF_TOKEN) "
+            "and the model as ORG/NAME."
+        )
+    if not _REPO_ID_RE.fullmatch(repo_id) or ".." in repo_id or "--" in repo_id or repo_id.endswith(".git"):
+        raise InvalidModelRefError(
+            f"Model id {_shown(repo_id)} is not a valid Hub id: use ORG/NAME with letters, digits, "
+            "'-', '_' and '.' only (no spaces, '..' or '--'), e.g. meta-llama/Llama-3.1-8B."
+        )
+    return repo_id
+
+
+def _validate_revision(revision: object) -> str:
+    if not isinstance(revision, str) or not revision:
+        raise InvalidModelRefError(
+            "Revision is empty: write ORG/NAME@REVISION with a branch, tag or commit sha, or leave out '@'."
+        )
+    if len(revision) > MAX_REVISION_LENGTH:
+        raise InvalidModelRefError(
+            f"Revision {_shown(revision)} is {len(revision)} characters long (at most {MAX_REVISION_LENGTH}): "
+            "use a branch, tag or 40-character commit sha."
+        )
+    if (not _REVISION_RE.fullmatch(revision) or ".." in revision or "//" in revision
+            or revision.endswith(("/", ".", ".lock"))):
+        raise InvalidModelRefError(
+            f"Revision {_shown(revision)} is not a valid branch, tag or commit: use letters, digits, "
+            "'-', '_', '.' and '/' only, e.g. main, v1.0 or a 40-character commit sha."
+        )
+    return revision
+
+
+def parse_model_ref(ref: str) -> tuple[str, str]:
+    """Split ``"ORG/NAME[@REVISION]"`` into ``(repo_id, revision)``; the revision defaults to ``"main"``.
+
+    No request is made.
+
+    Raises:
+        InvalidModelRefError: the text is empty, the repo id or revision breaks the Hub's naming
+            rules or length limits, or ``@`` is followed by nothing.
+    """
+    if not isinstance(ref, str):
+        raise InvalidModelRefError("Model reference must be text like ORG/NAME or ORG/NAME@REVISION.")
+    text = ref.strip()
+    repo_id, sep, revision = text.partition("@")
+    _validate_repo_id(repo_id)
+    if sep:
+        _validate_revision(revision)
+        return repo_id, revision
+    return repo_id, constants.DEFAULT_REVISION
+
+
+# --------------------------------------------------------------------------- token
+def resolve_token(explicit: str | None = None) -> str | None:
+    """Return the token to use: ``explicit`` (e.g. the session's password field), else ``HF_TOKEN``, else None.
+
+    Blank strings count as absent. The value is never logged. Raises nothing.
+    """
+    for candidate in (explicit, os.environ.get("HF_TOKEN")):
+        if candidate is not None and candidate.strip():
+            token = candidate.strip()
+            _remember_token(token)
+            return token
+    return None
+
+
+def _token_key(token: str | None) -> str | None:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest() if token else None
+
+
+# --------------------------------------------------------------------------- in-process TTL cache
+_CACHE: dict[tuple[str, str, str | None], tuple[float, HubModel]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _ttl_s() -> float:
+    raw = os.environ.get("KVP_HUB_TTL_S")
+    if raw is None or not raw.strip():
+        return DEFAULT_TTL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw, DEFAULT_TTL_S)
+        return DEFAULT_TTL_S
+    return max(value, 0.0)
+
+
+def _copy_model(model: HubModel) -> HubModel:
+    return replace(
+        model,
+        config=copy.deepcopy(model.config),
+        quantization=copy.deepcopy(model.quantization),
+        parameter_counts=dict(model.parameter_counts) if model.parameter_counts is not None else None,
+    )
+
+
+def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
+    now = time.monotonic()
+    with _CACHE_LOCK:
+        entry = _CACHE.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= now:
+            del _CACHE[key]
+            return None
+        return _copy_model(entry[1])
+
+
+def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
+    ttl = _ttl_s()
+    if model.from_cache:
+        ttl = min(ttl, OFFLINE_TTL_S)
+    if ttl <= 0:
+        return
+    with _CACHE_LOCK:
+        _CACHE[key] = (time.monotonic() + ttl, _copy_model(model))
+
+
+def clear_cache() -> None:
+    """Empty the in-process TTL cache (the Hugging Face disk cache is left alone). Raises nothing."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+# --------------------------------------------------------------------------- environment
+def _offline_mode() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
+
+
+def _endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def _cache_dir() -> str:
+    """The Hugging Face hub cache, read from the environment at call time (tests change it)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        value = os.environ.get(var)
+        if value:
+            return os.path.expanduser(value)
+    home = os.environ.get("HF_HOME")
+    if home:
+        return os.path.join(os.path.expanduser(home), "hub")
+    return constants.HF_HUB_CACHE
+
+
+class _SilentTqdm(_tqdm):
+    """Progress bars off: the CLI prints JSON and the app has its own spinner."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["disable"] = True
+        super().__init__(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- deadline helper
+T = TypeVar("T")
+
+
+class _Deadline(Exception):
+    """Internal: the worker did not finish in time."""
+
+
+class _Unreachable(Exception):
+    """Internal: the network failed in a way the disk cache may cover."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind  # "timeout", "connection" or "server"
+        self.detail = detail
+
+
+def _run_with_deadline(fn: Callable[[threading.Event], T], seconds: float) -> T:
+    """Run ``fn(cancel_event)`` in a daemon thread; raise :class:`_Deadline` after ``seconds``.
+
+    A daemon thread (not a ThreadPoolExecutor, whose threads are joined at exit) so a stuck
+    request never delays the process; ``cancel_event`` is set on timeout so the worker stops
+    before its next request.
+    """
+    done = threading.Event()
+    cancel = threading.Event()
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="kvp-hub-fetch", daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        cancel.set()
+        raise _Deadline()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- the fetch
+def _model_page(repo_id: str) -> str:
+    return f"{_endpoint()}/{repo_id}"
+
+
+def _map_http_error(exc: Exception, repo_id: str, revision: str, token: str | None, filename: str) -> Exception:
+    """Translate a huggingface_hub error into a HubError (or an _Unreachable for the cache fallback)."""
+    if isinstance(exc, hf_errors.GatedRepoError):
+        if token:
+            return GatedRepoError(
+                f"{repo_id} is gated and the token provided has not been granted access: accept the licence "
+                f"on {_model_page(repo_id)} with the account that owns the token, then try again."
+            )
+        return GatedRepoError(
+            f"{repo_id} is gated: accept the licence on {_model_page(repo_id)} and provide a Hugging Face "
+            "token with read access (HF_TOKEN or the token field)."
+        )
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
+        tail = ("the token provided may not have access to it" if token
+                else "private repos need a token with read access (HF_TOKEN or the token field)")
+        return RepoNotFoundError(
+            f"Model repo {repo_id!r} was not found on the Hub: check the id (ORG/NAME as shown on the model "
+            f"page); {tail}."
+        )
+    if isinstance(exc, hf_errors.RevisionNotFoundError):
+        return RevisionNotFoundError(
+            f"Revision {revision!r} does not exist in {repo_id}: use a branch, a tag or a full commit sha "
+            f"listed on {_model_page(repo_id)}/tree/main, or leave the revision out for main."
+        )
+    if isinstance(exc, hf_errors.LocalEntryNotFoundError):  # the client's own HEAD failed and nothing was cached
+        return _Unreachable("connection", f"the Hub at {_endpoint()} could not be reached")
+    if isinstance(exc, hf_errors.RemoteEntryNotFoundError | hf_errors.EntryNotFoundError) and filename == CONFIG_FILE:
+        return ConfigNotFoundError(
+            f"{repo_id}@{revision} has no config.json, so it is not a transformers model repo (GGUF-only, "
+            "adapter or dataset repos have none): use the base model's repo id or load a config file instead."
+        )
+    if isinstance(exc, httpx2.TimeoutException):
+        return _Unreachable("timeout", "the Hub did not answer in time")
+    if isinstance(exc, hf_errors.OfflineModeIsEnabled):
+        return _Unreachable("connection", "offline mode is on")
+    if isinstance(exc, httpx2.TransportError | ConnectionError):
+        return _Unreachable("connection", f"the Hub at {_endpoint()} could not be reached")
+    if isinstance(exc, hf_errors.HfHubHTTPError):
+        status = exc.response.status_code if exc.response is not None else None
+        if status is not None and (status >= 500 or status == 429):
+            return _Unreachable("server", f"the Hub answered HTTP {status}")
+        return HubError(
+            f"The Hub refused the request for {repo_id}@{revision} (HTTP {status}): check the id, "
+            "the revision and your token's permissions."
+        )
+    return HubError(f"Unexpected error while fetching {repo_id}@{revision} ({type(exc).__name__}): try again.")
+
+
+def _read_config_file(path: str, repo_id: str, where: str) -> dict:
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    try:
+        return parse_config_text(data, source=f"{repo_id}/{CONFIG_FILE}")
+    except ConfigError as exc:
+        raise InvalidHubConfigError(
+            f"config.json of {where} is not usable: {exc.reason}"
+            f"{f' ({exc.value})' if exc.value else ''}; pick another revision or load a "
+            "corrected config file instead."
+        ) from None
+
+
+def _commit_from_path(path: str) -> str | None:
+    name = Path(path).parent.name
+    return name if _COMMIT_RE.fullmatch(name) else None
+
+
+@dataclass
+class _Fetched:
+    path: str
+    commit_sha: str
+    from_cache: bool
+    note: str | None
+
+
+def _fetch_config_online(repo_id: str, revision: str, token: str | None, deadline: float,
+                         cancel: threading.Event) -> _Fetched:
+    """HEAD config.json (errors, size, commit), then download it through the HF disk cache."""
+    endpoint, auth = _endpoint(), (token or False)
+    url = hf_hub_url(repo_id, CONFIG_FILE, revision=revision, endpoint=endpoint)
+    try:
+        meta = get_hf_file_metadata(
+            url, token=auth, timeout=max(deadline - time.monotonic(), 0.1),
+            library_name="kv-capacity-planner", library_version=__version__, endpoint=endpoint,
+        )
+    except Exception as exc:  # noqa: BLE001 - translated below
+        raise _map_http_error(exc, repo_id, revision, token, CONFIG_FILE) from None
+    if meta.commit_hash is None or meta.etag is None:
+        raise HubError(
+            f"{endpoint} answered without the commit and ETag headers a Hugging Face Hub sends: check "
+            "HF_ENDPOINT and your proxy settings."
+        )
+    if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
+        raise InvalidHubConfigError(
+            f"config.json of {repo_id}@{meta.commit_hash[:12]} is {meta.size:,} bytes, over the 1 MiB limit "
+            "for a config: it was not downloaded; load a config file instead."
+        )
+    if cancel.is_set():
+        raise _Unreachable("timeout", "cancelled")
+    try:
+        path = hf_hub_download(
+            repo_id, CONFIG_FILE, revision=revision, cache_dir=_cache_dir(), endpoint=endpoint, token=auth,
+            etag_timeout=max(deadline - time.monotonic(), 0.1), library_name="kv-capacity-planner",
+            library_version=__version__, tqdm_class=_SilentTqdm,
+        )
+    except Exception as exc:  # noqa: BLE001 - translated below
+        raise _map_http_error(exc, repo_id, revision, token, CONFIG_FILE) from None
+    return _Fetched(path, _commit_from_path(path) or meta.commit_hash, False, None)
+
+
+def _fetch_config_from_disk(repo_id: str, revision: str) -> str | None:
+    """Path of config.json in the HF disk cache for this revision, without any request, or None."""
+    try:
+        return hf_hub_download(repo_id, CONFIG_FILE, revision=revision, cache_dir=_cache_dir(),
+                               local_files_only=True, token=False)
+    except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled, FileNotFoundError, OSError):
+        return None
+    except Exception:  # noqa: BLE001 - a broken cache is treated as no cache
+        logger.debug("disk cache lookup failed for %s@%s", repo_id, revision, exc_info=True)
+        return None
+
+
+def _has_required_fields(config: dict) -> bool:
+    scopes = [config] + [config[k] for k in _NESTED_KEYS if isinstance(config.get(k), dict)]
+    has_layers = any(any(isinstance(s.get(k), int) for k in _LAYER_KEYS) for s in scopes)
+    has_heads = any(any(isinstance(s.get(k), int) for k in _HEAD_KEYS) for s in scopes)
+    return has_layers and has_heads
+
+
+def _known_model_type(model_type: object) -> bool:
+    if not isinstance(model_type, str) or not model_type:
+        return False
+    try:  # transformers is heavy (about 3 s): imported only for configs that lack the fields
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    except Exception:  # noqa: BLE001 - without transformers nothing counts as known
+        return False
+    return model_type in CONFIG_MAPPING_NAMES
+
+
+def _check_config(config: dict, repo_id: str, where: str) -> list[str]:
+    """Light check of the fields the planner needs; returns notes. See fetch_model for what it raises."""
+    notes: list[str] = []
+    custom_code = isinstance(config.get("auto_map"), dict)
+    if _has_required_fields(config):
+        if custom_code:
+            notes.append("the architecture ships its own code (auto_map); it was not run, the geometry "
+                         "comes from the config fields")
+        return notes
+    model_type = config.get("model_type")
+    if _known_model_type(model_type):
+        notes.append(f"config.json lists few fields; missing values come from the {model_type} defaults "
+                     "in transformers")
+        return notes
+    if custom_code:
+        raise RemoteCodeRequiredError(
+            f"{repo_id} defines its architecture in repository code (auto_map) and its config.json has no "
+            "layer or head counts; the planner never runs repository code: load a config file with "
+            "num_hidden_layers and num_attention_heads instead."
+        )
+    raise InvalidHubConfigError(
+        f"config.json of {where} lacks the required fields (a layer count such as num_hidden_layers and "
+        "a head count such as num_attention_heads) and its model_type "
+        f"{model_type!r} is unknown to transformers: load a complete config file instead."
+    )
+
+
+def _fetch_quant_config(repo_id: str, commit_sha: str, token: str | None, offline: bool,
+                        deadline: float) -> dict | None:
+    """hf_quant_config.json at the commit, or None if absent/unreadable (never raises)."""
+    try:
+        path = hf_hub_download(
+            repo_id, QUANT_CONFIG_FILE, revision=commit_sha, cache_dir=_cache_dir(), endpoint=_endpoint(),
+            token=(token or False), local_files_only=offline, tqdm_class=_SilentTqdm,
+            etag_timeout=max(deadline - time.monotonic(), 0.1),
+            library_name="kv-capacity-planner", library_version=__version__,
+        )
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+        return parse_config_text(data, source=QUANT_CONFIG_FILE)
+    except Exception:  # noqa: BLE001 - optional file
+        return None
+
+
+def _fetch_safetensors(repo_id: str, commit_sha: str, token: str | None,
+                       deadline: float) -> tuple[dict[str, int] | None, str]:
+    """(dtype -> element count, note) from the safetensors headers; counts None when unavailable."""
+    api = HfApi(endpoint=_endpoint(), token=(token or False), library_name="kv-capacity-planner",
+                library_version=__version__)
+    try:
+        meta = api.get_safetensors_metadata(repo_id, revision=commit_sha, token=(token or False),
+                                            timeout=max(deadline - time.monotonic(), 0.1))
+    except hf_errors.NotASafetensorsRepoError:
+        return None, "the repo has no safetensors weights; weights are estimated from the config"
+    except hf_errors.SafetensorsParsingError:
+        return None, "the safetensors headers could not be parsed; weights are estimated from the config"
+    except Exception as exc:  # noqa: BLE001 - optional data
+        return None, (f"safetensors metadata could not be read ({type(exc).__name__}); weights are "
+                      "estimated from the config")
+    counts = {str(dtype): int(n) for dtype, n in sorted(meta.parameter_count.items())}
+    files = len(meta.files_metadata)
+    return counts, f"parameter counts read from the safetensors headers ({files} file{'s' * (files != 1)})"
+
+
+def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = None,
+                timeout_s: float = 10.0, with_safetensors: bool = True) -> HubModel:
+    """Fetch ``config.json`` (plus quantization hints and safetensors parameter counts) for a Hub model.
+
+    ``token`` defaults to :func:`resolve_token` (``HF_TOKEN``). Results are kept in an in-process
+    cache for ``KVP_HUB_TTL_S`` seconds (default 600), keyed by repo, revision and a hash of the
+    token; files also go through the Hugging Face disk cache. The call answers within about
+    ``timeout_s`` seconds: if the Hub is slow or unreachable the disk-cached copy is returned with
+    ``from_cache=True`` and a note. Safetensors metadata is best effort: when it is missing or slow
+    the result falls back to ``weights_source="config estimate"`` with a note.
+
+    Raises:
+        InvalidModelRefError: bad repo id or revision (before any request).
+        GatedRepoError: the repo is gated and the token is missing or not granted access.
+        RepoNotFoundError: no such repo, or private and the token cannot read it.
+        RevisionNotFoundError: the branch, tag or commit does not exist.
+        ConfigNotFoundError: the repo has no ``config.json`` at that revision.
+        HubTimeoutError: no answer within ``timeout_s`` and nothing cached on disk.
+        HubOfflineError: offline mode or network failure and nothing cached on disk.
+        InvalidHubConfigError: ``config.json`` is over 1 MiB, not JSON, not an object, or lacks a
+            layer and head count with an unknown ``model_type``.
+        RemoteCodeRequiredError: the config only makes sense with repository code (``auto_map``
+            without the fields); that code is never run.
+        HubError: any other Hub failure (HTTP 5xx with nothing cached, a non-Hub endpoint).
+    """
+    token = resolve_token(token)  # first, so the token is scrubbed from every message below
+    repo_id = _validate_repo_id(repo_id)
+    revision = _validate_revision(revision)
+    if token and (token in repo_id or token in revision):
+        raise InvalidModelRefError(
+            "The model reference contains your access token: put the token in the token field (or HF_TOKEN) "
+            "and the model as ORG/NAME[@REVISION]."
+        )
+    key = (repo_id, revision, _token_key(token))
+    cached = _cache_get(key)
+    if cached is not None:
+        return cached
+
+    start = time.monotonic()
+    deadline = start + max(float(timeout_s), 0.1)
+    offline = _offline_mode()
+    notes: list[str] = []
+
+    if offline:
+        path = _fetch_config_from_disk(repo_id, revision)
+        if path is None:
+            raise HubOfflineError(
+                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
+                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
+            )
+        fetched = _Fetched(path, _commit_from_path(path) or revision, True,
+                           "served from the local cache (offline mode is on)")
+    else:
+        try:
+            fetched = _run_with_deadline(
+                lambda cancel: _fetch_config_online(repo_id, revision, token, deadline, cancel),
+                deadline - time.monotonic(),
+            )
+        except (_Deadline, _Unreachable) as exc:
+            kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
+            path = _fetch_config_from_disk(repo_id, revision)
+            if path is None:
+                if kind == "timeout":
+                    raise HubTimeoutError(
+                        f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
+                        f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
+                    ) from None
+                if kind == "server":
+                    raise HubError(
+                        f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
+                        f"cached: try again in a few minutes, or {PRESETS_HINT}."
+                    ) from None
+                raise HubOfflineError(
+                    f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
+                    f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
+                    f"{PRESETS_HINT}."
+                ) from None
+            reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
+                      else exc.detail if isinstance(exc, _Unreachable) else "network error")
+            fetched = _Fetched(path, _commit_from_path(path) or revision, True,
+                               f"served from the local cache ({reason})")
+
+    where = f"{repo_id}@{fetched.commit_sha[:12]}"
+    config = _read_config_file(fetched.path, repo_id, where)
+    notes.extend(_check_config(config, repo_id, where))
+    if fetched.note:
+        notes.insert(0, fetched.note)
+
+    quantization: dict | None = None
+    parameter_counts: dict[str, int] | None = None
+    weights_source = "config estimate"
+    if isinstance(config.get("quantization_config"), dict):
+        quantization = copy.deepcopy(config["quantization_config"])
+    extras_offline = offline or fetched.from_cache
+    remaining = deadline - time.monotonic()
+    if quantization is None or (with_safetensors and not extras_offline):
+        def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, str | None]:
+            extra_deadline = time.monotonic() + max(remaining, 1.0)
+            quant = None
+            if quantization is None:
+                quant = _fetch_quant_config(repo_id, fetched.commit_sha, token, extras_offline, extra_deadline)
+            counts, note = None, None
+            if with_safetensors and not extras_offline and not cancel.is_set():
+                counts, note = _fetch_safetensors(repo_id, fetched.commit_sha, token, extra_deadline)
+            return quant, counts, note
+
+        try:
+            quant, parameter_counts, st_note = _run_with_deadline(extras, max(remaining, 1.0))
+        except _Deadline:
+            quant, parameter_counts, st_note = None, None, (
+                "the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
+                "weights are estimated from the config")
+        if quant is not None:
+            quantization = quant
+            notes.append("quantization settings read from hf_quant_config.json")
+        if st_note:
+            notes.append(st_note)
+    if with_safetensors and extras_offline:
+        notes.append("safetensors metadata needs the Hub; weights are estimated from the config")
+    if parameter_counts is not None:
+        weights_source = "safetensors metadata"
+
+    model = HubModel(
+        repo_id=repo_id,
+        revision=revision,
+        commit_sha=fetched.commit_sha,
+        config=config,
+        from_cache=fetched.from_cache,
+        quantization=quantization,
+        parameter_counts=parameter_counts,
+        weights_source=weights_source,
+        notes=tuple(_scrub(n) for n in notes),
+    )
+    _cache_put(key, model)
+    logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)
+    return _copy_model(model)
