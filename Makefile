@@ -10,15 +10,22 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-.PHONY: install run test lint bench
+.PHONY: install system-deps run test lint bench
 install: $(VENV)/.installed
+
+# Debian chromium (browser tests, kaleido) and poppler-utils (PDF checks), when missing
+system-deps:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v pdftotext >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver poppler-utils; \
+		else sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver poppler-utils; fi; \
+	fi
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false -- --preset $(PRESET)
 
-test: install
+test: install system-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: install
-	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do $(PY) -m benchmarks.$$(basename $$f .py) || exit 1; done

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from planner.errors import PlannerError
 from planner.kv import KVSpec
+from planner.results import Result
 
 Reservation = Literal["dynamic", "static", "paged"]
 RESERVATIONS = ("dynamic", "static", "paged")
@@ -32,10 +33,9 @@ def usable_bytes(capacity: int, headroom_bp: int) -> int:
     return (capacity // 10_000) * keep + (capacity % 10_000) * keep // 10_000
 
 
-class SequenceReservation(BaseModel):
+@dataclass(frozen=True, slots=True)
+class SequenceReservation(Result):
     """Bytes one sequence reserves on one GPU under a reservation mode."""
-
-    model_config = ConfigDict(frozen=True)
 
     mode: str
     tokens: int  # tokens the reservation is sized for
@@ -66,13 +66,13 @@ def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_cont
         raise PlannerError("block_tokens", block_tokens, "block size must be an integer from 1 to 4,096 tokens")
     used = sum(s.bytes_at(reserved_tokens) for s in specs)
     if mode == "dynamic":
-        return SequenceReservation.model_construct(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={})
+        return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={})
     if mode == "static":
         kv = sum(s.bytes_at(max_context) for s in specs)
-        return SequenceReservation.model_construct(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={})
+        return SequenceReservation(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={})
     blocks = {_group_label(s): s.blocks(reserved_tokens, block_tokens) for s in specs}
     kv = sum(s.paged_bytes(reserved_tokens, block_tokens) for s in specs)
-    return SequenceReservation.model_construct(mode=mode, tokens=reserved_tokens, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks=blocks)
+    return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks=blocks)
 
 
 def max_sequences(available: int, per_sequence: int) -> int:

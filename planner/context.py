@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from planner.errors import PlannerError
+from planner.results import Result
 
 MAX_TOKENS = 1 << 31
 
 
-class ContextBudget(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ContextBudget(Result):
     """Token counts of one request, as in the seed's ContextBreakdown."""
-
-    model_config = ConfigDict(frozen=True)
 
     input_tokens: int
     reserved_output_tokens: int
@@ -56,7 +56,7 @@ def context_budget(
     reserved = total_input + out
     if reserved > maximum:
         raise PlannerError("max_context", maximum, f"reserved total {reserved:,} tokens (input {total_input:,} + output {out:,}) exceeds the model maximum of {maximum:,}")
-    return ContextBudget.model_construct(
+    return ContextBudget(
         input_tokens=total_input,
         reserved_output_tokens=out,
         reserved_total_tokens=reserved,

@@ -29,9 +29,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-import httpx2
+# The planner sends no usage telemetry to the Hub (set before huggingface_hub reads it).
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import httpx2  # noqa: E402
 from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
-from huggingface_hub import errors as hf_errors
+from huggingface_hub import errors as hf_errors  # noqa: E402
 from tqdm.auto import tqdm as _tqdm
 
 from planner import __version__

@@ -201,12 +201,26 @@ def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
     return -(-total // tp)
 
 
+_REPORTS: dict[tuple, InspectReport] = {}
+
+
 def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm") -> InspectReport:
-    """K/V bytes per token and at ``tokens`` tokens for one sequence on one GPU.
+    """K/V bytes per token and at ``tokens`` tokens for one sequence on one GPU (memoised).
 
     Raises:
         PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
     """
+    key = (geo.config_hash, id(geo), kv_dtype, tp, tokens, runtime)
+    hit = _REPORTS.get(key)
+    if hit is None:
+        hit = _inspect(geo, kv_dtype, tp, tokens, runtime)
+        if len(_REPORTS) > 4096:
+            _REPORTS.clear()
+        _REPORTS[key] = hit
+    return hit
+
+
+def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: str) -> InspectReport:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0 or tokens > 1 << 31:
         raise PlannerError("tokens", tokens, "must be an integer from 0 to 2,147,483,648")
     specs = kv_specs(geo, kv_dtype, tp, runtime)

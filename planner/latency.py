@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 from planner.errors import PlannerError
+from planner.results import Result
 
 DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.7
@@ -36,10 +39,9 @@ class LatencyObservation(BaseModel):
     remaining_decode_ms: float
 
 
-class LatencyReport(BaseModel):
+@dataclass(frozen=True, slots=True)
+class LatencyReport(Result):
     """Latency by phase with the seed's field names."""
-
-    model_config = ConfigDict(frozen=True)
 
     source: str  # "observed" or "roofline estimate"
     queue_ms: float
@@ -80,7 +82,7 @@ def observe(obs: LatencyObservation) -> LatencyReport:
         raise PlannerError("remaining_decode_ms", obs.remaining_decode_ms, "must be 0 when only one token is generated (no inter-token interval)")
     ttft = obs.queue_ms + obs.preprocessing_ms + prefill + first
     decode_s = (first + obs.remaining_decode_ms) / 1000.0
-    return LatencyReport.model_construct(
+    return LatencyReport(
         source="observed",
         queue_ms=obs.queue_ms,
         preprocessing_ms=obs.preprocessing_ms,
@@ -95,10 +97,9 @@ def observe(obs: LatencyObservation) -> LatencyReport:
     )
 
 
-class Roofline(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Roofline(Result):
     """Everything the step-time model needs, per GPU."""
-
-    model_config = ConfigDict(frozen=True)
 
     weights_bytes: float
     active_params: float  # per GPU
@@ -165,7 +166,7 @@ def estimate(
     itl = roof.decode_step_s(sequences, kv_bytes_at(mid), mid) * 1000.0
     remaining = itl * (generated_tokens - 1)
     ttft = queue_ms + preprocessing_ms + prefill + first
-    return LatencyReport.model_construct(
+    return LatencyReport(
         source="roofline estimate",
         queue_ms=queue_ms,
         preprocessing_ms=preprocessing_ms,

@@ -7,6 +7,7 @@ config and cached, so a plan itself is pure integer and float arithmetic (micros
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -18,6 +19,7 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
 from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_geometry
+from planner.results import Result
 from planner.weights import WEIGHT_DTYPE_BITS, WeightsEstimate, estimate_weights
 
 # The seed's runnable case: a dense 32-layer decoder with 8 KV heads of 128 (Llama-3.1-8B shape)
@@ -181,10 +183,9 @@ def prepare_model(config: dict) -> PreparedModel:
     return hit
 
 
-class Plan(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Plan(Result):
     """Every number a plan shows, in the seed's sections plus the extra detail."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     inputs: PlanInputs
     device: Device
@@ -296,7 +297,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
     attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
-    roof = latency.Roofline.model_construct(
+    roof = latency.Roofline(
         weights_bytes=resident,
         active_params=weights.active_params / inputs.tp,
         attn_layers=attn_layers,
@@ -453,7 +454,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
     if inputs.reservation == "static":
         notes.append(f"static reservation allocates the configured maximum ({ctx.maximum_context_tokens:,} tokens) per sequence")
-    return Plan.model_construct(
+    return Plan(
         inputs=inputs,
         device=device,
         context=ctx,

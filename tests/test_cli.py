@@ -1,0 +1,114 @@
+"""The CLI contract: inspect/plan with --config, --preset and --model (against a local fake Hub)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakehub import FakeHub
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "max_position_embeddings": 131072, "vocab_size": 128256, "intermediate_size": 14336}
+
+
+def run(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "planner", *argv], capture_output=True, text=True, cwd=ROOT, timeout=120, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def fake_hub(tmp_path_factory):
+    with FakeHub() as hub:
+        hub.add_repo("acme/llama-8b", {"config.json": json.dumps(LLAMA)}, sha="a" * 40)
+        hub.add_repo("acme/gated", {"config.json": json.dumps(LLAMA)}, sha="b" * 40)
+        hub.gate("acme/gated")
+        env = {
+            "HF_ENDPOINT": hub.url,
+            "HF_HOME": str(tmp_path_factory.mktemp("hf_home")),
+            "HF_HUB_CACHE": str(tmp_path_factory.mktemp("hf_cache")),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_TOKEN": "",
+        }
+        yield hub, env
+
+
+def test_inspect_json_keys_for_a_preset():
+    proc = run("inspect", "--preset", "gemma-2-9b", "--tokens", "8192", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("kv_bytes_per_token", "kv_bytes_at_tokens", "state_bytes_per_sequence", "layers", "kv_heads_per_gpu", "head_dim", "runtime", "notes"):
+        assert key in out
+    # Gemma 2 9B: 21 full layers x 8 KV heads x 256 x 2 x 2 = 172,032 B/token; sliding 21 x min(8192, 4096) x 8,192 B
+    assert out["kv_bytes_per_token"] == 172032
+    assert out["kv_bytes_at_tokens"] == 172032 * 8192 + 172032 * 4096
+    assert out["layers"] == {"full": 21, "sliding": 21}
+    assert out["runtime"] == "vllm"
+    assert out["source"]["kind"] == "preset"
+
+
+def test_inspect_readable_summary():
+    proc = run("inspect", "--preset", "deepseek-v3", "--runtime", "transformers")
+    assert proc.returncode == 0
+    assert "4,997,120 B" in proc.stdout  # decompressed MLA in transformers eager
+    assert "transformers" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["inspect", "--config", "/nonexistent/config.json"], "cannot read file"),
+        (["inspect", "--preset", "no-such-model"], "unknown preset"),
+        (["inspect", "--preset", "llama-3.1-8b", "--kv-dtype", "fp4"], "invalid choice"),
+        (["inspect", "--preset", "llama-3.1-8b", "--tp", "0"], "--tp"),
+        (["inspect"], "one of the arguments"),
+        (["inspect", "--model", "../etc/passwd"], "not a valid Hub id"),
+    ],
+)
+def test_inspect_bad_input_one_line_exit_2(argv, needle):
+    proc = run(*argv)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_inspect_bad_config_file_names_the_field(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({**LLAMA, "num_key_value_heads": 5}))
+    proc = run("inspect", "--config", str(bad))
+    assert proc.returncode == 2
+    assert "num_key_value_heads=5" in proc.stderr and "does not divide" in proc.stderr
+
+
+def test_model_from_hub_pins_commit(fake_hub):
+    hub, env = fake_hub
+    proc = run("inspect", "--model", "acme/llama-8b", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["kv_bytes_per_token"] == 131072
+    assert out["source"] == {**out["source"], "kind": "hub", "repo_id": "acme/llama-8b", "commit": "a" * 40}
+    proc = run("plan", "--model", "acme/llama-8b@main", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["source"]["commit"] == "a" * 40
+    assert plan["kv_cache"]["bytes_per_token_per_sequence"] == 131072
+
+
+def test_model_gated_gives_one_line_with_advice(fake_hub):
+    _hub, env = fake_hub
+    proc = run("inspect", "--model", "acme/gated", env={**env, "HF_TOKEN": "hf_SECRETTOKEN123"})
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "licence" in proc.stderr.lower() or "license" in proc.stderr.lower() or "gated" in proc.stderr.lower()
+    assert "hf_SECRETTOKEN123" not in proc.stderr
+
+
+def test_model_missing_repo(fake_hub):
+    _hub, env = fake_hub
+    proc = run("plan", "--model", "acme/missing", env=env)
+    assert proc.returncode == 2
+    assert "acme/missing" in proc.stderr

@@ -1,0 +1,298 @@
+"""Plan core: the seeds' numbers, each beside its arithmetic; admission; paged/static; sharing."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner import capacity, latency
+from planner.cli import main
+from planner.errors import PlannerError
+from planner.kv import inspect_config
+from planner.plan import EXAMPLE_CONFIG, EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+
+
+def example(**update):
+    return compute_plan(EXAMPLE_INPUTS.model_copy(update=update), example_model())
+
+
+# ---------------------------------------------------------------- the seed example
+
+
+def test_seed_example_exactly():
+    p = example()
+    # system 128 + tools 256 + retrieval 512 + history 640 + user 512 = 2,048; + 512 output = 2,560 of 4,096
+    c = p.context
+    assert (c.input_tokens, c.reserved_output_tokens, c.reserved_total_tokens, c.unreserved_tokens) == (2048, 512, 2560, 1536)
+    kv = p.kv_cache
+    assert kv["bytes_per_token_per_sequence"] == 131072  # 2 x 32 x 8 x 128 x 2
+    assert kv["mib_per_reserved_sequence"] == 320  # 131,072 x 2,560 / 2^20
+    assert kv["requested_sequences"] == 8
+    # usable = 16 GiB x 0.9 = 15,461,882,265 B (floored); - 5 GiB fixed = 10,093,173,145; / 335,544,320 = 30.08 -> 30
+    assert p.capacity["usable_bytes"] == 15461882265
+    assert p.capacity["available_for_kv_bytes"] == 10093173145
+    assert kv["maximum_sequences_by_memory"] == 30
+    assert kv["admitted"] is True
+    lat = p.latency
+    assert lat.time_to_first_token_ms == 450.0  # 20 + 10 + 400 + 20
+    assert lat.prefill_tokens_per_second == 5120.0  # 2048 / 0.4
+    assert lat.output_tokens_per_second == 50.0  # 129 / (0.020 + 2.560)
+    assert lat.mean_inter_token_latency_ms == 20.0  # 2560 / (129 - 1)
+    assert lat.end_to_end_ms == 3010.0  # 450 + 2560
+
+
+def test_seed_refusal_31_sequences():
+    p = example(sequences=31)
+    assert p.kv_cache["admitted"] is False
+    assert p.kv_cache["admission_error"] == "requested 31 sequences, but the conservative KV-memory plan admits at most 30"
+    assert p.kv_cache["binding_constraint"] == "memory"
+
+
+def test_cli_plan_example_json_matches_seed():
+    proc = subprocess.run([sys.executable, "-m", "planner", "plan", "--example", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["context"] == {**out["context"], "input_tokens": 2048, "reserved_output_tokens": 512, "reserved_total_tokens": 2560, "unreserved_tokens": 1536}
+    assert {k: out["kv_cache"][k] for k in ("bytes_per_token_per_sequence", "mib_per_reserved_sequence", "requested_sequences", "maximum_sequences_by_memory", "admitted")} == {
+        "bytes_per_token_per_sequence": 131072, "mib_per_reserved_sequence": 320, "requested_sequences": 8, "maximum_sequences_by_memory": 30, "admitted": True,
+    }
+    assert {k: out["latency"][k] for k in ("time_to_first_token_ms", "prefill_tokens_per_second", "output_tokens_per_second", "mean_inter_token_latency_ms", "end_to_end_ms")} == {
+        "time_to_first_token_ms": 450.0, "prefill_tokens_per_second": 5120.0, "output_tokens_per_second": 50.0, "mean_inter_token_latency_ms": 20.0, "end_to_end_ms": 3010.0,
+    }
+
+
+def test_cli_refusal_exits_0_with_admission_error(capsys):
+    assert main(["plan", "--example", "--sequences", "31", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kv_cache"]["admitted"] is False
+    assert out["kv_cache"]["admission_error"] == "requested 31 sequences, but the conservative KV-memory plan admits at most 30"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--headroom-bp", "-1"], "--headroom-bp"),
+        (["--headroom-bp", "10000"], "headroom"),
+        (["--user-tokens", "0", "--system-tokens", "0", "--tool-tokens", "0", "--retrieval-tokens", "0", "--history-tokens", "0"], "input"),
+        (["--output-tokens", "0"], "--output-tokens"),
+        (["--gpu", "NOPE-9000"], "unknown GPU"),
+        (["--prefill-ms", "nan"], "--prefill-ms"),
+        (["--queue-ms", "inf"], "--queue-ms"),
+        (["--input-tokens", "5000"], "exceeds the model maximum of 4,096"),
+        (["--model-resident-gib", "15"], "exceeds usable"),
+        (["--tp", "3"], "tensor parallel size 3"),
+    ],
+)
+def test_cli_invalid_values_exit_2_one_line(argv, needle):
+    proc = subprocess.run([sys.executable, "-m", "planner", "plan", "--example", *argv], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- reservation modes
+
+
+def test_static_reservation_uses_configured_maximum():
+    p = example(reservation="static")
+    # 131,072 x 4,096 = 536,870,912 B = 512 MiB; 10,093,173,145 / 536,870,912 = 18.8 -> 18
+    assert p.kv_cache["bytes_per_reserved_sequence"] == 536870912
+    assert p.kv_cache["maximum_sequences_by_memory"] == 18
+    assert p.kv_cache["static_waste_bytes"] == 131072 * (4096 - 2560)
+
+
+def test_paged_rounding_and_waste():
+    # output 500 -> 2,548 tokens -> ceil(2548 / 16) = 160 blocks = 2,560 slots; waste 12 x 131,072
+    p = example(reservation="paged", output_tokens=500)
+    assert p.kv_cache["bytes_per_reserved_sequence"] == 160 * 16 * 131072
+    assert p.kv_cache["paged_waste_bytes"] == 12 * 131072 == 1572864
+    assert p.kv_cache["blocks_per_layer"] == {"full": 160}
+    # block 256: ceil(2548/256) = 10 blocks = 2,560 slots too; block 1: no waste
+    assert example(reservation="paged", output_tokens=500, block_tokens=1).kv_cache["paged_waste_bytes"] == 0
+
+
+def test_paged_sliding_layers_capped_at_window_plus_one_block():
+    cfg = {**EXAMPLE_CONFIG, "sliding_window": 1000, "max_position_embeddings": 8192}
+    model = prepare_model(cfg)
+    p = compute_plan(EXAMPLE_INPUTS.model_copy(update={"reservation": "paged", "block_tokens": 16}), model)
+    # window 1,000 -> ceil(1000/16) + 1 = 64 blocks (not ceil(2560/16) = 160)
+    assert p.kv_cache["blocks_per_layer"] == {"sliding-1000": 64}
+    assert p.kv_cache["bytes_per_reserved_sequence"] == 64 * 16 * 131072
+
+
+# ---------------------------------------------------------------- prefix sharing
+
+
+def test_prefix_sharing_whole_blocks_only():
+    # 100 shared tokens with 16-token blocks: 6 whole blocks (96 tokens) held once
+    p = example(reservation="paged", shared_prefix_tokens=100)
+    assert p.prefix["shared_blocks"] == 6
+    saved = 96 * 131072
+    assert p.prefix["bytes_saved_per_extra_sequence"] == saved == 12582912
+    # 8 sequences of one tenant: 7 of them skip the shared blocks
+    assert p.prefix["memory_saved_at_requested_bytes"] == 7 * saved
+    # N x 335,544,320 - (N - 1) x 12,582,912 <= 10,093,173,145 -> N = floor((10,093,173,145 - 12,582,912) / 322,961,408) = 31
+    assert p.prefix["maximum_sequences_with_sharing"] == 31
+    assert p.prefix["extra_sequences"] == 1
+    # 15 tokens share no whole block
+    assert example(reservation="paged", shared_prefix_tokens=15).prefix["bytes_saved_per_extra_sequence"] == 0
+
+
+def test_prefix_scoped_per_tenant_and_cached_prefill_skipped():
+    one = example(reservation="paged", shared_prefix_tokens=1024, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
+    four = example(reservation="paged", shared_prefix_tokens=1024, tenants=4)
+    assert four.prefix["memory_saved_at_requested_bytes"] == (8 - 4) * 1024 * 131072
+    assert one.prefix["memory_saved_at_requested_bytes"] == (8 - 1) * 1024 * 131072
+    none = example(reservation="paged", queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
+    assert one.estimate.prefill_ms < none.estimate.prefill_ms  # 1,024 cached tokens skip prefill
+    miss = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=0.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
+    assert miss.estimate.prefill_ms == pytest.approx(none.estimate.prefill_ms)
+
+
+# ---------------------------------------------------------------- capacity and admission
+
+
+def test_headroom_in_basis_points_without_overflow():
+    # 16 GiB x (10000 - 1000) / 10000 with quotient/remainder: 1,717,986 x 9,000 + 9,184 x 9,000 // 10,000
+    assert capacity.usable_bytes(16 * GIB, 1000) == 1717986 * 9000 + 9184 * 9000 // 10000
+    huge = 2**80 + 12345
+    assert capacity.usable_bytes(huge, 2500) == huge * 7500 // 10000
+    with pytest.raises(PlannerError, match="headroom"):
+        capacity.usable_bytes(GIB, 10000)
+
+
+def test_fixed_memory_above_usable_is_clear_error():
+    with pytest.raises(PlannerError, match="exceeds usable"):
+        example(model_resident_gib=14.0)
+
+
+def test_tp_replication_in_capacity():
+    # tp 16 on 8 KV heads: one (replicated) KV head per GPU: 2 x 32 x 1 x 128 x 2 = 16,384 B/token
+    p = example(tp=16, gpu_count=16)
+    assert p.kv_cache["bytes_per_token_per_sequence"] == 16384
+    assert any("replicated" in n for n in p.notes)
+    # tp 2 halves the per-GPU bytes: 65,536 x 2,560 = 160 MiB; floor(10,093,173,145 / 167,772,160) = 60
+    p2 = example(tp=2, gpu_count=2)
+    assert p2.kv_cache["mib_per_reserved_sequence"] == 160
+    assert p2.kv_cache["maximum_sequences_by_memory"] == 60
+
+
+def test_data_parallel_replicas_multiply_capacity():
+    assert example(gpu_count=2).kv_cache["maximum_sequences_by_memory"] == 60  # 2 replicas x 30
+
+
+def test_admission_takes_minimum_and_names_binding():
+    assert example(max_num_seqs=12, sequences=13).kv_cache["admission_error"] == "requested 13 sequences, but the runtime's maximum number of sequences admits at most 12"
+    p = example(tenant_quota=5, sequences=6)
+    assert p.kv_cache["binding_constraint"] == "tenant_quota"
+    assert p.kv_cache["admissible_sequences"] == 5
+    assert example(tenant_quota=40).kv_cache["binding_constraint"] == "memory"
+
+
+def test_latency_slo_limit_is_largest_concurrency_meeting_itl():
+    base = example()
+    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).estimate.mean_inter_token_latency_ms
+    slo = itl_1 * 1.05
+    p = example(itl_slo_ms=slo, sequences=30)
+    limit = p.kv_cache["limits"]["latency_slo"]
+    assert 1 <= limit < 30
+    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).estimate.mean_inter_token_latency_ms
+    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).estimate.mean_inter_token_latency_ms
+    assert ok <= slo < over
+    assert p.kv_cache["binding_constraint"] == "latency_slo"
+
+
+def test_pool_view_tokens_and_concurrency():
+    p = example()
+    # 10,093,173,145 // 131,072 = 77,004 tokens; 10,093,173,145 / 335,544,320 = 30.08x at 2,560 tokens
+    assert p.capacity["pool_kv_tokens"] == 77004
+    assert p.capacity["max_concurrency_at_reserved_tokens"] == 30.08
+
+
+def test_cost_per_million_tokens():
+    p = example(gpu_hour_price=3.6)
+    out_tps = p.cost["output_tokens_per_second"]
+    assert p.cost["per_million_output_tokens"] == pytest.approx(3.6 / (out_tps * 3600) * 1e6)
+    assert p.cost["per_million_input_tokens"] > 0
+
+
+# ---------------------------------------------------------------- latency: observed and roofline
+
+
+def test_observation_validation():
+    ok = dict(prompt_tokens=10, generated_tokens=1, queue_ms=0, preprocessing_ms=0, prefill_ms=5, first_decode_ms=1, remaining_decode_ms=0)
+    assert latency.observe(latency.LatencyObservation(**ok)).mean_inter_token_latency_ms == 0.0
+    for bad, field in [({"remaining_decode_ms": 3}, "remaining_decode_ms"), ({"prefill_ms": 0}, "prefill_ms"), ({"queue_ms": -1}, "queue_ms"), ({"first_decode_ms": float("nan")}, "first_decode_ms"), ({"prompt_tokens": 0}, "prompt_tokens")]:
+        with pytest.raises(PlannerError) as err:
+            latency.observe(latency.LatencyObservation(**{**ok, **bad}))
+        assert err.value.field == field
+
+
+def test_decode_step_table_14gb_1tbs():
+    # step = (14e9 + cache bytes) / 1e12 with MBU 1: MHA 524,288 B/token, GQA 131,072 B/token
+    roof = latency.Roofline(weights_bytes=14e9, active_params=7e9, attn_layers=32, q_heads=32, head_dim=128, peak_flops=1e30, bandwidth_bytes_s=1e12, mfu=1.0, mbu=1.0)
+    mha = inspect_config({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096})
+    gqa = inspect_config({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096})
+    got = [(round(roof.decode_step_s(1, mha.specs[0].bytes_at(n), n) * 1000, 1), round(roof.decode_step_s(1, gqa.specs[0].bytes_at(n), n) * 1000, 1)) for n in (1000, 8192, 32000)]
+    assert got == [(14.5, 14.1), (18.3, 15.1), (30.8, 18.2)]
+    # tokens/s for MHA: 68.9, 54.7, 32.5
+    assert [round(1000 / roof.decode_step_s(1, mha.specs[0].bytes_at(n), n) / 1000, 1) for n in (1000, 8192, 32000)] == [68.9, 54.7, 32.5]
+
+
+def test_sixteen_requests_68_7_vs_17_2_gb():
+    mha = inspect_config({"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096}, tokens=8192)
+    gqa = inspect_config({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}, tokens=8192)
+    assert round(16 * mha.kv_bytes_at_tokens / 1e9, 1) == 68.7  # 524,288 x 8,192 x 16
+    assert round(16 * gqa.kv_bytes_at_tokens / 1e9, 1) == 17.2
+
+
+def test_llama_70b_table():
+    r = inspect_config({"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192})
+    per = r.kv_bytes_per_token  # 327,680
+    assert [round(per * n / 1e9, 2) for n in (4096, 32000, 128000)] == [1.34, 10.49, 41.94]
+    assert round(per * 4096 * 32 / 1e9, 1) == 42.9
+
+
+def test_operation_counts_and_ratios():
+    assert latency.layer_operations(4, 3) == (496, 240)  # 72+160+264 vs 72+80+88
+    no, yes = latency.layer_operations(128, 1000)
+    assert round(no / yes) == 611
+    # per-step attention at d_model 4,096: n = 100 -> 163.8 M vs 1.64 M; n = 2,000 -> 65.54 G vs 32.77 M
+    assert [round(x / 1e6, 2) for x in latency.attention_flops_per_step(100, 4096)] == [163.84, 1.64]
+    naive, cached = latency.attention_flops_per_step(2000, 4096)
+    assert (round(naive / 1e9, 2), round(cached / 1e6, 2)) == (65.54, 32.77)
+    naive, cached = latency.cumulative_projection_flops(2048, 4096)
+    assert round(naive / cached) == 1024  # (N + 1) / 2 = 1,024.5
+    assert latency.generation_projections(3, 3) == (12, 5)  # 3 + 4 + 5 vs 3 + 2
+    assert latency.feed_projections(4, 2) == (21, 6)  # 1 + ... + 6 vs 4 + 1 + 1
+
+
+def test_roofline_estimate_is_consistent():
+    p = example(queue_ms=None, preprocessing_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None, generated_tokens=None)
+    est = p.latency
+    assert est.source == "roofline estimate"
+    assert est.time_to_first_token_ms == pytest.approx(est.queue_ms + est.preprocessing_ms + est.prefill_ms + est.first_decode_ms)
+    assert est.end_to_end_ms == pytest.approx(est.time_to_first_token_ms + est.remaining_decode_ms)
+    assert p.roofline["ridge_flops_per_byte"] > p.roofline["decode_intensity"]  # decode is memory-bound
+    assert math.isfinite(p.roofline["prefill_intensity"])
+
+
+def test_make_inputs_names_bad_field():
+    with pytest.raises(PlannerError) as err:
+        make_inputs(headroom_bp=-5)
+    assert err.value.field == "headroom_bp"
+    with pytest.raises(PlannerError) as err:
+        make_inputs(tp=2, gpu_count=3)
+    assert err.value.field == "gpu_count"
+    with pytest.raises(PlannerError) as err:
+        make_inputs(prefill_ms=float("nan"))
+    assert err.value.field == "prefill_ms"
