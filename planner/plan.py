@@ -200,6 +200,7 @@ class Plan(Result):
     roofline: dict
     prefix: dict
     cost: dict
+    work: dict
     notes: tuple[str, ...]
 
     def summary(self) -> dict:
@@ -221,6 +222,7 @@ class Plan(Result):
             "roofline": self.roofline,
             "prefix_sharing": self.prefix,
             "cost": self.cost,
+            "work": self.work,
             "weights": self.weights.model_dump(),
             "device": self.device.model_dump(),
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
@@ -450,6 +452,18 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
             per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
             basis="each price assumes the deployment does only that phase at the planned concurrency",
         )
+    final_ctx = ctx.input_tokens + generated
+    attn_naive, attn_cached = latency.attention_flops_per_step(final_ctx, geo.hidden_size)
+    proj_naive, proj_cached = latency.generation_projections(ctx.input_tokens, generated)
+    work = {
+        "context_at_last_step": final_ctx,
+        "attention_flops_last_step_without_cache": attn_naive * attn_layers,
+        "attention_flops_last_step_with_cache": attn_cached * attn_layers,
+        "token_projections_without_cache": proj_naive,
+        "token_projections_with_cache": proj_cached,
+        "projection_ratio": proj_naive / proj_cached,
+        "basis": f"{attn_layers} attention layers of d_model {geo.hidden_size}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
+    }
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
     if inputs.reservation == "static":
@@ -468,6 +482,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         roofline=roofline,
         prefix=prefix,
         cost=cost,
+        work=work,
         notes=tuple(notes),
     )
 
