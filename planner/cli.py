@@ -233,6 +233,52 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- simulate
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from planner import simulate as sim
+
+    plan, _model, source = plan_from_args(args)
+    cost, blocks = sim.from_plan(plan)
+    if args.trace:
+        try:
+            text = Path(args.trace).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CLIError(f"--trace {args.trace}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+        requests = sim.parse_trace_csv(text)
+    else:
+        requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
+    cfg = sim.build(
+        sim.SimConfig,
+        block_tokens=plan.inputs.block_tokens,
+        total_blocks=blocks,
+        max_num_seqs=plan.inputs.max_num_seqs or 256,
+        max_num_batched_tokens=args.max_batched_tokens,
+        policy=args.policy,
+        chunk_tokens=args.chunk_tokens,
+        seed=args.seed,
+        ttft_slo_ms=plan.inputs.ttft_slo_ms,
+        itl_slo_ms=plan.inputs.itl_slo_ms,
+    )
+    result = sim.simulate(requests, cfg, cost)
+    static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens}), cost)
+    out = result.model_dump(mode="json", exclude={"kv_utilisation", "per_request"})
+    out["static_reservation"] = {k: static.model_dump(mode="json")[k] for k in ("requests_completed", "requests_rejected", "throughput_tokens_per_s", "preemptions", "ttft_ms", "e2e_ms")}
+    out["pool_blocks"] = blocks
+    out["source"] = source
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(
+            f"{result.policy}: {result.requests_completed:,} completed, {result.requests_cancelled:,} cancelled, {result.requests_rejected:,} rejected; "
+            f"TTFT p50/p95/p99 {result.ttft_ms.p50:,.1f}/{result.ttft_ms.p95:,.1f}/{result.ttft_ms.p99:,.1f} ms; "
+            f"ITL p50/p95/p99 {result.itl_ms.p50:,.1f}/{result.itl_ms.p95:,.1f}/{result.itl_ms.p99:,.1f} ms; "
+            f"{result.throughput_tokens_per_s:,.0f} tok/s; {result.preemptions:,} preemptions; pool {blocks:,} blocks"
+        )
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -253,6 +299,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
+    add_plan_options(p)
+    p.add_argument("--rate", type=nonneg_float, default=2.0, help="Poisson arrivals per second")
+    p.add_argument("--requests", type=positive_int, default=200)
+    p.add_argument("--trace", metavar="CSV", help="arrival_s,prompt_tokens,output_tokens")
+    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo")
+    p.add_argument("--chunk-tokens", type=positive_int, default=512)
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--seed", type=nonneg_int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_simulate)
 
     return parser
 

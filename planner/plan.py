@@ -419,6 +419,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "peak_tflops": device.peak_flops(compute_dtype) / 1e12,
         "bandwidth_gb_s": device.bandwidth_gb_s,
         "ridge_flops_per_byte": ridge,
+        "q_heads_per_gpu": heads_gpu,
+        "attention_layers": attn_layers,
         "prefill_intensity": roof.prefill_intensity(ctx.input_tokens),
         "decode_intensity": roof.decode_intensity(concurrency, kv_mid, mid),
         "decode_concurrency": concurrency,
