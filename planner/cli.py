@@ -312,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
 
+    from planner.report import add_report_parser
+
+    add_report_parser(sub)
     return parser
 
 

@@ -1,0 +1,662 @@
+"""PDF sizing report (reportlab, vector charts drawn with ``reportlab.graphics``; no browser).
+
+``build_pdf(plan, ref, share_link)`` lays out: title and date; model identity; device; the
+inputs; results (K/V per token and per sequence, capacity, admission and the binding
+constraint, latency by phase); three charts (memory per GPU, K/V bytes vs context per layer
+kind, latency by phase); the formulas with this plan's numbers; assumptions and omissions; the
+share link. Every number is read from the :class:`~planner.plan.Plan` (the K/V-vs-context curve
+evaluates the plan's own per-layer specs at other lengths).
+
+``python -m planner report [plan options | --plan FILE] --out report.pdf`` is
+:func:`add_report_parser` + :func:`cmd_report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from planner.errors import PlannerError
+from planner.plan import Plan, PlanInputs
+from planner.source import ModelRef
+
+DEFAULT_SHARE_BASE = "http://localhost:8501/"
+CHART_TITLES = ("Memory per GPU", "K/V bytes per sequence vs context", "Latency by phase")
+_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _trim(x: float) -> str:
+    text = f"{x:,.2f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def human_bytes(n: float) -> str:
+    """Binary units, at most 2 decimals: 335544320 -> '320 MiB', 10093173145 -> '9.4 GiB'."""
+    for unit, size in _UNITS:
+        if abs(n) >= size:
+            return f"{_trim(n / size)} {unit}"
+    return f"{int(n):,} B"
+
+
+def fmt_bytes(n: int) -> str:
+    """'131,072 B (128 KiB)': exact bytes with thousands separators, then binary units."""
+    return f"{int(n):,} B" + (f" ({human_bytes(n)})" if abs(n) >= 1024 else "")
+
+
+def fmt_ms(x: float) -> str:
+    return f"{x:,.1f} ms"
+
+
+def fmt_num(x: object) -> str:
+    if x is None:
+        return "(none)"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:,.0f}" if x.is_integer() and abs(x) < 1e15 else f"{x:,.6g}"
+    return str(x)
+
+
+def _safe(text: object) -> str:
+    """Text the standard PDF fonts can show (cp1252), XML-escaped for Paragraph."""
+    raw = str(text).encode("cp1252", "replace").decode("cp1252")
+    return escape(raw)
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def _color(i: int):
+    from reportlab.lib import colors
+
+    return colors.HexColor(_PALETTE[i % len(_PALETTE)])
+
+
+def _legend(drawing, x: float, y: float, items: list[tuple[object, str]], columns: int = 1, col_width: float = 160) -> None:
+    from reportlab.graphics.shapes import Rect, String
+
+    for i, (color, label) in enumerate(items):
+        cx = x + (i % columns) * col_width
+        cy = y - (i // columns) * 11
+        drawing.add(Rect(cx, cy, 7, 7, fillColor=color, strokeColor=None))
+        drawing.add(String(cx + 10, cy + 0.5, label, fontName="Helvetica", fontSize=7))
+
+
+def _title(drawing, text: str, width: float, height: float) -> None:
+    from reportlab.graphics.shapes import String
+
+    drawing.add(String(0, height - 11, text, fontName="Helvetica-Bold", fontSize=10))
+
+
+def memory_chart(plan: Plan, width: float = 480, height: float = 150):
+    """Stacked bar of one GPU's memory: model, workspace, K/V at the requested load, free, headroom."""
+    from reportlab.graphics.charts.barcharts import HorizontalBarChart
+    from reportlab.graphics.shapes import Drawing, String
+    from reportlab.lib import colors
+
+    cap = plan.capacity
+    gib = float(1 << 30)
+    kv_req = cap["kv_bytes_at_requested_load"]
+    available = cap["available_for_kv_bytes"]
+    shown_kv = min(kv_req, available)
+    segments = [
+        ("model weights", cap["model_resident_bytes"]),
+        ("workspace", cap["workspace_bytes"]),
+        ("K/V at requested load", shown_kv),
+        ("free for more K/V", max(0, available - shown_kv)),
+        ("headroom", cap["device_bytes"] - cap["usable_bytes"]),
+    ]
+    d = Drawing(width, height)
+    _title(d, f"{CHART_TITLES[0]} ({cap['device']}, {human_bytes(cap['device_bytes'])})", width, height)
+    bc = HorizontalBarChart()
+    bc.x, bc.y, bc.width, bc.height = 70, 62, width - 90, 50
+    bc.data = [[v / gib] for _, v in segments]
+    bc.categoryAxis.style = "stacked"
+    bc.categoryAxis.categoryNames = ["per GPU"]
+    bc.categoryAxis.labels.fontSize = 8
+    bc.valueAxis.valueMin = 0
+    bc.valueAxis.valueMax = cap["device_bytes"] / gib
+    bc.valueAxis.labels.fontSize = 7
+    bc.valueAxis.labelTextFormat = lambda v: f"{_trim(v)} GiB"
+    bc.barWidth = 30
+    bc.bars.strokeColor = None
+    fills = [_color(0), _color(1), _color(2), colors.HexColor("#D9D9D9"), colors.HexColor("#8C8C8C")]
+    for i, fill in enumerate(fills):
+        bc.bars[i].fillColor = fill
+    d.add(bc)
+    _legend(d, 0, 32, [(fills[i], f"{name}: {human_bytes(v)}") for i, (name, v) in enumerate(segments)], columns=3)
+    if kv_req > available:
+        d.add(String(0, 2, f"requested load needs {human_bytes(kv_req)} of K/V, more than the {human_bytes(available)} available", fontName="Helvetica-Oblique", fontSize=7))
+    return d
+
+
+def _tokens_label(v: float) -> str:
+    if v >= 1_000_000:
+        return f"{_trim(v / 1_000_000)}M"
+    if v >= 1000:
+        return f"{_trim(v / 1000)}k"
+    return f"{v:,.0f}"
+
+
+def kv_context_chart(plan: Plan, width: float = 480, height: float = 210):
+    """K/V bytes one sequence holds vs context, one line per layer kind plus the total."""
+    from reportlab.graphics.charts.lineplots import LinePlot
+    from reportlab.graphics.shapes import Drawing, Line, String
+
+    specs = [s for s in plan.inspect.specs if s.kind != "cross"]
+    max_ctx = plan.context.maximum_context_tokens
+    reserved = plan.context.reserved_total_tokens
+    points = {round(max_ctx * i / 48) for i in range(49)} | {reserved}
+    # chunked layers drop their cache at every chunk boundary: draw the exact sawtooth when it
+    # has few teeth, otherwise its peak (one full chunk), so sampling cannot alias it
+    envelope = set()
+    for i, s in enumerate(specs):
+        if s.kind == "chunked" and s.window:
+            if max_ctx // s.window <= 100:
+                points |= {x for k in range(1, max_ctx // s.window + 1) for x in (k * s.window - 1, k * s.window) if x <= max_ctx}
+            else:
+                envelope.add(i)
+    xs = sorted(points)
+    mib = float(1 << 20)
+    state = plan.reservation.state_bytes
+
+    def held(i: int, s, x: int) -> int:
+        return s.bytes_at(min(x, s.window)) if i in envelope else s.bytes_at(x)
+
+    lines = [[(x, held(i, s, x) / mib) for x in xs] for i, s in enumerate(specs)]
+    labels = [
+        f"{s.kind}{'-' + format(s.window, ',') if s.window else ''} ({s.num_layers} layers, {s.bytes_per_token:,} B/token)" + (", peak per chunk" if i in envelope else "")
+        for i, s in enumerate(specs)
+    ]
+    if len(specs) > 1 or state:
+        lines.append([(x, (sum(held(i, s, x) for i, s in enumerate(specs)) + state) / mib) for x in xs])
+        labels.append("total" + (f" incl. {human_bytes(state)} recurrent state" if state else "") + (" (chunked at peak)" if envelope else ""))
+    d = Drawing(width, height)
+    _title(d, f"{CHART_TITLES[1]} ({plan.inputs.kv_dtype}, per GPU)", width, height)
+    lp = LinePlot()
+    lp.x, lp.y, lp.width, lp.height = 60, 30 + 11 * ((len(labels) + 1) // 2), width - 80, height - 60 - 11 * ((len(labels) + 1) // 2)
+    lp.data = lines
+    lp.xValueAxis.valueMin = 0
+    lp.xValueAxis.valueMax = max_ctx
+    lp.xValueAxis.labelTextFormat = _tokens_label
+    lp.xValueAxis.labels.fontSize = 7
+    lp.yValueAxis.valueMin = 0
+    top = max((p[1] for line in lines for p in line), default=1.0) or 1.0
+    lp.yValueAxis.valueMax = top * 1.05
+    lp.yValueAxis.labels.fontSize = 7
+    lp.yValueAxis.labelTextFormat = lambda v: f"{v:,.0f} MiB" if top >= 10 else f"{v:,.2f} MiB"
+    for i in range(len(lines)):
+        lp.lines[i].strokeColor = _color(i)
+        lp.lines[i].strokeWidth = 1.6
+    d.add(lp)
+    # the reserved context of this plan
+    rx = lp.x + lp.width * reserved / max_ctx if max_ctx else lp.x
+    d.add(Line(rx, lp.y, rx, lp.y + lp.height, strokeColor=_color(3), strokeDashArray=[3, 2], strokeWidth=0.8))
+    d.add(String(min(rx + 3, lp.x + lp.width - 90), lp.y + lp.height - 9, f"reserved {reserved:,} tokens", fontName="Helvetica", fontSize=7))
+    d.add(String(lp.x + lp.width / 2, lp.y - 18, "context (tokens)", fontName="Helvetica", fontSize=7, textAnchor="middle"))
+    _legend(d, 0, 6 + 11 * ((len(labels) - 1) // 2), [(_color(i), label) for i, label in enumerate(labels)], columns=2, col_width=240)
+    return d
+
+
+_PHASES = (("queue", "queue_ms"), ("preprocessing", "preprocessing_ms"), ("prefill", "prefill_ms"), ("first decode", "first_decode_ms"), ("remaining decode", "remaining_decode_ms"))
+
+
+def latency_chart(plan: Plan, width: float = 480, height: float = 150):
+    """Stacked phase bars for the plan's latency (observed or estimated) and the roofline estimate."""
+    from reportlab.graphics.charts.barcharts import HorizontalBarChart
+    from reportlab.graphics.shapes import Drawing
+
+    reports = [plan.latency] if plan.latency.source == plan.estimate.source else [plan.latency, plan.estimate]
+    d = Drawing(width, height)
+    _title(d, f"{CHART_TITLES[2]} (ms, one request)", width, height)
+    bc = HorizontalBarChart()
+    bc.x, bc.y, bc.width, bc.height = 100, 55, width - 120, 22 * len(reports) + 10
+    bc.data = [[getattr(r, attr) for r in reports] for _, attr in _PHASES]
+    bc.categoryAxis.style = "stacked"
+    bc.categoryAxis.categoryNames = [r.source for r in reports]
+    bc.categoryAxis.labels.fontSize = 8
+    bc.valueAxis.valueMin = 0
+    bc.valueAxis.labels.fontSize = 7
+    bc.valueAxis.labelTextFormat = lambda v: f"{v:,.0f}"
+    bc.barWidth = 14
+    bc.bars.strokeColor = None
+    for i in range(len(_PHASES)):
+        bc.bars[i].fillColor = _color(i)
+    d.add(bc)
+    first = reports[0]
+    _legend(d, 0, 30, [(_color(i), f"{name}: {fmt_ms(getattr(first, attr))}") for i, (name, attr) in enumerate(_PHASES)], columns=3)
+    return d
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _model_rows(plan: Plan, ref: ModelRef) -> list[tuple[str, str]]:
+    insp = plan.inspect
+    rows = [("Source", {"preset": "bundled preset", "hub": "Hugging Face Hub", "upload": "uploaded config.json", "example": "seed example"}[ref.kind])]
+    if ref.kind == "preset":
+        rows.append(("Preset", ref.name or ""))
+    if ref.kind == "upload":
+        rows.append(("File", ref.name or "config.json"))
+    if ref.repo_id:
+        rows.append(("Hub id", ref.repo_id))
+    if ref.kind == "hub":
+        rows.append(("Revision", ref.revision or "main"))
+        rows.append(("Commit", ref.commit or "(not pinned)"))
+    rows.append(("Config hash (sha256)", ref.config_hash or "(not recorded)"))
+    rows.append(("Architecture", f"{insp.model_type}: " + ", ".join(f"{n} {k}" for k, n in insp.layers.items()) + " layers"))
+    rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")))
+    if insp.windows:
+        rows.append(("Windows", ", ".join(f"{k} {w:,} tokens" for k, w in insp.windows.items())))
+    rows.append(("Weights", f"{plan.weights.total_params:,} parameters ({plan.weights.active_params:,} active), {fmt_bytes(plan.weights.bytes)} ({plan.weights.source})"))
+    return rows
+
+
+def _device_rows(plan: Plan) -> list[tuple[str, str]]:
+    dev, cap = plan.device, plan.capacity
+    peak = f"{dev.bf16_tflops:,g} TFLOP/s bf16" + (f", {dev.fp8_tflops:,g} fp8" if dev.fp8_tflops else "")
+    return [
+        ("Device", dev.name),
+        ("Memory per GPU", fmt_bytes(cap["device_bytes"])),
+        ("HBM bandwidth", f"{dev.bandwidth_gb_s:,g} GB/s"),
+        ("Dense peak", peak),
+        ("Figures from", dev.source or "(not stated)"),
+        ("GPUs, tensor parallel, replicas", f"{cap['gpu_count']:,} GPU(s), tp {cap['tp']}, {cap['replicas']:,} replica(s)"),
+    ]
+
+
+def _result_rows(plan: Plan) -> list[tuple[str, str]]:
+    kv, cap, ctx, res = plan.kv_cache, plan.capacity, plan.context, plan.reservation
+    rows = [
+        ("Context", f"input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} tokens ({ctx.unreserved_tokens:,} unreserved)"),
+        ("K/V per token", f"{fmt_bytes(kv['bytes_per_token_per_sequence'])} per sequence per GPU ({kv['kv_dtype']}, {kv['runtime']})"),
+        ("K/V per reserved sequence", f"{fmt_bytes(kv['kv_bytes_per_reserved_sequence'])} ({kv['reservation']}, {kv['reserved_tokens_per_sequence']:,} tokens)"),
+    ]
+    if kv["state_bytes_per_sequence"]:
+        rows.append(("Recurrent state per sequence", fmt_bytes(kv["state_bytes_per_sequence"])))
+    rows.append(("Reserved per sequence", f"{kv['bytes_per_reserved_sequence']:,} B = {fmt_num(kv['mib_per_reserved_sequence'])} MiB"))
+    if res.waste_bytes:
+        rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes(res.waste_bytes)))
+    rows += [
+        ("Usable memory per GPU", f"{fmt_bytes(cap['usable_bytes'])} after {cap['headroom_bp'] / 100:g} % headroom"),
+        ("Model resident per GPU", f"{fmt_bytes(cap['model_resident_bytes'])} ({cap['model_resident_source']})"),
+        ("Workspace per GPU", fmt_bytes(cap["workspace_bytes"])),
+        ("Available for K/V per GPU", fmt_bytes(cap["available_for_kv_bytes"])),
+        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,})"),
+    ]
+    if plan.prefix["shared_blocks"]:
+        rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
+    limits = ", ".join(f"{name.replace('_', ' ')} {value:,}" for name, value in kv["limits"].items())
+    rows += [
+        ("Requested sequences", f"{kv['requested_sequences']:,}"),
+        ("Limits", limits),
+        ("Admissible sequences", f"{kv['admissible_sequences']:,} (binding constraint: {kv['binding_constraint'].replace('_', ' ')})"),
+        ("Admission", "ADMITTED" if kv["admitted"] else "REFUSED: " + kv.get("admission_error", "")),
+    ]
+    return rows
+
+
+def _latency_rows(plan: Plan) -> list[list[str]]:
+    lat, est = plan.latency, plan.estimate
+    two = lat.source != est.source
+    head = ["Phase", lat.source] + (["roofline estimate"] if two else [])
+    rows = [head]
+    for label, attr, fmt in (
+        ("queue", "queue_ms", fmt_ms),
+        ("preprocessing", "preprocessing_ms", fmt_ms),
+        ("prefill", "prefill_ms", fmt_ms),
+        ("first decode", "first_decode_ms", fmt_ms),
+        ("time to first token (TTFT)", "time_to_first_token_ms", fmt_ms),
+        ("remaining decode", "remaining_decode_ms", fmt_ms),
+        ("mean inter-token latency (ITL)", "mean_inter_token_latency_ms", fmt_ms),
+        ("end-to-end", "end_to_end_ms", fmt_ms),
+        ("prefill rate", "prefill_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
+        ("output rate", "output_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
+    ):
+        rows.append([label, fmt(getattr(lat, attr))] + ([fmt(getattr(est, attr))] if two else []))
+    return rows
+
+
+def _input_rows(inputs: PlanInputs) -> list[list[str]]:
+    """Every control, two per row; a changed one is marked * and shows its default."""
+    defaults = PlanInputs()
+    cells: list[tuple[str, str]] = []
+    for name in PlanInputs.model_fields:
+        value, default = getattr(inputs, name), getattr(defaults, name)
+        if value != default:
+            cells.append((f"{name} *", f"{fmt_num(value)} (default {fmt_num(default)})"))
+        else:
+            cells.append((name, fmt_num(value)))
+    if len(cells) % 2:
+        cells.append(("", ""))
+    half = len(cells) // 2
+    rows = [["Input", "Value", "Input", "Value"]]
+    for left, right in zip(cells[:half], cells[half:], strict=True):
+        rows.append([left[0], left[1], right[0], right[1]])
+    return rows
+
+
+def _formulas(plan: Plan) -> list[str]:
+    from planner.kv import KV_DTYPE_BITS
+
+    kv, cap, ctx, res, lat = plan.kv_cache, plan.capacity, plan.context, plan.reservation, plan.latency
+    out: list[str] = []
+    specs = [s for s in plan.inspect.specs if s.kind != "cross"]
+    bits = KV_DTYPE_BITS.get(plan.inputs.kv_dtype)
+    for s in specs:
+        line = f"K/V per token, {s.kind}{' ' + format(s.window, ',') if s.window else ''}: {s.num_layers} layers x {s.bytes_per_token_per_layer:,} B = {s.bytes_per_token:,} B"
+        if bits and s.kv_heads_per_gpu * (s.k_head_dim + s.v_head_dim) * bits == s.bytes_per_token_per_layer * 8:
+            line += f"   (per layer: {s.kv_heads_per_gpu} KV heads x ({s.k_head_dim} K + {s.v_head_dim} V) x {bits / 8:g} B)"
+        out.append(line)
+    growing = [s for s in specs if s.grows_per_token]
+    if len(growing) > 1:
+        out.append("K/V per token (growing layers) = " + " + ".join(f"{s.bytes_per_token:,}" for s in growing) + f" = {kv['bytes_per_token_per_sequence']:,} B")
+    if res.mode == "paged":
+        parts = [f"{s.blocks(res.tokens, plan.inputs.block_tokens):,} blocks x {plan.inputs.block_tokens} tokens x {s.bytes_per_token:,} B" for s in specs]
+        out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+    else:
+        what = "maximum context" if res.mode == "static" else "reserved tokens"
+        parts = [f"{s.bytes_per_token:,} B x {s.tokens_held(res.tokens):,}" for s in specs]
+        out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+    if res.state_bytes:
+        out.append(f"per sequence = K/V {res.kv_bytes:,} + state {res.state_bytes:,} = {kv['bytes_per_reserved_sequence']:,} B")
+    out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
+    out.append(f"usable = floor({cap['device_bytes']:,} x (10,000 - {cap['headroom_bp']:,}) / 10,000) = {cap['usable_bytes']:,} B ({human_bytes(cap['usable_bytes'])})")
+    out.append(f"fixed = model {cap['model_resident_bytes']:,} + workspace {cap['workspace_bytes']:,} = {cap['fixed_bytes']:,} B ({human_bytes(cap['fixed_bytes'])})")
+    out.append(f"available for K/V = {cap['usable_bytes']:,} - {cap['fixed_bytes']:,} = {cap['available_for_kv_bytes']:,} B ({human_bytes(cap['available_for_kv_bytes'])})")
+    out.append(
+        f"max sequences = floor({cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}) x {cap['replicas']:,} replica(s) = "
+        f"{cap['sequences_per_replica']:,} x {cap['replicas']:,} = {kv['maximum_sequences_by_memory']:,}"
+    )
+    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv["limits"].items())
+    verdict = "<=" if kv["admitted"] else ">"
+    out.append(
+        f"admissible = min({limits}) = {kv['admissible_sequences']:,} (binding: {kv['binding_constraint'].replace('_', ' ')}); "
+        f"requested {kv['requested_sequences']:,} {verdict} {kv['admissible_sequences']:,}: {'admitted' if kv['admitted'] else 'refused'}"
+    )
+    out.append(
+        f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f} = {fmt_ms(lat.time_to_first_token_ms)}"
+    )
+    generated = plan.inputs.generated_tokens or plan.inputs.output_tokens
+    if lat.source == "observed":
+        if generated > 1:
+            out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
+    else:
+        r = plan.roofline
+        out.append(
+            f"ITL = max((weights + c x K/V) / ({r['bandwidth_gb_s']:,g} GB/s x MBU {r['mbu']:g}), c x FLOPs per token / ({r['peak_tflops']:,g} TFLOP/s x MFU {r['mfu']:g})) "
+            f"with c = {r['decode_concurrency']:,} sequences per replica = {fmt_ms(lat.mean_inter_token_latency_ms)}"
+        )
+    out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
+    out.append(
+        f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
+    )
+    return out
+
+
+ASSUMPTIONS = (
+    "K/V bytes are per sequence on one GPU; tensor parallelism splits the KV heads (and replicates them when tp exceeds the KV heads).",
+    "Headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers.",
+    "Sliding-window and chunked layers hold at most their window; cross-attention caches (encoder states) are not counted per text token.",
+    "Latency is observed when prefill and first-decode timings are given; otherwise a roofline estimate from the device's datasheet figures and the MFU/MBU efficiency factors.",
+    "Prefix sharing is counted per tenant only, in whole blocks of full-attention layers.",
+)
+OMISSIONS = (
+    "Not modelled: activation peaks of long prefills beyond the workspace, CUDA graph pools, speculative-decoding drafts, LoRA adapters, multimodal encoder caches.",
+    "Not modelled: K/V offload to CPU or disk, pipeline parallelism, interconnect time of tensor-parallel all-reduces, scheduler and kernel-launch overheads, prefill/decode interference.",
+    "Device figures are nominal datasheet values; measure your own deployment before committing capacity.",
+)
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+    from reportlab.lib import colors
+    from reportlab.lib.enums import TA_LEFT
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+    from reportlab.lib.units import mm
+    from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+    from planner.share import looks_like_token
+
+    now = now or datetime.now(UTC)
+    styles = getSampleStyleSheet()
+    body = ParagraphStyle("body", parent=styles["BodyText"], fontSize=8.5, leading=11)
+    small = ParagraphStyle("small", parent=body, fontSize=7.5, leading=9.5)
+    cell = ParagraphStyle("cell", parent=body, fontSize=8, leading=10, alignment=TA_LEFT)
+    mono = ParagraphStyle("mono", parent=body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
+    h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
+    h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
+
+    def para(text: object, style=body) -> Paragraph:
+        return Paragraph(_safe(text), style)
+
+    grid = TableStyle(
+        [
+            ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
+            ("VALIGN", (0, 0), (-1, -1), "TOP"),
+            ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+            ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
+        ]
+    )
+    head_grid = TableStyle(grid.getCommands() + [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#E8EEF7")), ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold")])
+    width = A4[0] - 36 * mm
+
+    def kv_table(rows: list[tuple[str, str]]) -> Table:
+        t = Table([[para(k, cell), para(v, cell)] for k, v in rows], colWidths=[48 * mm, width - 48 * mm])
+        t.setStyle(grid)
+        return t
+
+    def grid_table(rows: list[list[str]], widths: list[float]) -> Table:
+        t = Table([[para(c, cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
+        t.setStyle(head_grid)
+        return t
+
+    kv = plan.kv_cache
+    verdict = "admitted" if kv["admitted"] else "REFUSED"
+    story = [
+        para("KV capacity sizing report", h1),
+        para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", small),
+        Spacer(1, 4),
+        para(
+            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (tp {plan.inputs.tp}): "
+            f"{kv['maximum_sequences_by_memory']:,} sequences fit by memory; {kv['requested_sequences']:,} requested: {verdict} "
+            f"(binding constraint: {kv['binding_constraint'].replace('_', ' ')}). TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+            f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
+        ),
+        para("Model", h2),
+        kv_table(_model_rows(plan, ref)),
+        para("Device", h2),
+        kv_table(_device_rows(plan)),
+        para("Results", h2),
+        kv_table(_result_rows(plan)),
+        KeepTogether([para("Latency by phase", h2), grid_table(_latency_rows(plan), [70 * mm] + [(width - 70 * mm) / (len(_latency_rows(plan)[0]) - 1)] * (len(_latency_rows(plan)[0]) - 1))]),
+        KeepTogether([para("Charts", h2), memory_chart(plan, width=width)]),
+        Spacer(1, 8),
+        kv_context_chart(plan, width=width),
+        Spacer(1, 8),
+        latency_chart(plan, width=width),
+        para("Inputs", h2),
+        para("* differs from the default (shown in parentheses)", small),
+        grid_table(_input_rows(plan.inputs), [38 * mm, width / 2 - 38 * mm, 38 * mm, width / 2 - 38 * mm]),
+        para("Formulas with this plan's numbers", h2),
+    ]
+    story += [para(line, mono) for line in _formulas(plan)]
+    story.append(para("Assumptions", h2))
+    story += [para(f"- {line}", body) for line in ASSUMPTIONS]
+    story += [para(f"- {note}", body) for note in plan.notes]
+    story.append(para("Omissions", h2))
+    story += [para(f"- {line}", body) for line in OMISSIONS]
+    story.append(para("Share link", h2))
+    if share_link and not looks_like_token(share_link):
+        safe = _safe(share_link)
+        story.append(Paragraph(f'<link href="{safe}" color="blue">{safe}</link>', mono))
+        story.append(para("Open the link in the planner to restore every input of this plan.", small))
+    elif share_link:
+        story.append(para("(omitted: the link contained text that looks like an access token)", small))
+    else:
+        story.append(para("(none given)", small))
+
+    def footer(canvas, doc) -> None:
+        canvas.saveState()
+        canvas.setFont("Helvetica", 7)
+        canvas.setFillColor(colors.HexColor("#666666"))
+        canvas.drawString(18 * mm, 10 * mm, _safe_plain(f"KV capacity sizing report - {ref.label()}"))
+        canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"page {doc.page}")
+        canvas.restoreState()
+
+    buf = io.BytesIO()
+    doc = SimpleDocTemplate(
+        buf,
+        pagesize=A4,
+        leftMargin=18 * mm,
+        rightMargin=18 * mm,
+        topMargin=16 * mm,
+        bottomMargin=16 * mm,
+        title="KV capacity sizing report",
+        author="KV Capacity Planner",
+        subject=_safe_plain(ref.label()),
+    )
+    doc.build(story, onFirstPage=footer, onLaterPages=footer)
+    return buf.getvalue()
+
+
+def _safe_plain(text: str) -> str:
+    return str(text).encode("cp1252", "replace").decode("cp1252")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _ref_from_source(source: dict, model) -> tuple[ModelRef, dict | None]:
+    """(ModelRef, upload config or None) for what ``plan_from_args`` loaded."""
+    from planner.geometry import config_hash
+
+    digest = model.geometry.config_hash
+    kind = source.get("kind")
+    if kind == "example":
+        return ModelRef(kind="example", config_hash=digest), None
+    if kind == "preset":
+        return ModelRef(kind="preset", name=source["preset"], repo_id=model.repo_id, config_hash=digest), None
+    if kind == "hub":
+        return ModelRef(kind="hub", repo_id=source["repo_id"], revision=source.get("revision"), commit=source.get("commit"), config_hash=digest), None
+    return ModelRef(kind="upload", name=Path(source.get("path", "config.json")).name, repo_id=model.repo_id, config_hash=config_hash(model.config)), model.config
+
+
+_PLAN_DESTS = ("example", "config", "preset", "model")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the PDF report of the plan given by plan options or ``--plan FILE``.
+
+    Raises:
+        CLIError / PlannerError: bad options, an unreadable plan file, an inadmissible plan
+            or an unwritable output path (one line each).
+    """
+    from planner.cli import CLIError, plan_from_args
+    from planner.share import MAX_PLAN_FILE_BYTES, encode_query, load_plan_file, share_url
+
+    if args.plan:
+        given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
+        if given:
+            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
+        path = Path(args.plan)
+        try:
+            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
+        state = load_plan_file(data)
+        for warning in state.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if state.ref is None:
+            raise CLIError(f"--plan {args.plan}: the file names no usable model")
+        plan, ref, upload = _plan_from_state(state, CLIError), state.ref, state.upload_config
+    else:
+        plan, model, source = plan_from_args(args)
+        ref, upload = _ref_from_source(source, model)
+    link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
+    pdf = build_pdf(plan, ref, link)
+    out = Path(args.out)
+    try:
+        out.write_bytes(pdf)
+    except OSError as exc:
+        raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
+    print(f"wrote {out} ({len(pdf):,} bytes)")
+    return 0
+
+
+def _plan_from_state(state, cli_error) -> Plan:
+    from planner.plan import compute_plan
+    from planner.source import resolve
+
+    if state.ref.kind == "hub":
+        from planner import hub
+
+        token = hub.resolve_token()
+        try:
+            model = resolve(state.ref, config=state.upload_config, token=token)
+        except hub.HubError as exc:
+            raise cli_error(str(exc)) from None
+    else:
+        model = resolve(state.ref, config=state.upload_config)
+    return compute_plan(state.inputs, model)
+
+
+def _share_base(text: str) -> str:
+    from planner.share import looks_like_token
+
+    if not text.startswith(("http://", "https://")) or len(text) > 2000 or not text.isprintable() or " " in text:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an http(s) URL")
+    if looks_like_token(text) or "@" in text.split("/", 3)[2]:
+        raise argparse.ArgumentTypeError("the share base must not carry credentials or tokens")
+    return text
+
+
+def add_report_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``report`` (plan options or ``--plan FILE``, ``--out PATH``, ``--share-base URL``)."""
+    from planner.cli import add_plan_options
+
+    p = subparsers.add_parser("report", help="PDF sizing report of a plan")
+    add_plan_options(p)
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
+    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
+    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
+    p.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m planner.report ...``: the ``report`` sub-command on its own."""
+    from planner.cli import CLIError, _Parser
+
+    parser = _Parser(prog="python -m planner", description="KV Capacity Planner")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_report_parser(sub)
+    try:
+        args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
+        return int(args.func(args) or 0)
+    except (CLIError, PlannerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["CHART_TITLES", "add_report_parser", "build_pdf", "cmd_report", "fmt_bytes", "human_bytes", "main"]
