@@ -5,7 +5,6 @@ Run: .venv/bin/python -m benchmarks.bench_core
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 

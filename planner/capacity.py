@@ -6,9 +6,8 @@ points without multiplying the whole capacity by 10,000 first, as the seed requi
 
 from __future__ import annotations
 
-from typing import Literal
-
 from dataclasses import dataclass
+from typing import Literal
 
 from planner.errors import PlannerError
 from planner.kv import KVSpec

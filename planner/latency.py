@@ -13,7 +13,6 @@ The default efficiency factors (MFU 0.5, MBU 0.7) are stated in every plan and a
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict

@@ -41,7 +41,7 @@ def _get(cfg: dict, *keys: str, default: int = 0) -> int:
 def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     """(total, active per token, routed-expert) parameter counts of the decoder."""
     cfg = text_config(config)
-    h, L, heads = geo.hidden_size, geo.num_layers, geo.num_attention_heads
+    h, heads = geo.hidden_size, geo.num_attention_heads
     vocab = geo.vocab_size or 32000
     embed = vocab * h * (1 if geo.tie_word_embeddings else 2)
 
