@@ -312,9 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
 
+    from planner.probe import add_probe_parser
     from planner.report import add_report_parser
 
     add_report_parser(sub)
+    add_probe_parser(sub)
     return parser
 
 

@@ -9,8 +9,17 @@ Runtime semantics:
 
 * ``vllm`` (paged engines: vLLM, SGLang; the default): MLA layers cache one latent of
   ``kv_lora_rank + qk_rope_head_dim`` elements per token, not split by tensor parallelism.
-* ``transformers`` (eager ``DynamicCache``): MLA layers cache decompressed per-head K
-  (``qk_nope + qk_rope``) and V (``v_head_dim``) for every attention head.
+* ``transformers`` (eager ``DynamicCache`` as transformers shipped it until 2026): MLA layers
+  cache decompressed per-head K (``qk_nope + qk_rope``) and V (``v_head_dim``) for every
+  attention head.
+* ``transformers-latent`` (eager ``DynamicCache`` since huggingface/transformers#47761, which
+  includes the pinned 5.24): MLA layers cache the compressed latent, ``kv_lora_rank`` as keys
+  and ``qk_rope_head_dim`` as values, the same bytes as a paged engine.
+
+In both transformers runtimes a chunked-attention layer (Llama 4) is cached as a sliding window
+of the chunk size, so it holds ``min(T, C)`` positions rather than the current chunk; a sliding
+layer holds its last ``W`` positions after a decode step (the probe measured ``W - 1`` kept plus
+the new token) and, transiently, the whole prompt right after a longer prefill.
 
 Integer cache formats count one fp16 scale and one fp16 zero-point per group of
 :data:`QUANT_GROUP` elements (the layout of transformers' quantized caches); fp8 counts no
@@ -28,14 +37,15 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
-Runtime = Literal["vllm", "transformers"]
+Runtime = Literal["vllm", "transformers", "transformers-latent"]
 KV_DTYPE_BITS: dict[str, int] = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
 INTEGER_DTYPES = frozenset({"int8", "int4"})
 QUANT_GROUP = 64
 QUANT_GROUP_OVERHEAD_BYTES = 4  # fp16 scale + fp16 zero-point per group
 RUNTIMES: dict[str, str] = {
     "vllm": "paged engine (vLLM/SGLang): MLA caches the compressed latent",
-    "transformers": "transformers eager DynamicCache: MLA caches decompressed per-head K and V",
+    "transformers": "transformers eager DynamicCache (before transformers#47761): MLA caches decompressed per-head K and V",
+    "transformers-latent": "transformers eager DynamicCache (since transformers#47761, e.g. 5.24): MLA caches the compressed latent",
 }
 MODEL_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
 
@@ -87,6 +97,7 @@ class KVSpec(BaseModel):
     v_head_dim: int
     kv_dtype: str
     bytes_per_token_per_layer: int
+    chunk_as_window: bool = False  # transformers caches chunked layers as a sliding window
 
     @property
     def bytes_per_token(self) -> int:
@@ -104,6 +115,8 @@ class KVSpec(BaseModel):
             return min(tokens, self.window or tokens)
         if self.kind == "chunked":
             chunk = self.window or tokens
+            if self.chunk_as_window:
+                return min(tokens, chunk)
             return 0 if tokens == 0 else (tokens % chunk or chunk)
         return 0  # cross-attention holds encoder states, not text tokens
 
@@ -171,9 +184,10 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         key = (layer.kind, layer.window, layer.kv_heads, layer.k_head_dim, layer.v_head_dim)
         groups[key] = groups.get(key, 0) + 1
     specs = []
+    as_window = runtime != "vllm"
     for (kind, window, kv_heads, k_dim, v_dim), count in groups.items():
         if geo.mla is not None and kind != "cross":
-            if runtime == "vllm":
+            if runtime in ("vllm", "transformers-latent"):
                 latent = geo.mla.latent_dim
                 specs.append(KVSpec(kind=kind, num_layers=count, window=window, latent=True, kv_heads_per_gpu=1, k_head_dim=latent, v_head_dim=0, kv_dtype=kv_dtype, bytes_per_token_per_layer=vector_bytes(latent, kv_dtype)))
                 continue
@@ -183,7 +197,7 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
             continue
         per_gpu = max(1, kv_heads // tp)
         per = per_gpu * (vector_bytes(k_dim, kv_dtype) + vector_bytes(v_dim, kv_dtype))
-        specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=per_gpu, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per))
+        specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=per_gpu, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per, chunk_as_window=as_window))
     return tuple(specs)
 
 
@@ -233,7 +247,7 @@ def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: s
     notes = list(geo.notes)
     if geo.mla is None and tp > geo.num_kv_heads:
         notes.append(f"tp {tp} > {geo.num_kv_heads} KV heads: each KV head is replicated on {tp // geo.num_kv_heads} GPUs")
-    if geo.mla is not None and runtime == "vllm" and tp > 1:
+    if geo.mla is not None and runtime != "transformers" and tp > 1:
         notes.append(f"MLA latent is not split by tensor parallelism: every one of the {tp} GPUs holds the whole latent")
     if kv_dtype in INTEGER_DTYPES:
         notes.append(f"{kv_dtype} cache counts an fp16 scale and fp16 zero-point per {QUANT_GROUP} elements")

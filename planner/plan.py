@@ -54,7 +54,7 @@ class PlanInputs(BaseModel):
     max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
     kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
-    runtime: Literal["vllm", "transformers"] = "vllm"
+    runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU

@@ -73,6 +73,17 @@ def test_deepseek_v3_mla_paged_vs_transformers():
     # the latent is not split by tensor parallelism
     assert inspect_config(DEEPSEEK_V3, tp=8).kv_bytes_per_token == 70272
     assert inspect_config(DEEPSEEK_V3).layers == {"full": 61}
+    # transformers since #47761 (the pinned 5.24, measured by the probe) caches the latent too
+    assert inspect_config(DEEPSEEK_V3, runtime="transformers-latent").kv_bytes_per_token == 70272
+
+
+def test_transformers_runtimes_cache_chunked_layers_as_windows():
+    cfg = dense(layers=4, attention_chunk_size=8192, no_rope_layers=[1, 1, 1, 0])
+    per_layer = 8 * 128 * 2 * 2
+    # paged: the current chunk (10,000 mod 8,192 = 1,808); transformers: a window of 8,192
+    assert inspect_config(cfg, tokens=10000).kv_bytes_at_tokens == per_layer * (10000 + 3 * 1808)
+    for runtime in ("transformers", "transformers-latent"):
+        assert inspect_config(cfg, tokens=10000, runtime=runtime).kv_bytes_at_tokens == per_layer * (10000 + 3 * 8192)
 
 
 # ---------------------------------------------------------------- families

@@ -1,0 +1,170 @@
+"""Probe page: measure the K/V cache on this machine beside the planner's estimate.
+
+The measurement runs in a separate process (``planner.probe``) under a timeout; this page never
+imports torch. ``KVP_DISABLE_PROBE=1`` turns the Run button off (importing a probe JSON made
+elsewhere still works).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+import streamlit as st  # noqa: E402
+
+from planner.errors import PlannerError  # noqa: E402
+from planner.kv import KV_DTYPE_BITS  # noqa: E402
+from planner.presets import DEFAULT_PRESET, list_presets, load_preset  # noqa: E402
+from planner.probe import DEVICES, MODES, RUNTIME_DTYPES, ProbeResult, calibrate, load_probe_json, make_options, probe_disabled, run_probe  # noqa: E402
+
+RESULT_KEY = "probe_result"
+CALIBRATION_KEY = "probe_calibration"  # {"mfu": ..., "mbu": ...} for the plan page
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n:,} B"
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.4g} ms"
+
+
+def _controls(disabled_reason: str | None) -> None:
+    names = [p.name for p in list_presets()]
+    if not names:
+        st.warning("No presets found.")
+        return
+    c1, c2, c3 = st.columns(3)
+    preset = c1.selectbox("Preset", names, index=names.index(DEFAULT_PRESET) if DEFAULT_PRESET in names else 0, key="probe_preset")
+    mode = c2.radio("Mode", MODES, horizontal=True, key="probe_mode", help="allocate: build the cache tensors only; runtime: a random transformers model, prefill and decode")
+    runtimes = ["transformers"] if mode == "runtime" else ["vllm", "transformers"]
+    runtime = c3.selectbox("Cache layout", runtimes, key=f"probe_runtime_{mode}")
+    c1, c2, c3, c4 = st.columns(4)
+    device = c1.selectbox("Device", DEVICES, key="probe_device")
+    dtypes = list(RUNTIME_DTYPES) if runtime == "transformers" else list(KV_DTYPE_BITS)
+    kv_dtype = c2.selectbox("KV dtype", dtypes, index=dtypes.index("bf16"), key=f"probe_kv_dtype_{runtime}")
+    tokens = int(c3.number_input("Tokens", min_value=1, max_value=1 << 24, value=512, step=64, key="probe_tokens"))
+    batch = int(c4.number_input("Batch", min_value=1, max_value=4096, value=1, key="probe_batch"))
+    c1, c2, c3, c4 = st.columns(4)
+    decode_steps = int(c1.number_input("Decode steps", min_value=0, max_value=4096, value=8, key="probe_decode_steps", disabled=mode != "runtime"))
+    layers = int(c2.number_input("Layers limit (0 = all)", min_value=0, max_value=100_000, value=2, key="probe_layers_limit", help="measure the first K layers; the scaling to the full model is stated"))
+    timeout = float(c3.number_input("Timeout (s)", min_value=1.0, max_value=3600.0, value=120.0, key="probe_timeout"))
+    static = c4.checkbox("StaticCache", key="probe_static", disabled=mode != "runtime")
+
+    if st.button("Run probe", type="primary", disabled=disabled_reason is not None, key="probe_run"):
+        try:
+            opts = make_options(
+                mode=mode,
+                runtime=runtime,
+                device=device,
+                tokens=tokens,
+                batch=batch,
+                decode_steps=decode_steps if mode == "runtime" else 0,
+                kv_dtype=kv_dtype,
+                layers_limit=layers or None,
+                static=bool(static) and mode == "runtime",
+                timeout_s=timeout,
+            )
+            with st.spinner("Running the probe in a separate process…"):
+                result = run_probe(load_preset(preset), opts, source={"kind": "preset", "preset": preset}, label=preset)
+            st.session_state[RESULT_KEY] = result.model_dump(mode="json")
+            st.session_state.pop(CALIBRATION_KEY, None)
+        except PlannerError as exc:
+            st.error(str(exc))
+
+
+def _importer() -> None:
+    uploaded = st.file_uploader("Import a probe JSON made elsewhere (`python -m planner probe --json` on a GPU box)", type=["json"], key="probe_upload")
+    if uploaded is None or st.session_state.get("probe_upload_id") == uploaded.file_id:
+        return
+    st.session_state["probe_upload_id"] = uploaded.file_id
+    try:
+        result = load_probe_json(uploaded.getvalue())
+    except PlannerError as exc:
+        st.error(f"Cannot import {uploaded.name}: {exc}")
+        return
+    st.session_state[RESULT_KEY] = result.model_dump(mode="json")
+    st.session_state.pop(CALIBRATION_KEY, None)
+    st.success(f"Imported {uploaded.name}.")
+
+
+def _show(result: ProbeResult) -> None:
+    st.subheader(f"{result.model} — {result.mode} / {result.runtime} on {result.device} {result.device_name}".rstrip())
+    if not result.ok:
+        st.error(f"No measurement: {result.error}")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Predicted K/V", _bytes(result.predicted_kv_bytes), help=f"{result.predicted_kv_bytes:,} bytes")
+    c2.metric("Measured K/V", _bytes(result.measured_kv_bytes), help=None if result.measured_kv_bytes is None else f"{result.measured_kv_bytes:,} bytes")
+    c3.metric("Measured / predicted", "n/a" if result.ratio is None else f"{result.ratio:.4f}")
+    c4.metric("planner.kv", _bytes(result.planner_kv_bytes), help="what the planner's kv module predicts for these layers")
+    st.caption(
+        f"{result.layers_measured} of {result.layers_total} layers, {result.kv_dtype}, batch {result.batch}, {result.tokens:,} tokens"
+        + (f" + {result.decode_steps} decode steps" if result.mode == "runtime" else "")
+        + (f"; full model predicted {_bytes(result.predicted_full_model_kv_bytes)}, measured scaled {_bytes(result.scaled_measured_kv_bytes)}" if result.layers_measured < result.layers_total else "")
+    )
+    rows = []
+    if result.allocate_ms is not None:
+        rows.append({"what": "allocate", "measured": _ms(result.allocate_ms), "roofline": "—"})
+    if result.prefill_ms is not None:
+        rows += [
+            {"what": "prefill", "measured": _ms(result.prefill_ms), "roofline": _ms(result.predicted_prefill_ms)},
+            {"what": "TTFT (prefill + first decode)", "measured": _ms(result.ttft_ms), "roofline": _ms(result.predicted_ttft_ms)},
+            {"what": "decode step p50", "measured": _ms(result.decode_ms_p50), "roofline": _ms(result.predicted_decode_step_ms)},
+            {"what": "decode step p95", "measured": _ms(result.decode_ms_p95), "roofline": "—"},
+        ]
+    if result.peak_rss_delta_bytes is not None:
+        rows.append({"what": "peak RSS growth (CPU)", "measured": _bytes(result.peak_rss_delta_bytes), "roofline": "—"})
+    if result.cuda_peak_delta_bytes is not None:
+        rows.append({"what": "peak CUDA memory above baseline", "measured": _bytes(result.cuda_peak_delta_bytes), "roofline": "—"})
+    if rows:
+        st.table(rows)
+    st.markdown("**Why the numbers are what they are**")
+    st.markdown("\n".join(f"- {line}" for line in result.explanation) or "-")
+    if result.layers:
+        with st.expander("Per-layer cache"):
+            st.dataframe([row.model_dump(mode="json") for row in result.layers], hide_index=True)
+    if result.mode == "runtime" and result.ok:
+        if st.button("Calibrate", key="probe_calibrate", help="derive MFU (from the prefill) and MBU (from the decode step) and hand them to the plan"):
+            try:
+                cal = calibrate(result)
+                st.session_state[CALIBRATION_KEY] = {**cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device}
+            except PlannerError as exc:
+                st.error(str(exc))
+        cal_state = st.session_state.get(CALIBRATION_KEY)
+        if cal_state:
+            c1, c2 = st.columns(2)
+            c1.metric("Calibrated MFU", f"{cal_state['mfu']:.4g}", help=f"assumed {result.assumed_mfu:g}")
+            c2.metric("Calibrated MBU", f"{cal_state['mbu']:.4g}", help=f"assumed {result.assumed_mbu:g}")
+            st.caption(f"Roofline device {cal_state['device']}; the plan uses these as MFU/MBU (CLI: --mfu {cal_state['mfu']:.4g} --mbu {cal_state['mbu']:.4g}).")
+            for note in cal_state["notes"]:
+                st.warning(note)
+    st.download_button("Download probe JSON", result.to_json(), file_name="probe.json", mime="application/json", key="probe_download")
+
+
+def main() -> None:
+    st.title("Live probe")
+    st.caption("Allocate the K/V cache, or run a randomly initialised model, on this machine and put the measurement beside the estimate. Runs in a separate process with a timeout.")
+    disabled = probe_disabled()
+    if disabled:
+        st.info(disabled)
+    _controls(disabled)
+    _importer()
+    data = st.session_state.get(RESULT_KEY)
+    if data:
+        try:
+            _show(ProbeResult.model_validate(data))
+        except ValueError as exc:
+            st.error(f"Stored probe result is invalid: {exc}")
+            st.session_state.pop(RESULT_KEY, None)
+
+
+main()
