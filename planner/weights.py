@@ -15,7 +15,7 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, text_config
 
 WEIGHT_DTYPE_BITS = {"auto": 0.0, "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
-NON_GATED = {"gpt2", "gpt_bigcode", "falcon", "phi", "mpt", "gptj", "gpt_neox", "opt", "bloom", "starcoder2"}
+NON_GATED = {"gpt2", "gpt_bigcode", "falcon", "phi", "mpt", "gptj", "gpt_neox", "opt", "bloom", "starcoder2", "nemotron_h", "nemotron"}
 
 
 class WeightsEstimate(BaseModel):
