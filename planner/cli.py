@@ -94,7 +94,7 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
             model = hub.fetch_model(repo_id, revision, token=hub.resolve_token())
         except hub.HubError as exc:
             raise CLIError(str(exc)) from None
-        source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source}
+        source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source, "parameter_counts": model.parameter_counts, "notes": list(model.notes)}
         return model.config, source
     raise CLIError("give a model: --config PATH, --preset NAME or --model ORG/NAME")
 
@@ -187,7 +187,7 @@ def plan_from_args(args: argparse.Namespace):
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
     if args.config or args.preset or args.model:
         config, source = load_model_source(args)
-        model = prepare_model(config)
+        model = prepare_model(config, source.get("parameter_counts"))
     elif args.example:
         model, source = example_model(), {"kind": "example", "repo_id": None}
     else:

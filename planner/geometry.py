@@ -464,6 +464,11 @@ def _parse_cached(canonical: str) -> ModelGeometry:
         (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len") if _present(cfg, k)),
         None,
     )
+    if max_pos is None:  # transformers would use the class default
+        default = arch_defaults()["defaults"].get(model_type, {})
+        max_pos = next((default[k] for k in ("max_position_embeddings", "n_positions") if isinstance(default.get(k), int)), None)
+        if max_pos is not None:
+            notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
 
     mla = _mla(cfg, where)
     kv_heads = _kv_heads(cfg, heads, where, notes)

@@ -18,9 +18,9 @@ from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
-from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_geometry
+from planner.kv import InspectReport, inspect_geometry
 from planner.results import Result
-from planner.weights import WEIGHT_DTYPE_BITS, WeightsEstimate, estimate_weights
+from planner.weights import WeightsEstimate, estimate_weights
 
 # The seed's runnable case: a dense 32-layer decoder with 8 KV heads of 128 (Llama-3.1-8B shape)
 # with a 4,096-token context on a 16 GiB device.
@@ -145,38 +145,50 @@ class PreparedModel(BaseModel):
     config: dict
     geometry: ModelGeometry
     repo_id: str | None = None
+    parameter_counts: dict[str, int] | None = None  # safetensors dtype -> elements (Hub metadata)
 
     def weights(self, weight_dtype: str) -> WeightsEstimate:
-        return _weights(self.geometry.config_hash, weight_dtype, self)
+        key = (self.geometry.config_hash, weight_dtype, tuple(sorted((self.parameter_counts or {}).items())))
+        hit = _WEIGHTS_CACHE.get(key)
+        if hit is None:
+            hit = estimate_weights(self.config, self.geometry, weight_dtype)
+            if weight_dtype == "auto" and self.parameter_counts:
+                hit = measured_weights(hit, self.parameter_counts)
+            if len(_WEIGHTS_CACHE) > 1024:
+                _WEIGHTS_CACHE.clear()
+            _WEIGHTS_CACHE[key] = hit
+        return hit
 
 
-_WEIGHTS_CACHE: dict[tuple[str, str], WeightsEstimate] = {}
+_WEIGHTS_CACHE: dict[tuple, WeightsEstimate] = {}
+
+# bytes per element of safetensors dtypes (packed 4-bit formats are stored in U8/I32 containers,
+# so element counts x container size are the exact stored bytes)
+SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1}
 
 
-def _weights(key: str, weight_dtype: str, model: PreparedModel) -> WeightsEstimate:
-    hit = _WEIGHTS_CACHE.get((key, weight_dtype))
-    if hit is None:
-        hit = _WEIGHTS_CACHE[(key, weight_dtype)] = estimate_weights(model.config, model.geometry, weight_dtype)
-        if len(_WEIGHTS_CACHE) > 1024:
-            _WEIGHTS_CACHE.clear()
-    return hit
+def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> WeightsEstimate:
+    """Weights bytes from the checkpoint's tensor dtypes and element counts (the Hub's metadata)."""
+    size = sum(n * SAFETENSORS_BYTES.get(str(dtype).upper(), 2) for dtype, n in counts.items())
+    label = "+".join(sorted(counts))
+    return estimate.model_copy(update={"bytes": size, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
 
 
 _PREPARED: dict[str, PreparedModel] = {}
 
 
-def prepare_model(config: dict) -> PreparedModel:
-    """Parse and cache a config (by content hash).
+def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None) -> PreparedModel:
+    """Parse and cache a config (by content hash), with the checkpoint's parameter counts if known.
 
     Raises:
         ConfigError: the config is invalid.
     """
-    key = config_hash(config)
+    key = config_hash({"config": config, "counts": parameter_counts})
     hit = _PREPARED.get(key)
     if hit is None:
         geo = parse_geometry(config)
         repo = config.get("_name_or_path")
-        hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None)
+        hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None)
         if len(_PREPARED) > 256:
             _PREPARED.clear()
         _PREPARED[key] = hit
@@ -372,6 +384,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     pool_tokens = available // full_per_token if full_per_token else None
     kv_cache = {
         "bytes_per_token_per_sequence": report.kv_bytes_per_token,
+        "bytes_per_token_within_windows": sum(sp.bytes_per_token for sp in specs if sp.kind != "cross"),
+        "mha_equivalent_bytes_per_reserved_sequence": report.mha_equivalent_bytes_per_token * res.tokens,
         "kv_bytes_per_reserved_sequence": res.kv_bytes,
         "state_bytes_per_sequence": res.state_bytes,
         "bytes_per_reserved_sequence": per_seq,
@@ -398,6 +412,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "device_bytes": device_bytes,
         "headroom_bp": inputs.headroom_bp,
         "usable_bytes": usable,
+        "headroom_bytes": device_bytes - usable,
         "model_resident_bytes": resident,
         "model_resident_source": resident_source,
         "workspace_bytes": workspace,
@@ -423,6 +438,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "attention_layers": attn_layers,
         "prefill_intensity": roof.prefill_intensity(ctx.input_tokens),
         "decode_intensity": roof.decode_intensity(concurrency, kv_mid, mid),
+        "prefill_attainable_tflops": min(device.peak_flops(compute_dtype), roof.prefill_intensity(ctx.input_tokens) * device.bandwidth_bytes_s) / 1e12,
+        "decode_attainable_tflops": min(device.peak_flops(compute_dtype), roof.decode_intensity(concurrency, kv_mid, mid) * device.bandwidth_bytes_s) / 1e12,
         "decode_concurrency": concurrency,
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
@@ -524,21 +541,52 @@ def grid(inputs: PlanInputs, model: PreparedModel, contexts: list[int], concurre
     return out
 
 
-def mha_equivalent(report: InspectReport) -> int:
-    return report.mha_equivalent_bytes_per_token
+def grid_limits(inputs: PlanInputs, model: PreparedModel, contexts: list[int]) -> list[int]:
+    """The admissible concurrency (min over every limit) for each reserved context; -1 where the
+    context does not fit at all (heatmap hover text; :func:`grid` compares against these)."""
+    out = []
+    for total in contexts:
+        try:
+            base = compute_plan(inputs.model_copy(update={"input_tokens": max(1, total - inputs.output_tokens), "sequences": 1}), model)
+            out.append(base.kv_cache["admissible_sequences"])
+        except PlannerError:
+            out.append(-1)
+    return out
 
 
-__all__ = [
-    "EXAMPLE_CONFIG",
-    "EXAMPLE_INPUTS",
-    "KV_DTYPE_BITS",
-    "RUNTIMES",
-    "WEIGHT_DTYPE_BITS",
-    "Plan",
-    "PlanInputs",
-    "PreparedModel",
-    "compute_plan",
-    "example_model",
-    "make_inputs",
-    "prepare_model",
-]
+def suggest_inputs(model: PreparedModel, values: dict) -> tuple[dict, list[str]]:
+    """Updates that make a plan possible for ``model``: a maximum context where the config has none,
+    a context that fits, and the smallest valid tensor-parallel size whose weights fit the device.
+
+    Returns (updates to apply to ``values``, sentences saying why). Nothing is changed that
+    already works.
+    """
+    geo = model.geometry
+    updates: dict = {}
+    why: list[str] = []
+    inputs = make_inputs(**values)
+    reserved = (inputs.input_tokens or sum(getattr(inputs, n) for n in COMPONENTS)) + inputs.output_tokens
+    max_ctx = inputs.max_context or geo.max_position_embeddings
+    if max_ctx is None:
+        updates["max_context"] = max(reserved, 2048)
+        why.append(f"the config states no maximum context: assumed {updates['max_context']:,} tokens")
+    elif reserved > max_ctx:
+        updates["input_tokens"] = max(1, max_ctx - min(inputs.output_tokens, max_ctx // 4))
+        updates["output_tokens"] = max_ctx - updates["input_tokens"]
+        why.append(f"the request was resized to the model's {max_ctx:,}-token maximum")
+    device = resolve_device(inputs)
+    usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
+    weights = model.weights(inputs.weight_dtype).bytes
+    if inputs.model_resident_gib is None:
+        for tp in (1, 2, 4, 8, 16, 32, 64):
+            if geo.num_attention_heads % tp or (geo.mla is None and geo.num_kv_heads % tp and tp % geo.num_kv_heads):
+                continue
+            if -(-weights // tp) + int(inputs.workspace_gib * GIB) < usable * 0.9:
+                if tp != inputs.tp:
+                    updates["tp"] = tp
+                    updates["gpu_count"] = max(tp, inputs.gpu_count // inputs.tp * tp)
+                    why.append(f"{weights / GIB:,.1f} GiB of weights need tensor parallelism {tp} on {device.name}")
+                break
+        else:
+            why.append(f"{weights / GIB:,.1f} GiB of weights do not fit {device.name} at tensor parallelism up to 64")
+    return updates, why

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakehub import FakeHub
+from tests.fakehub import FakeHub, make_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "max_position_embeddings": 131072, "vocab_size": 128256, "intermediate_size": 14336}
@@ -25,6 +25,9 @@ def fake_hub(tmp_path_factory):
     with FakeHub() as hub:
         hub.add_repo("acme/llama-8b", {"config.json": json.dumps(LLAMA)}, sha="a" * 40)
         hub.add_repo("acme/gated", {"config.json": json.dumps(LLAMA)}, sha="b" * 40)
+        # a checkpoint with 3,000 BF16 and 1,000 F8_E4M3 elements: 3,000 x 2 + 1,000 x 1 = 7,000 bytes
+        st = make_safetensors({"a": ("BF16", [30, 100]), "b": ("F8_E4M3", [10, 100])})
+        hub.add_repo("acme/tiny-st", {"config.json": json.dumps({**LLAMA, "num_hidden_layers": 2}), "model.safetensors": st}, sha="c" * 40)
         hub.gate("acme/gated")
         env = {
             "HF_ENDPOINT": hub.url,
@@ -112,3 +115,15 @@ def test_model_missing_repo(fake_hub):
     proc = run("plan", "--model", "acme/missing", env=env)
     assert proc.returncode == 2
     assert "acme/missing" in proc.stderr
+
+
+def test_hub_weights_come_from_safetensors_metadata(fake_hub):
+    _hub, env = fake_hub
+    proc = run("plan", "--model", "acme/tiny-st", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["source"]["weights_source"] == "safetensors metadata"
+    assert out["source"]["parameter_counts"] == {"BF16": 3000, "F8_E4M3": 1000}
+    assert out["weights"]["bytes"] == 7000
+    assert out["weights"]["source"].startswith("safetensors metadata")
+    assert out["capacity"]["model_resident_bytes"] == 7000

@@ -14,7 +14,8 @@ from planner import capacity, latency
 from planner.cli import main
 from planner.errors import PlannerError
 from planner.kv import inspect_config
-from planner.plan import EXAMPLE_CONFIG, EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
+from planner.plan import EXAMPLE_CONFIG, EXAMPLE_INPUTS, compute_plan, example_model, grid, grid_limits, make_inputs, prepare_model, suggest_inputs
+from planner.source import preset_ref
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -306,3 +307,38 @@ def test_plan_reports_work_with_and_without_cache():
     # projections: 2,048 + 2,049 + ... + 2,176 (129 passes) vs 2,048 + 128
     assert w["token_projections_without_cache"] == sum(range(2048, 2177))
     assert w["token_projections_with_cache"] == 2176
+
+
+def test_headroom_and_window_figures():
+    p = example()
+    assert p.capacity["headroom_bytes"] == 16 * GIB - 15461882265
+    assert p.kv_cache["bytes_per_token_within_windows"] == 131072
+    slid = compute_plan(EXAMPLE_INPUTS, prepare_model({**EXAMPLE_CONFIG, "sliding_window": 1024}))
+    # every layer is sliding: nothing grows past the window, but below it each token costs 131,072 B
+    assert slid.kv_cache["bytes_per_token_per_sequence"] == 0
+    assert slid.kv_cache["bytes_per_token_within_windows"] == 131072
+    assert slid.kv_cache["kv_bytes_per_reserved_sequence"] == 131072 * 1024
+
+
+def test_grid_limits_agree_with_grid():
+    contexts = [1024, 2560, 4096, 8192]
+    limits = grid_limits(EXAMPLE_INPUTS, example_model(), contexts)
+    # 2,560 tokens: 30 (the seed); 4,096 (the maximum): floor(10,093,173,145 / 536,870,912) = 18; 8,192 > max: -1
+    assert limits[1:] == [30, 18, -1]
+    cells = grid(EXAMPLE_INPUTS, example_model(), contexts, [1, 18, 19, 30, 31])
+    assert cells[1] == [True, True, True, True, False]
+    assert cells[2] == [True, True, False, False, False]
+    assert cells[3] == [False] * 5
+
+
+def test_suggest_inputs_makes_presets_plannable():
+    _ref, big = preset_ref("llama-3.1-70b")
+    updates, why = suggest_inputs(big, {})
+    # ~131 GiB of bf16 weights: 2 x 80 GiB H100 leaves too little; 4 fits
+    assert updates == {"tp": 4, "gpu_count": 4}
+    assert "tensor parallelism 4" in why[0]
+    assert compute_plan(make_inputs(**updates), big).kv_cache["maximum_sequences_by_memory"] > 0
+    _ref, small = preset_ref("mpt-7b")  # 2,048-token maximum below the default 2,560 reserved
+    updates, why = suggest_inputs(small, {})
+    assert updates["input_tokens"] + updates["output_tokens"] == 2048
+    assert suggest_inputs(example_model(), EXAMPLE_INPUTS.model_dump(exclude_defaults=True)) == ({}, [])
