@@ -180,11 +180,11 @@ def test_model_too_large_points_at_tensor_parallelism():
 def test_error_opens_the_collapsed_group_of_its_field():
     at = _app()
     shown = [m.value for m in at.metric]
-    at.selectbox(key="preset").set_value("falcon-7b").run()  # its config has no max_position_embeddings
+    at.selectbox(key="preset").set_value("falcon-7b").run()  # no max_position_embeddings: the class default 2,048 applies
     _clean(at)
     assert [m.value for m in at.metric] == shown  # the last good plan (llama-3.1-8b) stays
     side = [e.value for e in at.sidebar.error]
-    assert any("give the maximum context" in e for e in side), side
+    assert any("exceeds the model maximum of 2,048" in e for e in side), side
     at.number_input(key="max_context").set_value(4096).run()  # the field is there, in the opened group
     _clean(at)
     assert not errors(at), errors(at)
