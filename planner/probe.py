@@ -1365,7 +1365,7 @@ def _child_main() -> int:
 
 def add_probe_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``probe`` on a ``build_parser`` subparsers object."""
-    from planner.cli import add_model_source, nonneg_int, positive_int
+    from planner.cli import add_model_source, nonneg_int, positive_float, positive_int
 
     p = subparsers.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
     add_model_source(p)
@@ -1381,21 +1381,11 @@ def add_probe_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--tp", type=positive_int, default=1, help="vllm layout: one GPU's share under tensor parallelism")
     p.add_argument("--static", action="store_true", help="transformers StaticCache instead of DynamicCache")
     p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline (default: the CUDA device's, else the planner default)")
-    p.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
     p.add_argument("--no-warmup", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_probe)
     return p
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -1456,17 +1446,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         return _child_main()
-    from planner.cli import CLIError, _Parser
+    from planner.cli import main as cli_main
 
-    parser = _Parser(prog="python -m planner.probe")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    add_probe_parser(sub)
-    try:
-        args = parser.parse_args(["probe", *argv])
-        return int(args.func(args) or 0)
-    except (CLIError, PlannerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return cli_main(["probe", *argv])
 
 
 if __name__ == "__main__":

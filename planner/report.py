@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from planner.errors import PlannerError
 from planner.plan import Plan, PlanInputs
 from planner.source import ModelRef
 
@@ -642,17 +641,9 @@ def add_report_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m planner.report ...``: the ``report`` sub-command on its own."""
-    from planner.cli import CLIError, _Parser
+    from planner.cli import main as cli_main
 
-    parser = _Parser(prog="python -m planner", description="KV Capacity Planner")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    add_report_parser(sub)
-    try:
-        args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-        return int(args.func(args) or 0)
-    except (CLIError, PlannerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return cli_main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
