@@ -163,7 +163,7 @@ PLAN_INT_FLAGS = (
 )
 PLAN_POS_FLAGS = ("input-tokens", "output-tokens", "max-context", "block-tokens", "tp", "gpu-count", "sequences", "generated-tokens", "max-num-seqs", "tenant-quota", "tenants")
 PLAN_FLOAT_FLAGS = (
-    "device-gib", "model-resident-gib", "workspace-gib", "gpu-hour-price", "queue-ms", "preprocessing-ms",
+    "device-gib", "device-bandwidth-gb-s", "device-bf16-tflops", "model-resident-gib", "workspace-gib", "gpu-hour-price", "queue-ms", "preprocessing-ms",
     "prefill-ms", "first-decode-ms", "remaining-decode-ms", "itl-slo-ms", "ttft-slo-ms", "mfu", "mbu", "prefix-hit-rate",
 )
 

@@ -59,6 +59,8 @@ class PlanInputs(BaseModel):
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU
     device_gib: float | None = Field(default=None, gt=0, le=4096)  # custom device size
+    device_bandwidth_gb_s: float | None = Field(default=None, gt=0, le=100_000)  # custom device HBM bandwidth
+    device_bf16_tflops: float | None = Field(default=None, gt=0, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
@@ -249,7 +251,10 @@ def _num(x: float) -> float | int:
 
 
 def resolve_device(inputs: PlanInputs) -> Device:
-    return custom_device(inputs.device_gib) if inputs.device_gib is not None else get_device(inputs.gpu)
+    """The catalog GPU, or a custom device (its bandwidth and peak default to 1,000 GB/s and 100 TFLOP/s)."""
+    if inputs.device_gib is None:
+        return get_device(inputs.gpu)
+    return custom_device(inputs.device_gib, inputs.device_bandwidth_gb_s or 1000.0, inputs.device_bf16_tflops or 100.0)
 
 
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:

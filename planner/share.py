@@ -84,6 +84,8 @@ INPUT_KEYS: dict[str, str] = {
     "block_tokens": "blk",
     "gpu": "gpu",
     "device_gib": "dev",
+    "device_bandwidth_gb_s": "bw",
+    "device_bf16_tflops": "tf",
     "gpu_count": "gpus",
     "tp": "tp",
     "headroom_bp": "hr",

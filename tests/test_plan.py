@@ -342,3 +342,12 @@ def test_suggest_inputs_makes_presets_plannable():
     updates, why = suggest_inputs(small, {})
     assert updates["input_tokens"] + updates["output_tokens"] == 2048
     assert suggest_inputs(example_model(), EXAMPLE_INPUTS.model_dump(exclude_defaults=True)) == ({}, [])
+
+
+def test_custom_device_bandwidth_drives_the_memory_bound_decode():
+    base = dict(queue_ms=None, preprocessing_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
+    slow = example(**base, device_bandwidth_gb_s=1000.0, device_bf16_tflops=1e5)
+    fast = example(**base, device_bandwidth_gb_s=2000.0, device_bf16_tflops=1e5)
+    # with compute effectively free, the step is bytes / (bandwidth x MBU): twice the bandwidth, half the time
+    assert fast.estimate.mean_inter_token_latency_ms == pytest.approx(slow.estimate.mean_inter_token_latency_ms / 2)
+    assert fast.device.bandwidth_gb_s == 2000.0
