@@ -211,7 +211,7 @@ def generation_projections(prompt: int, generated: int) -> tuple[int, int]:
     the prefill projects P and each later step only its one new token (the first new token
     comes from the prefill).
     """
-    naive = sum(prompt + i for i in range(generated))
+    naive = generated * prompt + generated * (generated - 1) // 2  # P + (P+1) + ... + (P+N-1)
     return naive, prompt + generated - 1
 
 

@@ -432,19 +432,22 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "kv_bytes_at_requested_load": kv_cache["kv_bytes_at_requested"],
         "free_bytes_at_requested_load": available - kv_cache["kv_bytes_at_requested"],
     }
-    ridge = device.ridge_point(compute_dtype)
+    peak = device.peak_flops(compute_dtype)
+    ridge = peak / device.bandwidth_bytes_s
+    prefill_ai = roof.prefill_intensity(ctx.input_tokens)
+    decode_ai = roof.decode_intensity(concurrency, kv_mid, mid)
     roofline = {
         "mfu": inputs.mfu,
         "mbu": inputs.mbu,
-        "peak_tflops": device.peak_flops(compute_dtype) / 1e12,
+        "peak_tflops": peak / 1e12,
         "bandwidth_gb_s": device.bandwidth_gb_s,
         "ridge_flops_per_byte": ridge,
         "q_heads_per_gpu": heads_gpu,
         "attention_layers": attn_layers,
-        "prefill_intensity": roof.prefill_intensity(ctx.input_tokens),
-        "decode_intensity": roof.decode_intensity(concurrency, kv_mid, mid),
-        "prefill_attainable_tflops": min(device.peak_flops(compute_dtype), roof.prefill_intensity(ctx.input_tokens) * device.bandwidth_bytes_s) / 1e12,
-        "decode_attainable_tflops": min(device.peak_flops(compute_dtype), roof.decode_intensity(concurrency, kv_mid, mid) * device.bandwidth_bytes_s) / 1e12,
+        "prefill_intensity": prefill_ai,
+        "decode_intensity": decode_ai,
+        "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
+        "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
         "decode_concurrency": concurrency,
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
