@@ -15,7 +15,8 @@ from pages import common as C
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
-from planner.plan import Plan, PreparedModel, grid, itl_curve
+from planner.plan import Plan, PreparedModel, grid_limits, itl_curve
+from planner.share import share_url
 from planner.weights import WEIGHT_DTYPE_BITS
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#EECA3B", "#9D755D")
@@ -31,7 +32,7 @@ RESERVATION_HELP = {
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context"),
     "cache": ("kv_dtype", "runtime", "reservation", "block_tokens"),
-    "hardware": ("gpu", "device_gib", "gpu_count", "tp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
+    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
@@ -52,6 +53,8 @@ LABELS = {
     "block_tokens": "Block size (tokens)",
     "gpu": "GPU",
     "device_gib": "Custom device memory (GiB)",
+    "device_bandwidth_gb_s": "Custom bandwidth (GB/s)",
+    "device_bf16_tflops": "Custom bf16 peak (TFLOP/s)",
     "gpu_count": "GPUs",
     "tp": "Tensor parallel (TP)",
     "headroom_pct": "Headroom (%)",
@@ -137,6 +140,19 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     def opened(exp) -> bool:
         return exp.open is not False
 
+    cal = C.calibration()
+    if cal is not None:
+        st.button(
+            f"Apply probe calibration (MFU {cal['mfu']:.3g}, MBU {cal['mbu']:.3g} from {cal['device']})",
+            key="apply_calibration",
+            on_click=C.apply_calibration,
+            icon=":material/science:",
+            help="Use the MFU and MBU the Probe page measured for the latency estimate (clamped to the sliders' 0.01–1 range).",
+        )
+    note = st.session_state.pop("calibration_note", None)
+    if note:
+        st.success(note, icon=":material/check_circle:")
+
     geo = model.geometry
     exp = group("context", "Context (tokens)", ":material/segment:", False)
     if opened(exp):
@@ -169,13 +185,19 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     if opened(exp):
         with exp:
             _select("gpu", list(C.GPU_OPTIONS), err_key, err, format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)" if g in CATALOG else "Custom memory size…")
-            _num("device_gib", err_key, err, integer=False, min_value=0.5, max_value=4096.0, step=1.0, fmt="%.1f", disabled=st.session_state.get("gpu") != C.CUSTOM_GPU, help="Used when GPU is 'Custom'; compute figures are placeholders.")
+            _num("device_gib", err_key, err, integer=False, min_value=C.WIDGET_RANGES["device_gib"][0], max_value=C.WIDGET_RANGES["device_gib"][1], step=1.0, fmt="%.1f", disabled=st.session_state.get("gpu") != C.CUSTOM_GPU, help="Used when GPU is 'Custom'; give its bandwidth and peak below for the latency estimate.")
+            if st.session_state.get("gpu") == C.CUSTOM_GPU:
+                a, b = st.columns(2)
+                with a:
+                    _num("device_bandwidth_gb_s", err_key, err, optional=True, integer=False, min_value=C.WIDGET_RANGES["device_bandwidth_gb_s"][0], max_value=C.WIDGET_RANGES["device_bandwidth_gb_s"][1], step=100.0, fmt="%.0f", placeholder="1,000", help="HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.")
+                with b:
+                    _num("device_bf16_tflops", err_key, err, optional=True, integer=False, min_value=C.WIDGET_RANGES["device_bf16_tflops"][0], max_value=C.WIDGET_RANGES["device_bf16_tflops"][1], step=10.0, fmt="%.0f", placeholder="100", help="Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.")
             a, b = st.columns(2)
             with a:
                 _num("gpu_count", err_key, err, min_value=1, max_value=4096, help="A multiple of TP; each replica uses TP GPUs.")
             with b:
                 _num("tp", err_key, err, min_value=1, max_value=4096, help="Must divide the attention heads (and divide or be a multiple of the KV heads).")
-            st.slider(LABELS["headroom_pct"], 0.0, 50.0, step=0.5, format="%.1f%%", key="headroom_pct", help="Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.")
+            st.slider(LABELS["headroom_pct"], 0.0, C.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help="Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.")
             _error_below("headroom_pct", err_key, err)
             _select("weight_dtype", list(WEIGHT_DTYPE_BITS), err_key, err, help="auto: the config's torch_dtype and quantization_config.")
             _num("workspace_gib", err_key, err, integer=False, min_value=0.0, max_value=100_000.0, step=0.25, fmt="%.2f", help="Activations, CUDA graphs and runtime buffers outside the KV pool.")
@@ -205,9 +227,9 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("efficiency", "Efficiency (MFU / MBU)", ":material/tune:", False)
     if opened(exp):
         with exp:
-            st.slider(LABELS["mfu"], 0.01, 1.0, step=0.01, key="mfu", help="Share of peak FLOP/s reached (prefill, compute-bound steps).")
+            st.slider(LABELS["mfu"], *C.WIDGET_RANGES["mfu"], step=0.01, key="mfu", help="Share of peak FLOP/s reached (prefill, compute-bound steps).")
             _error_below("mfu", err_key, err)
-            st.slider(LABELS["mbu"], 0.01, 1.0, step=0.01, key="mbu", help="Share of HBM bandwidth reached (decode, memory-bound steps).")
+            st.slider(LABELS["mbu"], *C.WIDGET_RANGES["mbu"], step=0.01, key="mbu", help="Share of HBM bandwidth reached (decode, memory-bound steps).")
             _error_below("mbu", err_key, err)
 
     exp = group("observed", "Observed latency", ":material/timer:", False)
@@ -224,7 +246,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 _num("first_decode_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
                 _num("generated_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="output reserve")
 
-    st.button("Reset inputs to defaults", key="reset_inputs", on_click=C.apply_values, args=(C.DEFAULT_VALUES,), icon=":material/restart_alt:")
+    st.button("Reset inputs to defaults", key="reset_inputs", on_click=C.reset_inputs, icon=":material/restart_alt:", help="The defaults, then this model's deployment suggestions (TP, context) again.")
 
 
 # --------------------------------------------------------------------------- results
@@ -234,15 +256,26 @@ def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
     cols = st.columns(5)
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
-    cols[0].metric(
-        "KV bytes / token",
-        C.fmt_bytes(kv["bytes_per_token_per_sequence"]),
-        delta=("+ " + ", ".join(f"{C.fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None,
-        delta_color="gray",
-        delta_arrow="off",
-        help=f"{kv['bytes_per_token_per_sequence']:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})"
-        + (". Windowed layers add their bytes per token only up to their window: " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) if capped else "."),
-    )
+    growing = kv["bytes_per_token_per_sequence"]
+    within = kv["bytes_per_token_within_windows"]
+    windowed_only = growing == 0 and within > 0  # every cached layer is windowed (e.g. Mistral-7B v0.1)
+    if windowed_only:
+        value = C.fmt_bytes(within)
+        delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
+        help_text = (
+            f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
+            f"then flat ({plan.inputs.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
+        )
+    else:
+        value = C.fmt_bytes(growing)
+        delta = ("+ " + ", ".join(f"{C.fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
+        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})" + (
+            f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
+            + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
+            if capped
+            else "."
+        )
+    cols[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     cols[1].metric(
         "MiB / reserved sequence",
         f"{C.fmt_num(kv['mib_per_reserved_sequence'])} MiB",
@@ -275,12 +308,30 @@ def render_metrics(plan: Plan) -> None:
     )
 
 
+def _source_rows(ref) -> list[tuple[str, str]]:
+    """Where the config came from: the Hub commit or the upload's hash (presets say it in the title)."""
+    rows: list[tuple[str, str]] = []
+    if ref.kind == "hub":
+        rows.append(("Hub model", f"`{ref.repo_id}` (revision `{ref.revision or 'main'}`)"))
+        rows.append(("Pinned commit", f"`{ref.commit}`" if ref.commit else "not resolved"))
+    elif ref.kind == "upload":
+        rows.append(("Uploaded config", f"{ref.name or 'config.json'}, sha256 `{str(ref.config_hash)[:16]}…`"))
+    return rows
+
+
+def _weights_row(plan: Plan) -> tuple[str, str]:
+    w = plan.weights
+    source = "safetensors metadata" if str(w.source).startswith("safetensors") else "config estimate"
+    return ("Weights", f"{C.fmt_bytes(w.bytes)} ({w.dtype_label}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({w.source})"))
+
+
 def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
     ins, w = plan.inspect, plan.weights
     with st.container(border=True):
         st.markdown(f"**Geometry** · {ref.label()}")
         layers = ", ".join(f"{n} {k}" for k, n in ins.layers.items())
         rows = [
+            *_source_rows(ref),
             ("Model type", f"`{ins.model_type}`" + (f" (from `{ins.config_path}`)" if ins.config_path else "")),
             ("Layers", layers or "–"),
             ("KV heads per GPU", f"{ins.kv_heads_per_gpu:,} (TP {ins.tp})"),
@@ -289,7 +340,7 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
             ("Recurrent state / sequence", C.fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
-            ("Weights", f"{C.fmt_bytes(w.bytes)} ({w.dtype_label}; {w.source})"),
+            _weights_row(plan),
         ]
         if ins.cross_bytes_per_encoder_token:
             rows.append(("Cross-attention / encoder token", C.fmt_bytes(ins.cross_bytes_per_encoder_token)))
@@ -301,7 +352,10 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             groups.append(f"- **{label} ×{s.num_layers:,}:** {shape} → {s.bytes_per_token_per_layer:,} B per token per layer, **{s.bytes_per_token:,} B** per token")
         if groups:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
-        all_notes = [*notes, *plan.notes]
+        cache_notes = [n for n in notes if "served from the local cache" in n]
+        for n in cache_notes:
+            st.caption(f":material/cached: {n[:1].upper() + n[1:]}: the Hub was not asked again; the commit above is the cached one.")
+        all_notes = [n for n in (*notes, *plan.notes) if n not in cache_notes]
         if all_notes:
             st.caption("Notes: " + " · ".join(all_notes))
 
@@ -338,7 +392,7 @@ def _figure(traces: list[dict], title: str, lines: list[tuple[dict, dict]] = (),
 
 def fig_memory(plan: Plan) -> go.Figure:
     cap = plan.capacity
-    headroom = cap["device_bytes"] - cap["usable_bytes"]
+    headroom = cap["headroom_bytes"]
     free = cap["free_bytes_at_requested_load"]
     parts = [
         ("Weights", cap["model_resident_bytes"], PALETTE[0]),
@@ -462,9 +516,16 @@ def fig_heatmap(plan: Plan, model: PreparedModel) -> go.Figure:
     contexts = [c for c in _axis_points(lo, max_ctx, plan.context.reserved_total_tokens) if c > inputs.output_tokens]
     ceiling = max(8, plan.kv_cache["admissible_sequences"], inputs.sequences)
     concs = _axis_points(1, 1 << ceiling.bit_length(), inputs.sequences)
-    cells = grid(inputs, model, contexts, concs)
+    limits = grid_limits(inputs, model, contexts)  # admissible sequences per reserved context (-1: does not fit)
+    cells = [[c <= lim for c in concs] for lim in limits]
     xs = [f"{c:,}" for c in concs]
     ys = [f"{c:,}" for c in contexts]
+
+    def hover(i: int, j: int, ok: bool) -> str:
+        lim = limits[i]
+        ceiling = "does not fit at all" if lim < 0 else f"admits at most {lim:,} sequences"
+        return f"{ys[i]} tokens × {xs[j]} sequences: {'admitted' if ok else 'refused'} ({ys[i]} tokens {ceiling})"
+
     grey, green = "rgba(158,158,158,0.35)", "rgba(84,162,75,0.85)"
     traces = [
         {
@@ -478,7 +539,7 @@ def fig_heatmap(plan: Plan, model: PreparedModel) -> go.Figure:
             "showscale": False,
             "xgap": 1,
             "ygap": 1,
-            "text": [[f"{ys[i]} tokens × {xs[j]} sequences: {'admitted' if ok else 'refused'}" for j, ok in enumerate(row)] for i, row in enumerate(cells)],
+            "text": [[hover(i, j, ok) for j, ok in enumerate(row)] for i, row in enumerate(cells)],
             "hovertemplate": "%{text}<extra></extra>",
         },
         {
@@ -548,7 +609,10 @@ def fig_roofline(plan: Plan) -> go.Figure:
     peak = r["peak_tflops"]
     bw_tb = r["bandwidth_gb_s"] / 1000  # TB/s = TFLOP/s per FLOP/byte (unit conversion)
     ridge = r["ridge_flops_per_byte"]
-    pts = [("prefill", r["prefill_intensity"], PALETTE[1]), ("decode", r["decode_intensity"], PALETTE[0])]
+    pts = [
+        ("prefill", r["prefill_intensity"], r["prefill_attainable_tflops"], PALETTE[1]),
+        ("decode", r["decode_intensity"], r["decode_attainable_tflops"], PALETTE[0]),
+    ]
     intensities = [p[1] for p in pts if p[1] > 0] + [ridge]
     x0, x1 = min(intensities) / 10, max(intensities) * 10  # axis range
     traces = [
@@ -562,20 +626,20 @@ def fig_roofline(plan: Plan) -> go.Figure:
             "hovertemplate": "%{x:,.1f} FLOP/B: %{y:,.1f} TFLOP/s<extra></extra>",
         }
     ]
-    for name, x, color in pts:
+    for name, x, attainable, color in pts:
         if x > 0:
             bound = "compute-bound" if x >= ridge else "memory-bound"
             traces.append(
                 {
                     "type": "scatter",
                     "x": [x],
-                    "y": [min(peak, x * bw_tb)],
+                    "y": [attainable],
                     "mode": "markers+text",
                     "text": [name],
                     "textposition": "bottom center",
                     "marker": {"size": 13, "color": color},
                     "name": f"{name}: {C.fmt_num(x)} FLOP/B ({bound})",
-                    "hovertemplate": f"{name}: %{{x:,.2f}} FLOP/B<extra></extra>",
+                    "hovertemplate": f"{name}: %{{x:,.2f}} FLOP/B, attainable %{{y:,.1f}} TFLOP/s<extra></extra>",
                 }
             )
     return _figure(
@@ -637,12 +701,63 @@ def render_formulas(plan: Plan) -> None:
     st.markdown("\n".join(lines))
 
 
-def render_results(plan: Plan, model: PreparedModel, ref, notes: tuple[str, ...]) -> None:
+def _file_stem(ref) -> str:
+    raw = ref.name if ref.kind == "preset" and ref.name else ref.repo_id or ref.name or ref.kind
+    stem = "".join(c if c.isalnum() or c in "-._" else "-" for c in str(raw)).strip("-.") or "model"
+    return f"kv-plan-{stem[:60]}"
+
+
+def render_share(plan: Plan, ref, config: dict | None) -> None:
+    """Share link (the address bar holds the same), PDF report, plan file download and upload."""
+    link = share_url(C.base_url(), C.share_params(ref, plan.inputs, config))
+    with st.container(border=True, key="share_box"):
+        st.markdown("**Share and export**")
+        st.caption(
+            "**Copy share link** with the copy button at the top right of the box (it shows when you point at the link). "
+            "The address bar always holds the same link: the model reference and every input that differs from the defaults, never a token."
+        )
+        st.code(link, language=None, wrap_lines=True)
+        if ref.kind == "upload" and "cfg=" not in link:
+            st.caption(":material/info: The uploaded config is too large for a link: the recipient needs the same config.json (the plan file carries it).")
+        stem = _file_stem(ref)
+        st.download_button(
+            "Download PDF sizing report",
+            data=lambda: C.pdf_report(plan, ref, link),  # built only when clicked
+            file_name=f"{stem}.pdf",
+            mime="application/pdf",
+            key="pdf_download",
+            on_click="ignore",
+            icon=":material/picture_as_pdf:",
+            width="stretch",
+        )
+        st.download_button(
+            "Download plan file (JSON)",
+            data=C.plan_file_text(ref, plan.inputs, config),
+            file_name=f"{stem}.json",
+            mime="application/json",
+            key="plan_download",
+            on_click="ignore",
+            icon=":material/download:",
+            width="stretch",
+        )
+        st.file_uploader(
+            "Load a plan file",
+            type=["json"],
+            key="plan_upload",
+            on_change=C.load_plan_upload,
+            help="A plan file downloaded here (or by the CLI): the model and every input are restored; bad fields fall back to their defaults with a warning.",
+        )
+        if st.session_state.get("plan_file_error"):
+            st.error(st.session_state["plan_file_error"], icon=":material/error:")
+
+
+def render_results(plan: Plan, model: PreparedModel, ref, notes: tuple[str, ...], config: dict | None = None) -> None:
     render_metrics(plan)
     C.admission_badge(plan)
     left, right = st.columns([5, 7])
     with left:
         render_geometry(plan, ref, notes)
+        C.safe(render_share, plan, ref, config, what="the share and export controls")
     with right:
         C.safe(lambda: st.plotly_chart(fig_memory(plan), config=PLOT_CONFIG, key="chart_memory"), what="the memory chart")
         cap = plan.capacity
@@ -680,19 +795,45 @@ def render_results(plan: Plan, model: PreparedModel, ref, notes: tuple[str, ...]
 # --------------------------------------------------------------------------- page
 
 
+def render_notices(ref) -> None:
+    """What a share link or plan file restored (with its corrections) and the deployment suggestions."""
+    notice = st.session_state.get("restore_notice")
+    if notice:
+        warnings = notice.get("warnings") or []
+        if warnings:
+            with st.container(key="restore_warnings"):
+                st.warning(
+                    f"Restored the plan from the {notice['origin']}, with {len(warnings)} correction{'s' if len(warnings) > 1 else ''}:\n"
+                    + "\n".join(f"- {w}" for w in warnings),
+                    icon=":material/warning:",
+                )
+                st.button("Dismiss", key="dismiss_restore", on_click=lambda: st.session_state.pop("restore_notice", None))
+        else:
+            st.success(f"Restored the plan from the {notice['origin']}.", icon=":material/link:")
+            st.session_state.pop("restore_notice", None)
+    hint = C.suggestion_for(ref)
+    if hint:
+        (st.info if hint["level"] == "info" else st.warning)(hint["text"], icon=":material/auto_fix_high:")
+
+
 def main() -> None:
+    C.restore_from_query_params()  # a share link, on the session's first run
     with st.sidebar:
         st.subheader("Model")
         ref, model, source_notes = C.model_source_widget()
         st.subheader("Inputs")
         inputs_box = st.container()  # filled last, so the plan reaches the browser first
+    C.apply_suggestions(ref, model)  # a new model opens on a working plan
     values = C.read_widgets()
     plan, err = C.build_plan(values, model)
+    upload_config = C.active_upload_config()
     if plan is not None:
-        C.remember_good(plan, model, ref, source_notes)
+        C.remember_good(plan, model, ref, source_notes, upload_config)
+        C.sync_query_params(C.share_params(ref, plan.inputs, upload_config))  # the address bar is the share link
     err_key = C.error_key(err, values)
 
     st.title("KV capacity plan")
+    render_notices(ref)
     good = C.last_good()
     if err is not None:
         where = LABELS.get(err_key or "", None)
@@ -701,8 +842,8 @@ def main() -> None:
     if plan is None and not good:
         st.info("Fix the input in the sidebar to see a plan.")
     else:
-        shown = good if plan is None else {"plan": plan, "model": model, "ref": ref, "notes": source_notes}
-        render_results(shown["plan"], shown["model"], shown["ref"], shown["notes"])
+        shown = good if plan is None else {"plan": plan, "model": model, "ref": ref, "notes": source_notes, "config": upload_config}
+        render_results(shown["plan"], shown["model"], shown["ref"], shown["notes"], shown.get("config"))
     with inputs_box:
         render_inputs(model, values, err_key, err)
 

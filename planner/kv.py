@@ -47,7 +47,6 @@ RUNTIMES: dict[str, str] = {
     "transformers": "transformers eager DynamicCache (before transformers#47761): MLA caches decompressed per-head K and V",
     "transformers-latent": "transformers eager DynamicCache (since transformers#47761, e.g. 5.24): MLA caches the compressed latent",
 }
-MODEL_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp32": 4, "fp16": 2, "bf16": 2}
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -204,9 +203,10 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
 def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
     """Recurrent state of Mamba and linear-attention layers per sequence on one GPU.
 
-    Counted in the model's dtype (bf16 unless the config says float32), split evenly over ``tp``.
+    Counted in 16-bit (the serving dtype of bf16/fp16 and, by vLLM's default, float32
+    checkpoints), split evenly over ``tp``.
     """
-    elem = MODEL_DTYPE_BYTES.get(str(geo.torch_dtype), 2)
+    elem = 2
     total = 0
     for spec, kind in ((geo.mamba, "mamba"), (geo.linear, "linear_attention")):
         if spec is not None:

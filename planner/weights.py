@@ -108,8 +108,11 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
         bits = WEIGHT_DTYPE_BITS[weight_dtype]
         return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(total * bits / 8), bits_per_param=bits, dtype_label=weight_dtype, source="config parameter count x chosen dtype")
     q = text_config(config).get("quantization_config") or config.get("quantization_config")
-    base_bits = 32.0 if str(geo.torch_dtype) in ("float32", "fp32") else 16.0
-    label = {32.0: "fp32", 16.0: "bf16"}[base_bits]
+    # serving engines load float32 checkpoints in 16-bit by default (vLLM's dtype="auto"); choose
+    # weight_dtype="fp32" to plan full precision
+    base_bits = 16.0
+    label = "bf16"
+    served_from = " (checkpoint float32, served 16-bit as vLLM's dtype=auto does)" if str(geo.torch_dtype) in ("float32", "fp32") else ""
     if isinstance(q, dict):
         method = str(q.get("quant_method", "")).lower()
         if method == "fp8" or q.get("fmt") in ("e4m3", "e5m2"):
@@ -130,4 +133,4 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
             body = total - (geo.vocab_size or 0) * geo.hidden_size * (1 if geo.tie_word_embeddings else 2)
             size = body * bits / 8 + (total - body) * base_bits / 8
             return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), bits_per_param=size * 8 / total, dtype_label=f"{method} int{int(wbits)}", source=f"quantization_config {method}: {int(wbits)}-bit + fp16 scale and zero-point per {group}, embeddings 16-bit")
-    return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(total * base_bits / 8), bits_per_param=base_bits, dtype_label=label, source=f"config parameter count x {label}")
+    return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(total * base_bits / 8), bits_per_param=base_bits, dtype_label=label, source=f"config parameter count x {label}{served_from}")

@@ -23,8 +23,9 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 LLAMA_8B = json.loads((ROOT / "model_configs" / "llama-3.1-8b.json").read_text())
 
 
-def _app() -> AppTest:
+def _app(query: dict[str, str] | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=30)
+    at.query_params.update(query or {})  # a share link being opened
     at.run()
     _clean(at)
     return at
@@ -164,32 +165,53 @@ def test_invalid_input_shows_error_next_to_field_and_keeps_last_plan():
     assert metric(at, "KV bytes / token") == "64 KiB"
 
 
-def test_model_too_large_points_at_tensor_parallelism():
+def test_model_too_large_opens_with_tensor_parallelism_suggested():
     at = _app()
     at.selectbox(key="preset").set_value("llama-3.1-70b").run()
     _clean(at)
-    assert any("exceeds usable" in e for e in [e.value for e in at.sidebar.error])
-    at.number_input(key="gpu_count").set_value(4).run()
-    at.number_input(key="tp").set_value(4).run()
-    _clean(at)
+    # 70.6e9 params x 2 B = 131.4 GiB: TP 2 leaves 65.7 + 1 GiB workspace > 90 % of 72 GiB usable, TP 4 fits
+    infos = [i.value for i in at.info]
+    assert any("131.4 GiB of weights need tensor parallelism 4 on H100-SXM-80GB" in i for i in infos), infos
     assert not errors(at), errors(at)
+    assert at.number_input(key="tp").value == 4 and at.number_input(key="gpu_count").value == 4
     # 2 x 80 layers x (8 / 4) KV heads x 128 x 2 B = 81,920 B = 80 KiB per token per GPU
     assert metric(at, "KV bytes / token") == "80 KiB"
+    shown = [m.value for m in at.metric]
+    at.number_input(key="tp").set_value(1).run()  # back to one GPU per replica: the weights do not fit
+    _clean(at)
+    side = [e.value for e in at.sidebar.error]
+    assert any("exceeds usable" in e for e in side), side
+    assert [m.value for m in at.metric] == shown  # the last good plan stays
+
+
+def test_falcon_7b_opens_resized_to_its_class_default_context():
+    at = _app()
+    at.selectbox(key="preset").set_value("falcon-7b").run()  # no max_position_embeddings: the class default 2,048 applies
+    _clean(at)
+    assert not errors(at), errors(at)
+    infos = [i.value for i in at.info]
+    assert any("resized to the model's 2,048-token maximum" in i for i in infos), infos
+    values = at.session_state["plan_values"]
+    assert values["input_tokens"] == 1536 and values["output_tokens"] == 512  # 1,536 + 512 = 2,048
+    # falcon-7b is MQA: 2 x 32 layers x 1 KV head x 64 x 2 B = 8,192 B = 8 KiB per token
+    assert metric(at, "KV bytes / token") == "8 KiB"
+    assert metric(at, "MiB / reserved sequence") == "16 MiB"  # 2,048 tokens x 8 KiB
 
 
 def test_error_opens_the_collapsed_group_of_its_field():
     at = _app()
     shown = [m.value for m in at.metric]
-    at.selectbox(key="preset").set_value("falcon-7b").run()  # no max_position_embeddings: the class default 2,048 applies
+    assert "max_context" not in [w.key for w in at.number_input]  # the Context group starts collapsed
+    at.session_state["max_context"] = 1024  # below the 2,560 reserved tokens
+    at.run()
     _clean(at)
-    assert [m.value for m in at.metric] == shown  # the last good plan (llama-3.1-8b) stays
+    assert [m.value for m in at.metric] == shown  # the last good plan stays
     side = [e.value for e in at.sidebar.error]
-    assert any("exceeds the model maximum of 2,048" in e for e in side), side
+    assert any("2,560" in e and "1,024" in e for e in side), side
     at.number_input(key="max_context").set_value(4096).run()  # the field is there, in the opened group
     _clean(at)
     assert not errors(at), errors(at)
-    # falcon-7b is MQA: 2 x 32 layers x 1 KV head x 64 x 2 B = 8,192 B = 8 KiB per token
-    assert metric(at, "KV bytes / token") == "8 KiB"
+    assert metric(at, "KV bytes / token") == "128 KiB"
 
 
 def test_reset_restores_defaults():
@@ -250,45 +272,138 @@ def test_plan_values_survive_page_switches():
 # --------------------------------------------------------------------------- Hub source
 
 
-def test_hub_fetch_success_and_error(monkeypatch, tmp_path):
+@pytest.fixture
+def fake_hub(monkeypatch, tmp_path):
+    """tests/fakehub.py on 127.0.0.1 through HF_ENDPOINT, a fresh cache, no telemetry, no internet."""
     hub_mod = pytest.importorskip("planner.hub", reason="planner.hub is not available")
     fakehub = pytest.importorskip("tests.fakehub", reason="tests/fakehub.py is not available")
+    import socket
+
     from huggingface_hub import constants
 
+    real = socket.getaddrinfo
+
+    def guarded(host, *args, **kwargs):
+        if host not in ("127.0.0.1", "localhost", b"127.0.0.1", b"localhost"):
+            raise OSError(f"test tried to reach {host!r}")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", guarded)
     fake = fakehub.FakeHub().start()
+    cache = str(tmp_path / "hf_cache")
+    monkeypatch.setenv("HF_ENDPOINT", fake.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_CACHE", cache)
+    for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "KVP_HUB_TTL_S", "HF_HUB_ETAG_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    hub_mod.clear_cache()
     try:
-        cache = str(tmp_path / "hf_cache")
-        monkeypatch.setenv("HF_ENDPOINT", fake.url)
-        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-        monkeypatch.setenv("HF_HUB_CACHE", cache)
-        for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "KVP_HUB_TTL_S"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-        hub_mod.clear_cache()
-        sha = fake.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=16)})
-
-        at = _app()
-        shown = [m.value for m in at.metric]
-        at.segmented_control(key="model_source").set_value("Hugging Face Hub").run()
-        at.text_input(key="hub_repo").input("org/missing").run()
-        at.button(key="hub_fetch").click().run()
-        _clean(at)
-        assert errors(at), "a missing repo must show an error"
-        assert [m.value for m in at.metric] == shown
-
-        at.text_input(key="hub_repo").input("org/half-llama").run()
-        at.text_input(key="hub_token").input("hf_secretsecretsecretsecretsecret00").run()
-        at.button(key="hub_fetch").click().run()
-        _clean(at)
-        assert not errors(at), errors(at)
-        assert metric(at, "KV bytes / token") == "64 KiB"
-        assert at.session_state["model_ref"]["commit"] == sha
-        assert "hf_secret" not in json.dumps(at.session_state["model_ref"])
+        yield fake
     finally:
         hub_mod.clear_cache()
         fake.stop()
+
+
+def _fetch(at: AppTest, repo: str, revision: str = "main", token: str = "") -> AppTest:
+    if at.segmented_control(key="model_source").value != "Hugging Face Hub":
+        at.segmented_control(key="model_source").set_value("Hugging Face Hub").run()
+    at.text_input(key="hub_repo").input(repo)
+    at.text_input(key="hub_revision").input(revision)
+    at.text_input(key="hub_token").input(token)
+    at.button(key="hub_fetch").click().run()
+    _clean(at)
+    return at
+
+
+def _card(at: AppTest) -> str:
+    return " ".join(m.value for m in at.markdown) + " " + " ".join(c.value for c in at.caption)
+
+
+def test_hub_fetch_success_pins_the_commit_and_keeps_the_token_out(fake_hub):
+    from tests.fakehub import make_safetensors
+
+    weights = make_safetensors({"w": ("BF16", [1024, 1024]), "b": ("F32", [1024])})
+    sha = fake_hub.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=16), "model.safetensors": weights})
+    at = _fetch(_app(), "org/half-llama", token="hf_secretsecretsecretsecretsecret00")
+    assert not errors(at), errors(at)
+    assert metric(at, "KV bytes / token") == "64 KiB"
+    assert at.session_state["model_ref"]["commit"] == sha
+    card = _card(at)
+    assert sha in card and "safetensors metadata" in card  # pinned commit and the weights source
+    assert "2 MiB" in card  # 1,048,576 x 2 B + 1,024 x 4 B, exactly what the checkpoint stores
+    assert "hf_secret" not in json.dumps(at.session_state["model_ref"]) and "hf_secret" not in json.dumps(dict(at.query_params))
+    assert at.query_params["m"] == "hub" and at.query_params["c"] == sha
+
+
+HUB_ERRORS = {
+    "gated": ("org/gated", "main", "accept the licence"),
+    "missing repo": ("org/missing", "main", "was not found on the Hub: check the id"),
+    "missing revision": ("org/tiny", "no-such-branch", "Revision 'no-such-branch' does not exist"),
+    "no config.json": ("org/gguf-only", "main", "has no config.json"),
+    "malformed JSON": ("org/broken", "main", "is not usable: not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", list(HUB_ERRORS))
+def test_hub_errors_show_next_to_the_hub_fields_and_keep_the_plan(fake_hub, case):
+    fake_hub.add_repo("org/tiny", {"config.json": LLAMA_8B})
+    fake_hub.add_repo("org/gated", {"config.json": LLAMA_8B})
+    fake_hub.gate("org/gated")
+    fake_hub.add_repo("org/gguf-only", {"README.md": "weights only", "model.gguf": b"GGUF"})
+    fake_hub.add_repo("org/broken", {"config.json": b'{"num_hidden_layers": 4,'})
+    at = _app()
+    shown = [m.value for m in at.metric]
+    link = dict(at.query_params)
+    repo, revision, expect = HUB_ERRORS[case]
+    _fetch(at, repo, revision)
+    side = [e.value for e in at.sidebar.error]
+    assert len(side) == 1 and expect in side[0], side
+    if case == "gated":
+        assert "token" in side[0]
+    assert [m.value for m in at.metric] == shown  # the previous plan stays
+    assert dict(at.query_params) == link
+
+
+def test_hub_token_from_streamlit_secrets(fake_hub):
+    fake_hub.add_repo("org/gated", {"config.json": LLAMA_8B})
+    fake_hub.gate("org/gated", allowed_tokens=("hf_fromsecretsfromsecrets0000",))
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.secrets["HF_TOKEN"] = "hf_fromsecretsfromsecrets0000"
+    at.run()
+    _fetch(at, "org/gated")
+    assert not errors(at), errors(at)
+    assert at.session_state["model_ref"]["repo_id"] == "org/gated"
+
+
+def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkeypatch):
+    from huggingface_hub import constants
+
+    from planner import hub as hub_mod
+
+    sha = fake_hub.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=16)})
+    fake_hub.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=8)})  # main moved on
+    link = {"v": "1", "m": "hub", "r": "org/half-llama", "rv": "main", "c": sha, "kvd": "fp8"}
+    at = _app(link)
+    assert not errors(at), errors(at)
+    assert metric(at, "KV bytes / token") == "32 KiB"  # 16 layers at the pinned commit, fp8
+    assert at.session_state["model_ref"]["commit"] == sha
+    assert at.query_params["c"] == sha and at.text_input(key="hub_revision").value == sha
+
+    hub_mod.clear_cache()  # a new process: only the disk cache is left, and the Hub is out of reach
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    again = _app(link)
+    assert metric(again, "KV bytes / token") == "32 KiB"
+    assert "served from the local cache" in _card(again).lower()
+
+    missing = _app({"v": "1", "m": "hub", "r": "org/nothing-here", "c": "0" * 40})
+    assert any("could not be loaded" in w.value for w in missing.warning)
+    assert any("not in the local" in e.value for e in missing.sidebar.error), [e.value for e in missing.sidebar.error]
+    assert metric(missing, "KV bytes / token") == "128 KiB"  # the default plan
+    assert missing.query_params["r"] == "org/nothing-here"  # the link stays as opened
 
 
 # --------------------------------------------------------------------------- formatting and imports

@@ -7,6 +7,7 @@ Uses the system Chromium (``/usr/bin/chromium``, installed by ``.ci/run``) throu
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -125,8 +126,58 @@ def test_change_kv_dtype_updates_metric_and_screenshot(server, browser_context):
     # Narrow and dark: the same plan stays readable (screenshot for inspection).
     page.set_viewport_size({"width": 420, "height": 900})
     page.emulate_media(color_scheme="dark")
-    page.reload(wait_until="domcontentloaded")  # a new session: back to the default plan
-    expect(_metric_value(page, "KV bytes / token")).to_have_text("128 KiB", timeout=30_000)
+    assert "kvd=fp8" in page.url  # the address bar carries the plan...
+    page.reload(wait_until="domcontentloaded")  # ...so a new session opens on it again
+    expect(_metric_value(page, "KV bytes / token")).to_have_text("64 KiB", timeout=30_000)
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "plan_narrow_dark.png"))
     page.close()
+
+
+def test_share_link_restores_the_plan_and_the_address_bar_follows(server, browser_context):
+    expect = sync_api.expect
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_context.new_page()
+    try:
+        _share_link_round(page, server, browser_context, expect)
+    except BaseException:
+        page.screenshot(path=str(ARTIFACTS / "share_link_failure.png"))  # for the post-mortem
+        raise
+    finally:
+        page.close()
+
+
+def _share_link_round(page, server, browser_context, expect) -> None:
+    wait = 20_000  # generous: the whole suite may be running on two cores
+    page.goto(f"{server}/?v=1&m=preset&n=llama-3.1-8b&kvd=fp8&seq=12", wait_until="domcontentloaded")
+    value = _metric_value(page, "KV bytes / token")
+    expect(value).to_have_text("64 KiB", timeout=30_000)  # fp8 from the link: half of bf16's 128 KiB
+    expect(page.get_by_text("Admitted · 12 of at most")).to_be_visible(timeout=wait)
+    share = page.locator(".st-key-share_box")
+    expect(share.get_by_test_id("stCode")).to_contain_text("kvd=fp8", timeout=wait)
+
+    _choose(page, "KV cache dtype", "fp16 (16-bit)")
+    expect(value).to_have_text("128 KiB", timeout=wait)
+    expect(page).to_have_url(re.compile(r"[?&]kvd=fp16(&|$)"), timeout=wait)  # the address bar is the share link
+    assert "seq=12" in page.url and "n=llama-3.1-8b" in page.url
+    expect(share.get_by_test_id("stCode")).to_contain_text("kvd=fp16", timeout=wait)
+    page.wait_for_timeout(300)
+    share.screenshot(path=str(ARTIFACTS / "plan_share_box.png"))
+
+    with page.expect_download(timeout=30_000) as download:
+        page.get_by_role("button", name="Download PDF sizing report").click()
+    pdf = Path(download.value.path()).read_bytes()
+    assert pdf[:5] == b"%PDF-" and len(pdf) > 5000
+    (ARTIFACTS / "plan_report.pdf").write_bytes(pdf)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+
+    # the address bar in a fresh tab reproduces the plan
+    link = page.url
+    most = _metric_value(page, "Max sequences").inner_text()
+    fresh = browser_context.new_page()
+    try:
+        fresh.goto(link, wait_until="domcontentloaded")
+        expect(_metric_value(fresh, "KV bytes / token")).to_have_text("128 KiB", timeout=30_000)
+        expect(_metric_value(fresh, "Max sequences")).to_have_text(most, timeout=wait)
+    finally:
+        fresh.close()

@@ -351,3 +351,11 @@ def test_custom_device_bandwidth_drives_the_memory_bound_decode():
     # with compute effectively free, the step is bytes / (bandwidth x MBU): twice the bandwidth, half the time
     assert fast.estimate.mean_inter_token_latency_ms == pytest.approx(slow.estimate.mean_inter_token_latency_ms / 2)
     assert fast.device.bandwidth_gb_s == 2000.0
+
+
+def test_float32_checkpoint_is_planned_in_16_bit_unless_asked():
+    _ref, model = preset_ref("gemma-2-9b")  # published with torch_dtype float32
+    auto = model.weights("auto")
+    assert auto.bytes == auto.total_params * 2
+    assert "served 16-bit" in auto.source
+    assert model.weights("fp32").bytes == auto.total_params * 4

@@ -128,10 +128,11 @@ def test_preset_report_identity_and_sliding_layers(gemma):
     assert "K/V per token 172,032 B (168 KiB)" in text  # only the full layers grow past 4,096
     # 2,560 reserved tokens < the 4,096 window: 42 x 8,192 x 2,560 = 880,803,840 B = 840 MiB
     assert "880,803,840 B (840 MiB)" in text
-    # usable 85,899,345,920 x 0.9 = 77,309,411,328; less weights 36,964,401,152 (9,241,100,288 x 4 B)
-    # and 1 GiB workspace = 39,271,268,352; floor(39,271,268,352 / 880,803,840) = floor(44.59) = 44
-    assert "available for K/V = 77,309,411,328 - 38,038,142,976 = 39,271,268,352 B" in text
-    assert "Maximum sequences by memory 44 (44 per replica x 1)" in text
+    # usable 85,899,345,920 x 0.9 = 77,309,411,328; less weights 18,482,200,576 (9,241,100,288 x 2 B:
+    # the float32 checkpoint is served in 16-bit) and 1 GiB workspace = 57,753,468,928;
+    # floor(57,753,468,928 / 880,803,840) = floor(65.57) = 65
+    assert "available for K/V = 77,309,411,328 - 19,555,942,400 = 57,753,468,928 B" in text
+    assert "Maximum sequences by memory 65 (65 per replica x 1)" in text
     assert "(roofline estimate)" in text
 
 
@@ -174,11 +175,12 @@ def test_pages_render_and_are_not_blank(example, gemma):
         pages = sorted(case["path"].parent.glob(f"{prefix.name}-*.png"))
         info = subprocess.run(["pdfinfo", str(case["path"])], capture_output=True, text=True, check=True).stdout
         assert len(pages) == int(re.search(r"Pages:\s+(\d+)", info).group(1)) >= 2
-        for page in pages:
+        for i, page in enumerate(pages):
             img = Image.open(page).convert("L")
             assert img.size[0] >= 450 and img.size[1] >= 650  # A4 at 60 dpi is 496 x 702
             dark = sum(img.histogram()[:200])
-            assert dark / (img.size[0] * img.size[1]) > 0.01, page  # ink on every page
+            # ink on every page; the last may hold only the end of the notes (a few lines: > 0.1 %)
+            assert dark / (img.size[0] * img.size[1]) > (0.001 if i == len(pages) - 1 else 0.01), page
         # the charts page has coloured (saturated) pixels: bars and lines, not just text
         _, sat, val = Image.open(pages[1]).convert("HSV").split()
         mask = ImageChops.multiply(sat.point(lambda x: 255 if x > 80 else 0), val.point(lambda x: 255 if x > 60 else 0))
@@ -247,11 +249,11 @@ def test_report_module_entry_and_plan_file_give_the_same_report(example, tmp_pat
 
 def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     out = tmp_path / "p.pdf"
-    proc = run("-m", "planner.report", "--preset", "gemma-2-9b", "--sequences", "50", "--share-base", "https://plans.example/", "--out", str(out))
+    proc = run("-m", "planner.report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = pdftotext(out)
-    # 50 requested > 44 by memory (see the preset test): refused, binding memory
-    assert "REFUSED: requested 50 sequences, but the conservative KV-memory plan admits at most 44" in text
+    # 70 requested > 65 by memory (see the preset test): refused, binding memory
+    assert "REFUSED: requested 70 sequences, but the conservative KV-memory plan admits at most 65" in text
     assert "https://plans.example/?v=1&m=preset&n=gemma-2-9b" in re.sub(r"\s+", "", text)
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "max_position_embeddings": 4096, "vocab_size": 1000, "intermediate_size": 512}')
