@@ -273,38 +273,9 @@ def test_plan_values_survive_page_switches():
 
 
 @pytest.fixture
-def fake_hub(monkeypatch, tmp_path):
-    """tests/fakehub.py on 127.0.0.1 through HF_ENDPOINT, a fresh cache, no telemetry, no internet."""
-    hub_mod = pytest.importorskip("planner.hub", reason="planner.hub is not available")
-    fakehub = pytest.importorskip("tests.fakehub", reason="tests/fakehub.py is not available")
-    import socket
-
-    from huggingface_hub import constants
-
-    real = socket.getaddrinfo
-
-    def guarded(host, *args, **kwargs):
-        if host not in ("127.0.0.1", "localhost", b"127.0.0.1", b"localhost"):
-            raise OSError(f"test tried to reach {host!r}")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", guarded)
-    fake = fakehub.FakeHub().start()
-    cache = str(tmp_path / "hf_cache")
-    monkeypatch.setenv("HF_ENDPOINT", fake.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_HUB_CACHE", cache)
-    for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "KVP_HUB_TTL_S", "HF_HUB_ETAG_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    hub_mod.clear_cache()
-    try:
-        yield fake
-    finally:
-        hub_mod.clear_cache()
-        fake.stop()
+def fake_hub(hub):
+    """tests/fakehub.py on 127.0.0.1 (the ``hub`` fixture of tests/conftest.py)."""
+    return hub
 
 
 def _fetch(at: AppTest, repo: str, revision: str = "main", token: str = "") -> AppTest:

@@ -7,11 +7,9 @@ telemetry, and a guard refuses name resolution of any other host.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 import pytest
-from huggingface_hub import constants
 
 from planner import hub as hubmod
 from planner.hub import (
@@ -31,7 +29,7 @@ from planner.hub import (
     parse_model_ref,
     resolve_token,
 )
-from tests.fakehub import FakeHub, make_safetensors
+from tests.fakehub import make_safetensors
 
 SECRET = "hf_SECRETTOKEN123"
 
@@ -65,37 +63,7 @@ MULTIMODAL = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_internet(monkeypatch):
-    """Refuse resolving any host but the loopback one: a test that tries the internet fails."""
-    real = socket.getaddrinfo
-
-    def guarded(host, *args, **kwargs):
-        if host not in ("127.0.0.1", "localhost", b"127.0.0.1", b"localhost"):
-            raise OSError(f"test tried to reach {host!r}")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", guarded)
-
-
-@pytest.fixture
-def hub(monkeypatch, tmp_path):
-    fake = FakeHub().start()
-    cache = str(tmp_path / "hf_cache")
-    monkeypatch.setenv("HF_ENDPOINT", fake.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_HUB_CACHE", cache)
-    for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "KVP_HUB_TTL_S", "HF_HUB_ETAG_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    # huggingface_hub reads these at import time; point them at the test too. (Not
-    # constants.ENDPOINT: hf_hub_url swaps that prefix of its import-time template for `endpoint`.)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", cache)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    clear_cache()
-    yield fake
-    clear_cache()
-    fake.stop()
+pytestmark = pytest.mark.usefixtures("no_internet")  # fixtures in tests/conftest.py
 
 
 def _is_sha(value: str) -> bool:
