@@ -28,44 +28,31 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------- argument types
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, cast: type, *, positive: bool) -> int | float:
+    """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0."""
     try:
-        value = int(text)
+        value = cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") from None
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be {'a positive' if positive else 'a finite, non-negative'} {'integer' if cast is int else 'number'}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _number(text, int, positive=True)
 
 
 def nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+    return _number(text, int, positive=False)
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
+    return _number(text, float, positive=True)
 
 
 def nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
+    return _number(text, float, positive=False)
 
 
 # --------------------------------------------------------------------------- model source

@@ -277,7 +277,7 @@ def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
         (["--example", "--share-base", "ftp://x/", "--out", "x.pdf"], "is not an http(s) URL"),
         (["--example", "--share-base", "https://user:pw@x/", "--out", "x.pdf"], "must not carry credentials"),
         (["--example", "--out", "/nonexistent/dir/x.pdf"], "error: --out /nonexistent/dir/x.pdf: cannot write file"),
-        (["--example", "--sequences", "0", "--out", "x.pdf"], "must be at least 1"),
+        (["--example", "--sequences", "0", "--out", "x.pdf"], "must be a positive integer"),
     ],
 )
 def test_cli_report_bad_input_is_one_line(argv, expected, tmp_path):
