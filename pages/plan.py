@@ -754,6 +754,7 @@ def render_share(plan: Plan, ref, config: dict | None) -> None:
 def render_results(plan: Plan, model: PreparedModel, ref, notes: tuple[str, ...], config: dict | None = None) -> None:
     render_metrics(plan)
     C.admission_badge(plan)
+    C.first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:
         render_geometry(plan, ref, notes)

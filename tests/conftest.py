@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
+
+# AppTest has no browser to paint for: no first-paint pause in the Plan page (pages/common.py)
+os.environ.setdefault("KVP_FIRST_PAINT_PAUSE_S", "0")
 
 from tests.fakehub import FakeHub
 
