@@ -30,7 +30,7 @@ RESERVATION_HELP = {
     "paged": "paged: whole blocks of the block size (vLLM-style), windowed layers capped at window + 1 block",
 }
 GROUP_KEYS = {
-    "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context"),
+    "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "runtime", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota"),
@@ -46,6 +46,7 @@ LABELS = {
     "user_tokens": "User message",
     "input_tokens": "Input total (overrides the parts)",
     "output_tokens": "Output reserve",
+    "encoder_tokens": "Image (encoder) tokens per request",
     "max_context": "Maximum context",
     "kv_dtype": "KV cache dtype",
     "runtime": "Runtime semantics",
@@ -169,6 +170,8 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             _num("input_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="sum of the parts", help="Leave empty to add up the parts above.")
             cfg_max = geo.max_position_embeddings
             _num("max_context", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder=f"config: {cfg_max:,}" if cfg_max else "required: the config has none", help="Leave empty to use the config's max_position_embeddings.")
+            if any(layer.kind == "cross" for layer in geo.layers):
+                _num("encoder_tokens", err_key, err, min_value=0, max_value=1 << 24, help="Vision-encoder tokens each request's cross-attention layers cache (e.g. 4 tiles x 1,601 for Llama 3.2 Vision).")
 
     exp = group("cache", "KV cache", ":material/memory:", True)
     if opened(exp):

@@ -43,18 +43,22 @@ class SequenceReservation(Result):
     waste_bytes: int  # reserved but unfilled (block rounding, static over-allocation)
     state_bytes: int  # recurrent state (Mamba/linear), fixed per sequence
     blocks: dict[str, int]  # paged: blocks per layer for each layer group
+    encoder_bytes: int = 0  # cross-attention K/V over the encoder's (image) tokens
 
     @property
     def total_bytes(self) -> int:
-        return self.kv_bytes + self.state_bytes
+        return self.kv_bytes + self.state_bytes + self.encoder_bytes
 
 
 def _group_label(spec: KVSpec) -> str:
     return f"{spec.kind}{'-' + str(spec.window) if spec.window else ''}"
 
 
-def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_context: int, block_tokens: int, state: int) -> SequenceReservation:
+def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_context: int, block_tokens: int, state: int, encoder_tokens: int = 0) -> SequenceReservation:
     """Reservation of one sequence: dynamic (reserved tokens), static (max context) or paged.
+
+    ``encoder_tokens`` (image tokens of a vision encoder) fill the cross-attention layers' cache,
+    in whole blocks under paged reservation.
 
     Raises:
         PlannerError: unknown mode or a block size outside 1..4096.
@@ -64,14 +68,18 @@ def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_cont
     if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or not 1 <= block_tokens <= 4096:
         raise PlannerError("block_tokens", block_tokens, "block size must be an integer from 1 to 4,096 tokens")
     used = sum(s.bytes_at(reserved_tokens) for s in specs)
+    cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
     if mode == "dynamic":
-        return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={})
+        return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={}, encoder_bytes=cross * encoder_tokens)
     if mode == "static":
         kv = sum(s.bytes_at(max_context) for s in specs)
-        return SequenceReservation(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={})
-    blocks = {_group_label(s): s.blocks(reserved_tokens, block_tokens) for s in specs}
+        return SequenceReservation(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={}, encoder_bytes=cross * encoder_tokens)
+    blocks = {_group_label(s): s.blocks(reserved_tokens, block_tokens) for s in specs if s.kind != "cross"}
     kv = sum(s.paged_bytes(reserved_tokens, block_tokens) for s in specs)
-    return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks=blocks)
+    encoder = cross * (-(-encoder_tokens // block_tokens) * block_tokens)
+    if encoder_tokens and cross:
+        blocks["cross"] = -(-encoder_tokens // block_tokens)
+    return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks=blocks, encoder_bytes=encoder)
 
 
 def max_sequences(available: int, per_sequence: int) -> int:

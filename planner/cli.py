@@ -146,7 +146,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # flag -> PlanInputs field (argparse dest is the flag with dashes as underscores)
 PLAN_INT_FLAGS = (
     "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens",
-    "shared-prefix-tokens",
+    "shared-prefix-tokens", "encoder-tokens",
 )
 PLAN_POS_FLAGS = ("input-tokens", "output-tokens", "max-context", "block-tokens", "tp", "gpu-count", "sequences", "generated-tokens", "max-num-seqs", "tenant-quota", "tenants")
 PLAN_FLOAT_FLAGS = (

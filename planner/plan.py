@@ -51,6 +51,7 @@ class PlanInputs(BaseModel):
     user_tokens: int = Field(default=512, ge=0, le=1 << 31)
     input_tokens: int | None = Field(default=None, ge=1, le=1 << 31)  # overrides the components
     output_tokens: int = Field(default=512, ge=1, le=1 << 31)
+    encoder_tokens: int = Field(default=0, ge=0, le=1 << 24)  # image tokens cached by cross-attention layers
     max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
     kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
@@ -275,7 +276,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     report = inspect_geometry(geo, inputs.kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime)
     specs = report.specs
     weights = model.weights(inputs.weight_dtype)
-    res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence)
+    res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
     per_seq = res.total_bytes
 
     # ---- memory per GPU
@@ -329,7 +330,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     )
 
     def kv_at(tokens: int) -> int:
-        return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence
+        return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
 
     generated = inputs.generated_tokens or inputs.output_tokens
     mid = ctx.input_tokens + generated // 2
@@ -393,6 +394,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "mha_equivalent_bytes_per_reserved_sequence": report.mha_equivalent_bytes_per_token * res.tokens,
         "kv_bytes_per_reserved_sequence": res.kv_bytes,
         "state_bytes_per_sequence": res.state_bytes,
+        "encoder_bytes_per_sequence": res.encoder_bytes,
         "bytes_per_reserved_sequence": per_seq,
         "mib_per_reserved_sequence": _num(per_seq / (1 << 20)),
         "reservation": res.mode,

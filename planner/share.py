@@ -76,6 +76,7 @@ INPUT_KEYS: dict[str, str] = {
     "user_tokens": "user",
     "input_tokens": "in",
     "output_tokens": "out",
+    "encoder_tokens": "enc",
     "max_context": "ctx",
     "kv_dtype": "kvd",
     "weight_dtype": "wd",

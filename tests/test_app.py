@@ -405,3 +405,17 @@ def test_plan_and_compare_pages_do_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_vision_model_offers_encoder_tokens():
+    at = _app()
+    at.session_state["group_context"] = True  # open the Context group
+    at.run()
+    assert "encoder_tokens" not in [w.key for w in at.number_input]  # llama-3.1-8b has no cross-attention
+    at.selectbox(key="preset").set_value("llama-3.2-11b-vision").run()
+    _clean(at)
+    assert metric(at, "MiB / reserved sequence") == "320 MiB"  # 131,072 B x 2,560 tokens
+    at.number_input(key="encoder_tokens").set_value(6404).run()
+    _clean(at)
+    # + 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token x 6,404 = 200.125 MiB
+    assert metric(at, "MiB / reserved sequence") == "520.12 MiB"

@@ -359,3 +359,18 @@ def test_float32_checkpoint_is_planned_in_16_bit_unless_asked():
     assert auto.bytes == auto.total_params * 2
     assert "served 16-bit" in auto.source
     assert model.weights("fp32").bytes == auto.total_params * 4
+
+
+def test_cross_attention_encoder_tokens_count_per_sequence():
+    _ref, vision = preset_ref("llama-3.2-11b-vision")
+    base = make_inputs()
+    without = compute_plan(base, vision)
+    # 4 image tiles x 1,601 tokens; 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token
+    with_images = compute_plan(base.model_copy(update={"encoder_tokens": 6404}), vision)
+    assert with_images.kv_cache["encoder_bytes_per_sequence"] == 32768 * 6404 == 209846272
+    assert with_images.kv_cache["bytes_per_reserved_sequence"] == without.kv_cache["bytes_per_reserved_sequence"] + 209846272
+    assert with_images.kv_cache["maximum_sequences_by_memory"] < without.kv_cache["maximum_sequences_by_memory"]
+    # paged: whole blocks of 16: ceil(6404 / 16) = 401 blocks = 6,416 slots
+    paged = compute_plan(base.model_copy(update={"encoder_tokens": 6404, "reservation": "paged"}), vision)
+    assert paged.kv_cache["encoder_bytes_per_sequence"] == 32768 * 6416
+    assert paged.kv_cache["blocks_per_layer"]["cross"] == 401
