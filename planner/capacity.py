@@ -67,12 +67,12 @@ def reserve(specs: tuple[KVSpec, ...], mode: str, reserved_tokens: int, max_cont
         raise PlannerError("reservation", mode, f"choose one of {', '.join(RESERVATIONS)}")
     if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or not 1 <= block_tokens <= 4096:
         raise PlannerError("block_tokens", block_tokens, "block size must be an integer from 1 to 4,096 tokens")
-    used = sum(s.bytes_at(reserved_tokens) for s in specs)
+    used = sum(s.peak_bytes(reserved_tokens) for s in specs)
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
     if mode == "dynamic":
         return SequenceReservation(mode=mode, tokens=reserved_tokens, kv_bytes=used, used_kv_bytes=used, waste_bytes=0, state_bytes=state, blocks={}, encoder_bytes=cross * encoder_tokens)
     if mode == "static":
-        kv = sum(s.bytes_at(max_context) for s in specs)
+        kv = sum(s.peak_bytes(max_context) for s in specs)
         return SequenceReservation(mode=mode, tokens=max_context, kv_bytes=kv, used_kv_bytes=used, waste_bytes=kv - used, state_bytes=state, blocks={}, encoder_bytes=cross * encoder_tokens)
     blocks = {_group_label(s): s.blocks(reserved_tokens, block_tokens) for s in specs if s.kind != "cross"}
     kv = sum(s.paged_bytes(reserved_tokens, block_tokens) for s in specs)

@@ -11,7 +11,7 @@ import math
 import sys
 from pathlib import Path
 
-from planner.configio import parse_config_text
+from planner.configio import read_config_file
 from planner.errors import PlannerError
 from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
 
@@ -74,10 +74,10 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
     if getattr(args, "config", None):
         path = Path(args.config)
         try:
-            data = path.read_bytes()
+            config = read_config_file(path, source=f"--config {path.name}")
         except OSError as exc:
             raise CLIError(f"--config {args.config}: cannot read file ({exc.strerror})") from None
-        return parse_config_text(data, source=f"--config {path.name}"), {"kind": "config", "path": str(path)}
+        return config, {"kind": "config", "path": str(path)}
     if getattr(args, "preset", None):
         from planner.presets import load_preset
 
@@ -181,6 +181,10 @@ def plan_from_args(args: argparse.Namespace):
     """
     from planner.plan import EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
 
+    if args.example and (args.config or args.preset or args.model):
+        raise CLIError("--example plans the seed's own model: drop --config/--preset/--model, or drop --example")
+    if args.gpu is not None and args.device_gib is not None:
+        raise CLIError("give either --gpu NAME (catalog) or --device-gib X (custom device), not both")
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
     if args.config or args.preset or args.model:
         config, source = load_model_source(args)

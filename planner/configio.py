@@ -47,8 +47,22 @@ def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
         raise ConfigError(source, f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise ConfigError(source, "nesting", f"JSON nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. an integer literal of more than 4,300 digits
+        raise ConfigError(source, "number", f"not a usable JSON number: {exc}") from None
     if not isinstance(obj, dict):
         raise ConfigError(source, type(obj).__name__, "config must be a JSON object ({...})")
     if _depth(obj) > MAX_DEPTH:
         raise ConfigError(source, "nesting", f"JSON nests deeper than {MAX_DEPTH} levels")
     return obj
+
+
+def read_config_file(path, *, source: str) -> dict:
+    """Read and parse a config file, reading at most 1 MiB + 1 byte (so /dev/zero is refused).
+
+    Raises:
+        ConfigError: the file is too large or not a valid config (see :func:`parse_config_text`).
+        OSError: the file cannot be opened or read.
+    """
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    return parse_config_text(data, source=source)

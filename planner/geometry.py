@@ -151,6 +151,15 @@ def _int_field(cfg: dict, key: str, *, lo: int = 1, hi: int = MAX_DIM, where: st
     return value
 
 
+def _bool_field(cfg: dict, key: str, default: bool, where: str) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}{key}", value, "must be true or false")
+    return value
+
+
 def _first(cfg: dict, keys: tuple[str, ...], *, where: str, lo: int = 1, hi: int = MAX_DIM) -> tuple[str, int] | None:
     for key in keys:
         if _present(cfg, key):
@@ -241,7 +250,12 @@ def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
     attn_config = cfg.get("attn_config")
     if isinstance(attn_config, dict) and _present(attn_config, "kv_n_heads"):
         return _int_field(attn_config, "kv_n_heads", hi=MAX_HEADS, where=f"{where}attn_config.")
-    new_arch = bool(cfg.get("new_decoder_architecture"))
+    new_arch = cfg.get("new_decoder_architecture") is True
+    if cfg.get("multi_query") is True and not new_arch:
+        # Falcon (old architecture) and GPT-BigCode: one KV head, whatever num_kv_heads says
+        # (transformers re-saves Falcon-7B with num_kv_heads = num_attention_heads)
+        notes.append("multi_query: one KV head shared by all query heads")
+        return 1
     if new_arch:
         found = _first(cfg, ("num_kv_heads", "n_head_kv", "num_key_value_heads"), where=where, hi=MAX_HEADS)
         return found[1] if found else heads
@@ -250,9 +264,6 @@ def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
         return found[1]
     if _present(cfg, "multi_query_group_num") and cfg.get("multi_query_attention", True):
         return _int_field(cfg, "multi_query_group_num", hi=MAX_HEADS, where=where)
-    if cfg.get("multi_query") is True:
-        notes.append("multi_query: one KV head shared by all query heads")
-        return 1
     return heads
 
 
@@ -334,7 +345,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
 
     # sliding windows
     window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
-    use_sliding = cfg.get("use_sliding_window", True) is not False
+    use_sliding = _bool_field(cfg, "use_sliding_window", True, where)
     if window is not None and use_sliding and layer_types is None and "sliding" not in kinds:
         every = cfg.get("sliding_window_pattern")
         if every is None:
@@ -375,7 +386,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
                 raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
             kinds[idx] = "cross"
             windows[idx] = None
-        notes.append(f"{len(cross)} cross-attention layers cache the image encoder's states, not the text tokens")
+        notes.append(f"{len(set(cross))} cross-attention layers cache the image encoder's states, not the text tokens")
 
     # Gemma 3n: the last layers reuse the K/V of earlier layers
     shared = _optional_int(cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
@@ -509,9 +520,21 @@ def _parse_cached(canonical: str) -> ModelGeometry:
 
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     archs = config.get("architectures") or cfg.get("architectures") or ()
-    inter = cfg.get("intermediate_size")
-    if inter is None and isinstance(cfg.get("ffn_config"), dict):
-        inter = cfg["ffn_config"].get("ffn_hidden_size")
+    # fields the weights estimate reads: typed here, so a string never silently becomes a default
+    if isinstance(cfg.get("intermediate_size"), list):  # per-layer sizes (Gemma 3n)
+        sizes = cfg["intermediate_size"]
+        if len(sizes) != n_layers:
+            raise ConfigError(f"{where}intermediate_size", f"{len(sizes)} entries", f"a per-layer list must have num_hidden_layers={n_layers} entries")
+        inter = max(_int_field({"intermediate_size": v}, "intermediate_size", where=where) for v in sizes)
+    else:
+        inter = _optional_int(cfg, "intermediate_size", where=where)
+    vocab = next((_int_field(src, k, hi=1 << 24, where=w) for src, w in ((cfg, where), (config, "")) for k in ("vocab_size", "padded_vocab_size") if _present(src, k)), None)
+    if vocab is None:
+        vocab = arch_defaults()["defaults"].get(model_type, {}).get("vocab_size")
+        if vocab is not None:
+            notes.append(f"no vocab_size in the config: {model_type}'s class default of {vocab:,} applies")
+    tie_src = cfg if "tie_word_embeddings" in cfg else config
+    tie = _bool_field(tie_src, "tie_word_embeddings", model_type.startswith("gemma"), where if tie_src is cfg else "")
     return ModelGeometry(
         model_type=model_type,
         architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
@@ -522,10 +545,10 @@ def _parse_cached(canonical: str) -> ModelGeometry:
         head_dim=head_dim,
         v_head_dim=v_head_dim,
         hidden_size=hidden,
-        intermediate_size=_optional_int(cfg, "intermediate_size", where=where) if isinstance(inter, (int, float)) and "intermediate_size" in cfg else None,
-        vocab_size=_optional_int(cfg, "vocab_size", where=where, hi=1 << 24) or _optional_int(config, "vocab_size", where="", hi=1 << 24),
+        intermediate_size=inter,
+        vocab_size=vocab,
         max_position_embeddings=max_pos,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", model_type.startswith("gemma")))),
+        tie_word_embeddings=tie,
         torch_dtype=dtype if isinstance(dtype, str) else None,
         mla=mla,
         mamba=mamba,

@@ -19,7 +19,8 @@ Runtime semantics:
 In both transformers runtimes a chunked-attention layer (Llama 4) is cached as a sliding window
 of the chunk size, so it holds ``min(T, C)`` positions rather than the current chunk; a sliding
 layer holds its last ``W`` positions after a decode step (the probe measured ``W - 1`` kept plus
-the new token) and, transiently, the whole prompt right after a longer prefill.
+the new token) and, transiently, the whole prompt right after a longer prefill; the planner counts
+the steady ``W`` and says so in the plan's notes.
 
 Integer cache formats count one fp16 scale and one fp16 zero-point per group of
 :data:`QUANT_GROUP` elements (the layout of transformers' quantized caches); fp8 counts no
@@ -121,6 +122,12 @@ class KVSpec(BaseModel):
 
     def bytes_at(self, tokens: int) -> int:
         return self.bytes_per_token * self.tokens_held(tokens)
+
+    def peak_bytes(self, tokens: int) -> int:
+        """The most this group holds at any length up to ``tokens`` (what a reservation must cover):
+        a chunked layer peaks at a full chunk, min(tokens, C), though it holds tokens mod C now."""
+        held = min(tokens, self.window or tokens) if self.kind == "chunked" else self.tokens_held(tokens)
+        return self.bytes_per_token * held
 
     def page_bytes(self, block_tokens: int) -> int:
         """Bytes of one block of ``block_tokens`` positions across this group's layers."""

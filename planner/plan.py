@@ -94,7 +94,8 @@ class PlanInputs(BaseModel):
 
     @property
     def observed(self) -> bool:
-        return self.prefill_ms is not None and self.first_decode_ms is not None
+        """Latency comes from observations when any measured phase is given (then all must be)."""
+        return any(v is not None for v in (self.prefill_ms, self.first_decode_ms, self.remaining_decode_ms))
 
 
 def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp: object) -> tuple[str, object, str] | None:
@@ -111,16 +112,14 @@ def make_inputs(**values: object) -> PlanInputs:
     Raises:
         PlannerError: the first invalid field, its value and why.
     """
-    defaults = PlanInputs.model_fields
-    problem = _cross_field_problem(
-        values.get("gpu", defaults["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1)
-    )
-    if problem:
-        raise PlannerError(*problem)
     try:
         return PlanInputs(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
+        if not err.get("loc"):  # the cross-field check: every field alone was valid, so int() is safe
+            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)))
+            if problem:
+                raise PlannerError(*problem) from None
         field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"
         raise PlannerError(field, err.get("input"), err.get("msg", "invalid").replace("Value error, ", "")) from None
 
@@ -291,9 +290,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     workspace = int(inputs.workspace_gib * GIB)
     fixed = resident + workspace
     if fixed > usable:
+        culprit = ("workspace_gib", inputs.workspace_gib) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
         raise PlannerError(
-            "model_resident_gib",
-            round(resident / GIB, 3),
+            *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
         )
@@ -302,15 +301,16 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     per_replica = capacity.max_sequences(available, per_seq)
     memory_max = per_replica * replicas
 
-    # ---- prefix sharing (paged/dynamic engines hold whole shared blocks once per tenant)
-    shared_blocks, saved = (0, 0)
-    if inputs.shared_prefix_tokens and inputs.reservation != "static":
-        if inputs.shared_prefix_tokens > ctx.input_tokens:
-            raise PlannerError("shared_prefix_tokens", inputs.shared_prefix_tokens, f"the shared prefix cannot exceed the input ({ctx.input_tokens:,} tokens)")
-        shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens)
-    copies = min(inputs.tenants, max(1, inputs.sequences))
+    # ---- prefix sharing: a paged engine (runtime vllm) holds whole shared blocks once per tenant
+    # and replica; a static cache or transformers' eager cache shares nothing
+    if inputs.shared_prefix_tokens > ctx.input_tokens:
+        raise PlannerError("shared_prefix_tokens", inputs.shared_prefix_tokens, f"the shared prefix cannot exceed the input ({ctx.input_tokens:,} tokens)")
+    sharing = bool(inputs.shared_prefix_tokens) and inputs.reservation != "static" and inputs.runtime == "vllm"
+    shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens) if sharing else (0, 0)
+    per_rep_seqs = -(-inputs.sequences // replicas)  # the requested load, spread over the replicas
+    copies = min(inputs.tenants, per_rep_seqs)  # each replica holds each of its tenants' prefix once
+    saved_per_replica = max(0, per_rep_seqs - copies) * saved
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
-    saved_at_requested = max(0, inputs.sequences - copies) * saved
     limit_memory = shared_max if saved else memory_max
 
     # ---- roofline
@@ -359,7 +359,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         limits["tenant_quota"] = inputs.tenant_quota
     admitted, limit, binding, error = capacity.admission(inputs.sequences, limits)
 
-    cached = inputs.prefix_hit_rate * min(inputs.shared_prefix_tokens, ctx.input_tokens - 1)
+    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
+    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
     concurrency = max(1, min(inputs.sequences, limit) // replicas) if limit else 1
     est = latency.estimate(
         roof,
@@ -372,6 +373,13 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         preprocessing_ms=inputs.preprocessing_ms or 0.0,
     )
     if inputs.observed:
+        for name in ("prefill_ms", "first_decode_ms"):
+            if getattr(inputs, name) is None:
+                raise PlannerError(name, None, "an observed latency needs prefill_ms and first_decode_ms (or give none of the measured phases for the roofline estimate)")
+        if generated > 1 and inputs.remaining_decode_ms is None:
+            raise PlannerError("remaining_decode_ms", None, f"{generated:,} generated tokens need the remaining decode time (0 only when one token is generated)")
+        if generated > ctx.reserved_output_tokens:
+            raise PlannerError("generated_tokens", generated, f"exceeds the output reserve of {ctx.reserved_output_tokens:,} tokens")
         obs = latency.LatencyObservation(
             prompt_tokens=ctx.input_tokens,
             generated_tokens=generated,
@@ -408,7 +416,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "binding_constraint": binding,
         "limits": limits,
         "admitted": admitted,
-        "kv_bytes_at_requested": inputs.sequences // replicas * per_seq - saved_at_requested if replicas else 0,
+        "kv_bytes_at_requested": per_rep_seqs * per_seq - saved_per_replica,
         "runtime": inputs.runtime,
         "kv_dtype": inputs.kv_dtype,
     }
@@ -460,7 +468,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "shared_prefix_tokens": inputs.shared_prefix_tokens,
         "shared_blocks": shared_blocks,
         "bytes_saved_per_extra_sequence": saved,
-        "memory_saved_at_requested_bytes": saved_at_requested,
+        "memory_saved_at_requested_bytes": saved_per_replica * replicas,
+        "applies": sharing,
         "maximum_sequences_with_sharing": shared_max,
         "extra_sequences": shared_max - memory_max,
         "tenants": inputs.tenants,
@@ -495,6 +504,10 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     }
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
+    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in specs):
+        notes.append("transformers keeps the last W positions of a sliding layer once decoding, but right after a prefill longer than W it briefly holds the whole prompt there (probe-measured); the reservation counts the steady W")
+    if inputs.shared_prefix_tokens and not sharing:
+        notes.append("the shared prefix is not deduplicated: only a paged engine (runtime vllm, dynamic or paged reservation) shares prefix blocks")
     if inputs.reservation == "static":
         notes.append(f"static reservation allocates the configured maximum ({ctx.maximum_context_tokens:,} tokens) per sequence")
     return Plan(

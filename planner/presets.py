@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.configio import parse_config_text
+from planner.configio import read_config_file
 from planner.errors import ConfigError, PlannerError
 
 PRESETS_DIR: Path = Path(__file__).resolve().parent.parent / "model_configs"
@@ -94,7 +94,7 @@ def family_label(model_type: str) -> str:
 
 def _info(path: Path) -> PresetInfo:
     try:
-        cfg = parse_config_text(path.read_bytes(), source=f"preset {path.stem}")
+        cfg = read_config_file(path, source=f"preset {path.stem}")
     except (ConfigError, OSError):
         # Listed anyway so the problem surfaces when it is loaded (load_preset raises).
         return PresetInfo(name=path.stem, hub_id="", model_type="", family="unknown")
@@ -147,7 +147,7 @@ def load_preset(name: str) -> dict:
 
     Raises:
         PlannerError: ``name`` is not a bundled preset or tries to leave the presets directory.
-        ConfigError: the preset file is not a valid config (see :func:`parse_config_text`).
+        ConfigError: the preset file is not a valid config (see :func:`planner.configio.parse_config_text`).
     """
     clean = _check_name(name)
     known = {p.name for p in list_presets()}
@@ -156,10 +156,9 @@ def load_preset(name: str) -> dict:
         raise PlannerError("preset", name, f"unknown preset; known: {shown}")
     path = presets_dir() / f"{clean}.json"
     try:
-        data = path.read_bytes()
+        return read_config_file(path, source=f"preset {clean}")
     except OSError as exc:
         raise PlannerError("preset", name, f"cannot read {path.name}: {exc.strerror or exc}") from None
-    return parse_config_text(data, source=f"preset {clean}")
 
 
 def preset_info(name: str) -> PresetInfo:

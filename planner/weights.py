@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.errors import PlannerError
+from planner.errors import ConfigError, PlannerError
 from planner.geometry import ModelGeometry, text_config
 
 WEIGHT_DTYPE_BITS = {"auto": 0.0, "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
@@ -41,6 +41,8 @@ def _get(cfg: dict, *keys: str, default: int = 0) -> int:
 def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     """(total, active per token, routed-expert) parameter counts of the decoder."""
     cfg = text_config(config)
+    if isinstance(cfg.get("ffn_config"), dict):  # DBRX keeps its MLP and experts here
+        cfg = {**cfg["ffn_config"], **cfg}
     h, heads = geo.hidden_size, geo.num_attention_heads
     vocab = geo.vocab_size or 32000
     embed = vocab * h * (1 if geo.tie_word_embeddings else 2)
@@ -56,13 +58,17 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     gated = geo.model_type not in NON_GATED
     mats = 3 if gated else 2
     inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * h)
+    per_layer_inter = cfg.get("intermediate_size") if isinstance(cfg.get("intermediate_size"), list) else None
     n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-    top_k = _get(cfg, "num_experts_per_tok", "moe_topk", "top_k", default=2 if n_experts else 0)
+    top_k = _get(cfg, "num_experts_per_tok", "moe_topk", "moe_top_k", "top_k", default=2 if n_experts else 0)
     moe_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=inter)
     shared = _get(cfg, "n_shared_experts", "num_shared_experts")
     shared_inter = _get(cfg, "shared_expert_intermediate_size", default=moe_inter * shared if shared else 0)
     first_dense = _get(cfg, "first_k_dense_replace")
-    moe_every = _get(cfg, "decoder_sparse_step", "moe_layer_freq", "expert_layer_period", default=1)
+    moe_every = _get(cfg, "decoder_sparse_step", "moe_layer_freq", "expert_layer_period", "interleave_moe_layer_step", default=1)
+    if geo.model_type.startswith("llama4"):  # one shared expert of the expert size; dense layers use intermediate_size_mlp
+        shared_inter = moe_inter
+        inter = _get(cfg, "intermediate_size_mlp", default=inter)
 
     total = active = experts = 0
     for layer in geo.layers:
@@ -89,7 +95,8 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
             mlp_active = top_k * per_expert + shared_p + h * n_experts
             experts += routed
         else:
-            mlp_total = mlp_active = mats * h * inter
+            width = per_layer_inter[i] if per_layer_inter else inter
+            mlp_total = mlp_active = mats * h * width
         total += mix + mlp_total
         active += mix + mlp_active
     return total + embed, active + embed, experts
@@ -125,7 +132,9 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
         if method == "mxfp4":
             size = experts * 4.25 / 8 + (total - experts) * base_bits / 8
             return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), bits_per_param=size * 8 / total, dtype_label="mxfp4 experts", source="quantization_config mxfp4: routed experts 4 bits + 8-bit scale per 32, the rest 16-bit")
-        if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes") and isinstance(q.get("bits", 4), int):
+        if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes") and not (isinstance(q.get("bits", 4), int) and not isinstance(q.get("bits", 4), bool) and 1 <= q.get("bits", 4) <= 16):
+            raise ConfigError("quantization_config.bits", q.get("bits"), "must be an integer number of bits from 1 to 16")
+        if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes"):
             wbits = float(q.get("bits", 4))
             group = q.get("group_size", 128)
             group = group if isinstance(group, int) and group > 0 else 128

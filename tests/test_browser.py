@@ -158,8 +158,9 @@ def _share_link_round(page, server, browser_context, expect) -> None:
 
     _choose(page, "KV cache dtype", "fp16 (16-bit)")
     expect(value).to_have_text("128 KiB", timeout=wait)
-    expect(page).to_have_url(re.compile(r"[?&]kvd=fp16(&|$)"), timeout=wait)  # the address bar is the share link
-    assert "seq=12" in page.url and "n=llama-3.1-8b" in page.url
+    # the address bar is the share link: wait until it holds the whole link (it may update in steps)
+    full = re.compile(r"^(?=.*[?&]kvd=fp16(&|$))(?=.*[?&]seq=12(&|$))(?=.*[?&]n=llama-3\.1-8b(&|$))")
+    expect(page).to_have_url(full, timeout=wait)
     expect(share.get_by_test_id("stCode")).to_contain_text("kvd=fp16", timeout=wait)
     page.wait_for_timeout(300)
     share.screenshot(path=str(ARTIFACTS / "plan_share_box.png"))

@@ -127,3 +127,17 @@ def test_hub_weights_come_from_safetensors_metadata(fake_hub):
     assert out["weights"]["bytes"] == 7000
     assert out["weights"]["source"].startswith("safetensors metadata")
     assert out["capacity"]["model_resident_bytes"] == 7000
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["plan", "--example", "--preset", "deepseek-v3"], "--example plans the seed's own model"),
+        (["plan", "--preset", "llama-3.1-8b", "--gpu", "T4-16GB", "--device-gib", "100"], "not both"),
+        (["inspect", "--config", "/dev/zero"], "larger than 1,048,576 bytes"),
+    ],
+)
+def test_conflicting_or_unbounded_input_is_refused(argv, needle):
+    proc = run(*argv)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -324,3 +324,30 @@ def test_geometry_is_frozen():
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on frozen models
         geo.num_layers = 3  # type: ignore[misc]
     assert math.isclose(len(geo.layers), 32)
+
+
+def test_falcon_multi_query_wins_over_resaved_num_kv_heads():
+    # transformers re-saves Falcon-7B with num_kv_heads = 71; the old architecture still has 1 KV head
+    cfg = {"model_type": "falcon", "num_hidden_layers": 32, "num_attention_heads": 71, "hidden_size": 4544, "multi_query": True, "new_decoder_architecture": False, "num_kv_heads": 71}
+    assert inspect_config(cfg).kv_bytes_per_token == 8192
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [({"use_sliding_window": "false", "sliding_window": 4096}, "use_sliding_window"), ({"tie_word_embeddings": "false"}, "tie_word_embeddings"), ({"intermediate_size": "2048"}, "intermediate_size")],
+)
+def test_typed_fields_refuse_strings(extra, field):
+    with pytest.raises(ConfigError) as err:
+        parse_geometry(dense(**extra))
+    assert err.value.field == field
+
+
+def test_huge_integer_literal_is_a_clear_error():
+    with pytest.raises(ConfigError, match="not a usable JSON number"):
+        parse_config_text('{"num_hidden_layers": ' + "9" * 5000 + "}")
+
+
+def test_vocab_from_padded_vocab_size_or_class_default():
+    assert parse_geometry(dense(padded_vocab_size=151552)).vocab_size == 151552
+    geo = parse_geometry({"model_type": "gemma3_text", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4, "hidden_size": 2560, "head_dim": 256})
+    assert geo.vocab_size == 262208  # Gemma3TextConfig's default

@@ -374,3 +374,54 @@ def test_cross_attention_encoder_tokens_count_per_sequence():
     paged = compute_plan(base.model_copy(update={"encoder_tokens": 6404, "reservation": "paged"}), vision)
     assert paged.kv_cache["encoder_bytes_per_sequence"] == 32768 * 6416
     assert paged.kv_cache["blocks_per_layer"]["cross"] == 401
+
+
+# ---------------------------------------------------------------- review findings, pinned
+
+
+def test_chunked_layers_reserve_a_whole_chunk():
+    # Llama 4: a chunked layer holds T mod C now, but a request grows through a full chunk
+    _ref, scout = preset_ref("llama-4-scout")
+    at_8192 = compute_plan(make_inputs(input_tokens=7680, output_tokens=512, tp=8, gpu_count=8, gpu="H200-141GB"), scout)
+    at_8193 = compute_plan(make_inputs(input_tokens=7681, output_tokens=512, tp=8, gpu_count=8, gpu="H200-141GB"), scout)
+    assert at_8193.kv_cache["bytes_per_reserved_sequence"] >= at_8192.kv_cache["bytes_per_reserved_sequence"]
+    assert at_8193.kv_cache["maximum_sequences_by_memory"] <= at_8192.kv_cache["maximum_sequences_by_memory"]
+
+
+def test_prefix_sharing_per_replica_and_only_in_paged_engines():
+    # 2 replicas x 4 sequences; 1,024 shared tokens = 64 blocks of 131,072 x 16 B = 134,217,728 B each
+    p = example(gpu_count=2, shared_prefix_tokens=1024)
+    assert p.kv_cache["kv_bytes_at_requested"] == 4 * 335544320 - 3 * 134217728 == 939524096
+    assert p.prefix["memory_saved_at_requested_bytes"] == 2 * 3 * 134217728
+    eager = example(runtime="transformers", shared_prefix_tokens=1024)
+    assert eager.prefix["applies"] is False and eager.prefix["bytes_saved_per_extra_sequence"] == 0
+    assert any("not deduplicated" in n for n in eager.notes)
+    with pytest.raises(PlannerError, match="shared prefix cannot exceed"):
+        example(reservation="static", shared_prefix_tokens=5000)
+
+
+def test_observed_latency_must_be_complete():
+    with pytest.raises(PlannerError) as err:
+        example(first_decode_ms=None)
+    assert err.value.field == "first_decode_ms"
+    with pytest.raises(PlannerError) as err:
+        example(remaining_decode_ms=None)
+    assert err.value.field == "remaining_decode_ms"
+    with pytest.raises(PlannerError) as err:
+        example(generated_tokens=600)  # output reserve is 512
+    assert err.value.field == "generated_tokens"
+
+
+def test_workspace_overflow_names_workspace():
+    with pytest.raises(PlannerError) as err:
+        example(workspace_gib=100.0)
+    assert err.value.field == "workspace_gib"
+
+
+def test_moe_weights_from_nested_ffn_config_and_llama4_shared_expert():
+    _ref, dbrx = preset_ref("dbrx")  # 132 B total, 36 B active (Databricks)
+    w = dbrx.weights("auto")
+    assert 125e9 < w.total_params < 140e9 and 33e9 < w.active_params < 40e9
+    _ref, scout = preset_ref("llama-4-scout")  # 109 B total with vision, ~107.8 B text; 17 B active
+    w = scout.weights("auto")
+    assert 105e9 < w.total_params < 110e9 and 16e9 < w.active_params < 18e9
