@@ -99,7 +99,8 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
             mlp_total = mlp_active = mats * h * width
         total += mix + mlp_total
         active += mix + mlp_active
-    return total + embed, active + embed, experts
+    # per-token compute touches the LM head, not the input embedding lookup
+    return total + embed, active + vocab * h, experts
 
 
 def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto") -> WeightsEstimate:

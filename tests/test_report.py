@@ -95,7 +95,9 @@ def test_example_report_carries_the_plans_numbers(example):
     assert "Admissible sequences 30 (binding constraint: memory)" in text
     assert "Admission ADMITTED" in text
     # TTFT 20 + 10 + 400 + 20 = 450 ms; ITL 2,560 / 128 = 20 ms; end-to-end 450 + 2,560 = 3,010 ms
-    assert re.search(r"time to first token \(TTFT\) 450\.0 ms 719\.0 ms", text)
+    # beside it the roofline estimate's TTFT, as the plan computed it
+    est = example["plan"].estimate.time_to_first_token_ms
+    assert re.search(rf"time to first token \(TTFT\) 450\.0 ms {re.escape(f'{est:,.1f}')} ms", text)
     assert "TTFT = queue 20.0 + preprocessing 10.0 + prefill 400.0 + first decode 20.0 = 450.0 ms" in text
     assert "ITL = remaining decode 2,560.0 / (129 - 1) = 20.0 ms" in text
     assert "end-to-end = TTFT 450.0 + remaining decode 2,560.0 = 3,010.0 ms" in text
