@@ -3,7 +3,8 @@
 Roofline model (per GPU, tensor parallel splits weights and work evenly):
 
 * prefill time = max(FLOPs / (peak x MFU), weight bytes / (bandwidth x MBU)), with
-  FLOPs = 2 x active parameters x new tokens + causal attention 2 x P^2 x heads x head_dim x layers;
+  FLOPs = 2 x active parameters x new tokens + causal attention 4 x (query-key pairs) x heads x
+  head_dim, with P^2 / 2 pairs per full layer and sum(min(t, W)) per sliding or chunked layer;
 * one decode step for ``c`` sequences holding ``n`` tokens each =
   max((weights + c x K/V(n)) / (bandwidth x MBU), c x FLOPs per token / (peak x MFU)).
 
@@ -109,14 +110,22 @@ class Roofline(Result):
     bandwidth_bytes_s: float
     mfu: float = DEFAULT_MFU
     mbu: float = DEFAULT_MBU
+    windows: tuple[int, ...] = ()  # the window (or chunk) of each attention layer that has one
 
     @property
     def ridge_point(self) -> float:
         return self.peak_flops / self.bandwidth_bytes_s
 
+    def _pairs(self, n: int) -> float:
+        """Query-key pairs a causal prefill of ``n`` positions computes, summed over the layers:
+        n^2 / 2 per full layer, sum of min(t, W) for t = 1..n per windowed layer."""
+        full = (self.attn_layers - len(self.windows)) * n * n / 2.0
+        windowed = sum(n * (n + 1) / 2.0 if n <= w else w * (w + 1) / 2.0 + (n - w) * w for w in self.windows)
+        return full + windowed
+
     def prefill_flops(self, tokens: int, cached: int = 0) -> float:
         """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens."""
-        attn = 2.0 * ((cached + tokens) ** 2 - cached**2) * self.q_heads * self.head_dim * self.attn_layers
+        attn = 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
         return 2.0 * self.active_params * tokens + attn
 
     def prefill_s(self, tokens: int, cached: int = 0) -> float:
@@ -127,7 +136,8 @@ class Roofline(Result):
         return max(compute, memory)
 
     def decode_flops_per_token(self, context: int) -> float:
-        return 2.0 * self.active_params + 4.0 * context * self.q_heads * self.head_dim * self.attn_layers
+        span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
+        return 2.0 * self.active_params + 4.0 * span * self.q_heads * self.head_dim
 
     def decode_step_s(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """One decode step for ``sequences`` sequences each holding ``kv_bytes_per_sequence``."""

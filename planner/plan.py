@@ -327,6 +327,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         bandwidth_bytes_s=device.bandwidth_bytes_s,
         mfu=inputs.mfu,
         mbu=inputs.mbu,
+        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
     )
 
     def kv_at(tokens: int) -> int:

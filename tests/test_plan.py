@@ -425,3 +425,14 @@ def test_moe_weights_from_nested_ffn_config_and_llama4_shared_expert():
     _ref, scout = preset_ref("llama-4-scout")  # 109 B total with vision, ~107.8 B text; 17 B active
     w = scout.weights("auto")
     assert 105e9 < w.total_params < 110e9 and 16e9 < w.active_params < 18e9
+
+
+def test_roofline_attention_respects_windows():
+    kw = dict(weights_bytes=1e9, active_params=0.0, attn_layers=2, q_heads=1, head_dim=1, peak_flops=1e12, bandwidth_bytes_s=1e12)
+    full = latency.Roofline(**kw)
+    windowed = latency.Roofline(**kw, windows=(4,))
+    # decode at context 10: full 4 x (10 + 10) = 80 FLOPs; one layer windowed at 4: 4 x (10 + 4) = 56
+    assert full.decode_flops_per_token(10) == 80 and windowed.decode_flops_per_token(10) == 56
+    # prefill of 10: full layer 10^2 / 2 = 50 pairs; window 4: 1+2+3+4 + 6 x 4 = 34 pairs; x 4 FLOPs
+    assert full.prefill_flops(10) == 4 * (50 + 50)
+    assert windowed.prefill_flops(10) == 4 * (50 + 34)
