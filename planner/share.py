@@ -501,19 +501,22 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
     def label(name: str) -> str:
         return f"{name} ({INPUT_KEYS[name]})"
 
-    values: dict[str, object] = {}
-    for name, key in INPUT_KEYS.items():
-        if key not in flat:
-            continue
-        value, reason = check_field(name, flat[key], from_text=True)
-        if reason:
-            warnings.append(f"{label(name)} {_shown(flat[key])} {reason}; using {_default_text(name)}")
-        else:
-            values[name] = value
-    inputs = _build_inputs(values, label, warnings)
+    inputs = _checked_inputs(((name, flat[key]) for name, key in INPUT_KEYS.items() if key in flat), label, warnings, from_text=True)
 
     upload_config, needs = _restore_upload(ref, flat.get("cfg"), "cfg", warnings, link=True)
     return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
+
+
+def _checked_inputs(items, label, warnings: list[str], *, from_text: bool) -> PlanInputs:
+    """Plan inputs from (field, raw value) pairs: each bad value falls back to its default with a warning."""
+    values: dict[str, object] = {}
+    for name, raw in items:
+        value, reason = check_field(name, raw, from_text=from_text)
+        if reason:
+            warnings.append(f"{label(name)} {_shown(raw)} {reason}; using {_default_text(name)}")
+        else:
+            values[name] = value
+    return _build_inputs(values, label, warnings)
 
 
 def _restore_upload(ref: ModelRef | None, cfg: object, where: str, warnings: list[str], *, link: bool) -> tuple[dict | None, bool]:
@@ -624,21 +627,18 @@ def load_plan_file(text: str | bytes) -> DecodedState:
     def label(name: str) -> str:
         return f"inputs.{name}"
 
-    values: dict[str, object] = {}
     inputs_raw = doc.get("inputs", {})
     if not isinstance(inputs_raw, dict):
         warnings.append(f"inputs {_shown(inputs_raw)} is not an object; using the defaults")
         inputs_raw = {}
-    for key, raw_value in inputs_raw.items():
-        if key not in INPUT_KEYS:
-            warnings.append(f"unknown input {_shown(key)}; ignored")
-            continue
-        value, reason = check_field(key, raw_value, from_text=False)
-        if reason:
-            warnings.append(f"{label(key)} {_shown(raw_value)} {reason}; using {_default_text(key)}")
-        else:
-            values[key] = value
-    inputs = _build_inputs(values, label, warnings)
+    def known():  # in file order, so the warnings read in the order of the file
+        for key, raw_value in inputs_raw.items():
+            if key in INPUT_KEYS:
+                yield key, raw_value
+            else:
+                warnings.append(f"unknown input {_shown(key)}; ignored")
+
+    inputs = _checked_inputs(known(), label, warnings, from_text=False)
     upload_config, needs = _restore_upload(ref, doc.get("config"), "config", warnings, link=False)
     return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
 
