@@ -6,7 +6,9 @@ Roofline model (per GPU, tensor parallel splits weights and work evenly):
   FLOPs = 2 x active parameters x new tokens + causal attention 4 x (query-key pairs) x heads x
   head_dim, with P^2 / 2 pairs per full layer and sum(min(t, W)) per sliding or chunked layer;
 * one decode step for ``c`` sequences holding ``n`` tokens each =
-  max((weights + c x K/V(n)) / (bandwidth x MBU), c x FLOPs per token / (peak x MFU)).
+  max((weights read + c x K/V(n)) / (bandwidth x MBU), c x FLOPs per token / (peak x MFU)), where a
+  mixture-of-experts model reads its dense weights and the expected share of experts its ``c``
+  tokens route to, 1 - (1 - k/E)^c of them.
 
 The default efficiency factors (MFU 0.5, MBU 0.7) are stated in every plan and adjustable.
 """
@@ -111,6 +113,17 @@ class Roofline(Result):
     mfu: float = DEFAULT_MFU
     mbu: float = DEFAULT_MBU
     windows: tuple[int, ...] = ()  # the window (or chunk) of each attention layer that has one
+    expert_bytes: float = 0.0  # the routed experts' share of weights_bytes
+    num_experts: int = 0
+    experts_per_token: int = 0
+
+    def weights_read(self, tokens: int) -> float:
+        """Weight bytes a step over ``tokens`` tokens reads: every dense weight, and of each MoE
+        layer's experts the expected share routed to, 1 - (1 - k/E)^tokens (uniform routing)."""
+        if not (self.num_experts and self.experts_per_token and self.expert_bytes):
+            return self.weights_bytes
+        untouched = (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** max(1, tokens)
+        return self.weights_bytes - self.expert_bytes * untouched
 
     @property
     def ridge_point(self) -> float:
@@ -132,7 +145,7 @@ class Roofline(Result):
         if tokens <= 0:
             return 0.0
         compute = self.prefill_flops(tokens, cached) / (self.peak_flops * self.mfu)
-        memory = self.weights_bytes / (self.bandwidth_bytes_s * self.mbu)
+        memory = self.weights_read(tokens) / (self.bandwidth_bytes_s * self.mbu)
         return max(compute, memory)
 
     def decode_flops_per_token(self, context: int) -> float:
@@ -141,13 +154,13 @@ class Roofline(Result):
 
     def decode_step_s(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """One decode step for ``sequences`` sequences each holding ``kv_bytes_per_sequence``."""
-        memory = (self.weights_bytes + sequences * kv_bytes_per_sequence) / (self.bandwidth_bytes_s * self.mbu)
+        memory = (self.weights_read(sequences) + sequences * kv_bytes_per_sequence) / (self.bandwidth_bytes_s * self.mbu)
         compute = sequences * self.decode_flops_per_token(context) / (self.peak_flops * self.mfu)
         return max(memory, compute)
 
     def decode_intensity(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """Arithmetic intensity (FLOP/byte) of a decode step."""
-        return sequences * self.decode_flops_per_token(context) / (self.weights_bytes + sequences * kv_bytes_per_sequence)
+        return sequences * self.decode_flops_per_token(context) / (self.weights_read(sequences) + sequences * kv_bytes_per_sequence)
 
     def prefill_intensity(self, tokens: int) -> float:
         return self.prefill_flops(tokens) / self.weights_bytes if self.weights_bytes else 0.0

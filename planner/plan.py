@@ -173,7 +173,7 @@ def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> Weigh
     """Weights bytes from the checkpoint's tensor dtypes and element counts (the Hub's metadata)."""
     size = sum(n * SAFETENSORS_BYTES.get(str(dtype).upper(), 2) for dtype, n in counts.items())
     label = "+".join(sorted(counts))
-    return estimate.model_copy(update={"bytes": size, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
+    return estimate.model_copy(update={"bytes": size, "expert_bytes": int(estimate.expert_bytes * size / estimate.bytes) if estimate.bytes else 0, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
 
 
 _PREPARED: dict[str, PreparedModel] = {}
@@ -328,6 +328,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         mfu=inputs.mfu,
         mbu=inputs.mbu,
         windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
+        expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
+        num_experts=weights.num_experts,
+        experts_per_token=weights.experts_per_token,
     )
 
     def kv_at(tokens: int) -> int:

@@ -24,6 +24,9 @@ class WeightsEstimate(BaseModel):
     total_params: int
     active_params: int
     expert_params: int  # routed-expert parameters (what mxfp4/int schemes usually quantize)
+    expert_bytes: int = 0  # their bytes (a decode step reads only the experts its tokens route to)
+    num_experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0
     bytes: int
     bits_per_param: float
     dtype_label: str
@@ -38,11 +41,22 @@ def _get(cfg: dict, *keys: str, default: int = 0) -> int:
     return default
 
 
-def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
-    """(total, active per token, routed-expert) parameter counts of the decoder."""
+def _moe_cfg(config: dict) -> dict:
     cfg = text_config(config)
     if isinstance(cfg.get("ffn_config"), dict):  # DBRX keeps its MLP and experts here
         cfg = {**cfg["ffn_config"], **cfg}
+    return cfg
+
+
+def _moe_shape(cfg: dict) -> tuple[int, int]:
+    """(routed experts per MoE layer, experts each token is routed to); (0, 0) for dense models."""
+    n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    return n_experts, _get(cfg, "num_experts_per_tok", "moe_topk", "moe_top_k", "top_k", default=2 if n_experts else 0)
+
+
+def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
+    """(total, active per token, routed-expert) parameter counts of the decoder."""
+    cfg = _moe_cfg(config)
     h, heads = geo.hidden_size, geo.num_attention_heads
     vocab = geo.vocab_size or 32000
     embed = vocab * h * (1 if geo.tie_word_embeddings else 2)
@@ -59,8 +73,7 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     mats = 3 if gated else 2
     inter = _get(cfg, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * h)
     per_layer_inter = cfg.get("intermediate_size") if isinstance(cfg.get("intermediate_size"), list) else None
-    n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-    top_k = _get(cfg, "num_experts_per_tok", "moe_topk", "moe_top_k", "top_k", default=2 if n_experts else 0)
+    n_experts, top_k = _moe_shape(cfg)
     moe_inter = _get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=inter)
     shared = _get(cfg, "n_shared_experts", "num_shared_experts")
     shared_inter = _get(cfg, "shared_expert_intermediate_size", default=moe_inter * shared if shared else 0)
@@ -112,9 +125,14 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
     if weight_dtype not in WEIGHT_DTYPE_BITS:
         raise PlannerError("weight_dtype", weight_dtype, f"unknown weight dtype; choose one of {', '.join(WEIGHT_DTYPE_BITS)}")
     total, active, experts = count_params(config, geo)
+    n_experts, top_k = _moe_shape(_moe_cfg(config))
+
+    def made(size: float, expert_bits: float, **kw) -> WeightsEstimate:
+        return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), expert_bytes=int(experts * expert_bits / 8), num_experts=n_experts, experts_per_token=top_k, **kw)
+
     if weight_dtype != "auto":
         bits = WEIGHT_DTYPE_BITS[weight_dtype]
-        return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(total * bits / 8), bits_per_param=bits, dtype_label=weight_dtype, source="config parameter count x chosen dtype")
+        return made(total * bits / 8, bits, bits_per_param=bits, dtype_label=weight_dtype, source="config parameter count x chosen dtype")
     q = text_config(config).get("quantization_config") or config.get("quantization_config")
     # serving engines load float32 checkpoints in 16-bit by default (vLLM's dtype="auto"); choose
     # weight_dtype="fp32" to plan full precision
@@ -129,10 +147,10 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
             bits = 8.0 + scale_bits
             body = total - (geo.vocab_size or 0) * geo.hidden_size * (1 if geo.tie_word_embeddings else 2)
             size = body * bits / 8 + (total - body) * base_bits / 8
-            return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), bits_per_param=size * 8 / total, dtype_label="fp8 (block-scaled)", source="quantization_config fp8: linear layers 8-bit + fp32 scale per block, embeddings 16-bit")
+            return made(size, bits, bits_per_param=size * 8 / total, dtype_label="fp8 (block-scaled)", source="quantization_config fp8: linear layers 8-bit + fp32 scale per block, embeddings 16-bit")
         if method == "mxfp4":
             size = experts * 4.25 / 8 + (total - experts) * base_bits / 8
-            return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), bits_per_param=size * 8 / total, dtype_label="mxfp4 experts", source="quantization_config mxfp4: routed experts 4 bits + 8-bit scale per 32, the rest 16-bit")
+            return made(size, 4.25, bits_per_param=size * 8 / total, dtype_label="mxfp4 experts", source="quantization_config mxfp4: routed experts 4 bits + 8-bit scale per 32, the rest 16-bit")
         if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes") and not (isinstance(q.get("bits", 4), int) and not isinstance(q.get("bits", 4), bool) and 1 <= q.get("bits", 4) <= 16):
             raise ConfigError("quantization_config.bits", q.get("bits"), "must be an integer number of bits from 1 to 16")
         if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes"):
@@ -142,5 +160,5 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
             bits = wbits + (16.0 + wbits) / group
             body = total - (geo.vocab_size or 0) * geo.hidden_size * (1 if geo.tie_word_embeddings else 2)
             size = body * bits / 8 + (total - body) * base_bits / 8
-            return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(size), bits_per_param=size * 8 / total, dtype_label=f"{method} int{int(wbits)}", source=f"quantization_config {method}: {int(wbits)}-bit + fp16 scale and zero-point per {group}, embeddings 16-bit")
-    return WeightsEstimate(total_params=total, active_params=active, expert_params=experts, bytes=int(total * base_bits / 8), bits_per_param=base_bits, dtype_label=label, source=f"config parameter count x {label}{served_from}")
+            return made(size, bits, bits_per_param=size * 8 / total, dtype_label=f"{method} int{int(wbits)}", source=f"quantization_config {method}: {int(wbits)}-bit + fp16 scale and zero-point per {group}, embeddings 16-bit")
+    return made(total * base_bits / 8, base_bits, bits_per_param=base_bits, dtype_label=label, source=f"config parameter count x {label}{served_from}")

@@ -436,3 +436,18 @@ def test_roofline_attention_respects_windows():
     # prefill of 10: full layer 10^2 / 2 = 50 pairs; window 4: 1+2+3+4 + 6 x 4 = 34 pairs; x 4 FLOPs
     assert full.prefill_flops(10) == 4 * (50 + 50)
     assert windowed.prefill_flops(10) == 4 * (50 + 34)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_route_to():
+    kw = dict(weights_bytes=10e9, active_params=0.0, attn_layers=1, q_heads=1, head_dim=1, peak_flops=1e30, bandwidth_bytes_s=1e12, mbu=1.0)
+    moe = latency.Roofline(**kw, expert_bytes=8e9, num_experts=8, experts_per_token=2)
+    # one token touches 2 of 8 experts: 2 GB dense + 8 GB x (1 - (6/8)^1) = 4 GB -> 4 ms at 1 TB/s
+    assert moe.weights_read(1) == pytest.approx(4e9)
+    assert moe.decode_step_s(1, 0, 1) == pytest.approx(4e-3)
+    # 8 tokens: 1 - 0.75^8 = 89.99 % of the experts
+    assert moe.weights_read(8) == pytest.approx(2e9 + 8e9 * (1 - 0.75**8))
+    assert latency.Roofline(**kw).weights_read(1) == 10e9  # dense: every weight, every step
+    _ref, gpt_oss = preset_ref("gpt-oss-120b")
+    w = gpt_oss.weights("auto")
+    assert (w.num_experts, w.experts_per_token) == (128, 4)
+    assert w.expert_bytes == int(w.expert_params * 4.25 / 8)  # mxfp4 experts
