@@ -7,6 +7,8 @@ vendors' datasheets; fp8 is ``None`` where the chip has no fp8 tensor cores.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import PlannerError
@@ -80,8 +82,9 @@ def get_device(name: str) -> Device:
     raise PlannerError("gpu", name, f"unknown GPU; known: {', '.join(CATALOG)} (or give a custom device size)")
 
 
+@lru_cache(maxsize=256)
 def custom_device(memory_gib: float, bandwidth_gb_s: float = 1000.0, bf16_tflops: float = 100.0, fp8_tflops: float | None = None) -> Device:
-    """A device not in the catalog; the compute figures are placeholders unless given."""
+    """A device not in the catalog; the compute figures are placeholders unless given (memoised)."""
     try:
         return Device(name=f"custom-{memory_gib:g}GiB", memory_gib=memory_gib, bandwidth_gb_s=bandwidth_gb_s, bf16_tflops=bf16_tflops, fp8_tflops=fp8_tflops, source="user-provided")
     except ValueError as exc:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
-
 from planner.errors import PlannerError
 from planner.results import Result
 
@@ -27,10 +25,12 @@ DEFAULT_MFU = 0.5
 DEFAULT_MBU = 0.7
 
 
-class LatencyObservation(BaseModel):
-    """Measured phase durations of one request (milliseconds) and its token counts."""
+@dataclass(frozen=True, slots=True)
+class LatencyObservation(Result):
+    """Measured phase durations of one request (milliseconds) and its token counts.
 
-    model_config = ConfigDict(frozen=True)
+    A plain frozen record: :func:`observe` validates every field (and is the only reader).
+    """
 
     prompt_tokens: int
     generated_tokens: int
@@ -78,8 +78,9 @@ def observe(obs: LatencyObservation) -> LatencyReport:
     prefill = _duration("prefill_ms", obs.prefill_ms, positive=True)
     first = _duration("first_decode_ms", obs.first_decode_ms, positive=True)
     for name in ("prompt_tokens", "generated_tokens"):
-        if getattr(obs, name) < 1:
-            raise PlannerError(name, getattr(obs, name), "must be positive")
+        count = getattr(obs, name)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise PlannerError(name, count, "must be a positive whole number")
     if obs.generated_tokens == 1 and obs.remaining_decode_ms != 0:
         raise PlannerError("remaining_decode_ms", obs.remaining_decode_ms, "must be 0 when only one token is generated (no inter-token interval)")
     ttft = obs.queue_ms + obs.preprocessing_ms + prefill + first

@@ -384,7 +384,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
             raise PlannerError("remaining_decode_ms", None, f"{generated:,} generated tokens need the remaining decode time (0 only when one token is generated)")
         if generated > ctx.reserved_output_tokens:
             raise PlannerError("generated_tokens", generated, f"exceeds the output reserve of {ctx.reserved_output_tokens:,} tokens")
-        obs = latency.LatencyObservation.model_construct(  # fields already validated by PlanInputs
+        obs = latency.LatencyObservation(
             prompt_tokens=ctx.input_tokens,
             generated_tokens=generated,
             queue_ms=inputs.queue_ms or 0.0,
