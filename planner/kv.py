@@ -29,7 +29,6 @@ per-element scale (per-tensor scales are negligible).
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -231,7 +230,7 @@ def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, to
     Raises:
         PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
     """
-    key = (geo.config_hash, id(geo), kv_dtype, tp, tokens, runtime)
+    key = (geo.config_hash, kv_dtype, tp, tokens, runtime)
     hit = _REPORTS.get(key)
     if hit is None:
         hit = _inspect(geo, kv_dtype, tp, tokens, runtime)
@@ -293,11 +292,3 @@ def inspect_config(config: dict, kv_dtype: str = "bf16", tp: int = 1, tokens: in
         PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
     """
     return inspect_geometry(parse_geometry(config), kv_dtype=kv_dtype, tp=tp, tokens=tokens, runtime=runtime)
-
-
-def mib(n: float) -> float:
-    return n / (1 << 20)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else math.inf  # type: ignore[return-value]

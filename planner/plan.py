@@ -554,18 +554,7 @@ def grid(inputs: PlanInputs, model: PreparedModel, contexts: list[int], concurre
 
     ``contexts`` are reserved totals; the input is scaled so input + output = context.
     """
-    out = []
-    for total in contexts:
-        row = []
-        try:
-            base = compute_plan(inputs.model_copy(update={"input_tokens": max(1, total - inputs.output_tokens), "sequences": 1}), model)
-            ceiling = base.kv_cache["admissible_sequences"]
-        except PlannerError:
-            ceiling = -1
-        for c in concurrencies:
-            row.append(c <= ceiling)
-        out.append(row)
-    return out
+    return [[c <= limit for c in concurrencies] for limit in grid_limits(inputs, model, contexts)]
 
 
 def grid_limits(inputs: PlanInputs, model: PreparedModel, contexts: list[int]) -> list[int]:
