@@ -84,6 +84,11 @@ for name, r in results.items():
     )
 st.dataframe(rows, hide_index=True, width="stretch")
 first = next(iter(results.values()))
+for name, r in results.items():
+    if r.overload.overloaded or r.overload.thrashing:
+        st.warning(f"{name}: {r.overload.message}")
+    if r.stopped_early:
+        st.warning(f"{name}: stopped early: {r.stopped_early}")
 c1, c2, c3 = st.columns(3)
 c1.metric("Completed (first policy)", f"{first.requests_completed:,}")
 c2.metric("Preemptions", f"{first.preemptions:,}")
