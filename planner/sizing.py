@@ -37,7 +37,7 @@ MAX_REPLICAS = 1024
 MAX_USERS = 10_000_000
 MAX_RATE = 1e6
 CAPACITY_TOLERANCE = 0.10  # bisection stops when the bracket is within 10 % of its top
-CAPACITY_MAX_RUNS = 7
+CAPACITY_MAX_RUNS = 6
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
 _SEARCHED = ("gpu", "tp", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "max_num_seqs")
 
@@ -375,7 +375,7 @@ def capacity_search(
 
     plan = compute_plan(make_inputs(**rec.plan_values), model)
     cost, blocks = sim.from_plan(plan)
-    n = requests or min(600, 100 * (rec.replicas + 1))
+    n = requests or min(400, 80 * (rec.replicas + 1))
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,
