@@ -7,17 +7,14 @@ kind, latency by phase); the formulas with this plan's numbers; assumptions and 
 share link. Every number is read from the :class:`~planner.plan.Plan` (the K/V-vs-context curve
 evaluates the plan's own per-layer specs at other lengths).
 
-``python -m planner report [plan options | --plan FILE] --out report.pdf`` is
-:func:`add_report_parser` + :func:`cmd_report`.
+The command ``python -m planner report [plan options | --plan FILE] --out report.pdf`` lives in
+:mod:`planner.cli`; this module only takes a plan, a model reference and a link.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from xml.sax.saxutils import escape
 
 from planner.plan import Plan, PlanInputs
@@ -537,117 +534,4 @@ def _safe_plain(text: str) -> str:
     return str(text).encode("cp1252", "replace").decode("cp1252")
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def _ref_from_source(source: dict, model) -> tuple[ModelRef, dict | None]:
-    """(ModelRef, upload config or None) for what ``plan_from_args`` loaded."""
-    from planner.geometry import config_hash
-
-    digest = model.geometry.config_hash
-    kind = source.get("kind")
-    if kind == "example":
-        return ModelRef(kind="example", config_hash=digest), None
-    if kind == "preset":
-        return ModelRef(kind="preset", name=source["preset"], repo_id=model.repo_id, config_hash=digest), None
-    if kind == "hub":
-        return ModelRef(kind="hub", repo_id=source["repo_id"], revision=source.get("revision"), commit=source.get("commit"), config_hash=digest), None
-    return ModelRef(kind="upload", name=Path(source.get("path", "config.json")).name, repo_id=model.repo_id, config_hash=config_hash(model.config)), model.config
-
-
-_PLAN_DESTS = ("example", "config", "preset", "model")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Write the PDF report of the plan given by plan options or ``--plan FILE``.
-
-    Raises:
-        CLIError / PlannerError: bad options, an unreadable plan file, an inadmissible plan
-            or an unwritable output path (one line each).
-    """
-    from planner.cli import CLIError, plan_from_args
-    from planner.share import MAX_PLAN_FILE_BYTES, encode_query, load_plan_file, share_url
-
-    if args.plan:
-        given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
-        if given:
-            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
-        path = Path(args.plan)
-        try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
-                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
-        state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
-        plan, ref, upload = _plan_from_state(state, CLIError), state.ref, state.upload_config
-    else:
-        plan, model, source = plan_from_args(args)
-        ref, upload = _ref_from_source(source, model)
-    link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
-    pdf = build_pdf(plan, ref, link)
-    out = Path(args.out)
-    try:
-        out.write_bytes(pdf)
-    except OSError as exc:
-        raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
-    print(f"wrote {out} ({len(pdf):,} bytes)")
-    return 0
-
-
-def _plan_from_state(state, cli_error) -> Plan:
-    from planner.plan import compute_plan
-    from planner.source import resolve
-
-    if state.ref.kind == "hub":
-        from planner import hub
-
-        token = hub.resolve_token()
-        try:
-            model = resolve(state.ref, config=state.upload_config, token=token)
-        except hub.HubError as exc:
-            raise cli_error(str(exc)) from None
-    else:
-        model = resolve(state.ref, config=state.upload_config)
-    return compute_plan(state.inputs, model)
-
-
-def _share_base(text: str) -> str:
-    from planner.share import looks_like_token
-
-    if not text.startswith(("http://", "https://")) or len(text) > 2000 or not text.isprintable() or " " in text:
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an http(s) URL")
-    if looks_like_token(text) or "@" in text.split("/", 3)[2]:
-        raise argparse.ArgumentTypeError("the share base must not carry credentials or tokens")
-    return text
-
-
-def add_report_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``report`` (plan options or ``--plan FILE``, ``--out PATH``, ``--share-base URL``)."""
-    from planner.cli import add_plan_options
-
-    p = subparsers.add_parser("report", help="PDF sizing report of a plan")
-    add_plan_options(p)
-    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
-    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
-    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
-    p.set_defaults(func=cmd_report)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m planner.report ...``: the ``report`` sub-command on its own."""
-    from planner.cli import main as cli_main
-
-    return cli_main(["report", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-__all__ = ["CHART_TITLES", "add_report_parser", "build_pdf", "cmd_report", "fmt_bytes", "human_bytes", "main"]
+__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_pdf", "fmt_bytes", "human_bytes"]

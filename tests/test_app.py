@@ -381,7 +381,7 @@ def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkey
 
 
 def test_number_formatting():
-    from pages.common import fmt_bytes, fmt_ms, fmt_num
+    from pages.ui.fmt import fmt_bytes, fmt_ms, fmt_num
 
     assert fmt_bytes(1000) == "1,000 B"
     assert fmt_bytes(1234) == "1.21 KiB"

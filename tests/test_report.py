@@ -243,7 +243,7 @@ def test_report_module_entry_and_plan_file_give_the_same_report(example, tmp_pat
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan_file_json(example["ref"], EXAMPLE_INPUTS))
     out = tmp_path / "from-file.pdf"
-    proc = run("-m", "planner.report", "--plan", str(plan_file), "--out", str(out))
+    proc = run("-m", "planner", "report", "--plan", str(plan_file), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert without_date(pdftotext(out)) == without_date(example["text"])
@@ -251,7 +251,7 @@ def test_report_module_entry_and_plan_file_give_the_same_report(example, tmp_pat
 
 def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     out = tmp_path / "p.pdf"
-    proc = run("-m", "planner.report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
+    proc = run("-m", "planner", "report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = pdftotext(out)
     # 70 requested > 65 by memory (see the preset test): refused, binding memory
@@ -260,7 +260,7 @@ def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "max_position_embeddings": 4096, "vocab_size": 1000, "intermediate_size": 512}')
     out2 = tmp_path / "u.pdf"
-    proc = run("-m", "planner.report", "--config", str(cfg), "--out", str(out2))
+    proc = run("-m", "planner", "report", "--config", str(cfg), "--out", str(out2))
     assert proc.returncode == 0, proc.stderr
     text = re.sub(r"\s+", "", pdftotext(out2))
     assert "m=upload&n=config.json" in text and "&cfg=" in text  # small config embedded in the link
@@ -289,7 +289,7 @@ def test_cli_report_bad_input_is_one_line(argv, expected, tmp_path):
     garbage.write_text("not json")
     argv = [a.replace("{plan}", str(plan)).replace("{garbage}", str(garbage)) for a in argv]
     argv = [str(tmp_path / a) if a == "x.pdf" else a for a in argv]
-    proc = run("-m", "planner.report", *argv)
+    proc = run("-m", "planner", "report", *argv)
     assert proc.returncode == 2
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -299,7 +299,7 @@ def test_plan_file_warnings_go_to_stderr(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text('{"schema": "kv-capacity-plan", "version": 1, "model": {"kind": "example"}, "inputs": {"sequences": "many", "device_gib": 16, "model_resident_gib": 4}}')
     out = tmp_path / "w.pdf"
-    proc = run("-m", "planner.report", "--plan", str(plan), "--out", str(out))
+    proc = run("-m", "planner", "report", "--plan", str(plan), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "warning: inputs.sequences 'many' is not a whole number; using the default 8\n"
     assert out.stat().st_size > 5000
