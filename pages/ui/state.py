@@ -230,3 +230,21 @@ def apply_calibration() -> None:
     st.session_state["calibration_note"] = text
 
 
+
+
+# --------------------------------------------------------------------------- the current plan, for any page
+
+
+def current() -> tuple[Shown | None, PlannerError | None]:
+    """The session's plan as the Plan page last set it: (shown, None) or (None, the error).
+
+    Pages other than Plan (Compare, Simulate, Size) start from this; they read ``plan_values``
+    and the active model and never draw the Plan page's widgets.
+    """
+    from pages.ui.models import active_model, active_upload_config
+
+    ref, model, notes = active_model()
+    plan, err = build_plan(dict(plan_values()), model)
+    if plan is None:
+        return None, err
+    return Shown(plan, model, ref, notes, active_upload_config()), None
