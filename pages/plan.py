@@ -29,7 +29,7 @@ def main() -> None:
 
     st.title("KV capacity plan")
     urlstate.render_restore_notice()
-    suggest.render_suggestion(ref)
+    suggest.render_suggestion(ref, model, err)
     good = state.last_good()
     if err is not None:
         inputs.render_error_banner(err, err_key, good)

@@ -52,3 +52,12 @@ def gib(n: float) -> float:
     """Bytes to GiB (unit conversion for chart axes)."""
     return n / (1 << 30)
 
+
+
+def fmt_money(dollars: float | None) -> str:
+    """"$1,234.50"; four significant digits under a dollar ("$0.04213"); "–" for none."""
+    if dollars is None:
+        return "–"
+    if abs(dollars) >= 1 or dollars == 0:
+        return f"${dollars:,.2f}"
+    return f"${dollars:.4g}"

@@ -8,6 +8,7 @@ from pages.ui import state as S
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.labels import INPUTS, label
 from planner.plan import PreparedModel
 from planner.weights import WEIGHT_DTYPE_BITS
 
@@ -25,47 +26,12 @@ GROUP_KEYS = {
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
 }
-LABELS = {
-    "system_tokens": "System prompt",
-    "tool_tokens": "Tool definitions",
-    "retrieval_tokens": "Retrieved context",
-    "history_tokens": "Conversation history",
-    "user_tokens": "User message",
-    "input_tokens": "Input total (overrides the parts)",
-    "output_tokens": "Output reserve",
-    "encoder_tokens": "Image (encoder) tokens per request",
-    "max_context": "Maximum context",
-    "kv_dtype": "KV cache dtype",
-    "runtime": "Runtime semantics",
-    "reservation": "Reservation mode",
-    "block_tokens": "Block size (tokens)",
-    "gpu": "GPU",
-    "device_gib": "Custom device memory (GiB)",
-    "device_bandwidth_gb_s": "Custom bandwidth (GB/s)",
-    "device_bf16_tflops": "Custom bf16 peak (TFLOP/s)",
-    "gpu_count": "GPUs",
-    "tp": "Tensor parallel (TP)",
+# Control labels: the library's names for the inputs (planner.labels), in the controls' units.
+LABELS = {name: label(name) for name in INPUTS} | {
     "headroom_pct": "Headroom (%)",
-    "weight_dtype": "Weight dtype",
-    "workspace_gib": "Workspace (GiB)",
-    "model_resident_gib": "Model resident per GPU (GiB)",
-    "sequences": "Requested sequences",
-    "itl_slo_ms": "ITL SLO (ms)",
-    "ttft_slo_ms": "TTFT SLO (ms)",
-    "max_num_seqs": "Runtime max sequences",
-    "tenant_quota": "Tenant quota (sequences)",
-    "shared_prefix_tokens": "Shared prefix (tokens)",
-    "prefix_hit_rate": "Prefix hit rate",
-    "tenants": "Tenants",
-    "gpu_hour_price": "GPU-hour price ($)",
+    "input_tokens": "Input total (overrides the parts)",
     "mfu": "MFU (compute efficiency)",
     "mbu": "MBU (bandwidth efficiency)",
-    "queue_ms": "Queue (ms)",
-    "preprocessing_ms": "Preprocessing (ms)",
-    "prefill_ms": "Observed prefill (ms)",
-    "first_decode_ms": "Observed first decode (ms)",
-    "remaining_decode_ms": "Observed remaining decode (ms)",
-    "generated_tokens": "Generated tokens",
 }
 
 
@@ -114,14 +80,17 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
         return exp.open is not False
 
     cal = S.calibration()
-    if cal is not None:
+    if cal is not None and cal["applies_to"] is not None and cal["applies_to"] == st.session_state.get("gpu"):
         st.button(
             f"Apply probe calibration (MFU {cal['mfu']:.3g}, MBU {cal['mbu']:.3g} from {cal['device']})",
             key="apply_calibration",
             on_click=S.apply_calibration,
             icon=":material/science:",
-            help="Use the MFU and MBU the Probe page measured for the latency estimate (clamped to the sliders' 0.01–1 range).",
+            help="Use the MFU and MBU the Probe page measured on this GPU for the latency estimate (clamped to the sliders' 0.01–1 range).",
         )
+    elif cal is not None:
+        where = f"on {cal['applies_to']}" if cal["applies_to"] else f"on {cal['measured_on']}, not on a GPU"
+        st.caption(f":material/science: The probe calibration was measured {where}; it applies only to a plan on the GPU it was measured on.")
     note = st.session_state.pop("calibration_note", None)
     if note:
         st.success(note, icon=":material/check_circle:")
@@ -210,7 +179,10 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("observed", "Observed latency", ":material/timer:", False)
     if opened(exp):
         with exp:
-            st.caption("Give prefill and first decode to replace the roofline estimate with a measurement; queue and preprocessing also add to the estimate.")
+            st.caption(
+                "To replace the roofline estimate with a measurement, give all three observed phases: prefill, first decode and remaining decode "
+                "(remaining decode is 0 only when one token is generated). Queue and preprocessing add to either."
+            )
             a, b = st.columns(2)
             with a:
                 _num("queue_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
@@ -229,5 +201,5 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
 def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
-    msg = f"**{where}**: {S.error_text(err)}" if where else f"{err}"
+    msg = f"**{where}**: {S.error_text(err)}" if where else S.error_sentence(err)
     st.error(msg + ("  \nShowing the last good plan (" + good.ref.label() + ")." if good else ""), icon=":material/error:")

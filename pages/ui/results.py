@@ -13,7 +13,7 @@ import time
 import streamlit as st
 
 from pages.ui import charts, export
-from pages.ui.fmt import fmt_bytes, fmt_ms, fmt_num
+from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.plan import Plan
@@ -53,19 +53,26 @@ def safe(render, *args, what: str = "this section", **kwargs) -> None:
 
 
 def binding_phrase(plan: Plan) -> str:
-    from planner.capacity import LIMIT_PHRASES
+    """The limit that binds, in the words of the badge: "KV-cache memory", "TTFT SLO"."""
+    from planner.capacity import LIMIT_LABELS
 
     binding = plan.kv_cache["binding_constraint"]
-    return LIMIT_PHRASES.get(binding, binding)
+    return LIMIT_LABELS.get(binding, binding)
 
 
 def admission_badge(plan: Plan) -> None:
+    """Admitted or refused, and which limit binds (memory, ITL SLO, TTFT SLO, runtime, quota)."""
     kv = plan.kv_cache
+    bound = binding_phrase(plan)
     if kv["admitted"]:
-        st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences", icon=":material/check_circle:", color="green")
+        st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
-        st.badge(f"Refused · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
-    st.caption(f"Binding constraint: **{binding_phrase(plan)}**" + (f" — {kv['admission_error']}" if kv.get("admission_error") else ""))
+        st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
+    st.caption(f"Limits on concurrent sequences: {limits}.")
+
+
+LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
 
 
 def first_paint_pause() -> None:
@@ -92,7 +99,6 @@ def first_paint_pause() -> None:
 
 def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
-    cols = st.columns(5)
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
     growing = kv["bytes_per_token_per_sequence"]
     within = kv["bytes_per_token_within_windows"]
@@ -113,20 +119,21 @@ def render_metrics(plan: Plan) -> None:
             if capped
             else "."
         )
-    cols[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
-    cols[1].metric(
-        "MiB / reserved sequence",
-        f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB",
-        help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
-    )
-    cols[2].metric(
+    row1 = st.columns(3)
+    row2 = st.columns(3)
+    requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
+    per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
+    row1[0].metric(
         "Max sequences",
-        f"{kv['admissible_sequences']:,}",
-        help=f"Memory alone admits {kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas); binding: {binding_phrase(plan)}.",
+        f"{admissible:,}",
+        delta=per_replica_text if cap["replicas"] > 1 else None,
+        delta_color="gray",
+        delta_arrow="off",
+        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}); {requested:,} requested.",
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
-    cols[3].metric(
+    row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
         delta=None if ttft_slo is None else (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
@@ -136,7 +143,7 @@ def render_metrics(plan: Plan) -> None:
     )
     itl_slo = plan.inputs.itl_slo_ms
     itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
-    cols[4].metric(
+    row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
         delta=None if itl_slo is None else (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
@@ -144,6 +151,31 @@ def render_metrics(plan: Plan) -> None:
         delta_arrow="off",
         help=f"Mean inter-token latency at {plan.roofline['decode_concurrency']:,} concurrent sequences per replica ({lat.source}).",
     )
+    row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
+    row2[1].metric(
+        "Memory per sequence",
+        f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB",
+        delta=f"{kv['reserved_tokens_per_sequence']:,} tokens reserved",
+        delta_color="gray",
+        delta_arrow="off",
+        help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
+    )
+    cost = plan.cost
+    if cost.get("per_million_output_tokens") is not None:
+        row2[2].metric(
+            "Cost per hour",
+            fmt_money(cost["deployment_per_hour"]),
+            delta=f"{fmt_money(cost['per_million_output_tokens'])} per M output tokens",
+            delta_color="gray",
+            delta_arrow="off",
+            help=(
+                f"{plan.inputs.gpu_count:,} GPUs × {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: "
+                f"{fmt_money(cost['per_million_output_tokens'])} output at {cost['output_tokens_per_second']:,.0f} output tokens/s, "
+                f"{fmt_money(cost['per_million_input_tokens'])} input ({cost['basis']})."
+            ),
+        )
+    else:
+        row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.")
 
 
 def _source_rows(ref) -> list[tuple[str, str]]:
@@ -281,11 +313,11 @@ def card_memory(r: Shown) -> None:
     extra = []
     if cap["pool_kv_tokens"] is not None:
         extra.append(f"KV pool {cap['pool_kv_tokens']:,} tokens")
-    extra.append(f"{cap['max_concurrency_at_reserved_tokens']:,} sequences at the reserved length")
+    extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
     if plan.prefix.get("extra_sequences"):
         extra.append(f"prefix sharing adds {plan.prefix['extra_sequences']:,} sequences")
     if plan.cost.get("per_million_output_tokens") is not None:
-        extra.append(f"${plan.cost['per_million_output_tokens']:,.4f} per million output tokens")
+        extra.append(f"{fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens")
     st.caption(" · ".join(extra))
 
 

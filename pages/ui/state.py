@@ -120,15 +120,28 @@ def error_key(err: PlannerError | None, values: dict[str, Any]) -> str | None:
 
 
 def error_text(err: PlannerError) -> str:
-    """The message shown next to a field: the reason, with the offending value."""
+    """The message shown next to a field: the reason in the user's words (labels, not field
+    names), with the offending value."""
+    from planner.labels import humanize
+
+    reason = humanize(err.reason)
     if err.value is None or err.value == "":
-        return err.reason
+        return reason
     if str(err.value) in err.reason or (isinstance(err.value, int) and f"{err.value:,}" in err.reason):
-        return err.reason
+        return reason
     shown = repr(err.value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{err.reason} (got {shown})"
+    return f"{reason} (got {shown})"
+
+
+def error_sentence(err: PlannerError) -> str:
+    """A whole error for a place with no control next to it: "“TTFT SLO (ms)”: must be positive (got -1)"."""
+    from planner.labels import INPUTS, label
+
+    field = str(err.field).split(".")[0]
+    where = label(field) if field in INPUTS else None
+    return f"{where}: {error_text(err)}" if where else error_text(err)
 
 
 class Shown(NamedTuple):
@@ -204,7 +217,11 @@ CALIBRATION_KEY = "probe_calibration"
 
 
 def calibration() -> dict | None:
-    """The Probe page's calibration, when it holds usable MFU and MBU figures."""
+    """The Probe page's calibration, when it holds usable MFU and MBU figures.
+
+    ``applies_to`` is the catalog GPU it was measured on, or None: a probe run on a CPU (or
+    whose device is unknown) describes that machine, not any GPU, and applies to no plan.
+    """
     cal = st.session_state.get(CALIBRATION_KEY)
     if not isinstance(cal, dict):
         return None
@@ -214,13 +231,16 @@ def calibration() -> dict | None:
         return None
     if not (mfu > 0 and mbu > 0 and mfu < float("inf") and mbu < float("inf")):
         return None
-    return {"mfu": mfu, "mbu": mbu, "device": str(cal.get("device") or "the probe device")}
+    device = str(cal.get("device") or "the probe device")
+    on_gpu = cal.get("measured_device") == "cuda" and device in CATALOG
+    return {"mfu": mfu, "mbu": mbu, "device": device, "measured_on": str(cal.get("measured_on") or cal.get("measured_device") or "an unknown device"), "applies_to": device if on_gpu else None}
 
 
 def apply_calibration() -> None:
-    """Button callback: put the calibrated MFU and MBU into the plan (clamped to the sliders)."""
+    """Button callback: put the calibrated MFU and MBU into the plan (clamped to the sliders),
+    only when the plan's GPU is the one the probe measured."""
     cal = calibration()
-    if cal is None:
+    if cal is None or cal["applies_to"] is None or st.session_state.get("gpu") != cal["applies_to"]:
         return
     values, notes = clamp_to_widgets(dict(plan_values()) | {"mfu": cal["mfu"], "mbu": cal["mbu"]})
     apply_values(values)
@@ -228,8 +248,6 @@ def apply_calibration() -> None:
     if notes:
         text += " Clamped to the sliders' range: " + "; ".join(notes) + "."
     st.session_state["calibration_note"] = text
-
-
 
 
 # --------------------------------------------------------------------------- the current plan, for any page
