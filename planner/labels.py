@@ -16,7 +16,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "user_tokens": ("User message", "tokens", "tokens of the user's message"),
     "input_tokens": ("Input total", "tokens", "the whole prompt; overrides the five parts above when given"),
     "output_tokens": ("Output reserve", "tokens", "tokens reserved for the answer"),
-    "encoder_tokens": ("Image (encoder) tokens per request", "tokens", "vision-encoder tokens each request's cross-attention layers cache"),
+    "encoder_tokens": ("Image tokens per request", "tokens", "vision-encoder tokens each request's cross-attention layers cache"),
     "max_context": ("Maximum context", "tokens", "the model's context limit; empty: the config's max_position_embeddings"),
     "kv_dtype": ("KV cache dtype", "", "element type of cached keys and values"),
     "weight_dtype": ("Weight dtype", "", "element type of the weights; auto: the config's torch_dtype and quantization"),

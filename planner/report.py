@@ -17,6 +17,8 @@ import io
 from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
+from planner.capacity import LIMIT_LABELS
+from planner.labels import label as input_label
 from planner.plan import Plan, PlanInputs
 from planner.source import ModelRef
 
@@ -292,14 +294,35 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     ]
     if plan.prefix["shared_blocks"]:
         rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
-    limits = ", ".join(f"{name.replace('_', ' ')} {value:,}" for name, value in kv["limits"].items())
+    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
     rows += [
         ("Requested sequences", f"{kv['requested_sequences']:,}"),
         ("Limits", limits),
-        ("Admissible sequences", f"{kv['admissible_sequences']:,} (binding constraint: {kv['binding_constraint'].replace('_', ' ')})"),
-        ("Admission", "ADMITTED" if kv["admitted"] else "REFUSED: " + kv.get("admission_error", "")),
+        ("Admissible sequences", f"{kv['admissible_sequences']:,} (bound by {_binding(plan)})"),
+        ("Admission", "ADMITTED" if kv["admitted"] else f"REFUSED: requested {kv['requested_sequences']:,} sequences, but the {_binding(plan)} admits at most {kv['admissible_sequences']:,}"),
     ]
+    rows += _cost_rows(plan)
     return rows
+
+
+def _binding(plan: Plan) -> str:
+    return LIMIT_LABELS.get(plan.kv_cache["binding_constraint"], plan.kv_cache["binding_constraint"])
+
+
+def fmt_money(dollars: float) -> str:
+    """"$1,234.50"; four significant digits under a dollar ("$0.04213")."""
+    return f"${dollars:,.2f}" if abs(dollars) >= 1 or dollars == 0 else f"${dollars:.4g}"
+
+
+def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
+    """Cost per hour and per million tokens, when a GPU-hour price is given."""
+    c = plan.cost
+    if c.get("per_million_output_tokens") is None:
+        return []
+    return [
+        ("Cost per hour", f"{fmt_money(c['deployment_per_hour'])} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per million tokens", f"{fmt_money(c['per_million_output_tokens'])} output, {fmt_money(c['per_million_input_tokens'])} input ({c['basis']})"),
+    ]
 
 
 def _latency_rows(plan: Plan) -> list[list[str]]:
@@ -323,16 +346,25 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
     return rows
 
 
+def _input_value(name: str, value: object) -> str:
+    """An input as the app shows it: headroom in %, the rest in its own unit."""
+    if name == "headroom_bp" and isinstance(value, int):
+        return f"{value / 100:g} %"
+    return fmt_num(value)
+
+
 def _input_rows(inputs: PlanInputs) -> list[list[str]]:
     """Every control, two per row; a changed one is marked * and shows its default."""
     defaults = PlanInputs()
     cells: list[tuple[str, str]] = []
     for name in PlanInputs.model_fields:
         value, default = getattr(inputs, name), getattr(defaults, name)
+        shown = _input_value(name, value)
+        name_shown = "Headroom" if name == "headroom_bp" else input_label(name)  # shown in %
         if value != default:
-            cells.append((f"{name} *", f"{fmt_num(value)} (default {fmt_num(default)})"))
+            cells.append((f"{name_shown} *", f"{shown} (default {_input_value(name, default)})"))
         else:
-            cells.append((name, fmt_num(value)))
+            cells.append((name_shown, shown))
     if len(cells) % 2:
         cells.append(("", ""))
     half = len(cells) // 2
@@ -468,10 +500,15 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", small),
         Spacer(1, 4),
         para(
-            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (tp {plan.inputs.tp}): "
-            f"{kv['maximum_sequences_by_memory']:,} sequences fit by memory; {kv['requested_sequences']:,} requested: {verdict} "
-            f"(binding constraint: {kv['binding_constraint'].replace('_', ' ')}). TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+            f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
+            f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
             f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
+            + (
+                f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+                if plan.cost.get("per_million_output_tokens") is not None
+                else ""
+            )
         ),
         para("Model", h2),
         kv_table(_model_rows(plan, ref)),
@@ -487,7 +524,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         latency_chart(plan, width=width),
         para("Inputs", h2),
         para("* differs from the default (shown in parentheses)", small),
-        grid_table(_input_rows(plan.inputs), [38 * mm, width / 2 - 38 * mm, 38 * mm, width / 2 - 38 * mm]),
+        grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
         para("Formulas with this plan's numbers", h2),
     ]
     story += [para(line, mono) for line in _formulas(plan)]
