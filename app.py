@@ -34,6 +34,7 @@ PAGES = (
     ("pages/plan.py", "Plan", ":material/calculate:"),
     ("pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("pages/simulate.py", "Simulate", ":material/monitoring:"),
+    ("pages/size.py", "Size", ":material/dns:"),
     ("pages/probe.py", "Probe", ":material/science:"),
 )
 

@@ -449,8 +449,44 @@ OMISSIONS = (
 # --------------------------------------------------------------------------- PDF
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
-    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "TTFT ms", "ITL ms", "req/s", "sim req/s")
+
+
+def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
+    """Header and one row per recommendation (the PDF's sizing table)."""
+    rows = [list(SIZING_COLUMNS)]
+    for r in sizing.recommendations[:top]:
+        sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
+        rows.append([r.gpu, str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+                     f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
+    return rows
+
+
+def _sizing_story(sizing, para, grid_table, h2, small, width: float) -> list:
+    rows = sizing_rows(sizing)
+    first = 30 * 72 / 25.4  # 30 mm for the GPU name
+    story = [para("Sizing", h2), para(sizing.answer), grid_table(rows, [first] + [(width - first) / (len(rows[0]) - 1)] * (len(rows[0]) - 1))]
+    searched = sizing.searched
+    story.append(
+        para(
+            f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
+            "TTFT and ITL are the latency model's at the workload's concurrency; 'sim req/s' is the simulator's capacity search where it ran. "
+            "Prices: planner/prices.py (sourced and dated) unless given.",
+            small,
+        )
+    )
+    for r in sizing.recommendations[:12]:
+        if r.capacity:
+            story.append(para(f"Capacity search {r.gpu} TP {r.tp} x {r.replicas}: {r.capacity.note}", small))
+    return story
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None, sizing=None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser).
+
+    ``sizing`` (a :class:`planner.sizing.SizingResult`) adds a "Sizing" section: the answer and
+    the ranked alternatives; ``plan`` is then the recommended deployment's plan.
+    """
     from reportlab.lib import colors
     from reportlab.lib.enums import TA_LEFT
     from reportlab.lib.pagesizes import A4
@@ -510,6 +546,10 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
                 else ""
             )
         ),
+    ]
+    if sizing is not None:
+        story += _sizing_story(sizing, para, grid_table, h2, small, width)
+    story += [
         para("Model", h2),
         kv_table(_model_rows(plan, ref)),
         para("Device", h2),

@@ -39,7 +39,11 @@ MAX_RATE = 1e6
 CAPACITY_TOLERANCE = 0.10  # bisection stops when the bracket is within 10 % of its top
 CAPACITY_MAX_RUNS = 6
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
-_SEARCHED = ("gpu", "tp", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "max_num_seqs")
+# Observed latencies describe one measured deployment, not the candidates: they are dropped too.
+_SEARCHED = (
+    "gpu", "tp", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
+    "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
+)  # fmt: skip
 
 Progress = Callable[[float, str], None]
 
@@ -332,7 +336,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {best.itl_p95_ms:,.0f} ms", f"TTFT {best.ttft_p95_ms:,.0f} ms"]
+    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"TTFT {_ms(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
@@ -345,6 +349,10 @@ def size(
         "ranking": "cost per hour, then cost per million output tokens",
     }
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 10 else f"{x:.2g} ms"
 
 
 def _describe(r: Recommendation) -> str:

@@ -68,8 +68,20 @@ def admission_badge(plan: Plan) -> None:
         st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
         st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+        size_link(plan)
     limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
     st.caption(f"Limits on concurrent sequences: {limits}.")
+
+
+def size_link(plan: Plan) -> None:
+    """A refused plan links to the Size page for its load (users and SLOs)."""
+    params = {"size_users": str(plan.kv_cache["requested_sequences"])}
+    params["size_itl"] = f"{plan.inputs.itl_slo_ms or 0:g}"
+    params["size_ttft"] = f"{plan.inputs.ttft_slo_ms or 0:g}"
+    try:
+        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache['requested_sequences']:,} sequences", icon=":material/dns:", query_params=params)
+    except Exception:  # noqa: BLE001 - the page is not registered (a page run on its own, as in some tests)
+        st.caption("The Size page answers how many GPUs this load needs.")
 
 
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
