@@ -149,7 +149,7 @@ def main() -> None:
 
     plan_params = urlstate.share_params(ref, make_inputs(**values), upload_config) if state.build_plan(values, model)[0] is not None else {}
     root = app_root()
-    link = share_url(root.rstrip("/") + "/size", plan_params | size_params)
+    link = share_url(root, plan_params | size_params)  # the root: app.py opens size_* links on this page
     if {k: v for k, v in st.query_params.to_dict().items()} != plan_params | size_params:
         s["size_params_applied"] = size_params
         st.query_params.from_dict(plan_params | size_params)

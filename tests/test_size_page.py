@@ -39,7 +39,16 @@ def test_size_page_answers_on_a_fresh_start():
     assert q["gpu"] == [first["GPU"]] and q["seq"] == ["100"] and q.get("gpus", ["1"]) == [str(first["GPUs"])]
     # the address bar is the share link: the plan's model plus the size parameters
     assert at.query_params["size_users"] == ["100"] or at.query_params["size_users"] == "100"
-    assert any("size?" in c.value for c in at.code)
+    link = next(c.value for c in at.code if "size_users=" in c.value)
+    assert parse_qs(urlsplit(link).query)["n"] == ["llama-3.1-8b"]
+
+
+def test_size_share_link_opens_on_the_size_page():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"m": "preset", "n": "qwen3-8b", "size_users": "250", "size_itl": "40"})
+    at.run()
+    assert not at.exception
+    assert "holds 250 concurrent users" in at.success[0].value and "qwen3-8b" in at.caption[0].value
 
 
 def test_size_page_follows_its_controls_and_link():
