@@ -173,26 +173,36 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="NAME")
 
 
+def model_from_args(args: argparse.Namespace):
+    """(PreparedModel, source) for --example, --config, --preset or --model.
+
+    Raises:
+        CLIError: no model, or --example together with another source.
+    """
+    from planner.plan import example_model, prepare_model
+
+    if args.example and (args.config or args.preset or args.model):
+        raise CLIError("--example plans the seed's own model: drop --config/--preset/--model, or drop --example")
+    if args.config or args.preset or args.model:
+        config, source = load_model_source(args)
+        return prepare_model(config, source.get("parameter_counts")), source
+    if args.example:
+        return example_model(), {"kind": "example", "repo_id": None}
+    raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
+
+
 def plan_from_args(args: argparse.Namespace):
     """(Plan, PreparedModel, source) from parsed plan options.
 
     Raises:
         CLIError / PlannerError: bad flags, an unknown GPU or an inadmissible combination.
     """
-    from planner.plan import EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
+    from planner.plan import EXAMPLE_INPUTS, compute_plan, make_inputs
 
-    if args.example and (args.config or args.preset or args.model):
-        raise CLIError("--example plans the seed's own model: drop --config/--preset/--model, or drop --example")
     if args.gpu is not None and args.device_gib is not None:
         raise CLIError("give either --gpu NAME (catalog) or --device-gib X (custom device), not both")
+    model, source = model_from_args(args)
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
-    if args.config or args.preset or args.model:
-        config, source = load_model_source(args)
-        model = prepare_model(config, source.get("parameter_counts"))
-    elif args.example:
-        model, source = example_model(), {"kind": "example", "repo_id": None}
-    else:
-        raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
     for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu"):
         dest = flag.replace("-", "_")
         value = getattr(args, dest, None)
@@ -303,18 +313,9 @@ def _prices_arg(text: str) -> float | dict[str, float]:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    from planner.plan import example_model, prepare_model
     from planner.sizing import resolve_gpus, size
 
-    if args.example and (args.config or args.preset or args.model):
-        raise CLIError("--example sizes the seed's own model: drop --config/--preset/--model, or drop --example")
-    if args.config or args.preset or args.model:
-        config, source = load_model_source(args)
-        model = prepare_model(config, source.get("parameter_counts"))
-    elif args.example:
-        model, source = example_model(), {"kind": "example", "repo_id": None}
-    else:
-        raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
+    model, source = model_from_args(args)
     base = {}
     for flag in ("input-tokens", "output-tokens", "max-context", "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens", "headroom-bp", "reservation", "runtime", "weight-dtype", "block-tokens"):
         value = getattr(args, flag.replace("-", "_"))
