@@ -41,7 +41,7 @@ def run(preset: str, gpu: str, tp: int, prompt: int, output: int, rate: float, c
     plan = compute_plan(inputs, model)
     cost, blocks = sim.from_plan(plan)
     requests = sim.parse_trace_csv(trace_text) if trace_text else sim.poisson_requests(rate, count, prompt, output, seed=seed)
-    cfg = sim.build(sim.SimConfig, block_tokens=inputs.block_tokens, total_blocks=blocks, max_num_batched_tokens=budget, chunk_tokens=chunk, seed=seed)
+    cfg = sim.build(sim.SimConfig, block_tokens=inputs.block_tokens, total_blocks=blocks, max_num_batched_tokens=budget, chunk_tokens=chunk, seed=seed, time_budget_s=10)
     results = {p: sim.simulate(requests, cfg.model_copy(update={"policy": p}), cost) for p in policies}
     static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens}), cost)
     return plan.kv_cache["maximum_sequences_by_memory"], blocks, results, static
