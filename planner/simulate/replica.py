@@ -61,8 +61,14 @@ class Replica:
         self.static_blocks = static_blocks  # blocks leased up front per request (static reservation)
         self.policy = make_policy(cfg.policy, cfg.max_num_batched_tokens, cfg.chunk_tokens)
         self.cost = cost
-        self._mem_s_per_byte = 1.0 / (cost.bandwidth_bytes_per_s * cost.mbu)
-        self._cmp_s_per_flop = 1.0 / (cost.peak_flops * cost.mfu)
+        # StepCost.step_time_s with its constants folded: seconds per byte read and per FLOP
+        mem = 1.0 / (cost.bandwidth_bytes_per_s * cost.mbu)
+        cmp = 1.0 / (cost.peak_flops * cost.mfu)
+        self._weights_s = cost.weights_bytes * mem
+        self._kv_token_s = cost.kv_bytes_per_token * mem
+        self._new_token_s = cost.flops_per_token * cmp
+        self._pair_s = cost.attn_flops_per_token_ctx * cmp
+        self._overhead_s = cost.overhead_s
         self.pool = allocator(cfg.total_blocks)
         prefix_blocks = cfg.prefix_tokens // cfg.block_tokens if cfg.prefix_share > 0 else 0
         self.prefix = PrefixCache(prefix_blocks, cfg.block_tokens) if prefix_blocks else None
@@ -342,10 +348,9 @@ class Replica:
         for _r, c, m in chunks:
             kv_read += c + m
             pairs += m * c + m * (m + 1) // 2
-        cost = self.cost
-        t_mem = (cost.weights_bytes + cost.kv_bytes_per_token * kv_read) * self._mem_s_per_byte
-        t_cmp = (cost.flops_per_token * (prefill_tokens + decoders) + cost.attn_flops_per_token_ctx * pairs) * self._cmp_s_per_flop
-        self.t += (t_mem if t_mem > t_cmp else t_cmp) + cost.overhead_s
+        t_mem = self._weights_s + self._kv_token_s * kv_read
+        t_cmp = self._new_token_s * (prefill_tokens + decoders) + self._pair_s * pairs
+        self.t += (t_mem if t_mem > t_cmp else t_cmp) + self._overhead_s
         self.steps += 1
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
