@@ -278,3 +278,36 @@ def test_compare_names_the_better_plan_per_row():
     assert df.loc["KV bytes / token", "Better"] == "B: smaller cache"
     assert df.loc["Admitted", "Better"] == "same" and df.loc["Model", "Better"] == ""
     assert [b for b in at.get("download_button") if b.proto.label == "Download comparison PDF"]
+
+
+# --------------------------------------------------------------------------- 9. Simulate starts from the plan
+
+
+def test_simulate_runs_the_plan_with_its_tp_dtype_and_replicas():
+    at = _app()
+    at.selectbox(key="kv_dtype").set_value("fp8")
+    _set(at, gpu_count=4, tp=2)
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    summary = " ".join(m.value for m in at.markdown)
+    assert "4 × H100-SXM-80GB, TP 2 (2 replicas), KV fp8, headroom 10 %" in summary, summary
+    df = at.dataframe[0].value
+    assert list(df.columns) == ["fifo", "decode-priority", "chunked", "static reservation"]
+    assert all(v.endswith(" ms") for v in df.loc["TTFT p95"]) and not [e.value for e in at.error]
+
+
+def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():
+    at = _app()
+    at.switch_page("pages/simulate.py").run()
+    at.number_input(key="sim_requests").set_value(40).run()
+    at.switch_page("pages/plan.py").run()
+    _set(at, tp=3)  # 32 attention heads are not divisible by 3: no plan
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    errs = [e.value for e in at.error]
+    assert errs and "GPUs: must be a multiple of TP 3" in errs[0] and "gpu_count" not in errs[0], errs
+    at.switch_page("pages/plan.py").run()
+    _set(at, tp=1)
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    assert at.number_input(key="sim_requests").value == 40
