@@ -311,3 +311,25 @@ def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():
     at.switch_page("pages/simulate.py").run()
     _clean(at)
     assert at.number_input(key="sim_requests").value == 40
+
+
+# --------------------------------------------------------------------------- 10. Probe opens on what runs here
+
+
+def test_probe_opens_on_a_setting_that_fits_and_refusals_name_fields():
+    from planner.presets import load_preset
+    from planner.probe import make_options, prepare_probe
+
+    at = _app()
+    at.switch_page("pages/probe.py").run()
+    _clean(at)
+    preset, mode = at.selectbox(key="probe_preset").value, at.radio(key="probe_mode").value
+    assert mode == "runtime"
+    # what the page opens on passes the CPU budget check the probe applies before it starts
+    prepare_probe(load_preset(preset), make_options(mode="runtime", device="cpu", tokens=512, batch=1, decode_steps=8, layers_limit=2))
+    assert any("checks the planner's arithmetic, not the engine" in c.value for c in at.caption)
+    at.selectbox(key="probe_preset").set_value("llama-3.1-8b")
+    at.selectbox(key="probe_device").set_value("cpu").run()
+    at.button(key="probe_run").click().run()  # refused before any process starts
+    errs = [e.value for e in at.error]
+    assert errs and "“Layers limit”" in errs[0] and "--" not in errs[0] and "smaller preset" in errs[0], errs
