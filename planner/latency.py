@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from planner.errors import PlannerError
 from planner.results import Result
 
-DEFAULT_MFU = 0.5
-DEFAULT_MBU = 0.7
+DEFAULT_MFU = 0.8  # large dense GEMMs, fitted (docs/latency_fit.md)
+DEFAULT_MBU = 0.736
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +101,77 @@ def observe(obs: LatencyObservation) -> LatencyReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Efficiency:
+    """How far each kernel family gets from the datasheet peak, as a function of shape.
+
+    Every factor multiplies the plan's MFU (compute) or MBU (memory) of large dense GEMMs, so a
+    probe calibration of MFU/MBU rescales these terms together; the fixed per-layer costs, the
+    all-reduce and the all-to-all are not rescaled. ``FLAT`` (all neutral) is the classic
+    roofline; :data:`FITTED` holds the defaults fitted to measured kernels (see ``FIT``).
+    """
+
+    gemm_tokens_half: float = 0.0  # dense GEMM compute efficiency x T / (T + half)
+    gemm_layer_s: float = 0.0  # launch and tail of a layer's small GEMMs (what a skinny decode GEMM never hides)
+    moe_mfu: float = 1.0  # grouped-GEMM peak efficiency relative to MFU
+    moe_tile: float = 1.0  # rows each touched expert computes at least (the GEMM tile)
+    moe_tokens_per_expert_half: float = 0.0  # ... x r / (r + half), r = rows per touched expert
+    moe_width_half: float = 0.0  # ... x n / (n + half), n = one expert's intermediate width on this GPU
+    moe_mbu: float = 1.0  # expert weight reads relative to MBU
+    moe_layer_s: float = 0.0  # routing, top-k, permute and unpermute per MoE layer
+    attn_mbu: float = 1.0  # decode attention: K/V actually read at MBU x this
+    attn_mfu: float = 1.0  # prefill attention FLOPs at MFU x this x P / (P + half), P = prompt tokens
+    attn_tokens_half: float = 0.0
+    attn_layer_s: float = 0.0  # attention kernel launch and softmax bookkeeping per layer
+    layer_s: float = 0.0  # norms, activation, residual adds, rotary: fixed per layer
+    elementwise_passes: float = 0.0  # activation bytes moved per token per layer, in units of the layer's width x dtype
+    link_efficiency: float = 1.0  # achieved / datasheet interconnect bandwidth in a ring all-reduce
+
+
+FLAT = Efficiency()
+# Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
+# A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
+FITTED = Efficiency(
+    gemm_tokens_half=87.7,
+    gemm_layer_s=7.7e-6,
+    moe_mfu=0.773,
+    moe_tile=1.24,
+    moe_tokens_per_expert_half=73.2,
+    moe_width_half=222.5,
+    moe_mbu=1.085,
+    moe_layer_s=11.3e-6,
+    attn_mbu=1.106,
+    attn_mfu=0.753,
+    attn_tokens_half=1748.0,
+    attn_layer_s=11.5e-6,
+    layer_s=7.67e-6,
+    elementwise_passes=7.61,
+    link_efficiency=0.654,
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Roofline(Result):
-    """Everything the step-time model needs, per GPU."""
+    """Everything the step-time model needs, per GPU.
+
+    A step over ``T`` new tokens, ``S`` of which produce logits, costs the sum of its terms
+    (:meth:`terms`), each the larger of its compute and its memory time:
+
+    * ``dense_gemm``: dense weights read once, 2 x dense params x T FLOPs;
+    * ``lm_head``: the LM head read once, 2 x its params x S FLOPs (logits for the last token of
+      a prompt only, as engines compute them);
+    * ``moe``: the share of expert weights the T tokens route to, 1 - (1 - k/E)^T, and their
+      FLOPs at a grouped-GEMM efficiency that falls when few tokens reach each expert, plus a
+      fixed cost per MoE layer;
+    * ``attention``: the K/V bytes the step actually reads (windows and MLA latents included) or
+      its FLOPs, plus a fixed cost per attention layer;
+    * ``allreduce``: two ring all-reduces per layer under tensor parallelism,
+      latency + 2 (tp - 1) / tp x T x hidden x 2 bytes / link bandwidth each (all-to-all dispatch
+      and combine instead of the MoE one under expert parallelism);
+    * ``other``: norms and activations, a fixed cost per layer plus their activation traffic.
+    """
 
     weights_bytes: float
-    active_params: float  # per GPU
+    active_params: float  # per GPU, LM head included
     attn_layers: int
     q_heads: int  # per GPU
     head_dim: int
@@ -117,14 +183,39 @@ class Roofline(Result):
     expert_bytes: float = 0.0  # the routed experts' share of weights_bytes
     num_experts: int = 0
     experts_per_token: int = 0
+    expert_active_params: float = 0.0  # routed-expert params one token uses, per GPU
+    lm_head_params: float = 0.0  # per GPU (0: counted with the dense weights)
+    lm_head_bytes: float = 0.0
+    unread_bytes: float = 0.0  # weights a step never streams (the embedding table)
+    layers: int = 0  # decoder layers (fixed costs, all-reduces)
+    moe_layers: int = 0
+    hidden: int = 0
+    layer_width: float = 0.0  # activation elements per token per layer moved by norms and activations
+    tp: int = 1
+    ep: int = 1
+    link_bytes_s: float = 0.0  # interconnect bandwidth per GPU per direction
+    link_latency_s: float = 0.0  # per message
+    act_bytes: int = 2
+    moe_scale: float = 1.0  # the device's grouped-GEMM efficiency relative to Hopper's (catalog)
+    eff: Efficiency = FLAT
 
     def weights_read(self, tokens: int) -> float:
         """Weight bytes a step over ``tokens`` tokens reads: every dense weight, and of each MoE
         layer's experts the expected share routed to, 1 - (1 - k/E)^tokens (uniform routing)."""
+        return self.weights_bytes - self.unread_bytes - self.expert_bytes * (1.0 - self.expert_share(tokens))
+
+    def expert_share(self, tokens: int) -> float:
+        """Expected share of a MoE layer's experts that ``tokens`` tokens touch."""
         if not (self.num_experts and self.experts_per_token and self.expert_bytes):
-            return self.weights_bytes
-        untouched = (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** max(1, tokens)
-        return self.weights_bytes - self.expert_bytes * untouched
+            return 1.0
+        return 1.0 - (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** max(1, tokens)
+
+    @property
+    def expert_width(self) -> float:
+        """One expert's intermediate width on this GPU (gated: three hidden x width matrices)."""
+        if not (self.moe_layers and self.experts_per_token and self.hidden):
+            return 1.0
+        return self.expert_active_params / self.experts_per_token / (3.0 * self.hidden * self.moe_layers)
 
     @property
     def ridge_point(self) -> float:
@@ -137,27 +228,67 @@ class Roofline(Result):
         windowed = sum(n * (n + 1) / 2.0 if n <= w else w * (w + 1) / 2.0 + (n - w) * w for w in self.windows)
         return full + windowed
 
+    def _attention_flops(self, tokens: int, cached: int) -> float:
+        return 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
+
     def prefill_flops(self, tokens: int, cached: int = 0) -> float:
-        """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens."""
-        attn = 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
-        return 2.0 * self.active_params * tokens + attn
+        """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens
+        (the LM head for the last token only)."""
+        return 2.0 * (self.active_params - self.lm_head_params) * tokens + 2.0 * self.lm_head_params + self._attention_flops(tokens, cached)
+
+    def terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> dict[str, float]:
+        """Seconds of each term of one step over ``tokens`` new tokens (see the class docstring);
+        ``prompt_tokens``: the query length of a prefill (0 for a decode step)."""
+        e = self.eff
+        peak, bw = self.peak_flops * self.mfu, self.bandwidth_bytes_s * self.mbu
+        t = max(1, tokens)
+        dense_params = self.active_params - self.lm_head_params - self.expert_active_params
+        dense_bytes = self.weights_bytes - self.expert_bytes - self.lm_head_bytes - self.unread_bytes
+        gemm_eff = t / (t + e.gemm_tokens_half)
+        out = {"dense_gemm": self.layers * e.gemm_layer_s + max(dense_bytes / bw, 2.0 * dense_params * t / (peak * gemm_eff))}
+        if self.lm_head_params:
+            out["lm_head"] = max(self.lm_head_bytes / bw, 2.0 * self.lm_head_params * max(1, logits) / peak)
+        if self.expert_bytes and self.num_experts and self.experts_per_token:
+            share = self.expert_share(t)
+            touched = self.num_experts * share
+            rows = max(e.moe_tile, t * self.experts_per_token / touched)  # tokens each touched expert computes
+            moe_eff = e.moe_mfu * self.moe_scale * rows / (rows + e.moe_tokens_per_expert_half) * self.expert_width / (self.expert_width + e.moe_width_half)
+            flops = 2.0 * self.expert_active_params / self.experts_per_token * touched * rows
+            out["moe"] = self.moe_layers * e.moe_layer_s + max(self.expert_bytes * share / (bw * e.moe_mbu), flops / (peak * moe_eff))
+        attn_eff = e.attn_mfu * (prompt_tokens / (prompt_tokens + e.attn_tokens_half) if prompt_tokens else 1.0)
+        out["attention"] = self.attn_layers * e.attn_layer_s + max(kv_read_bytes / (bw * e.attn_mbu), attn_flops / (peak * attn_eff))
+        if self.tp > 1 and self.link_bytes_s and self.layers:
+            link = self.link_bytes_s * e.link_efficiency
+            message = t * self.hidden * self.act_bytes
+            ring = self.link_latency_s + 2.0 * (self.tp - 1) / self.tp * message / link
+            moe_ar = self.moe_layers if self.ep > 1 else 0
+            out["allreduce"] = (2 * self.layers - moe_ar) * ring
+            if moe_ar:  # dispatch and combine: each token's k copies leave for other GPUs
+                a2a = self.link_latency_s + message * self.experts_per_token * (self.ep - 1) / self.ep / link
+                out["alltoall"] = 2 * moe_ar * a2a
+        if self.layers:
+            out["other"] = self.layers * (e.layer_s + t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s)
+        return out
+
+    def prefill_terms(self, tokens: int, cached: int = 0) -> dict[str, float]:
+        return self.terms(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
 
     def prefill_s(self, tokens: int, cached: int = 0) -> float:
         if tokens <= 0:
             return 0.0
-        compute = self.prefill_flops(tokens, cached) / (self.peak_flops * self.mfu)
-        memory = self.weights_read(tokens) / (self.bandwidth_bytes_s * self.mbu)
-        return max(compute, memory)
+        return sum(self.prefill_terms(tokens, cached).values())
 
     def decode_flops_per_token(self, context: int) -> float:
         span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
         return 2.0 * self.active_params + 4.0 * span * self.q_heads * self.head_dim
 
+    def decode_terms(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> dict[str, float]:
+        span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
+        return self.terms(sequences, sequences, sequences * kv_bytes_per_sequence, sequences * 4.0 * span * self.q_heads * self.head_dim)
+
     def decode_step_s(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """One decode step for ``sequences`` sequences each holding ``kv_bytes_per_sequence``."""
-        memory = (self.weights_read(sequences) + sequences * kv_bytes_per_sequence) / (self.bandwidth_bytes_s * self.mbu)
-        compute = sequences * self.decode_flops_per_token(context) / (self.peak_flops * self.mfu)
-        return max(memory, compute)
+        return sum(self.decode_terms(sequences, kv_bytes_per_sequence, context).values())
 
     def decode_intensity(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """Arithmetic intensity (FLOP/byte) of a decode step."""

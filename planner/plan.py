@@ -64,6 +64,7 @@ class PlanInputs(BaseModel):
     device_bf16_tflops: float | None = Field(default=None, gt=0, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
+    ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
     workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
@@ -216,6 +217,7 @@ class Plan(Result):
     cost: dict
     work: dict
     notes: tuple[str, ...]
+    roof: latency.Roofline | None = None  # the step-time model behind the estimate (every term)
 
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
@@ -255,6 +257,48 @@ def resolve_device(inputs: PlanInputs) -> Device:
     if inputs.device_gib is None:
         return get_device(inputs.gpu)
     return custom_device(inputs.device_gib, inputs.device_bandwidth_gb_s or 1000.0, inputs.device_bf16_tflops or 100.0)
+
+
+def at_requests(n: int) -> str:
+    """The label every latency figure carries: "at 1 request" or "at N requests"."""
+    return "at 1 request" if n == 1 else f"at {n:,} requests"
+
+
+def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, specs: tuple, device: Device, resident: int, compute_dtype: str = "bf16") -> latency.Roofline:
+    """The per-GPU step-time model of this plan (every term of :class:`latency.Roofline`)."""
+    tp = inputs.tp
+    per_param = resident * tp / weights.total_params if weights.total_params else 2.0
+    vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
+    moe = bool(weights.num_experts and weights.experts_per_token)
+    return latency.Roofline(
+        weights_bytes=resident,
+        active_params=weights.active_params / tp,
+        attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
+        q_heads=max(1, geo.num_attention_heads // tp),
+        head_dim=geo.head_dim,
+        peak_flops=device.peak_flops(compute_dtype),
+        bandwidth_bytes_s=device.bandwidth_bytes_s,
+        mfu=inputs.mfu,
+        mbu=inputs.mbu,
+        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
+        expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
+        num_experts=weights.num_experts,
+        experts_per_token=weights.experts_per_token,
+        expert_active_params=weights.expert_params * weights.experts_per_token / weights.num_experts / tp if moe else 0.0,
+        lm_head_params=vocab_params,
+        lm_head_bytes=vocab_params * per_param,
+        unread_bytes=0.0 if geo.tie_word_embeddings else vocab_params * per_param,
+        layers=geo.num_layers,
+        moe_layers=geo.num_layers if moe else 0,
+        hidden=geo.hidden_size,
+        layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
+        tp=tp,
+        ep=inputs.ep if moe else 1,
+        link_bytes_s=device.link_bytes_s,
+        link_latency_s=device.link_latency_us * 1e-6,
+        moe_scale=device.moe_efficiency,
+        eff=latency.FITTED,
+    )
 
 
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
@@ -317,22 +361,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
     attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
-    roof = latency.Roofline(
-        weights_bytes=resident,
-        active_params=weights.active_params / inputs.tp,
-        attn_layers=attn_layers,
-        q_heads=heads_gpu,
-        head_dim=geo.head_dim,
-        peak_flops=device.peak_flops(compute_dtype),
-        bandwidth_bytes_s=device.bandwidth_bytes_s,
-        mfu=inputs.mfu,
-        mbu=inputs.mbu,
-        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
-        expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
-        num_experts=weights.num_experts,
-        experts_per_token=weights.experts_per_token,
-    )
-
+    if weights.num_experts and inputs.tp % inputs.ep:
+        raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
+    roof = build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
     def kv_at(tokens: int) -> int:
         return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
 
@@ -365,7 +396,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
 
     # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
     cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
-    concurrency = max(1, min(inputs.sequences, limit) // replicas) if limit else 1
+    # latency at the requested load on the busiest replica (the same ceil split as memory), even
+    # when the load is not admitted: the plan marks it, never silently shows a smaller load
+    concurrency = per_rep_seqs
     est = latency.estimate(
         roof,
         ctx.input_tokens,
@@ -463,6 +496,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
         "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
         "decode_concurrency": concurrency,
+        "load_label": at_requests(concurrency),
+        "load_admitted": admitted,
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
         "prefill_tokens_per_second": est.prefill_tokens_per_second,
@@ -530,6 +565,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         cost=cost,
         work=work,
         notes=tuple(notes),
+        roof=roof,
     )
 
 
