@@ -298,6 +298,96 @@ class Roofline(Result):
         return self.prefill_flops(tokens) / self.weights_bytes if self.weights_bytes else 0.0
 
 
+DEFAULT_BATCH_TOKENS = 8192  # vLLM V1 max_num_batched_tokens for its API server on GPUs >= 70 GiB (arg_utils)
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum of floor((a i + b) / m) for i = 0..n-1 in O(log m) (the ACL floor_sum recursion)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b = divmod(y_max, m)
+        m, a = a, m
+
+
+def prefill_steps(prompt_tokens: int, requests: int, budget_tokens: int) -> float:
+    """Mean number of engine steps until a prompt's first token when ``requests`` prompts of
+    ``prompt_tokens`` arrive together at a token-budgeted, first-come continuous batcher.
+
+    Prompt k (1..N) completes at step ceil(k P / B), so the mean is (1/N) sum ceil(k P / B),
+    summed exactly in closed form (a floor sum). Requests that already have their first token
+    decode one token a step from the same budget; on average (N - 1) / 2 of them do while the
+    burst is prefilled, so B is reduced by that much. Checked against the simulator in
+    tests/test_latency.py.
+    """
+    p, n = max(1, prompt_tokens), max(1, requests)
+    b = max(1, budget_tokens - (n - 1) // 2) if n * p > budget_tokens else max(1, budget_tokens)
+    return _floor_sum(n, b, p, p + b - 1) / n
+
+
+@dataclass(frozen=True, slots=True)
+class Served(Result):
+    """Latency at the requested load under continuous batching with a token budget per step (ms).
+
+    TTFT: ``requests`` prompts arrive together (the worst moment of the load); prompts are
+    prefilled first come, ``budget_tokens`` per step (:func:`prefill_steps`), so a prompt waits
+    behind those ahead of it. ITL: every step decodes ``requests`` sequences and, in steady state,
+    also carries the prefill chunks of the prompts that replace finished requests, on average
+    requests x prompt / output tokens per step (at most the budget left after the decodes).
+    """
+
+    requests: int
+    budget_tokens: int
+    prefill_one_ms: float  # one prompt alone ("at 1 request")
+    prefill_served_ms: float  # mean time from arrival to the end of its prefill at this load
+    wait_ms: float  # prefill_served - prefill_one: the wait behind other prompts
+    steps: float
+    chunk_tokens: int
+    itl_one_ms: float  # decode step of one sequence ("at 1 request")
+    itl_decode_ms: float  # decode-only step at this load (static batch)
+    itl_ms: float  # with the mixed-in prefill chunks
+    mixed_prefill_tokens_per_step: float
+
+
+def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
+    """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
+    new = max(1, prompt_tokens - cached)
+    n = max(1, requests)
+    one = roof.prefill_s(new, cached)
+    attn_one = roof._attention_flops(new, cached)
+    steps = prefill_steps(new, n, budget_tokens)
+    chunk = min(budget_tokens, n * new)
+    share = chunk / new  # prompts' worth of tokens in one step
+    step = sum(roof.terms(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens).values())
+    prefill_served = max(one, steps * step)
+    decode = roof.decode_step_s(n, kv_mid, mid)
+    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)
+    span = (roof.attn_layers - len(roof.windows)) * mid + sum(min(mid, w) for w in roof.windows)
+    decode_attn = n * 4.0 * span * roof.q_heads * roof.head_dim
+    itl = sum(roof.terms(n + int(round(mixed)), n, n * kv_mid, decode_attn + mixed / new * attn_one).values()) if mixed else decode
+    return Served(
+        requests=n,
+        budget_tokens=budget_tokens,
+        prefill_one_ms=one * 1e3,
+        prefill_served_ms=prefill_served * 1e3,
+        wait_ms=(prefill_served - one) * 1e3,
+        steps=steps,
+        chunk_tokens=chunk,
+        itl_one_ms=roof.decode_step_s(1, kv_mid, mid) * 1e3,
+        itl_decode_ms=decode * 1e3,
+        itl_ms=itl * 1e3,
+        mixed_prefill_tokens_per_step=mixed,
+    )
+
+
 def estimate(
     roof: Roofline,
     prompt_tokens: int,
@@ -307,17 +397,21 @@ def estimate(
     kv_bytes_at: callable,  # tokens -> K/V bytes one sequence holds
     queue_ms: float = 0.0,
     preprocessing_ms: float = 0.0,
+    load: Served | None = None,
 ) -> LatencyReport:
     """Roofline latency by phase for one request among ``sequences`` concurrent ones.
 
     The prefill covers the prompt minus the expected cached prefix; the decode steps use the
-    mean context (prompt + half the output) and the K/V every active sequence holds then.
+    mean context (prompt + half the output) and the K/V every active sequence holds then. With
+    ``load`` (:func:`served`), the queue includes the wait behind the other prompts and the ITL
+    the prefill chunks mixed into decode steps.
     """
     cached = int(cached_prompt_tokens)
     prefill = roof.prefill_s(prompt_tokens - cached, cached) * 1000.0
     first = roof.decode_step_s(sequences, kv_bytes_at(prompt_tokens + 1), prompt_tokens + 1) * 1000.0
     mid = prompt_tokens + generated_tokens // 2
-    itl = roof.decode_step_s(sequences, kv_bytes_at(mid), mid) * 1000.0
+    itl = load.itl_ms if load else roof.decode_step_s(sequences, kv_bytes_at(mid), mid) * 1000.0
+    queue_ms += load.wait_ms if load else 0.0
     remaining = itl * (generated_tokens - 1)
     ttft = queue_ms + preprocessing_ms + prefill + first
     return LatencyReport(

@@ -65,6 +65,7 @@ class PlanInputs(BaseModel):
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
     ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
+    max_batched_tokens: int = Field(default=latency.DEFAULT_BATCH_TOKENS, ge=1, le=1 << 24)  # scheduler token budget per step
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
     workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
@@ -232,7 +233,7 @@ class Plan(Result):
                 "components": ctx.components,
             },
             "kv_cache": self.kv_cache,
-            "latency": self.latency.model_dump(),
+            "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity,
             "roofline": self.roofline,
@@ -299,7 +300,7 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         moe_scale=device.moe_efficiency,
         eff=latency.FITTED,
     )
-def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int) -> int:
+def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 
     Observed latencies are one measurement: the SLO admits everything or nothing. The roofline's
@@ -315,8 +316,9 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
     first_kv = kv_at(ctx.input_tokens + 1)
 
-    def ttft_ms(c: int) -> float:
-        return base + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
+    def ttft_ms(c: int) -> float:  # with the wait behind the other prompts at c requests
+        wait = load_at(c).wait_ms if load_at else 0.0
+        return base + wait + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
 
     hi = max(1, limit_memory // max(1, replicas))
     if ttft_ms(1) > slo:
@@ -401,8 +403,14 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     mid = ctx.input_tokens + generated // 2
     kv_mid = kv_at(mid)
 
+    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
+    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
+
+    def load_at(c: int) -> latency.Served:
+        return latency.served(roof, ctx.input_tokens, int(cached), generated, c, kv_mid, mid, inputs.max_batched_tokens)
+
     def itl_ms(c: int) -> float:
-        return roof.decode_step_s(c, kv_mid, mid) * 1000.0
+        return load_at(c).itl_ms
 
     limits = {"memory": limit_memory}
     if inputs.itl_slo_ms is not None:
@@ -419,18 +427,17 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
                     hi = m - 1
             limits["latency_slo"] = lo * replicas
     if inputs.ttft_slo_ms is not None:
-        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks)
+        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks, load_at)
     if inputs.max_num_seqs is not None:
         limits["runtime"] = inputs.max_num_seqs * replicas
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
     admitted, limit, binding, error = capacity.admission(inputs.sequences, limits)
 
-    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
-    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
     # latency at the requested load on the busiest replica (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
     concurrency = per_rep_seqs
+    load = load_at(concurrency)
     est = latency.estimate(
         roof,
         ctx.input_tokens,
@@ -440,6 +447,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         kv_at,
         queue_ms=inputs.queue_ms or 0.0,
         preprocessing_ms=inputs.preprocessing_ms or 0.0,
+        load=load,
     )
     if inputs.observed:
         for name in ("prefill_ms", "first_decode_ms"):
@@ -531,6 +539,18 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "load_label": at_requests(concurrency),
         "load_admitted": admitted,
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
+        "itl_ms_at_1_request": load.itl_one_ms,
+        "itl_ms_decode_only": load.itl_decode_ms,
+        "prefill_ms_at_1_request": load.prefill_one_ms,
+        "prefill_wait_ms": load.wait_ms,
+        "prefill_steps": load.steps,
+        "mixed_prefill_tokens_per_step": load.mixed_prefill_tokens_per_step,
+        "max_batched_tokens": inputs.max_batched_tokens,
+        "ep": roof.ep,
+        "decode_terms_ms": {k: v * 1e3 for k, v in roof.decode_terms(concurrency, kv_mid, mid).items()},
+        "prefill_terms_ms": {k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
+        "link_gb_s": device.link_gb_s,
+        "link_latency_us": device.link_latency_us,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
         "prefill_tokens_per_second": est.prefill_tokens_per_second,
         "ttft_slo_met": None if inputs.ttft_slo_ms is None else lat.time_to_first_token_ms <= inputs.ttft_slo_ms,
