@@ -198,3 +198,78 @@ def measured(config_json: str, gpu: str, tp: int, prompt_tokens: int, output_tok
         NotCovered: the database does not cover this GPU, family, dtype or shape.
     """
     return estimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep).estimate(prompt_tokens, output_tokens, batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison(Result):
+    """A plan's latency from measured kernels beside its roofline (ms), or why there is none.
+
+    Static figures on both sides, so they compare like for like: one prompt's prefill and one
+    sequence's decode step "at 1 request", and a static batch of the plan's requests per replica
+    "at N requests" (AIConfigurator's TTFT of N prompts prefilled together, its TPOT at N).
+    """
+
+    covered: bool
+    reason: str  # "" when covered; else the sentence saying what the database lacks
+    requests: int
+    source: str = ""
+    prefill_ms_at_1: float | None = None
+    itl_ms_at_1: float | None = None
+    ttft_ms_at_n: float | None = None
+    itl_ms_at_n: float | None = None
+    roofline_prefill_ms_at_1: float | None = None
+    roofline_itl_ms_at_1: float | None = None
+    roofline_itl_ms_at_n: float | None = None
+    measured_share: float | None = None  # of the decode time at N, from measured rows
+
+    def difference(self) -> dict[str, float]:
+        """roofline / measured for each figure both sides have."""
+        if not self.covered:
+            return {}
+        pairs = {
+            "prefill_at_1": (self.roofline_prefill_ms_at_1, self.prefill_ms_at_1),
+            "itl_at_1": (self.roofline_itl_ms_at_1, self.itl_ms_at_1),
+            "itl_at_n": (self.roofline_itl_ms_at_n, self.itl_ms_at_n),
+        }
+        return {k: r / m for k, (r, m) in pairs.items() if r and m}
+
+
+def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.PreparedModel
+    """Measured-kernel latency for ``plan`` of ``model`` (its model, GPU, tensor parallelism, dtypes, prompt,
+    output and requests per replica), or a :class:`Comparison` with ``covered=False`` and the reason.
+
+    Never raises for a gap in AIConfigurator's data; the first call per model and layout costs
+    about 1-2 s (import and database view), later ones well under a millisecond.
+    """
+    inputs, r = plan.inputs, plan.roofline
+    n = r["decode_concurrency"]
+    weight_dtype = "fp8" if inputs.weight_dtype == "fp8" else "bf16"
+    kv = inputs.kv_dtype
+    if plan.device.name not in SYSTEMS and plan.device.source == "user-provided":
+        return Comparison(covered=False, reason=f"a custom device has no measured kernels in AIConfigurator {VERSION}", requests=n)
+    why = coverage(plan.device.name, kv, weight_dtype)
+    if why is None and inputs.runtime != "vllm":
+        why = f"AIConfigurator's kernels are measured under vLLM; this plan's runtime is {inputs.runtime}"
+    if why:
+        return Comparison(covered=False, reason=why, requests=n)
+    prompt, output = plan.context.input_tokens, max(2, inputs.generated_tokens or inputs.output_tokens)
+    try:
+        config_json = json.dumps(model.config, sort_keys=True)
+        one = measured(config_json, plan.device.name, inputs.tp, prompt, output, 1, kv, weight_dtype, inputs.ep)
+        many = measured(config_json, plan.device.name, inputs.tp, prompt, output, n, kv, weight_dtype, inputs.ep) if n > 1 else one
+    except NotCovered as exc:
+        return Comparison(covered=False, reason=str(exc), requests=n)
+    return Comparison(
+        covered=True,
+        reason="",
+        requests=n,
+        source=f"aiconfigurator-core {VERSION}, {BACKEND} {one.version} database, {one.system}",
+        prefill_ms_at_1=one.prefill_ms,
+        itl_ms_at_1=one.itl_ms,
+        ttft_ms_at_n=many.prefill_ms,
+        itl_ms_at_n=many.itl_ms,
+        roofline_prefill_ms_at_1=r["prefill_ms_at_1_request"],
+        roofline_itl_ms_at_1=r["itl_ms_at_1_request"],
+        roofline_itl_ms_at_n=r["itl_ms_decode_only"],
+        measured_share=many.measured_share_decode,
+    )

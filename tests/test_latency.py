@@ -128,3 +128,18 @@ def test_measured_backend_says_plainly_what_it_does_not_cover():
     assert "int4" in measured.coverage("H100-SXM-80GB", kv_dtype="int4")
     with pytest.raises(measured.NotCovered, match="MI300X"):
         measured.estimator(json.dumps(load_preset("llama-3.1-8b"), sort_keys=True), "MI300X-192GB", 1)
+
+
+def test_cli_measured_backend_side_by_side_and_plain_refusal(capsys):
+    # AIConfigurator reads the config from a local folder: no network; first call ~2 s (import + database view)
+    out = _plan_json(capsys, "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--latency-model", "measured")
+    m = out["measured"]
+    assert m["covered"] is True and "h100_sxm" in m["source"] and m["requests"] == 8
+    assert m["roofline_prefill_ms_at_1"] == pytest.approx(out["roofline"]["prefill_ms_at_1_request"])
+    assert all(1 / 1.5 < v < 1.5 for v in m["roofline_over_measured"].values())
+    assert 0.85 < m["measured_share"] <= 1.0
+    refused = _plan_json(capsys, "--preset", "gemma-2-9b", "--gpu", "H100-SXM-80GB", "--latency-model", "measured")
+    assert refused["measured"]["covered"] is False and "Gemma2ForCausalLM is not supported" in refused["measured"]["reason"]
+    assert refused["latency"]["source"] == "roofline estimate"
+    assert main(["plan", "--preset", "llama-3.1-8b", "--gpu", "L4-24GB", "--latency-model", "measured"]) == 0
+    assert "measured     not available: AIConfigurator 0.12.0 has no vLLM kernel data for L4-24GB" in capsys.readouterr().out
