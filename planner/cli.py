@@ -176,7 +176,6 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--latency-model",
         choices=["roofline", "measured"],
-        default="roofline",
         help="roofline (default): the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (then roofline only)",
     )
 
@@ -257,7 +256,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         out = plan.summary()
         out["source"] = source
-        out["latency_model"] = args.latency_model
+        out["latency_model"] = args.latency_model or "roofline"
         if comparison is not None:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
         print(json.dumps(out, indent=2, default=str))

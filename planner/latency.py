@@ -429,6 +429,63 @@ def estimate(
     )
 
 
+TERM_LABELS = {
+    "dense_gemm": "dense GEMMs",
+    "lm_head": "LM head",
+    "moe": "MoE experts",
+    "attention": "attention",
+    "allreduce": "all-reduce",
+    "alltoall": "all-to-all",
+    "other": "norms and activations",
+}
+
+
+def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> list[str]:
+    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the app's
+    formulas panel and the PDF both print these). ``roofline``: :attr:`Plan.roofline`."""
+    r, e = roofline, roof.eff
+
+    def terms(d: dict[str, float]) -> str:
+        return " + ".join(f"{TERM_LABELS.get(k, k)} {v:,.3f}" for k, v in d.items()) + f" = {sum(d.values()):,.3f} ms"
+
+    at_n = r["load_label"] + ("" if r["load_admitted"] else " (not admitted)")
+    out = [
+        f"step model: peak {r['peak_tflops']:,.0f} TFLOP/s x MFU {r['mfu']:g}, HBM {r['bandwidth_gb_s']:,.0f} GB/s x MBU {r['mbu']:g}, "
+        f"link {r['link_gb_s']:,g} GB/s per direction + {r['link_latency_us']:g} us a message, TP {roof.tp}, EP {roof.ep}; each term = max(compute, memory) + fixed cost"
+        + (" (MFU/MBU from a probe calibration: they rescale the GEMM, MoE and attention compute and the weight and K/V reads; fixed costs and communication stay)" if calibrated else ""),
+        f"dense GEMMs = max({roof.weights_bytes - roof.expert_bytes - roof.lm_head_bytes - roof.unread_bytes:,.0f} B / (BW x MBU), 2 x params x T / (peak x MFU x T / (T + {e.gemm_tokens_half:g}))) + {roof.layers} layers x {e.gemm_layer_s * 1e6:.2f} us",
+        f"LM head = max({roof.lm_head_bytes:,.0f} B / (BW x MBU), 2 x {roof.lm_head_params:,.0f} params x logits / (peak x MFU)); logits: the last prompt token in a prefill, every sequence in a decode",
+    ]
+    if roof.expert_bytes:
+        out.append(
+            f"MoE = max({roof.expert_bytes:,.0f} B x (1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T) / (BW x MBU x {e.moe_mbu:g}), expert FLOPs / (peak x MFU x {e.moe_mfu:g} x {roof.moe_scale:g} x r / (r + {e.moe_tokens_per_expert_half:g}) x n / (n + {e.moe_width_half:g}))) "
+            f"+ {roof.moe_layers} layers x {e.moe_layer_s * 1e6:.2f} us; r = tokens per touched expert (at least {e.moe_tile:g}), n = expert width on this GPU {roof.expert_width:,.0f}"
+        )
+    out.append(
+        f"attention = max(K/V read / (BW x MBU x {e.attn_mbu:g}), FLOPs / (peak x MFU x {e.attn_mfu:g} x P / (P + {e.attn_tokens_half:g}))) + {roof.attn_layers} layers x {e.attn_layer_s * 1e6:.2f} us; K/V read = what each sequence holds (windows and latents included), P = prompt tokens"
+    )
+    if roof.tp > 1:
+        out.append(
+            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r['link_latency_us']:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
+        )
+        if roof.ep > 1:
+            out.append(
+                f"all-to-all = 2 x {roof.moe_layers} x ({r['link_latency_us']:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
+            )
+    out.append(f"norms and activations = {roof.layers} layers x ({e.layer_s * 1e6:.2f} us + T x {roof.layer_width:,.0f} x {roof.act_bytes} B x {e.elementwise_passes:g} / BW)")
+    out.append(f"prefill at 1 request = {terms(r['prefill_terms_ms'])}")
+    out.append(f"decode step {at_n} (T = {r['decode_concurrency']:,}) = {terms(r['decode_terms_ms'])}; at 1 request {r['itl_ms_at_1_request']:,.3f} ms")
+    out.append(
+        f"wait behind other prompts {at_n} = {r['prefill_steps']:,.2f} steps of up to {r['max_batched_tokens']:,} tokens (mean ceil(k x prompt / budget), k = 1..N) "
+        f"- one prompt's prefill = {r['prefill_wait_ms']:,.1f} ms (in the queue term of TTFT)"
+    )
+    out.append(
+        f"ITL {at_n} = decode step carrying {r['mixed_prefill_tokens_per_step']:,.0f} prefill tokens (N x prompt / output, at most the budget left) = {r['itl_ms_at_concurrency']:,.3f} ms "
+        f"(decode only {r['itl_ms_decode_only']:,.3f} ms)"
+    )
+    return out
+
+
 # --------------------------------------------------------------------------- work counts
 
 
