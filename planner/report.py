@@ -420,11 +420,9 @@ def _formulas(plan: Plan) -> list[str]:
         if generated > 1:
             out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
     else:
-        r = plan.roofline
-        out.append(
-            f"ITL = max((weights + c x K/V) / ({r['bandwidth_gb_s']:,g} GB/s x MBU {r['mbu']:g}), c x FLOPs per token / ({r['peak_tflops']:,g} TFLOP/s x MFU {r['mfu']:g})) "
-            f"with c = {r['decode_concurrency']:,} sequences per replica = {fmt_ms(lat.mean_inter_token_latency_ms)}"
-        )
+        from planner.latency import formula_lines
+
+        out += formula_lines(plan.roofline, plan.roof)
     out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
     out.append(
         f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
