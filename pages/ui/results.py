@@ -323,8 +323,12 @@ def card_memory(r: Shown) -> None:
     st.caption(" · ".join(extra))
 
 
+@st.fragment
 def card_chart_tabs(r: Shown) -> None:
-    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable)."""
+    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
+
+    A fragment: switching tabs or the log-scale toggle reruns only this card, not the page.
+    """
     plan, model = r.plan, r.model
     tabs = st.tabs(list(CHART_TABS), key="chart_tab", on_change="rerun")
     if tabs[0].open is not False:
