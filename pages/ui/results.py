@@ -290,7 +290,14 @@ CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
 
 
 def _chart(fig_fn, *args, key: str, what: str) -> None:
-    safe(lambda: st.plotly_chart(fig_fn(*args), config=charts.PLOT_CONFIG, key=key), what=what)
+    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`)."""
+
+    def draw() -> None:
+        fig = fig_fn(*args)
+        st.markdown(f"**{charts.title_of(fig)}**")
+        st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=key)
+
+    safe(draw, what=what)
 
 
 def card_headline(r: Shown) -> None:
