@@ -279,9 +279,11 @@ def render_formulas(plan: Plan) -> None:
     lines.append(
         f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
     )
-    lines.append(
-        f"\n**ITL** = max((weights {cap['model_resident_bytes']:,} B + c × K/V(n)) / ({fmt_num(r['bandwidth_gb_s'])} GB/s × MBU {r['mbu']:g}), c × FLOPs per token(n) / ({fmt_num(r['peak_tflops'])} TFLOP/s × MFU {r['mfu']:g})) at c = {r['decode_concurrency']:,}, n = input + half the output = **{r['itl_ms_at_concurrency']:,.2f} ms**"
-    )
+    if lat.source != "observed" and plan.roof is not None:
+        from planner.latency import formula_lines
+
+        lines.append("\n**Latency, term by term** (roofline; every figure labelled at 1 request or at N requests):")
+        lines += [f"- {line}" for line in formula_lines(r, plan.roof)]
     lines.append(
         f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
     )
@@ -300,7 +302,14 @@ CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
 
 
 def _chart(fig_fn, *args, key: str, what: str) -> None:
-    safe(lambda: st.plotly_chart(fig_fn(*args), config=charts.PLOT_CONFIG, key=key), what=what)
+    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`)."""
+
+    def draw() -> None:
+        fig = fig_fn(*args)
+        st.markdown(f"**{charts.title_of(fig)}**")
+        st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=key)
+
+    safe(draw, what=what)
 
 
 def card_headline(r: Shown) -> None:
@@ -333,8 +342,12 @@ def card_memory(r: Shown) -> None:
     st.caption(" · ".join(extra))
 
 
+@st.fragment
 def card_chart_tabs(r: Shown) -> None:
-    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable)."""
+    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
+
+    A fragment: switching tabs or the log-scale toggle reruns only this card, not the page.
+    """
     plan, model = r.plan, r.model
     tabs = st.tabs(list(CHART_TABS), key="chart_tab", on_change="rerun")
     if tabs[0].open is not False:
