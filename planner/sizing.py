@@ -6,7 +6,7 @@ the memory ceiling (the engine's own admission), the ITL SLO (the latency model'
 the TTFT SLO and any runtime limit. The workload then fixes the replica count:
 
 * ``users`` concurrent sequences: ``replicas = ceil(users / max_num_seqs)``;
-* ``rate`` requests/s: a replica sustains ``min(c / e2e, 1 / (prefill + output x ITL / c))``
+* ``rate`` requests/s: a replica sustains ``min(c / e2e, 1 / (prefill + first decode + output x ITL / c))``
   requests/s at concurrency ``c`` (Little's law, and the GPU time each request takes), and
   ``replicas = ceil(rate / that)``.
 
@@ -190,7 +190,8 @@ class _Candidate:
         at_limit = self.plan(1, limit).latency
         e2e_s = at_limit.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf
-        busy_s = (at_limit.time_to_first_token_ms + at_limit.mean_inter_token_latency_ms * max(0, self._output() - 1) / limit) / 1e3
+        # GPU time one request takes: its own prefill (not the wait behind others in TTFT) and its share of decode steps
+        busy_s = (at_limit.prefill_ms + at_limit.first_decode_ms + at_limit.mean_inter_token_latency_ms * max(0, self._output() - 1) / limit) / 1e3
         gpu_bound = 1 / busy_s if busy_s > 0 else math.inf
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
