@@ -38,6 +38,7 @@ MAX_USERS = 10_000_000
 MAX_RATE = 1e6
 CAPACITY_TOLERANCE = 0.10  # bisection stops when the bracket is within 10 % of its top
 CAPACITY_MAX_RUNS = 6
+SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of a deployment
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
 # Observed latencies describe one measured deployment, not the candidates: they are dropped too.
 _SEARCHED = (
@@ -377,28 +378,33 @@ def capacity_search(
     SLOs, finishes every request and is not overloaded (Vidur-style search: bracket, then bisect
     until the bracket is within ``tolerance`` of its top or ``max_runs`` simulations ran).
 
-    The simulation uses the plan's pool and step cost per replica, ``max_num_seqs`` per replica,
-    chunked prefill and the least-outstanding-tokens router; prompts and outputs are the plan's.
+    The replicas are identical, so at most ``SIM_REPLICAS`` of them are simulated behind the
+    least-outstanding-tokens router with their share of the arrivals, and the rate found is scaled
+    back to the whole deployment (a larger pool balances at least as well, so this errs low). Each
+    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill; prompts and
+    outputs are the plan's.
     """
     from planner import simulate as sim
 
     plan = compute_plan(make_inputs(**rec.plan_values), model)
     cost, blocks = sim.from_plan(plan)
-    n = requests or min(400, 80 * (rec.replicas + 1))
+    n = requests or 160
+    replicas = rec.replicas
+    simulated = min(replicas, SIM_REPLICAS)
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,
         max_num_seqs=rec.max_num_seqs,
-        replicas=rec.replicas,
-        router="least-outstanding-tokens",
         policy="chunked",
+        replicas=simulated,
+        router="least-outstanding-tokens",
         time_budget_s=10,
     )
     prompt, output = plan.context.input_tokens, plan.context.reserved_output_tokens
     seen: dict[float, tuple[bool, float, float]] = {}
 
     def run(rate: float) -> bool:
-        r = sim.simulate(sim.poisson_requests(rate, n, prompt, output, seed=seed), cfg, cost)
+        r = sim.simulate(sim.poisson_requests(rate * simulated / replicas, n, prompt, output, seed=seed), cfg, cost)
         ok = (
             r.requests_completed == n
             and not r.overload.overloaded
@@ -423,8 +429,8 @@ def capacity_search(
     width = (hi - lo) / hi if hi > 0 else 0.0
     if lo > 0:
         _ok, ttft, itl = seen[lo]
-        note = f"{len(seen)} simulations of {n:,} requests; holds at {lo:,.3g} req/s, misses at {hi:,.3g} req/s (bracket {width:.0%})"
+        note = f"{len(seen)} simulations of {n:,} requests on {simulated} of {replicas} replica{'s' if replicas > 1 else ''}; holds at {lo:,.3g} req/s, misses at {hi:,.3g} req/s (bracket {width:.0%})"
         return CapacityResult(max_rate_per_s=lo, runs=len(seen), tolerance=width, requests_per_run=n, ttft_p95_ms=ttft, itl_p95_ms=itl, note=note)
     low = min(seen)
-    note = f"{len(seen)} simulations of {n:,} requests; misses the SLOs even at {low:,.3g} req/s (p95 TTFT {seen[low][1]:,.0f} ms, p95 ITL {seen[low][2]:,.1f} ms)"
+    note = f"{len(seen)} simulations of {n:,} requests on {simulated} of {replicas} replica{'s' if replicas > 1 else ''}; misses the SLOs even at {low:,.3g} req/s (p95 TTFT {seen[low][1]:,.0f} ms, p95 ITL {seen[low][2]:,.1f} ms)"
     return CapacityResult(max_rate_per_s=0.0, runs=len(seen), tolerance=width, requests_per_run=n, ttft_p95_ms=None, itl_p95_ms=None, note=note)
