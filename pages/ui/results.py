@@ -133,23 +133,27 @@ def render_metrics(plan: Plan) -> None:
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
+    at = plan.roofline["load_label"] + ("" if plan.roofline["load_admitted"] else " (not admitted)")
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        delta=None if ttft_slo is None else (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
-        delta_color="green" if met else "red",
+        delta=at if ttft_slo is None else at + " · " + (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
+        delta_color="gray" if ttft_slo is None else "green" if met else "red",
         delta_arrow="off",
-        help=f"Time to first token ({lat.source}).",
+        help=f"Time to first token {at} ({lat.source})"
+        + ("" if lat.source == "observed" else f", including {fmt_ms(plan.roofline['prefill_wait_ms'])} waiting behind the other prompts; at 1 request the prefill is {fmt_ms(plan.roofline['prefill_ms_at_1_request'])}.")
+        + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
     )
     itl_slo = plan.inputs.itl_slo_ms
     itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        delta=None if itl_slo is None else (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
-        delta_color="green" if itl_ok else "red",
+        delta=at if itl_slo is None else at + " · " + (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
+        delta_color="gray" if itl_slo is None else "green" if itl_ok else "red",
         delta_arrow="off",
-        help=f"Mean inter-token latency at {plan.roofline['decode_concurrency']:,} concurrent sequences per replica ({lat.source}).",
+        help=f"Mean inter-token latency {at} per replica ({lat.source})"
+        + ("." if lat.source == "observed" else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(plan.roofline['itl_ms_at_1_request'])}."),
     )
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     row2[1].metric(
@@ -299,6 +303,37 @@ def card_headline(r: Shown) -> None:
     admission_badge(r.plan)
 
 
+def card_latency_models(r: Shown) -> None:
+    """Roofline or roofline + measured kernels (AIConfigurator) side by side with their ratio."""
+    plan = r.plan
+    if plan.latency.source == "observed":
+        return
+    measured_on = st.toggle(
+        "Latency model: roofline + measured kernels",
+        key="latency_model_measured",
+        value=False,
+        help="Off: the planner's roofline (fitted to measured kernels). On: also NVIDIA AIConfigurator's database of measured kernel timings (vLLM), side by side; where it has no data for this GPU, model family or dtype, it says so and the roofline stands.",
+    )
+    if not measured_on:
+        return
+    from planner import measured  # lazy: the first paint never loads it
+
+    with st.spinner("Loading AIConfigurator's measured kernels (first time about 2 s)…"):
+        cmp = measured.compare(plan, r.model)
+    if not cmp.covered:
+        st.info(f"Measured kernels not available: {cmp.reason}. Showing the roofline only.", icon=":material/info:")
+        return
+    n = plan.roofline["load_label"]
+    ratio = cmp.difference()
+    rows = [
+        ("Prefill, one prompt (at 1 request)", cmp.roofline_prefill_ms_at_1, cmp.prefill_ms_at_1, ratio.get("prefill_at_1")),
+        ("ITL (at 1 request)", cmp.roofline_itl_ms_at_1, cmp.itl_ms_at_1, ratio.get("itl_at_1")),
+        (f"ITL, static batch ({n})", cmp.roofline_itl_ms_at_n, cmp.itl_ms_at_n, ratio.get("itl_at_n")),
+    ]
+    st.table({"figure": [x[0] for x in rows], "roofline": [fmt_ms(x[1]) for x in rows], "measured": [fmt_ms(x[2]) for x in rows], "roofline ÷ measured": [f"{x[3]:.2f}×" if x[3] else "–" for x in rows]})
+    st.caption(f"Measured: {cmp.source}; {cmp.measured_share:.0%} of the decode time from measured rows (the rest AIConfigurator's own estimates). Static batches on both sides; the headline TTFT/ITL add the served queue and prefill chunks.")
+
+
 def card_geometry(r: Shown) -> None:
     render_geometry(r.plan, r.ref, r.notes)
 
@@ -362,6 +397,7 @@ def render_results(r: Shown) -> None:
     To add a card, write a ``card_*`` function above and call it here where it belongs.
     """
     card_headline(r)
+    safe(card_latency_models, r, what="the measured-kernel comparison")
     first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:
