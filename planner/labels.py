@@ -29,6 +29,8 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "device_bf16_tflops": ("Custom bf16 peak", "TFLOP/s", "dense bf16 peak of the custom device; empty: 100 TFLOP/s"),
     "gpu_count": ("GPUs", "", "GPUs in the deployment, a multiple of TP"),
     "tp": ("Tensor parallel (TP)", "", "GPUs per replica; must divide the attention heads"),
+    "ep": ("Expert parallel (EP)", "", "GPUs one replica's MoE experts spread over (all-to-all instead of the MoE all-reduce); divides TP; 1: experts split by TP"),
+    "max_batched_tokens": ("Batch token budget", "tokens", "tokens the scheduler runs per engine step (vLLM max_num_batched_tokens); sets the served TTFT wait and ITL prefill chunks"),
     "headroom_bp": ("Headroom", "basis points", "share of device memory kept free (1,000 = 10 %)"),
     "model_resident_gib": ("Model resident per GPU", "GiB", "weight bytes per GPU; empty: the weights estimate / TP"),
     "workspace_gib": ("Workspace", "GiB", "activations, CUDA graphs and runtime buffers outside the KV pool, per GPU"),
