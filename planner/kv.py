@@ -97,6 +97,7 @@ class KVSpec(BaseModel):
     kv_dtype: str
     bytes_per_token_per_layer: int
     chunk_as_window: bool = False  # transformers caches chunked layers as a sliding window
+    cache: str = "kv"  # what each layer holds: "kv" (K and V), "latent" (MLA) or "indexer" (sparse-attention keys)
 
     @property
     def bytes_per_token(self) -> int:
@@ -172,8 +173,12 @@ class InspectReport(BaseModel):
     notes: tuple[str, ...]
 
 
-def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: str = "vllm") -> tuple[KVSpec, ...]:
-    """Group the cached layers of ``geo`` into one :class:`KVSpec` per (kind, window).
+def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: str = "vllm", mtp: bool = False) -> tuple[KVSpec, ...]:
+    """Group the cached layers of ``geo`` into one :class:`KVSpec` per (kind, window, shape).
+
+    ``mtp`` adds the layers of the model's next-token-prediction modules, which an engine
+    caches when MTP speculative decoding is on. A sparse-attention indexer is one more spec
+    (``cache="indexer"``) that knows its own bytes.
 
     Raises:
         PlannerError: unknown ``kv_dtype`` or ``runtime``, or an invalid ``tp`` (see :func:`check_tp`).
@@ -183,7 +188,7 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         raise PlannerError("runtime", runtime, f"unknown runtime; choose one of {', '.join(RUNTIMES)}")
     check_tp(geo, tp)
     groups: dict[tuple[str, int | None, int, int, int], int] = {}
-    for layer in geo.layers:
+    for layer in geo.layers + (geo.mtp_layers if mtp else ()):
         if layer.kind in ("mamba", "linear_attention", "none"):
             continue
         key = (layer.kind, layer.window, layer.kv_heads, layer.k_head_dim, layer.v_head_dim)
@@ -194,7 +199,7 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         if geo.mla is not None and kind != "cross":
             if runtime in ("vllm", "transformers-latent"):
                 latent = geo.mla.latent_dim
-                specs.append(KVSpec(kind=kind, num_layers=count, window=window, latent=True, kv_heads_per_gpu=1, k_head_dim=latent, v_head_dim=0, kv_dtype=kv_dtype, bytes_per_token_per_layer=vector_bytes(latent, kv_dtype)))
+                specs.append(KVSpec(kind=kind, num_layers=count, window=window, latent=True, kv_heads_per_gpu=1, k_head_dim=latent, v_head_dim=0, kv_dtype=kv_dtype, bytes_per_token_per_layer=vector_bytes(latent, kv_dtype), cache="latent"))
                 continue
             heads = geo.num_attention_heads // tp
             per = heads * (vector_bytes(k_dim, kv_dtype) + vector_bytes(v_dim, kv_dtype))
@@ -203,6 +208,13 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         per_gpu = max(1, kv_heads // tp)
         per = per_gpu * (vector_bytes(k_dim, kv_dtype) + vector_bytes(v_dim, kv_dtype))
         specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=per_gpu, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per, chunk_as_window=as_window))
+    indexer = geo.indexer
+    if indexer is not None and runtime == "vllm":
+        # vLLM 0.33 deepseek_v2.py DeepseekV32IndexerCache: fp8 keys + fp32 scales (uint8 tensor),
+        # one head, not split by tensor parallelism, whatever the K/V dtype
+        count = len(indexer.layers) + (geo.mtp_indexer_layers if mtp else 0)
+        if count:
+            specs.append(KVSpec(kind="full", num_layers=count, kv_heads_per_gpu=1, k_head_dim=indexer.head_dim, v_head_dim=0, kv_dtype="fp8", bytes_per_token_per_layer=indexer.bytes_per_token_per_layer, cache="indexer"))
     return tuple(specs)
 
 
@@ -210,14 +222,15 @@ def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
     """Recurrent state of Mamba and linear-attention layers per sequence on one GPU.
 
     Counted in 16-bit (the serving dtype of bf16/fp16 and, by vLLM's default, float32
-    checkpoints), split evenly over ``tp``.
+    checkpoints), the SSM part in float32 where the config asks for it (``mamba_ssm_cache_dtype``),
+    split evenly over ``tp``.
     """
     elem = 2
     total = 0
     for spec, kind in ((geo.mamba, "mamba"), (geo.linear, "linear_attention")):
         if spec is not None:
             n = sum(1 for layer in geo.layers if layer.kind == kind)
-            total += n * (spec.conv_elements + spec.ssm_elements) * elem
+            total += n * (spec.conv_elements * elem + spec.ssm_elements * spec.ssm_element_bytes)
     return -(-total // tp)
 
 

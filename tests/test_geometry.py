@@ -314,8 +314,8 @@ def test_bad_config_text(text, why):
 
 
 def test_oversized_config_refused():
-    big = json.dumps({"num_hidden_layers": 2, "pad": "x" * (1024 * 1024)})
-    with pytest.raises(ConfigError, match="larger than 1,048,576 bytes"):
+    big = json.dumps({"num_hidden_layers": 2, "pad": "x" * (16 * 1024 * 1024)})
+    with pytest.raises(ConfigError, match="larger than 16,777,216 bytes"):
         parse_config_text(big)
 
 
