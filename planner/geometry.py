@@ -112,6 +112,37 @@ class IndexerSpec(BaseModel):
         return self.head_dim + -(-self.head_dim // INDEXER_QUANT_BLOCK) * 4
 
 
+class CompressedSpec(BaseModel):
+    """DeepSeek-V4 compressed sparse attention (``compress_ratios``, ``sliding_window``).
+
+    vLLM 0.33 ``layers/deepseek_v4_attention.py``: every layer keeps a sliding-window cache
+    (``DeepseekV4SWACache``) of the last ``window`` tokens, and a layer with compress ratio r > 1
+    also keeps one compressed entry per r tokens (``DeepseekV4MLAAttention``, C4A / C128A). Both
+    hold one ``head_dim`` head in vLLM's fixed FP8 sparse layout: (head_dim - rope) fp8 NoPE values,
+    rope bf16 values, one scale byte per 64 NoPE values and one pad byte (584 B for 512 / 64),
+    whatever ``--kv-cache-dtype`` says. Ratio-4 layers also own an indexer whose keys are
+    compressed by 4 (``DeepseekV4Indexer``, 132 B per entry).
+    """
+
+    model_config = _FROZEN
+
+    window: int
+    head_dim: int
+    rope_dim: int
+    ratios: tuple[int, ...]  # per decoder layer; 0 (or 1) means sliding window only
+    mtp_ratios: tuple[int, ...] = ()
+    index_head_dim: int = 0  # 0: no indexer
+
+    @property
+    def index_entry_bytes(self) -> int:
+        return self.index_head_dim + -(-self.index_head_dim // INDEXER_QUANT_BLOCK) * 4
+
+    @property
+    def entry_bytes(self) -> int:
+        nope = self.head_dim - self.rope_dim
+        return nope + self.rope_dim * 2 + nope // 64 + 1
+
+
 class StateSpec(BaseModel):
     """Recurrent state of one Mamba or linear-attention layer, per sequence, in elements."""
 
@@ -146,6 +177,7 @@ class ModelGeometry(BaseModel):
     mamba: StateSpec | None = None
     linear: StateSpec | None = None
     indexer: IndexerSpec | None = None
+    compressed: CompressedSpec | None = None
     layers: tuple[LayerSpec, ...]
     # layers of the multi-token-prediction (MTP) modules (num_nextn_predict_layers): an engine
     # caches them only when MTP speculative decoding is on (vLLM --speculative-config method=mtp)
@@ -327,7 +359,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
     block_configs = cfg.get("block_configs")
     linear_cfg = cfg.get("linear_attn_config")
     # an explicit per-layer list wins over the Llama 4 chunk and the sliding-pattern class defaults
-    explicit = any(v is not None for v in (block_types, mimo_pattern, block_configs)) or isinstance(linear_cfg, dict)
+    explicit = any(v is not None for v in (block_types, mimo_pattern, block_configs)) or isinstance(linear_cfg, dict) or isinstance(cfg.get("compress_ratios"), list)
     if block_types is not None and layer_types is None:
         # Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name
         names = _str_list(block_types, n, f"{where}layers_block_type")
@@ -353,6 +385,9 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
             if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
                 kinds[i] = "none"
         notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
+    elif isinstance(cfg.get("compress_ratios"), list) and layer_types is None:
+        # DeepSeek-V4: every layer has a sliding-window cache; the compressed part is CompressedSpec
+        kinds = ["sliding"] * n
     elif isinstance(linear_cfg, dict) and layer_types is None:
         # Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
         # (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA
@@ -605,6 +640,31 @@ def _indexer(cfg: dict, n: int, kinds: list[str], where: str, notes: list[str]) 
     return spec
 
 
+def _compressed(cfg: dict, n: int, head_dim: int, where: str, notes: list[str]) -> CompressedSpec | None:
+    """DeepSeek-V4's compress_ratios (n entries, plus one per MTP layer in the released configs)."""
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list):
+        return None
+    if len(ratios) < n:
+        raise ConfigError(f"{where}compress_ratios", f"{len(ratios)} entries", f"must list at least num_hidden_layers={n} ratios")
+    for i, r in enumerate(ratios):
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0 or r > MAX_POSITIONS:
+            raise ConfigError(f"{where}compress_ratios[{i}]", r, "must be a non-negative integer (0: sliding window only)")
+    window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS) or 128
+    rope = _optional_int(cfg, "qk_rope_head_dim", where=where) or 64
+    if rope >= head_dim:
+        raise ConfigError(f"{where}qk_rope_head_dim", rope, f"must be below head_dim={head_dim}")
+    index_dim = _optional_int(cfg, "index_head_dim", where=where) or 0
+    spec = CompressedSpec(window=window, head_dim=head_dim, rope_dim=rope, ratios=tuple(ratios[:n]), mtp_ratios=tuple(ratios[n:]), index_head_dim=index_dim)
+    by_ratio = Counter(r for r in spec.ratios if r > 1)
+    parts = ", ".join(f"{c} layers 1 entry per {r} tokens" for r, c in sorted(by_ratio.items()))
+    notes.append(f"DeepSeek-V4 compressed sparse attention: every layer keeps the last {window} tokens, {parts}; "
+                 f"{spec.entry_bytes} B per entry in vLLM's FP8 sparse layout whatever the KV dtype; ratio-4 layers add a "
+                 f"{index_dim}-dim indexer compressed by 4; hash layers (num_hash_layers) "
+                 "only change MoE routing; the compressors' per-sequence state is not counted")
+    return spec
+
+
 def _mtp_layers(cfg: dict, layers: list[LayerSpec], indexer: IndexerSpec | None, where: str, notes: list[str]) -> tuple[tuple[LayerSpec, ...], int]:
     """The cached layers of the next-token-prediction modules (num_nextn_predict_layers).
 
@@ -721,7 +781,8 @@ def _parse_cached(canonical: str) -> ModelGeometry:
     cached_heads = {layer.kv_heads for layer in layers if layer.kv_heads}
     if mla is None and cached_heads and kv_heads not in cached_heads:
         kv_heads = max(cached_heads)  # e.g. Nemotron-NAS: num_key_value_heads is null, the blocks say
-    indexer = _indexer(cfg, n_layers, kinds, where, notes)
+    compressed = _compressed(cfg, n_layers, head_dim, where, notes)
+    indexer = None if compressed else _indexer(cfg, n_layers, kinds, where, notes)
     mtp_layers, mtp_indexer = _mtp_layers(cfg, layers, indexer, where, notes)
     if not any(layer.kind in ("full", "sliding", "chunked", "mla") for layer in layers) and not (mamba or linear):
         raise ConfigError(f"{where}layer_types", "no attention layers", "the config has no layer that holds a cache or state")
@@ -762,6 +823,7 @@ def _parse_cached(canonical: str) -> ModelGeometry:
         mamba=mamba,
         linear=linear,
         indexer=indexer,
+        compressed=compressed,
         layers=tuple(layers),
         mtp_layers=mtp_layers,
         mtp_indexer_layers=mtp_indexer,

@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from planner.errors import PlannerError
-from planner.geometry import ModelGeometry, parse_geometry
+from planner.geometry import CompressedSpec, ModelGeometry, parse_geometry
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 Runtime = Literal["vllm", "transformers", "transformers-latent"]
@@ -97,11 +97,13 @@ class KVSpec(BaseModel):
     kv_dtype: str
     bytes_per_token_per_layer: int
     chunk_as_window: bool = False  # transformers caches chunked layers as a sliding window
-    cache: str = "kv"  # what each layer holds: "kv" (K and V), "latent" (MLA) or "indexer" (sparse-attention keys)
+    cache: str = "kv"  # "kv" (K and V), "latent" (MLA), "indexer" (sparse-attention keys), "swa" or "compressed" (DeepSeek-V4)
+    compress_ratio: int = 1  # one cached entry per this many tokens (DeepSeek-V4 C4A/C128A layers and their indexer)
 
     @property
     def bytes_per_token(self) -> int:
-        return self.bytes_per_token_per_layer * self.num_layers
+        """Growth per token; for a compressed group, the entry bytes / ratio rounded up."""
+        return -(-self.bytes_per_token_per_layer * self.num_layers // self.compress_ratio)
 
     @property
     def grows_per_token(self) -> bool:
@@ -121,16 +123,22 @@ class KVSpec(BaseModel):
         return 0  # cross-attention holds encoder states, not text tokens
 
     def bytes_at(self, tokens: int) -> int:
+        if self.compress_ratio > 1:  # whole groups of r tokens are compressed into one entry
+            return self.bytes_per_token_per_layer * self.num_layers * (self.tokens_held(tokens) // self.compress_ratio)
         return self.bytes_per_token * self.tokens_held(tokens)
 
     def peak_bytes(self, tokens: int) -> int:
         """The most this group holds at any length up to ``tokens`` (what a reservation must cover):
         a chunked layer peaks at a full chunk, min(tokens, C), though it holds tokens mod C now."""
+        if self.compress_ratio > 1:
+            return self.bytes_at(tokens)
         held = min(tokens, self.window or tokens) if self.kind == "chunked" else self.tokens_held(tokens)
         return self.bytes_per_token * held
 
     def page_bytes(self, block_tokens: int) -> int:
         """Bytes of one block of ``block_tokens`` positions across this group's layers."""
+        if self.compress_ratio > 1:
+            return self.bytes_per_token_per_layer * self.num_layers * -(-block_tokens // self.compress_ratio)
         return self.bytes_per_token * block_tokens
 
     def blocks(self, tokens: int, block_tokens: int) -> int:
@@ -187,6 +195,8 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
     if runtime not in RUNTIMES:
         raise PlannerError("runtime", runtime, f"unknown runtime; choose one of {', '.join(RUNTIMES)}")
     check_tp(geo, tp)
+    if geo.compressed is not None:
+        return _compressed_specs(geo.compressed, mtp)
     groups: dict[tuple[str, int | None, int, int, int], int] = {}
     for layer in geo.layers + (geo.mtp_layers if mtp else ()):
         if layer.kind in ("mamba", "linear_attention", "none"):
@@ -215,6 +225,25 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         count = len(indexer.layers) + (geo.mtp_indexer_layers if mtp else 0)
         if count:
             specs.append(KVSpec(kind="full", num_layers=count, kv_heads_per_gpu=1, k_head_dim=indexer.head_dim, v_head_dim=0, kv_dtype="fp8", bytes_per_token_per_layer=indexer.bytes_per_token_per_layer, cache="indexer"))
+    return tuple(specs)
+
+
+def _compressed_specs(comp: CompressedSpec, mtp: bool) -> tuple[KVSpec, ...]:
+    """DeepSeek-V4 (see :class:`planner.geometry.CompressedSpec`): a sliding-window group over every
+    layer, one compressed group per ratio, and the ratio-4 layers' indexer. vLLM keeps one latent
+    head, not split by tensor parallelism, in its own FP8 layout whatever the KV dtype."""
+    ratios = comp.ratios + (comp.mtp_ratios if mtp else ())
+    entry = comp.entry_bytes
+    specs = [KVSpec(kind="sliding", num_layers=len(ratios), window=comp.window, latent=True, kv_heads_per_gpu=1, k_head_dim=comp.head_dim, v_head_dim=0,
+                    kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="swa")]
+    for ratio in sorted({r for r in ratios if r > 1}):
+        count = sum(1 for r in ratios if r == ratio)
+        specs.append(KVSpec(kind="full", num_layers=count, latent=True, kv_heads_per_gpu=1, k_head_dim=comp.head_dim, v_head_dim=0,
+                            kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="compressed", compress_ratio=ratio))
+    indexed = sum(1 for r in ratios if r == 4)
+    if indexed and comp.index_head_dim:
+        specs.append(KVSpec(kind="full", num_layers=indexed, kv_heads_per_gpu=1, k_head_dim=comp.index_head_dim, v_head_dim=0,
+                            kv_dtype="fp8", bytes_per_token_per_layer=comp.index_entry_bytes, cache="indexer", compress_ratio=4))
     return tuple(specs)
 
 

@@ -153,6 +153,13 @@ CASES: dict[str, tuple[str, int, dict[str, int], int, int]] = {
     # Qwen3.5-397B-A17B: full every 4th of 60 = 15 full, 45 linear; 2 x 15 x 2 KV heads x 256 x 2 B
     # = 30,720; x 8000 = 245,760,000
     "qwen3.5-397b-a17b": ("Qwen/Qwen3.5-397B-A17B", 30_720, {"full": 15, "linear_attention": 45}, 8000, 245_760_000),
+    # DeepSeek-V4-Flash: 43 layers, compress_ratios[:43] = 0, 0, then 4/128 alternating -> 21 C4A,
+    # 20 C128A layers; one 512-dim head in vLLM's FP8 sparse layout: 448 fp8 + 64 x 2 B rope + 448/64
+    # scale bytes + 1 pad = 584 B per entry, whatever the KV dtype. Per token: 21 x 584 / 4 = 3066
+    # + 20 x 584 / 128 = 91.25 (rounded up: 92) + indexer 21 x 132 / 4 = 693 -> 3851.
+    # At T=8000: window 43 x 584 x 128 = 3,214,336 + 21 x 584 x 2000 = 24,528,000
+    # + 20 x 584 x 62 (8000 // 128) = 724,160 + 21 x 132 x 2000 = 5,544,000 -> 34,010,496
+    "deepseek-v4-flash": ("deepseek-ai/DeepSeek-V4-Flash", 3851, {"sliding": 43}, 8000, 34_010_496),
     # MiniMax-M3: 60 layers x 2 x 4 KV heads x 128 x 2 B = 122,880; x 8000 = 983,040,000
     "minimax-m3": ("MiniMaxAI/MiniMax-M3", 122_880, {"full": 60}, 8000, 983_040_000),
 }
