@@ -106,7 +106,7 @@ ROWS = (
     ("Model", lambda p, lab: lab),
     ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity['gpu_count']:,}"),
     ("TP", lambda p, lab: f"{p.capacity['tp']:,}"),
-    ("KV dtype", lambda p, lab: p.inputs.kv_dtype),
+    ("KV dtype", lambda p, lab: p.inspect.kv_dtype),
     ("Runtime", lambda p, lab: p.inputs.runtime),
     ("KV bytes / token", lambda p, lab: C.fmt_bytes_exact(p.kv_cache["bytes_per_token_per_sequence"])),
     ("MiB / reserved sequence", lambda p, lab: f"{C.fmt_num(p.kv_cache['mib_per_reserved_sequence'])} MiB"),

@@ -13,6 +13,7 @@ import streamlit as st
 
 from pages import common as C
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
+from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
 from planner.plan import Plan, PreparedModel, grid_limits, itl_curve
@@ -31,7 +32,7 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "runtime", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -49,6 +50,7 @@ LABELS = {
     "encoder_tokens": "Image (encoder) tokens per request",
     "max_context": "Maximum context",
     "kv_dtype": "KV cache dtype",
+    "mtp": "MTP speculative decoding",
     "runtime": "Runtime semantics",
     "reservation": "Reservation mode",
     "block_tokens": "Block size (tokens)",
@@ -125,6 +127,16 @@ def _select(key: str, options, err_key, err, *, format_func=str, help=None, disa
     _error_below(key, err_key, err)
 
 
+def _kv_dtype_label(model: PreparedModel, choice: str) -> str:
+    if choice != "auto":
+        return f"{choice} ({KV_DTYPE_BITS[choice]}-bit)"
+    try:
+        dtype, source = model.kv_dtype("auto")
+    except PlannerError as exc:
+        return f"auto ({exc.reason})"
+    return f"auto → {dtype} ({source.removeprefix('auto: ')})"
+
+
 def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) -> None:
     """All plan controls, grouped; an error appears under the control that caused it."""
 
@@ -176,7 +188,11 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("cache", "KV cache", ":material/memory:", True)
     if opened(exp):
         with exp:
-            _select("kv_dtype", list(KV_DTYPE_BITS), err_key, err, format_func=lambda d: f"{d} ({KV_DTYPE_BITS[d]}-bit)", help="Element type of cached keys and values; int8/int4 add a scale and zero-point per 64 elements.")
+            _select("kv_dtype", ["auto", *KV_DTYPE_BITS], err_key, err, format_func=lambda d: _kv_dtype_label(model, d),
+                    help="Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's --kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements.")
+            if model.geometry.mtp_layers or (model.geometry.compressed and model.geometry.compressed.mtp_ratios):
+                st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
+                _error_below("mtp", err_key, err)
             _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(BLOCK_SIZES)
@@ -267,12 +283,12 @@ def render_metrics(plan: Plan) -> None:
         delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
         help_text = (
             f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
-            f"then flat ({plan.inputs.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
+            f"then flat ({plan.inspect.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
         )
     else:
         value = C.fmt_bytes(growing)
         delta = ("+ " + ", ".join(f"{C.fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
-        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})" + (
+        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inspect.kv_dtype}, TP {plan.inputs.tp})" + (
             f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
             + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
             if capped
@@ -341,6 +357,7 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
             ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
+            ("KV dtype", f"{ins.kv_dtype}" + (f" ({ins.kv_dtype_source})" if ins.kv_dtype_source != "given" else "")),
             ("Recurrent state / sequence", C.fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
             _weights_row(plan),
