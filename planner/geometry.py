@@ -455,6 +455,10 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
 
     # sliding windows
     window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
+    if window is not None and model_type.startswith("gemma4") and cfg.get("use_bidirectional_attention") == "all":
+        # transformers Gemma4TextConfig: bidirectional models keep an exclusive window of W // 2 + 1
+        window = window // 2 + 1
+        notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
     use_sliding = _bool_field(cfg, "use_sliding_window", True, where)
     if window is not None and use_sliding and layer_types is None and not explicit and "sliding" not in kinds:
         every = cfg.get("sliding_window_pattern")
@@ -550,9 +554,12 @@ def _mamba_state(cfg: dict, hidden: int, where: str) -> StateSpec:
         groups = _int_field(cfg, "n_groups", where=where) if _present(cfg, "n_groups") else 1
         d_inner = nheads * head_dim
         conv = (d_inner + 2 * groups * d_state) * (d_conv - 1)
-        # Nemotron 3 configs say mamba_ssm_cache_dtype "float32"; vLLM 0.33 (model_executor/models/
-        # config.py, NemotronH's verify_and_update_config) adopts it when --mamba-ssm-cache-dtype is auto
-        ssm_dtype = cfg.get("mamba_ssm_cache_dtype")
+        # vLLM 0.33 model_executor/models/config.py NemotronHForCausalLMConfig: with
+        # --mamba-ssm-cache-dtype auto a Nemotron-H SSM state takes the config's
+        # mamba_ssm_cache_dtype, float32 when the config names none; other Mamba-2 models keep
+        # the model dtype (MambaStateDtypeCalculator._mamba_state_dtype)
+        default = "float32" if str(cfg.get("model_type", "")).startswith("nemotron_h") else None
+        ssm_dtype = cfg.get("mamba_ssm_cache_dtype", default)
         ssm_bytes = 4 if ssm_dtype == "float32" else 2
         return StateSpec(conv_elements=conv, ssm_elements=nheads * head_dim * d_state, ssm_element_bytes=ssm_bytes,
                          description=f"Mamba-2: {nheads} heads x {head_dim} x state {d_state}, conv {d_conv}" + (", float32 SSM state" if ssm_bytes == 4 else ""))
@@ -577,13 +584,16 @@ def _layer_shapes(cfg: dict, kinds: list[str], base: tuple[int, int, int], heads
     """(KV heads, K dim, V dim) of each layer, for families whose layers differ in shape."""
     shapes = [base] * len(kinds)
     kv_heads, head_dim, v_head_dim = base
-    if _present(cfg, "global_head_dim") or _present(cfg, "num_global_key_value_heads"):
+    gemma4 = str(cfg.get("model_type", "")).startswith("gemma4")
+    if gemma4 or _present(cfg, "global_head_dim") or _present(cfg, "num_global_key_value_heads"):
         # Gemma 4: vLLM 0.33 gemma4.py Gemma4DecoderLayer gives full-attention layers head_dim =
         # global_head_dim and, when attention_k_eq_v, num_global_key_value_heads KV heads. k_eq_v
         # layers ship only K weights; vLLM loads them into both the K and V slots of qkv_proj and
         # caches both, and transformers' Gemma4 attention stores value_states = key_states in the
         # cache as well, so both runtimes hold K and V. (transformers Gemma4TextConfig)
-        global_dim = _int_field(cfg, "global_head_dim", where=where) if _present(cfg, "global_head_dim") else head_dim
+        # transformers 5.20 Gemma4TextConfig.__post_init__ turns these into per_layer_config overrides
+        # of the full layers (global_head_dim defaults to 512 there)
+        global_dim = _int_field(cfg, "global_head_dim", where=where) if _present(cfg, "global_head_dim") else (512 if gemma4 else head_dim)
         k_eq_v = _bool_field(cfg, "attention_k_eq_v", False, where)
         global_heads = _int_field(cfg, "num_global_key_value_heads", hi=MAX_HEADS, where=where) if k_eq_v and _present(cfg, "num_global_key_value_heads") else kv_heads
         if heads % global_heads:
@@ -626,7 +636,22 @@ def _indexer(cfg: dict, n: int, kinds: list[str], where: str, notes: list[str]) 
     head_dim = _int_field(cfg, "index_head_dim", where=where)
     n_heads = _int_field(cfg, "index_n_heads", hi=MAX_HEADS, where=where) if _present(cfg, "index_n_heads") else 1
     types = cfg.get("indexer_types")
-    if types is not None:
+    pattern = cfg.get("index_topk_pattern")
+    if _present(cfg, "index_topk_freq") or pattern is not None:
+        # vLLM 0.33 models/deepseek_v32/attention.py: a layer skips its own top-k (and builds no
+        # indexer) when max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0, or where
+        # index_topk_pattern[i] == "S"; GLM-5.2's indexer_types say the same in words
+        freq = _int_field(cfg, "index_topk_freq", where=where) if _present(cfg, "index_topk_freq") else 1
+        offset = _int_field(cfg, "index_skip_topk_offset", lo=0, hi=MAX_LAYERS, where=where) if _present(cfg, "index_skip_topk_offset") else 2
+        if pattern is not None and not isinstance(pattern, (list, str)):
+            raise ConfigError(f"{where}index_topk_pattern", pattern, "must be a list or string of 'S' (shared) / other per layer")
+        def skips(i: int) -> bool:
+            if pattern is None:
+                return max(i - offset + 1, 0) % freq != 0
+            return i < len(pattern) and pattern[i] == "S"
+        owners = tuple(i for i, k in enumerate(kinds) if k == "full" and not skips(i))
+        types = ["full" if i in owners else "shared" for i in range(n)]
+    elif types is not None:
         names = _str_list(types, n, f"{where}indexer_types")
         for i, name in enumerate(names):
             if name not in ("full", "shared"):
@@ -660,8 +685,8 @@ def _compressed(cfg: dict, n: int, head_dim: int, where: str, notes: list[str]) 
     parts = ", ".join(f"{c} layers 1 entry per {r} tokens" for r, c in sorted(by_ratio.items()))
     notes.append(f"DeepSeek-V4 compressed sparse attention: every layer keeps the last {window} tokens, {parts}; "
                  f"{spec.entry_bytes} B per entry in vLLM's FP8 sparse layout whatever the KV dtype; ratio-4 layers add a "
-                 f"{index_dim}-dim indexer compressed by 4; hash layers (num_hash_layers) "
-                 "only change MoE routing; the compressors' per-sequence state is not counted")
+                 f"{index_dim}-dim indexer compressed by 4; the compressors keep fp32 states over their last 8 or 128 tokens; "
+                 "hash layers (num_hash_layers) only change MoE routing")
     return spec
 
 
@@ -702,7 +727,9 @@ def _kda_state(linear_cfg: dict, where: str) -> StateSpec:
     heads = _int_field(linear_cfg, "num_heads", hi=MAX_HEADS, where=w) if _present(linear_cfg, "num_heads") else 32
     dim = _int_field(linear_cfg, "head_dim", where=w) if _present(linear_cfg, "head_dim") else 128
     kernel = _int_field(linear_cfg, "short_conv_kernel_size", where=w) if _present(linear_cfg, "short_conv_kernel_size") else 4
-    return StateSpec(conv_elements=3 * heads * dim * (kernel - 1), ssm_elements=heads * dim * dim, description=f"Kimi Delta Attention: {heads} heads x {dim} x {dim}, conv {kernel}")
+    # MambaStateDtypeCalculator.kda_state_dtype: the recurrent state is float32 under "auto"
+    return StateSpec(conv_elements=3 * heads * dim * (kernel - 1), ssm_elements=heads * dim * dim, ssm_element_bytes=4,
+                     description=f"Kimi Delta Attention: {heads} heads x {dim} x {dim} (float32), conv {kernel}")
 
 
 def parse_geometry(config: dict) -> ModelGeometry:

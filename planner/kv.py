@@ -181,7 +181,7 @@ class KVSpec(BaseModel):
     kv_dtype: str
     bytes_per_token_per_layer: int
     chunk_as_window: bool = False  # transformers caches chunked layers as a sliding window
-    cache: str = "kv"  # "kv" (K and V), "latent" (MLA), "indexer" (sparse-attention keys), "swa" or "compressed" (DeepSeek-V4)
+    cache: str = "kv"  # "kv" (K and V), "latent" (MLA), "indexer" (sparse-attention keys), "swa", "compressed" or "compressor" (DeepSeek-V4)
     compress_ratio: int = 1  # one cached entry per this many tokens (DeepSeek-V4 C4A/C128A layers and their indexer)
 
     @property
@@ -332,6 +332,16 @@ def _compressed_specs(comp: CompressedSpec, mtp: bool) -> tuple[KVSpec, ...]:
     if indexed and comp.index_head_dim:
         specs.append(KVSpec(kind="full", num_layers=indexed, kv_heads_per_gpu=1, k_head_dim=comp.index_head_dim, v_head_dim=0,
                             kv_dtype="fp8", bytes_per_token_per_layer=comp.index_entry_bytes, cache="indexer", compress_ratio=4))
+    # vLLM 0.33 models/deepseek_v4/compressor.py CompressorStateCache: each compressor keeps fp32
+    # kv + score states of 2 x coff x head_dim for the last coff x ratio tokens (coff 2 for ratio 4)
+    for ratio in sorted({r for r in ratios if r > 1}):
+        count = sum(1 for r in ratios if r == ratio)
+        coff = 2 if ratio == 4 else 1
+        specs.append(KVSpec(kind="sliding", num_layers=count, window=coff * ratio, kv_heads_per_gpu=1, k_head_dim=2 * coff * comp.head_dim, v_head_dim=0,
+                            kv_dtype="fp32", bytes_per_token_per_layer=2 * coff * comp.head_dim * 4, cache="compressor"))
+    if indexed and comp.index_head_dim:  # the indexer's own ratio-4 compressor
+        specs.append(KVSpec(kind="sliding", num_layers=indexed, window=8, kv_heads_per_gpu=1, k_head_dim=4 * comp.index_head_dim, v_head_dim=0,
+                            kv_dtype="fp32", bytes_per_token_per_layer=4 * comp.index_head_dim * 4, cache="compressor"))
     return tuple(specs)
 
 

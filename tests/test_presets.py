@@ -158,8 +158,10 @@ CASES: dict[str, tuple[str, int, dict[str, int], int, int]] = {
     # scale bytes + 1 pad = 584 B per entry, whatever the KV dtype. Per token: 21 x 584 / 4 = 3066
     # + 20 x 584 / 128 = 91.25 (rounded up: 92) + indexer 21 x 132 / 4 = 693 -> 3851.
     # At T=8000: window 43 x 584 x 128 = 3,214,336 + 21 x 584 x 2000 = 24,528,000
-    # + 20 x 584 x 62 (8000 // 128) = 724,160 + 21 x 132 x 2000 = 5,544,000 -> 34,010,496
-    "deepseek-v4-flash": ("deepseek-ai/DeepSeek-V4-Flash", 3851, {"sliding": 43}, 8000, 34_010_496),
+    # + 20 x 584 x 62 (8000 // 128) = 724,160 + 21 x 132 x 2000 = 5,544,000, plus the compressors'
+    # fp32 states (2 x coff x head_dim x 4 B over the last coff x ratio tokens): C4 21 x 8192 x 8 =
+    # 1,376,256 + C128 20 x 4096 x 128 = 10,485,760 + indexer 21 x 2048 x 8 = 344,064 -> 46,216,576
+    "deepseek-v4-flash": ("deepseek-ai/DeepSeek-V4-Flash", 3851, {"sliding": 43}, 8000, 46_216_576),
     # MiniMax-M3: 60 layers x 2 x 4 KV heads x 128 x 2 B = 122,880; x 8000 = 983,040,000
     "minimax-m3": ("MiniMaxAI/MiniMax-M3", 122_880, {"full": 60}, 8000, 983_040_000),
 }
@@ -170,9 +172,9 @@ STATE: dict[str, int] = {
     # SSM 256 heads x 64 x 128 = 2,097,152 x 4 B (mamba_ssm_cache_dtype float32) = 8,388,608;
     # 48 x 8,499,200 = 407,961,600
     "nemotron-3-ultra": 407_961_600,
-    # 69 KDA layers: conv 3 x 96 heads x 128 x 3 = 110,592; recurrent 96 x 128 x 128 = 1,572,864;
-    # (110,592 + 1,572,864) x 2 B x 69 = 232,316,928
-    "kimi-k3": 232_316_928,
+    # 69 KDA layers: conv 3 x 96 heads x 128 x 3 = 110,592 x 2 B = 221,184; recurrent 96 x 128 x 128
+    # = 1,572,864 x 4 B (float32, vLLM's KDA default) = 6,291,456; 69 x 6,512,640 = 449,372,160
+    "kimi-k3": 449_372_160,
     # 45 Gated DeltaNet layers: conv (2 x 16 x 128 + 64 x 128) x 3 = 36,864; SSM 64 x 128 x 128 =
     # 1,048,576; (36,864 + 1,048,576) x 2 B x 45 = 97,689,600
     "qwen3.5-397b-a17b": 97_689_600,
