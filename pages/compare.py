@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from pages import common as C
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
-from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.plan import Plan
 
 CURRENT = "__plan_page__"
@@ -59,7 +59,7 @@ def _column(i: int, base: dict, current_label: str, names: tuple[str, ...]):
         slot_tp = st.container()
     a, b = st.columns(2)
     with a:
-        st.selectbox("KV dtype", list(KV_DTYPE_BITS), key=f"cmp_kv_dtype_{i}")
+        st.selectbox("KV dtype", list(KV_DTYPE_CHOICES), key=f"cmp_kv_dtype_{i}", help="auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto")
         slot_kv = st.container()
     with b:
         st.selectbox("Runtime", list(RUNTIMES), key=f"cmp_runtime_{i}")

@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -106,10 +105,17 @@ class IndexerSpec(BaseModel):
     head_dim: int
     n_heads: int
     layers: tuple[int, ...]  # decoder layers that own an indexer cache (GLM-5.2 "shared" layers reuse one)
+    element_bytes: int = 0  # 0: fp8 keys + fp32 scales (DeepSeek); 2: plain bf16 keys (MiniMax-M3)
 
     @property
     def bytes_per_token_per_layer(self) -> int:
+        if self.element_bytes:
+            return self.head_dim * self.element_bytes
         return self.head_dim + -(-self.head_dim // INDEXER_QUANT_BLOCK) * 4
+
+    @property
+    def dtype(self) -> str:
+        return "bf16" if self.element_bytes == 2 else "fp8"
 
 
 class CompressedSpec(BaseModel):
@@ -631,6 +637,9 @@ def _indexer(cfg: dict, n: int, kinds: list[str], where: str, notes: list[str]) 
     (DeepSeek-V3.2, GLM-5 glm_moe_dsa); GLM-5.2/5.3 list indexer_types per layer and only "full"
     layers compute (and cache) their own top-k, "shared" layers reuse the previous one.
     """
+    sparse = cfg.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention") is True and not _present(cfg, "index_topk"):
+        return _minimax_indexer(sparse, n, kinds, where, notes)
     if not (_present(cfg, "index_topk") and _present(cfg, "index_head_dim")):
         return None
     head_dim = _int_field(cfg, "index_head_dim", where=where)
@@ -690,6 +699,24 @@ def _compressed(cfg: dict, n: int, head_dim: int, where: str, notes: list[str]) 
     return spec
 
 
+def _minimax_indexer(sparse: dict, n: int, kinds: list[str], where: str, notes: list[str]) -> IndexerSpec:
+    """MiniMax-M3 sparse attention: vLLM 0.33 models/minimax_m3 (MiniMaxM3IndexerCache) keeps one
+    key-only index vector of sparse_index_dim per token on each layer whose sparse_attention_freq
+    is non-zero, in bf16 unless --attention-config sets indexer_kv_dtype."""
+    w = f"{where}sparse_attention_config."
+    dim = _int_field(sparse, "sparse_index_dim", where=w) if _present(sparse, "sparse_index_dim") else 128
+    heads = _int_field(sparse, "sparse_num_index_heads", hi=MAX_HEADS, where=w) if _present(sparse, "sparse_num_index_heads") else 1
+    freq = sparse.get("sparse_attention_freq")
+    if freq is None:
+        owners = tuple(i for i, k in enumerate(kinds) if k == "full")
+    elif not isinstance(freq, list) or len(freq) != n:
+        raise ConfigError(f"{w}sparse_attention_freq", freq if not isinstance(freq, list) else f"{len(freq)} entries", f"must list exactly num_hidden_layers={n} flags")
+    else:
+        owners = tuple(i for i, f in enumerate(freq) if f and kinds[i] == "full")
+    notes.append(f"sparse attention: {len(owners)} layers keep a {dim}-dim bf16 index key per token ({dim * 2} B each)")
+    return IndexerSpec(head_dim=dim, n_heads=heads, layers=owners, element_bytes=2)
+
+
 def _mtp_layers(cfg: dict, layers: list[LayerSpec], indexer: IndexerSpec | None, where: str, notes: list[str]) -> tuple[tuple[LayerSpec, ...], int]:
     """The cached layers of the next-token-prediction modules (num_nextn_predict_layers).
 
@@ -743,12 +770,23 @@ def parse_geometry(config: dict) -> ModelGeometry:
     """
     if not isinstance(config, dict):
         raise ConfigError("config", type(config).__name__, "must be a JSON object")
-    return _parse_cached(json.dumps(config, sort_keys=True, default=str, allow_nan=True))
+    # one canonical text serves as the cache key's source and as config_hash (configs of several
+    # MiB are keyed by their digest, so the cache never holds their text)
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    hit = _GEOMETRIES.get(digest)
+    if hit is None:
+        hit = _parse(json.loads(canonical), digest)
+        if len(_GEOMETRIES) >= 256:
+            _GEOMETRIES.pop(next(iter(_GEOMETRIES)))
+        _GEOMETRIES[digest] = hit
+    return hit
 
 
-@lru_cache(maxsize=256)
-def _parse_cached(canonical: str) -> ModelGeometry:
-    config = json.loads(canonical)
+_GEOMETRIES: dict[str, ModelGeometry] = {}
+
+
+def _parse(config: dict, digest: str) -> ModelGeometry:
     cfg, path, notes = select_text_config(config)
     where = f"{path}." if path else ""
     model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
@@ -855,7 +893,7 @@ def _parse_cached(canonical: str) -> ModelGeometry:
         mtp_layers=mtp_layers,
         mtp_indexer_layers=mtp_indexer,
         notes=tuple(notes),
-        config_hash=config_hash(config),
+        config_hash=digest,
     )
 
 

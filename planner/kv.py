@@ -308,11 +308,11 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
         specs.append(KVSpec(kind=kind, num_layers=count, window=window, kv_heads_per_gpu=per_gpu, k_head_dim=k_dim, v_head_dim=v_dim, kv_dtype=kv_dtype, bytes_per_token_per_layer=per, chunk_as_window=as_window))
     indexer = geo.indexer
     if indexer is not None and runtime == "vllm":
-        # vLLM 0.33 deepseek_v2.py DeepseekV32IndexerCache: fp8 keys + fp32 scales (uint8 tensor),
-        # one head, not split by tensor parallelism, whatever the K/V dtype
+        # vLLM 0.33 DeepseekV32IndexerCache: fp8 keys + fp32 scales (uint8 tensor); MiniMax-M3's
+        # MiniMaxM3IndexerCache: bf16 keys; one head, not split by tensor parallelism, whatever the K/V dtype
         count = len(indexer.layers) + (geo.mtp_indexer_layers if mtp else 0)
         if count:
-            specs.append(KVSpec(kind="full", num_layers=count, kv_heads_per_gpu=1, k_head_dim=indexer.head_dim, v_head_dim=0, kv_dtype="fp8", bytes_per_token_per_layer=indexer.bytes_per_token_per_layer, cache="indexer"))
+            specs.append(KVSpec(kind="full", num_layers=count, kv_heads_per_gpu=1, k_head_dim=indexer.head_dim, v_head_dim=0, kv_dtype=indexer.dtype, bytes_per_token_per_layer=indexer.bytes_per_token_per_layer, cache="indexer"))
     return tuple(specs)
 
 

@@ -136,3 +136,15 @@ def test_config_of_several_mib_is_read():
     # a 3 MiB quantization list, as nvidia/MiniMax-M3-NVFP4 ships
     text = '{"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, "quantization_config": {"ignore": ["' + "x" * (3 << 20) + '"]}}'
     assert parse_config_text(text)["num_hidden_layers"] == 2
+
+
+def test_latent_moe_weights():
+    # Nemotron 3 Ultra "550B-A55B" and Kimi K3 route experts through a narrower latent
+    # (moe_latent_size 2048 / routed_expert_hidden_size 3584): the experts are 2048 x 5120 x 2
+    # (relu2, not gated) each, not 8192 x 5120 x 2, so the count lands near the name's 550B
+    from planner.plan import prepare_model
+    from planner.presets import load_preset
+
+    ultra = prepare_model(load_preset("nemotron-3-ultra")).weights("auto")
+    assert 530e9 < ultra.total_params < 570e9
+    assert 45e9 < ultra.active_params < 60e9

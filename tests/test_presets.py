@@ -162,8 +162,10 @@ CASES: dict[str, tuple[str, int, dict[str, int], int, int]] = {
     # fp32 states (2 x coff x head_dim x 4 B over the last coff x ratio tokens): C4 21 x 8192 x 8 =
     # 1,376,256 + C128 20 x 4096 x 128 = 10,485,760 + indexer 21 x 2048 x 8 = 344,064 -> 46,216,576
     "deepseek-v4-flash": ("deepseek-ai/DeepSeek-V4-Flash", 3851, {"sliding": 43}, 8000, 46_216_576),
-    # MiniMax-M3: 60 layers x 2 x 4 KV heads x 128 x 2 B = 122,880; x 8000 = 983,040,000
-    "minimax-m3": ("MiniMaxAI/MiniMax-M3", 122_880, {"full": 60}, 8000, 983_040_000),
+    # MiniMax-M3: 60 layers x 2 x 4 KV heads x 128 x 2 B = 122,880, plus the sparse-attention index
+    # keys on the 57 layers whose sparse_attention_freq is 1: 57 x 128 x 2 B (bf16) = 14,592
+    # -> 137,472; x 8000 = 1,099,776,000
+    "minimax-m3": ("MiniMaxAI/MiniMax-M3", 137_472, {"full": 60}, 8000, 1_099_776_000),
 }
 
 # recurrent state per sequence (bf16 conv/SSM unless the config asks for a float32 SSM cache)
