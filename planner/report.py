@@ -7,19 +7,18 @@ kind, latency by phase); the formulas with this plan's numbers; assumptions and 
 share link. Every number is read from the :class:`~planner.plan.Plan` (the K/V-vs-context curve
 evaluates the plan's own per-layer specs at other lengths).
 
-``python -m planner report [plan options | --plan FILE] --out report.pdf`` is
-:func:`add_report_parser` + :func:`cmd_report`.
+The command ``python -m planner report [plan options | --plan FILE] --out report.pdf`` lives in
+:mod:`planner.cli`; this module only takes a plan, a model reference and a link.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from xml.sax.saxutils import escape
 
+from planner.capacity import LIMIT_LABELS
+from planner.labels import label as input_label
 from planner.plan import Plan, PlanInputs
 from planner.source import ModelRef
 
@@ -295,14 +294,35 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     ]
     if plan.prefix["shared_blocks"]:
         rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
-    limits = ", ".join(f"{name.replace('_', ' ')} {value:,}" for name, value in kv["limits"].items())
+    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
     rows += [
         ("Requested sequences", f"{kv['requested_sequences']:,}"),
         ("Limits", limits),
-        ("Admissible sequences", f"{kv['admissible_sequences']:,} (binding constraint: {kv['binding_constraint'].replace('_', ' ')})"),
-        ("Admission", "ADMITTED" if kv["admitted"] else "REFUSED: " + kv.get("admission_error", "")),
+        ("Admissible sequences", f"{kv['admissible_sequences']:,} (bound by {_binding(plan)})"),
+        ("Admission", "ADMITTED" if kv["admitted"] else f"REFUSED: requested {kv['requested_sequences']:,} sequences, but the {_binding(plan)} admits at most {kv['admissible_sequences']:,}"),
     ]
+    rows += _cost_rows(plan)
     return rows
+
+
+def _binding(plan: Plan) -> str:
+    return LIMIT_LABELS.get(plan.kv_cache["binding_constraint"], plan.kv_cache["binding_constraint"])
+
+
+def fmt_money(dollars: float) -> str:
+    """"$1,234.50"; four significant digits under a dollar ("$0.04213")."""
+    return f"${dollars:,.2f}" if abs(dollars) >= 1 or dollars == 0 else f"${dollars:.4g}"
+
+
+def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
+    """Cost per hour and per million tokens, when a GPU-hour price is given."""
+    c = plan.cost
+    if c.get("per_million_output_tokens") is None:
+        return []
+    return [
+        ("Cost per hour", f"{fmt_money(c['deployment_per_hour'])} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per million tokens", f"{fmt_money(c['per_million_output_tokens'])} output, {fmt_money(c['per_million_input_tokens'])} input ({c['basis']})"),
+    ]
 
 
 def _latency_rows(plan: Plan) -> list[list[str]]:
@@ -326,16 +346,25 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
     return rows
 
 
+def _input_value(name: str, value: object) -> str:
+    """An input as the app shows it: headroom in %, the rest in its own unit."""
+    if name == "headroom_bp" and isinstance(value, int):
+        return f"{value / 100:g} %"
+    return fmt_num(value)
+
+
 def _input_rows(inputs: PlanInputs) -> list[list[str]]:
     """Every control, two per row; a changed one is marked * and shows its default."""
     defaults = PlanInputs()
     cells: list[tuple[str, str]] = []
     for name in PlanInputs.model_fields:
         value, default = getattr(inputs, name), getattr(defaults, name)
+        shown = _input_value(name, value)
+        name_shown = "Headroom" if name == "headroom_bp" else input_label(name)  # shown in %
         if value != default:
-            cells.append((f"{name} *", f"{fmt_num(value)} (default {fmt_num(default)})"))
+            cells.append((f"{name_shown} *", f"{shown} (default {_input_value(name, default)})"))
         else:
-            cells.append((name, fmt_num(value)))
+            cells.append((name_shown, shown))
     if len(cells) % 2:
         cells.append(("", ""))
     half = len(cells) // 2
@@ -391,11 +420,9 @@ def _formulas(plan: Plan) -> list[str]:
         if generated > 1:
             out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
     else:
-        r = plan.roofline
-        out.append(
-            f"ITL = max((weights + c x K/V) / ({r['bandwidth_gb_s']:,g} GB/s x MBU {r['mbu']:g}), c x FLOPs per token / ({r['peak_tflops']:,g} TFLOP/s x MFU {r['mfu']:g})) "
-            f"with c = {r['decode_concurrency']:,} sequences per replica = {fmt_ms(lat.mean_inter_token_latency_ms)}"
-        )
+        from planner.latency import formula_lines
+
+        out += formula_lines(plan.roofline, plan.roof)
     out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
     out.append(
         f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
@@ -420,115 +447,184 @@ OMISSIONS = (
 # --------------------------------------------------------------------------- PDF
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
-    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+class _Kit:
+    """Styles and table helpers shared by the plan report and the comparison report."""
+
+    def __init__(self) -> None:
+        from reportlab.lib import colors
+        from reportlab.lib.enums import TA_LEFT
+        from reportlab.lib.pagesizes import A4
+        from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+        from reportlab.lib.units import mm
+        from reportlab.platypus import Table, TableStyle
+
+        styles = getSampleStyleSheet()
+        self.body = ParagraphStyle("body", parent=styles["BodyText"], fontSize=8.5, leading=11)
+        self.small = ParagraphStyle("small", parent=self.body, fontSize=7.5, leading=9.5)
+        self.cell = ParagraphStyle("cell", parent=self.body, fontSize=8, leading=10, alignment=TA_LEFT)
+        self.mono = ParagraphStyle("mono", parent=self.body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
+        self.h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
+        self.h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
+        self.grid = TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
+            ]
+        )
+        self.head_grid = TableStyle(self.grid.getCommands() + [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#E8EEF7")), ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold")])
+        self.width = A4[0] - 36 * mm
+        self._table = Table
+
+    def para(self, text: object, style=None):
+        from reportlab.platypus import Paragraph
+
+        return Paragraph(_safe(text), style or self.body)
+
+    def kv_table(self, rows: list[tuple[str, str]]):
+        from reportlab.lib.units import mm
+
+        t = self._table([[self.para(k, self.cell), self.para(v, self.cell)] for k, v in rows], colWidths=[48 * mm, self.width - 48 * mm])
+        t.setStyle(self.grid)
+        return t
+
+    def grid_table(self, rows: list[list[str]], widths: list[float], shade: list[tuple[int, int]] = ()):
+        from reportlab.lib import colors
+
+        t = self._table([[self.para(c, self.cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
+        t.setStyle(self.head_grid)
+        for col, row in shade:
+            t.setStyle([("BACKGROUND", (col, row), (col, row), colors.HexColor("#D9EED5"))])
+        return t
+
+
+def _document(buf, title: str, subject: str, footer_text: str):
+    """An A4 document with the report's margins, and its page footer."""
     from reportlab.lib import colors
-    from reportlab.lib.enums import TA_LEFT
     from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
     from reportlab.lib.units import mm
-    from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
-
-    from planner.share import looks_like_token
-
-    now = now or datetime.now(UTC)
-    styles = getSampleStyleSheet()
-    body = ParagraphStyle("body", parent=styles["BodyText"], fontSize=8.5, leading=11)
-    small = ParagraphStyle("small", parent=body, fontSize=7.5, leading=9.5)
-    cell = ParagraphStyle("cell", parent=body, fontSize=8, leading=10, alignment=TA_LEFT)
-    mono = ParagraphStyle("mono", parent=body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
-    h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
-    h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
-
-    def para(text: object, style=body) -> Paragraph:
-        return Paragraph(_safe(text), style)
-
-    grid = TableStyle(
-        [
-            ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
-            ("VALIGN", (0, 0), (-1, -1), "TOP"),
-            ("TOPPADDING", (0, 0), (-1, -1), 1.5),
-            ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
-        ]
-    )
-    head_grid = TableStyle(grid.getCommands() + [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#E8EEF7")), ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold")])
-    width = A4[0] - 36 * mm
-
-    def kv_table(rows: list[tuple[str, str]]) -> Table:
-        t = Table([[para(k, cell), para(v, cell)] for k, v in rows], colWidths=[48 * mm, width - 48 * mm])
-        t.setStyle(grid)
-        return t
-
-    def grid_table(rows: list[list[str]], widths: list[float]) -> Table:
-        t = Table([[para(c, cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
-        t.setStyle(head_grid)
-        return t
-
-    kv = plan.kv_cache
-    verdict = "admitted" if kv["admitted"] else "REFUSED"
-    story = [
-        para("KV capacity sizing report", h1),
-        para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", small),
-        Spacer(1, 4),
-        para(
-            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (tp {plan.inputs.tp}): "
-            f"{kv['maximum_sequences_by_memory']:,} sequences fit by memory; {kv['requested_sequences']:,} requested: {verdict} "
-            f"(binding constraint: {kv['binding_constraint'].replace('_', ' ')}). TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
-            f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
-        ),
-        para("Model", h2),
-        kv_table(_model_rows(plan, ref)),
-        para("Device", h2),
-        kv_table(_device_rows(plan)),
-        para("Results", h2),
-        kv_table(_result_rows(plan)),
-        KeepTogether([para("Latency by phase", h2), grid_table(_latency_rows(plan), [70 * mm] + [(width - 70 * mm) / (len(_latency_rows(plan)[0]) - 1)] * (len(_latency_rows(plan)[0]) - 1))]),
-        KeepTogether([para("Charts", h2), memory_chart(plan, width=width)]),
-        Spacer(1, 8),
-        kv_context_chart(plan, width=width),
-        Spacer(1, 8),
-        latency_chart(plan, width=width),
-        para("Inputs", h2),
-        para("* differs from the default (shown in parentheses)", small),
-        grid_table(_input_rows(plan.inputs), [38 * mm, width / 2 - 38 * mm, 38 * mm, width / 2 - 38 * mm]),
-        para("Formulas with this plan's numbers", h2),
-    ]
-    story += [para(line, mono) for line in _formulas(plan)]
-    story.append(para("Assumptions", h2))
-    story += [para(f"- {line}", body) for line in ASSUMPTIONS]
-    story += [para(f"- {note}", body) for note in plan.notes]
-    story.append(para("Omissions", h2))
-    story += [para(f"- {line}", body) for line in OMISSIONS]
-    story.append(para("Share link", h2))
-    if share_link and not looks_like_token(share_link):
-        safe = _safe(share_link)
-        story.append(Paragraph(f'<link href="{safe}" color="blue">{safe}</link>', mono))
-        story.append(para("Open the link in the planner to restore every input of this plan.", small))
-    elif share_link:
-        story.append(para("(omitted: the link contained text that looks like an access token)", small))
-    else:
-        story.append(para("(none given)", small))
+    from reportlab.platypus import SimpleDocTemplate
 
     def footer(canvas, doc) -> None:
         canvas.saveState()
         canvas.setFont("Helvetica", 7)
         canvas.setFillColor(colors.HexColor("#666666"))
-        canvas.drawString(18 * mm, 10 * mm, _safe_plain(f"KV capacity sizing report - {ref.label()}"))
+        canvas.drawString(18 * mm, 10 * mm, _safe_plain(footer_text))
         canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"page {doc.page}")
         canvas.restoreState()
 
+    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=18 * mm, rightMargin=18 * mm, topMargin=16 * mm, bottomMargin=16 * mm, title=title, author="KV Capacity Planner", subject=_safe_plain(subject))
+    return doc, footer
+
+
+def _link_story(k: _Kit, share_link: str | None, what: str) -> list:
+    from reportlab.platypus import Paragraph
+
+    from planner.share import looks_like_token
+
+    out = [k.para("Share link", k.h2)]
+    if share_link and not looks_like_token(share_link):
+        safe = _safe(share_link)
+        out.append(Paragraph(f'<link href="{safe}" color="blue">{safe}</link>', k.mono))
+        out.append(k.para(f"Open the link in the planner to restore {what}.", k.small))
+    elif share_link:
+        out.append(k.para("(omitted: the link contained text that looks like an access token)", k.small))
+    else:
+        out.append(k.para("(none given)", k.small))
+    return out
+
+
+def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: str | None = None, *, now: datetime | None = None) -> bytes:
+    """A comparison of 2-4 plans as PDF bytes: one headline per plan, then every row of
+    :func:`planner.compare.compare_rows` with the better plan named (and shaded) per row."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer
+
+    from planner.compare import compare_rows
+
+    if not 2 <= len(entries) <= 4:
+        raise ValueError("a comparison holds 2 to 4 plans")
+    now = now or datetime.now(UTC)
+    k = _Kit()
+    names = [name for name, _p, _r in entries]
+    rows = compare_rows([(name, plan, ref.label()) for name, plan, ref in entries])
+    story = [
+        k.para("KV capacity comparison", k.h1),
+        k.para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
+        Spacer(1, 4),
+    ]
+    for name, plan, ref in entries:
+        story.append(k.para(f"{name}: {_headline(plan, ref)}"))
+    story.append(k.para("Side by side", k.h2))
+    label_w, better_w = 42 * mm, 34 * mm
+    col_w = (k.width - label_w - better_w) / len(entries)
+    table = [["", *names, "Better"]] + [[r.label, *r.cells, r.verdict(names)] for r in rows]
+    shade = [(1 + j, 1 + i) for i, r in enumerate(rows) for j in r.best]
+    story.append(k.grid_table(table, [label_w] + [col_w] * len(entries) + [better_w], shade))
+    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). Every plan uses the same context, load, SLOs and price.", k.small))
+    story += _link_story(k, share_link, "this comparison")
     buf = io.BytesIO()
-    doc = SimpleDocTemplate(
-        buf,
-        pagesize=A4,
-        leftMargin=18 * mm,
-        rightMargin=18 * mm,
-        topMargin=16 * mm,
-        bottomMargin=16 * mm,
-        title="KV capacity sizing report",
-        author="KV Capacity Planner",
-        subject=_safe_plain(ref.label()),
+    doc, footer = _document(buf, "KV capacity comparison", " vs ".join(ref.label() for _n, _p, ref in entries), "KV capacity comparison")
+    doc.build(story, onFirstPage=footer, onLaterPages=footer)
+    return buf.getvalue()
+
+
+def _headline(plan: Plan, ref: ModelRef) -> str:
+    """One sentence a plan: model, deployment, admission and its binding limit, latency, cost."""
+    kv = plan.kv_cache
+    verdict = "admitted" if kv["admitted"] else "REFUSED"
+    text = (
+        f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+        f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
+        f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+        f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
     )
+    if plan.cost.get("per_million_output_tokens") is not None:
+        text += f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+    return text
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import KeepTogether, Spacer
+
+    now = now or datetime.now(UTC)
+    k = _Kit()
+    para, width = k.para, k.width
+    latency_rows = _latency_rows(plan)
+    story = [
+        para("KV capacity sizing report", k.h1),
+        para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
+        Spacer(1, 4),
+        para(_headline(plan, ref)),
+        para("Model", k.h2),
+        k.kv_table(_model_rows(plan, ref)),
+        para("Device", k.h2),
+        k.kv_table(_device_rows(plan)),
+        para("Results", k.h2),
+        k.kv_table(_result_rows(plan)),
+        KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
+        KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
+        Spacer(1, 8),
+        kv_context_chart(plan, width=width),
+        Spacer(1, 8),
+        latency_chart(plan, width=width),
+        para("Inputs", k.h2),
+        para("* differs from the default (shown in parentheses)", k.small),
+        k.grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
+        para("Formulas with this plan's numbers", k.h2),
+    ]
+    story += [para(line, k.mono) for line in _formulas(plan)]
+    story.append(para("Assumptions", k.h2))
+    story += [para(f"- {line}", k.body) for line in ASSUMPTIONS]
+    story += [para(f"- {note}", k.body) for note in plan.notes]
+    story.append(para("Omissions", k.h2))
+    story += [para(f"- {line}", k.body) for line in OMISSIONS]
+    story += _link_story(k, share_link, "every input of this plan")
+    buf = io.BytesIO()
+    doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
 
@@ -537,117 +633,4 @@ def _safe_plain(text: str) -> str:
     return str(text).encode("cp1252", "replace").decode("cp1252")
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def _ref_from_source(source: dict, model) -> tuple[ModelRef, dict | None]:
-    """(ModelRef, upload config or None) for what ``plan_from_args`` loaded."""
-    from planner.geometry import config_hash
-
-    digest = model.geometry.config_hash
-    kind = source.get("kind")
-    if kind == "example":
-        return ModelRef(kind="example", config_hash=digest), None
-    if kind == "preset":
-        return ModelRef(kind="preset", name=source["preset"], repo_id=model.repo_id, config_hash=digest), None
-    if kind == "hub":
-        return ModelRef(kind="hub", repo_id=source["repo_id"], revision=source.get("revision"), commit=source.get("commit"), config_hash=digest), None
-    return ModelRef(kind="upload", name=Path(source.get("path", "config.json")).name, repo_id=model.repo_id, config_hash=config_hash(model.config)), model.config
-
-
-_PLAN_DESTS = ("example", "config", "preset", "model")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Write the PDF report of the plan given by plan options or ``--plan FILE``.
-
-    Raises:
-        CLIError / PlannerError: bad options, an unreadable plan file, an inadmissible plan
-            or an unwritable output path (one line each).
-    """
-    from planner.cli import CLIError, plan_from_args
-    from planner.share import MAX_PLAN_FILE_BYTES, encode_query, load_plan_file, share_url
-
-    if args.plan:
-        given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
-        if given:
-            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
-        path = Path(args.plan)
-        try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
-                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
-        state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
-        plan, ref, upload = _plan_from_state(state, CLIError), state.ref, state.upload_config
-    else:
-        plan, model, source = plan_from_args(args)
-        ref, upload = _ref_from_source(source, model)
-    link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
-    pdf = build_pdf(plan, ref, link)
-    out = Path(args.out)
-    try:
-        out.write_bytes(pdf)
-    except OSError as exc:
-        raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
-    print(f"wrote {out} ({len(pdf):,} bytes)")
-    return 0
-
-
-def _plan_from_state(state, cli_error) -> Plan:
-    from planner.plan import compute_plan
-    from planner.source import resolve
-
-    if state.ref.kind == "hub":
-        from planner import hub
-
-        token = hub.resolve_token()
-        try:
-            model = resolve(state.ref, config=state.upload_config, token=token)
-        except hub.HubError as exc:
-            raise cli_error(str(exc)) from None
-    else:
-        model = resolve(state.ref, config=state.upload_config)
-    return compute_plan(state.inputs, model)
-
-
-def _share_base(text: str) -> str:
-    from planner.share import looks_like_token
-
-    if not text.startswith(("http://", "https://")) or len(text) > 2000 or not text.isprintable() or " " in text:
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an http(s) URL")
-    if looks_like_token(text) or "@" in text.split("/", 3)[2]:
-        raise argparse.ArgumentTypeError("the share base must not carry credentials or tokens")
-    return text
-
-
-def add_report_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``report`` (plan options or ``--plan FILE``, ``--out PATH``, ``--share-base URL``)."""
-    from planner.cli import add_plan_options
-
-    p = subparsers.add_parser("report", help="PDF sizing report of a plan")
-    add_plan_options(p)
-    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
-    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
-    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
-    p.set_defaults(func=cmd_report)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m planner.report ...``: the ``report`` sub-command on its own."""
-    from planner.cli import main as cli_main
-
-    return cli_main(["report", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-__all__ = ["CHART_TITLES", "add_report_parser", "build_pdf", "cmd_report", "fmt_bytes", "human_bytes", "main"]
+__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_comparison_pdf", "build_pdf", "fmt_bytes", "human_bytes"]
