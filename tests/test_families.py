@@ -148,3 +148,69 @@ def test_latent_moe_weights():
     ultra = prepare_model(load_preset("nemotron-3-ultra")).weights("auto")
     assert 530e9 < ultra.total_params < 570e9
     assert 45e9 < ultra.active_params < 60e9
+
+
+# --------------------------------------------------------------------------- KV dtype auto
+
+LLAMA_SMALL = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+FP8_KV = {"dynamic": False, "num_bits": 8, "type": "float"}
+
+
+@pytest.mark.parametrize(
+    ("quantization_config", "hf_quant", "expected"),
+    [
+        (None, None, ("bf16", "auto: model dtype bfloat16")),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": FP8_KV}, None, ("fp8", "auto: config.json quantization_config.kv_cache_scheme (8-bit float)")),
+        ({"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}}, None, ("fp8", "auto: config.json quantization_config.kv_cache_scheme (8-bit float)")),
+        (None, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}, ("fp8", "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8")),
+        # config.json's own quantization_config wins: vLLM reads hf_quant_config.json only without it
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, {"quantization": {"kv_cache_quant_algo": "FP8"}}, ("bf16", "auto: model dtype bfloat16")),
+    ],
+)
+def test_kv_dtype_auto_resolves_like_vllm(quantization_config, hf_quant, expected):
+    from planner.kv import resolve_kv_dtype
+
+    config = {**LLAMA_SMALL, **({"quantization_config": quantization_config} if quantization_config else {})}
+    assert resolve_kv_dtype("auto", config, hf_quant) == expected
+    assert resolve_kv_dtype("int8", config, hf_quant) == ("int8", "given")
+
+
+def test_nvfp4_kv_cache_is_refused_not_guessed():
+    from planner.errors import PlannerError
+    from planner.kv import resolve_kv_dtype
+
+    config = {**LLAMA_SMALL, "quantization_config": {"quant_method": "modelopt", "kv_cache_scheme": {"num_bits": 4, "type": "float"}}}
+    with pytest.raises(PlannerError, match="NVFP4 KV cache"):
+        resolve_kv_dtype("auto", config)
+
+
+def test_inspect_and_plan_show_where_the_kv_dtype_came_from(tmp_path, capsys):
+    import json as _json
+
+    from planner.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(_json.dumps({**LLAMA_SMALL, "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": FP8_KV}}))
+    assert main(["inspect", "--config", str(path), "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    # fp8: 2 layers x 2 x 2 KV heads x 64 (256 / 4) x 1 B = 512
+    assert (out["kv_dtype"], out["kv_bytes_per_token"]) == ("fp8", 512)
+    assert out["kv_dtype_source"].startswith("auto: config.json quantization_config.kv_cache_scheme")
+    assert main(["inspect", "--config", str(path), "--kv-dtype", "bf16"]) == 0
+    assert "KV dtype          bf16\n" in capsys.readouterr().out
+    assert main(["plan", "--config", str(path), "--json"]) == 0
+    kv = _json.loads(capsys.readouterr().out)["kv_cache"]
+    assert (kv["kv_dtype"], kv["bytes_per_token_per_sequence"]) == ("fp8", 512)
+    assert kv["kv_dtype_source"].startswith("auto: config.json")
+
+
+def test_hub_checkpoint_with_hf_quant_config_plans_fp8(hub):
+    from planner.plan import PlanInputs, compute_plan
+    from planner.source import hub_ref
+
+    hub.add_repo("org/modelopt-fp8", {"config.json": LLAMA_SMALL, "hf_quant_config.json": {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}})
+    _ref, model, _fetched = hub_ref("org/modelopt-fp8")
+    plan = compute_plan(PlanInputs(), model)
+    assert plan.kv_cache["kv_dtype"] == "fp8" and plan.kv_cache["bytes_per_token_per_sequence"] == 512
+    assert plan.kv_cache["kv_dtype_source"] == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8"
