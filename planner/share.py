@@ -32,7 +32,8 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     ten    tenants                price gpu_hour_price       mfu   mfu
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
-    gen    generated_tokens       mtp   mtp (1/0)
+    gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
+    mtp    mtp (1/0)
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
 
@@ -92,6 +93,8 @@ INPUT_KEYS: dict[str, str] = {
     "device_bf16_tflops": "tf",
     "gpu_count": "gpus",
     "tp": "tp",
+    "ep": "ep",
+    "max_batched_tokens": "mbt",
     "headroom_bp": "hr",
     "model_resident_gib": "mres",
     "workspace_gib": "ws",
