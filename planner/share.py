@@ -32,7 +32,7 @@ Query keys (schema version 1; keys are stable, never reuse one for another meani
     ten    tenants                price gpu_hour_price       mfu   mfu
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
-    gen    generated_tokens
+    gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
 
 Unknown query keys are ignored (the app may add its own). Plan files use the full field
 names (``{"schema": "kv-capacity-plan", "version": 1, "model": {...}, "inputs": {...},
@@ -89,6 +89,8 @@ INPUT_KEYS: dict[str, str] = {
     "device_bf16_tflops": "tf",
     "gpu_count": "gpus",
     "tp": "tp",
+    "ep": "ep",
+    "max_batched_tokens": "mbt",
     "headroom_bp": "hr",
     "model_resident_gib": "mres",
     "workspace_gib": "ws",
