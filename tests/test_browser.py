@@ -201,20 +201,20 @@ CLIPPED_JS = """
 BUSY_LINK = "/?v=1&m=preset&n=llama-3.1-70b&tp=4&gpus=8&price=2.5&ttft=500&itl=50&seq=1000"
 
 
-def _headline_ready(page, expect) -> None:
-    expect(_metric_value(page, "Cost per hour")).to_have_text("$20.00", timeout=90_000)  # 8 GPUs x $2.50
+def _open_busy_plan(page, server: str, width: int, height: int) -> None:
+    """The busy plan at ``width`` px, headline painted, no headline text clipped."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{server}{BUSY_LINK}", wait_until="domcontentloaded")
+    sync_api.expect(_metric_value(page, "Cost per hour")).to_have_text("$20.00", timeout=90_000)  # 8 GPUs x $2.50
     page.wait_for_timeout(300)
+    assert page.evaluate(CLIPPED_JS) == []
 
 
 def test_no_headline_text_is_clipped_at_1280(server, browser_context):
-    expect = sync_api.expect
     page = browser_context.new_page()
     try:
-        page.set_viewport_size({"width": 1280, "height": 900})
-        page.goto(f"{server}{BUSY_LINK}", wait_until="domcontentloaded")
-        _headline_ready(page, expect)
+        _open_busy_plan(page, server, 1280, 900)
         assert page.get_by_test_id("stMetricValue").count() == 6
-        assert page.evaluate(CLIPPED_JS) == []
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "plan_1280_headline.png"))
     finally:
@@ -222,13 +222,9 @@ def test_no_headline_text_is_clipped_at_1280(server, browser_context):
 
 
 def test_phone_layout_nothing_clipped_or_covered(server, browser_context):
-    expect = sync_api.expect
     page = browser_context.new_page()
     try:
-        page.set_viewport_size({"width": 390, "height": 844})
-        page.goto(f"{server}{BUSY_LINK}", wait_until="domcontentloaded")
-        _headline_ready(page, expect)
-        assert page.evaluate(CLIPPED_JS) == []
+        _open_busy_plan(page, server, 390, 844)
         # no sideways scrolling, and the (collapsed) sidebar does not cover the first metric
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
         sidebar = page.get_by_test_id("stSidebar")
