@@ -1,8 +1,9 @@
 """Result cards of the Plan page, one function a card.
 
-A new card is a new ``card_*`` function here, called from ``pages/plan.py``'s ``render_results``
-in the place it should appear. Each card takes the plan (and what else it needs) and draws
-itself; :func:`safe` keeps an unexpected error in one card from breaking the page.
+A new card is a new ``card_*(r: Shown)`` function here, called from :func:`render_results` (at
+the bottom of this file) in the place it should appear. Each card takes the shown plan (plan,
+model, reference, notes, uploaded config) and draws itself; :func:`safe` keeps an unexpected
+error in one card from breaking the page.
 """
 
 from __future__ import annotations
