@@ -333,3 +333,12 @@ def test_probe_opens_on_a_setting_that_fits_and_refusals_name_fields():
     at.button(key="probe_run").click().run()  # refused before any process starts
     errs = [e.value for e in at.error]
     assert errs and "“Layers limit”" in errs[0] and "--" not in errs[0] and "smaller preset" in errs[0], errs
+
+
+def test_every_plan_input_has_a_label():
+    """The app, the PDF, error messages and CLI help name inputs from planner/labels.py: a new
+    PlanInputs field needs its label there (else users would read the raw field name)."""
+    from planner.labels import INPUTS, humanize
+
+    assert set(PlanInputs.model_fields) <= set(INPUTS), set(PlanInputs.model_fields) - set(INPUTS)
+    assert humanize("give prefill_ms and tp 2") == "give “Observed prefill (ms)” and TP 2"

@@ -1,8 +1,9 @@
 """Result cards of the Plan page, one function a card.
 
-A new card is a new ``card_*`` function here, called from ``pages/plan.py``'s ``render_results``
-in the place it should appear. Each card takes the plan (and what else it needs) and draws
-itself; :func:`safe` keeps an unexpected error in one card from breaking the page.
+A new card is a new ``card_*(r: Shown)`` function here, called from :func:`render_results` (at
+the bottom of this file) in the place it should appear. Each card takes the shown plan (plan,
+model, reference, notes, uploaded config) and draws itself; :func:`safe` keeps an unexpected
+error in one card from breaking the page.
 """
 
 from __future__ import annotations
@@ -138,10 +139,17 @@ def render_metrics(plan: Plan) -> None:
     row2 = st.columns(3)
     requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
     per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
+    binding = kv["binding_constraint"]
+    if cap["replicas"] > 1:
+        max_delta = f"memory: {per_replica_text}"
+    elif binding != "memory":
+        max_delta = f"memory alone: {kv['maximum_sequences_by_memory']:,}"
+    else:
+        max_delta = None
     row1[0].metric(
         "Max sequences",
         f"{admissible:,}",
-        delta=per_replica_text if cap["replicas"] > 1 else None,
+        delta=max_delta,
         delta_color="gray",
         delta_arrow="off",
         help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}); {requested:,} requested.",
