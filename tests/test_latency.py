@@ -168,3 +168,12 @@ def test_app_toggle_shows_measured_beside_roofline_or_says_why_not():
     at.selectbox(key="gpu").set_value("L4-24GB").run()
     assert not at.exception
     assert any("no vLLM kernel data for L4-24GB" in i.value for i in at.info)
+
+
+def test_expert_parallelism_must_divide_tp():
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="expert parallelism must divide tp 4"):
+        compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=4, gpu_count=4, ep=3), prepare_model(load_preset("qwen3-30b-a3b")))
+    # a dense model has no experts to spread: ep is ignored there
+    assert compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=4, gpu_count=4, ep=3), prepare_model(load_preset("llama-3.1-8b"))).roof.ep == 1
