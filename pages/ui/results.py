@@ -252,9 +252,8 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
         st.markdown("\n".join(f"- **{k}:** {v}" for k, v in rows))
         groups = []
         for s in ins.specs:
-            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.latent else "")
-            shape = f"latent {s.k_head_dim:,}" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,})"
-            groups.append(f"- **{label} ×{s.num_layers:,}:** {shape} → {s.bytes_per_token_per_layer:,} B per token per layer, **{s.bytes_per_token:,} B** per token")
+            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.cache == "latent" else f" · {s.cache}" if s.cache != "kv" else "")
+            groups.append(f"- **{label} ×{s.num_layers:,}:** {s.shape} → {s.bytes_per_token_per_layer:,} B per {'entry' if s.compress_ratio > 1 else 'token'} per layer, **{s.bytes_per_token:,} B** per token")
         if groups:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
         cache_notes = [n for n in notes if "served from the local cache" in n]
@@ -270,7 +269,7 @@ def render_formulas(plan: Plan) -> None:
     ins = plan.inspect
     lines = ["**K/V bytes per token** (one sequence, one GPU) = Σ over layer groups of layers × bytes per token per layer"]
     for s in ins.specs:
-        what = f"latent of {s.k_head_dim:,} elements" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,}) elements"
+        what = s.shape
         grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
         lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
     lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
