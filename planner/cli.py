@@ -13,7 +13,7 @@ from pathlib import Path
 
 from planner.configio import read_config_file
 from planner.errors import PlannerError
-from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
+from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 
 
 class CLIError(Exception):
@@ -98,6 +98,8 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
         except hub.HubError as exc:
             raise CLIError(str(exc)) from None
         source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source, "parameter_counts": model.parameter_counts, "notes": list(model.notes)}
+        if model.quantization is not None and "quantization_config" not in model.config:
+            source["quantization"] = model.quantization  # hf_quant_config.json: popped before printing
         return model.config, source
     raise CLIError("give a model: --config PATH, --preset NAME or --model ORG/NAME")
 
@@ -125,7 +127,7 @@ def inspect_summary(r: InspectReport) -> str:
         lines.append("windows           " + ", ".join(f"{k} {w:,}" for k, w in r.windows.items()))
     lines += [
         f"runtime           {r.runtime}: {r.runtime_description}",
-        f"KV dtype          {r.kv_dtype}",
+        f"KV dtype          {r.kv_dtype}" + (f" ({r.kv_dtype_source})" if r.kv_dtype_source != "given" else ""),
         f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
         f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
     ]
@@ -137,7 +139,8 @@ def inspect_summary(r: InspectReport) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     config, source = load_model_source(args)
-    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime)
+    quantization = source.pop("quantization", None)
+    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime, quantization=quantization, mtp=args.mtp)
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
@@ -185,7 +188,9 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     for flag in PLAN_FLOAT_FLAGS:
         p.add_argument(f"--{flag}", type=nonneg_float, metavar="X", help=plan_flag_help(flag))
     p.add_argument("--headroom-bp", type=nonneg_int, metavar="BP", help=plan_flag_help("headroom-bp"))
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--mtp", action="store_true", default=None,
+                   help="also count the model's next-token-prediction (MTP) layers, cached when MTP speculative decoding is on (default: off)")
     p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help=plan_flag_help("weight-dtype"))
     p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help=plan_flag_help("reservation"))
     p.add_argument("--runtime", choices=list(RUNTIMES), help=plan_flag_help("runtime"))
@@ -214,12 +219,12 @@ def plan_from_args(args: argparse.Namespace):
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
     if args.config or args.preset or args.model:
         config, source = load_model_source(args)
-        model = prepare_model(config, source.get("parameter_counts"))
+        model = prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None))
     elif args.example:
         model, source = example_model(), {"kind": "example", "repo_id": None}
     else:
         raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
-    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
+    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "mtp", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
         dest = flag.replace("-", "_")
         value = getattr(args, dest, None)
         if value is not None:
@@ -461,7 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
     add_model_source(p)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of cached keys and values (default: %(default)s)")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), default="auto",
+                   help="element type of cached keys and values; auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto, else the model dtype (default: %(default)s)")
+    p.add_argument("--mtp", action="store_true",
+                   help="also count the model's next-token-prediction (MTP) layers, which an engine caches when MTP speculative decoding is on (default: off)")
     p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
     p.add_argument("--tokens", type=nonneg_int, default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
     p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm", help="whose cache layout to count (default: %(default)s)")

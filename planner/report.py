@@ -180,7 +180,7 @@ def kv_context_chart(plan: Plan, width: float = 480, height: float = 210):
         lines.append([(x, (sum(held(i, s, x) for i, s in enumerate(specs)) + state) / mib) for x in xs])
         labels.append("total" + (f" incl. {human_bytes(state)} recurrent state" if state else "") + (" (chunked at peak)" if envelope else ""))
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[1]} ({plan.inputs.kv_dtype}, per GPU)", width, height)
+    _title(d, f"{CHART_TITLES[1]} ({plan.inspect.kv_dtype}, per GPU)", width, height)
     lp = LinePlot()
     lp.x, lp.y, lp.width, lp.height = 60, 30 + 11 * ((len(labels) + 1) // 2), width - 80, height - 60 - 11 * ((len(labels) + 1) // 2)
     lp.data = lines
@@ -380,7 +380,7 @@ def _formulas(plan: Plan) -> list[str]:
     kv, cap, ctx, res, lat = plan.kv_cache, plan.capacity, plan.context, plan.reservation, plan.latency
     out: list[str] = []
     specs = [s for s in plan.inspect.specs if s.kind != "cross"]
-    bits = KV_DTYPE_BITS.get(plan.inputs.kv_dtype)
+    bits = KV_DTYPE_BITS.get(plan.inspect.kv_dtype)
     for s in specs:
         line = f"K/V per token, {s.kind}{' ' + format(s.window, ',') if s.window else ''}: {s.num_layers} layers x {s.bytes_per_token_per_layer:,} B = {s.bytes_per_token:,} B"
         if bits and s.kv_heads_per_gpu * (s.k_head_dim + s.v_head_dim) * bits == s.bytes_per_token_per_layer * 8:

@@ -237,7 +237,7 @@ def _compare_with_three_plans() -> AppTest:
 def test_compare_state_survives_a_page_switch_and_is_in_the_link():
     at = _compare_with_three_plans()
     link = dict(at.query_params)
-    assert link["cmp"] == "3" and link["cc"] == "plan~H200-141GB~2~2~bf16~vllm", link
+    assert link["cmp"] == "3" and link["cc"] == "plan~H200-141GB~2~2~auto~vllm", link
     assert link["n"] == "llama-3.1-8b"  # the base plan travels with it
     at.switch_page("pages/plan.py").run()
     at.switch_page("pages/compare.py").run()

@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages.ui import state as S
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
+from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
 from planner.labels import INPUTS, label
@@ -22,7 +23,7 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "runtime", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -39,6 +40,16 @@ LABELS = {name: label(name) for name in INPUTS} | {
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+def _kv_dtype_label(model: PreparedModel, choice: str) -> str:
+    if choice != "auto":
+        return f"{choice} ({KV_DTYPE_BITS[choice]}-bit)"
+    try:
+        dtype, source = model.kv_dtype("auto")
+    except PlannerError as exc:
+        return f"auto ({exc.reason})"
+    return f"auto → {dtype} ({source.removeprefix('auto: ')})"
 
 
 _SLOTS = threading.local()  # where the error of a control in a two-column row goes
@@ -139,7 +150,11 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("cache", "KV cache", ":material/memory:", True)
     if opened(exp):
         with exp:
-            _select("kv_dtype", list(KV_DTYPE_BITS), err_key, err, format_func=lambda d: f"{d} ({KV_DTYPE_BITS[d]}-bit)", help="Element type of cached keys and values; int8/int4 add a scale and zero-point per 64 elements.")
+            _select("kv_dtype", ["auto", *KV_DTYPE_BITS], err_key, err, format_func=lambda d: _kv_dtype_label(model, d),
+                    help="Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's --kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements.")
+            if model.geometry.mtp_layers or (model.geometry.compressed and model.geometry.compressed.mtp_ratios):
+                st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
+                _error_below("mtp", err_key, err)
             _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(BLOCK_SIZES)
