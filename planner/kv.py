@@ -190,6 +190,20 @@ class KVSpec(BaseModel):
         return -(-self.bytes_per_token_per_layer * self.num_layers // self.compress_ratio)
 
     @property
+    def shape(self) -> str:
+        """What one layer of this group caches per entry, in words (for tables and notes)."""
+        every = f", one entry per {self.compress_ratio} tokens" if self.compress_ratio > 1 else ""
+        if self.cache == "indexer":
+            return f"indexer key of {self.k_head_dim:,} ({self.kv_dtype}{' + scales' if self.kv_dtype == 'fp8' else ''}){every}"
+        if self.cache in ("swa", "compressed"):
+            return f"latent of {self.k_head_dim:,} in vLLM's fp8 sparse layout{every}"
+        if self.cache == "compressor":
+            return f"compressor state of {self.k_head_dim:,} fp32 values"
+        if self.latent:
+            return f"latent of {self.k_head_dim:,}"
+        return f"{self.kv_heads_per_gpu:,} KV heads × (K {self.k_head_dim:,} + V {self.v_head_dim:,})"
+
+    @property
     def grows_per_token(self) -> bool:
         return self.kind == "full"
 

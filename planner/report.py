@@ -585,8 +585,45 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     return text
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
-    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "TTFT ms", "ITL ms", "req/s", "sim req/s")
+
+
+def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
+    """Header and one row per recommendation (the PDF's sizing table)."""
+    rows = [list(SIZING_COLUMNS)]
+    for r in sizing.recommendations[:top]:
+        sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
+        rows.append([r.gpu, str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+                     f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
+    return rows
+
+
+def _sizing_story(k: _Kit, sizing) -> list:
+    """The "Sizing" section: the answer, the ranked alternatives and the capacity notes."""
+    rows = sizing_rows(sizing)
+    first = 30 * 72 / 25.4  # 30 mm for the GPU name
+    story = [k.para("Sizing", k.h2), k.para(sizing.answer), k.grid_table(rows, [first] + [(k.width - first) / (len(rows[0]) - 1)] * (len(rows[0]) - 1))]
+    searched = sizing.searched
+    story.append(
+        k.para(
+            f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
+            "TTFT and ITL are the latency model's at the workload's concurrency; 'sim req/s' is the simulator's capacity search where it ran. "
+            "Prices: planner/prices.py (sourced and dated) unless given.",
+            k.small,
+        )
+    )
+    for r in sizing.recommendations[:12]:
+        if r.capacity:
+            story.append(k.para(f"Capacity search {r.gpu} TP {r.tp} x {r.replicas}: {r.capacity.note}", k.small))
+    return story
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None, sizing=None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser).
+
+    ``sizing`` (a :class:`planner.sizing.SizingResult`) adds a "Sizing" section after the
+    headline: the answer and the ranked alternatives; ``plan`` is then the recommended deployment's.
+    """
     from reportlab.lib.units import mm
     from reportlab.platypus import KeepTogether, Spacer
 
@@ -599,6 +636,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
         Spacer(1, 4),
         para(_headline(plan, ref)),
+        *(_sizing_story(k, sizing) if sizing is not None else []),
         para("Model", k.h2),
         k.kv_table(_model_rows(plan, ref)),
         para("Device", k.h2),

@@ -214,3 +214,12 @@ def test_hub_checkpoint_with_hf_quant_config_plans_fp8(hub):
     plan = compute_plan(PlanInputs(), model)
     assert plan.kv_cache["kv_dtype"] == "fp8" and plan.kv_cache["bytes_per_token_per_sequence"] == 512
     assert plan.kv_cache["kv_dtype_source"] == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8"
+
+
+def test_each_cache_group_says_what_it_holds():
+    from planner.presets import load_preset
+
+    shapes = [s.shape for s in inspect_config(load_preset("glm-5"), kv_dtype="bf16").specs]
+    assert shapes == ["latent of 576", "indexer key of 128 (fp8 + scales)"]
+    v4 = [s.shape for s in inspect_config(load_preset("deepseek-v4-flash")).specs]
+    assert "latent of 512 in vLLM's fp8 sparse layout, one entry per 128 tokens" in v4

@@ -65,8 +65,20 @@ def admission_badge(plan: Plan) -> None:
         st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
         st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+        size_link(plan)
     limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
     st.caption(f"Limits on concurrent sequences: {limits}.")
+
+
+def size_link(plan: Plan) -> None:
+    """A refused plan links to the Size page for its load (users and SLOs)."""
+    params = {"size_users": str(plan.kv_cache["requested_sequences"])}
+    params["size_itl"] = f"{plan.inputs.itl_slo_ms or 0:g}"
+    params["size_ttft"] = f"{plan.inputs.ttft_slo_ms or 0:g}"
+    try:
+        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache['requested_sequences']:,} sequences", icon=":material/dns:", query_params=params)
+    except Exception:  # noqa: BLE001 - the page is not registered (a page run on its own, as in some tests)
+        st.caption("The Size page answers how many GPUs this load needs.")
 
 
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
@@ -240,9 +252,8 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
         st.markdown("\n".join(f"- **{k}:** {v}" for k, v in rows))
         groups = []
         for s in ins.specs:
-            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.latent else "")
-            shape = f"latent {s.k_head_dim:,}" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,})"
-            groups.append(f"- **{label} ×{s.num_layers:,}:** {shape} → {s.bytes_per_token_per_layer:,} B per token per layer, **{s.bytes_per_token:,} B** per token")
+            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.cache == "latent" else f" · {s.cache}" if s.cache != "kv" else "")
+            groups.append(f"- **{label} ×{s.num_layers:,}:** {s.shape} → {s.bytes_per_token_per_layer:,} B per {'entry' if s.compress_ratio > 1 else 'token'} per layer, **{s.bytes_per_token:,} B** per token")
         if groups:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
         cache_notes = [n for n in notes if "served from the local cache" in n]
@@ -258,7 +269,7 @@ def render_formulas(plan: Plan) -> None:
     ins = plan.inspect
     lines = ["**K/V bytes per token** (one sequence, one GPU) = Σ over layer groups of layers × bytes per token per layer"]
     for s in ins.specs:
-        what = f"latent of {s.k_head_dim:,} elements" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,}) elements"
+        what = s.shape
         grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
         lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
     lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
