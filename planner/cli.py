@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from planner.configio import read_config_file
-from planner.errors import PlannerError
+from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
+from planner.limits import ensure_finite_json, parse_number_text
 
 
 class CLIError(Exception):
@@ -30,12 +30,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _number(text: str, cast: type, *, positive: bool) -> int | float:
     """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0."""
-    try:
-        value = cast(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be {'a positive' if positive else 'a finite, non-negative'} {'integer' if cast is int else 'number'}")
+    value = parse_number_text(text, integer=cast is int)
+    if value is None:
+        kind = "an integer (ASCII digits only)" if cast is int else "a finite number (e.g. 0.5 or 1e-3)"
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} is not {kind}")
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} must be {'a positive' if positive else 'a non-negative'} {'integer' if cast is int else 'number'}")
     return value
 
 
@@ -53,6 +53,16 @@ def positive_float(text: str) -> float:
 
 def nonneg_float(text: str) -> float:
     return _number(text, float, positive=False)
+
+
+def print_json(out: dict) -> None:
+    """Print a result as strict JSON: a non-finite number is refused, never printed as Infinity.
+
+    Raises:
+        PlannerError: naming the first non-finite number.
+    """
+    ensure_finite_json(out)
+    print(json.dumps(out, indent=2, default=str, allow_nan=False))
 
 
 # --------------------------------------------------------------------------- model source
@@ -135,7 +145,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(inspect_summary(report))
     return 0
@@ -228,7 +238,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         out = plan.summary()
         out["source"] = source
-        print(json.dumps(out, indent=2, default=str))
+        print_json(out)
     else:
         print(plan_summary(plan))
     return 0
@@ -269,7 +279,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out["pool_blocks"] = blocks
     out["source"] = source
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(
             f"{result.policy}: {result.requests_completed:,} completed, {result.requests_cancelled:,} cancelled, {result.requests_rejected:,} rejected; "

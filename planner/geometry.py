@@ -15,21 +15,18 @@ import hashlib
 import json
 import math
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from planner.errors import ConfigError
+from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache
 
 LayerKind = Literal["full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none"]
 KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none")
 
-MAX_LAYERS = 100_000
-MAX_HEADS = 65_536
-MAX_DIM = 1 << 20
-MAX_POSITIONS = 1 << 31
+# MAX_LAYERS, MAX_HEADS, MAX_DIM, MAX_POSITIONS: ranges documented in planner/limits.py
 
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 
@@ -440,6 +437,17 @@ def _linear_state(cfg: dict, where: str) -> StateSpec:
     return StateSpec(conv_elements=conv, ssm_elements=v_heads * k_dim * v_dim, description=f"linear attention: {v_heads} value heads x {k_dim} x {v_dim}, conv {conv_k}")
 
 
+def _check_cache_size(kinds: list[str], kv_heads: int, head_dim: int, v_head_dim: int, mamba: StateSpec | None, linear: StateSpec | None, where: str) -> None:
+    """Refuse a geometry whose fp32 K/V per token, or recurrent state per sequence, exceeds 1 TiB."""
+    cached = sum(1 for k in kinds if k in ("full", "sliding", "chunked", "cross"))
+    per_token = 4 * cached * kv_heads * (head_dim + v_head_dim)
+    if per_token > MAX_KV_BYTES_PER_TOKEN:
+        raise ConfigError(f"{where}num_hidden_layers", len(kinds), f"with {kv_heads:,} KV heads x head_dim {head_dim:,} the cache would hold {per_token:.3g} bytes per token (limit 1 TiB): the geometry is implausible")
+    state = 4 * sum(kinds.count(kind) * (spec.conv_elements + spec.ssm_elements) for spec, kind in ((mamba, "mamba"), (linear, "linear_attention")) if spec)
+    if state > MAX_KV_BYTES_PER_TOKEN:
+        raise ConfigError(f"{where}num_hidden_layers", len(kinds), f"the recurrent state would hold {state:.3g} bytes per sequence (limit 1 TiB): the geometry is implausible")
+
+
 def parse_geometry(config: dict) -> ModelGeometry:
     """Derive the per-layer KV geometry of a config dict.
 
@@ -451,11 +459,20 @@ def parse_geometry(config: dict) -> ModelGeometry:
     """
     if not isinstance(config, dict):
         raise ConfigError("config", type(config).__name__, "must be a JSON object")
-    return _parse_cached(json.dumps(config, sort_keys=True, default=str, allow_nan=True))
+    canonical = json.dumps(config, sort_keys=True, default=str, allow_nan=True)
+    key = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    hit = _PARSED.get(key)
+    if hit is None:
+        hit = _parse_canonical(canonical)
+        _PARSED.put(key, hit)
+    return hit  # type: ignore[return-value]
 
 
-@lru_cache(maxsize=256)
-def _parse_cached(canonical: str) -> ModelGeometry:
+# parsed geometries by config hash, bounded in bytes (a 10,000-layer geometry holds ~10 MB)
+_PARSED = ByteBudgetCache(64 << 20)
+
+
+def _parse_canonical(canonical: str) -> ModelGeometry:
     config = json.loads(canonical)
     cfg, path, notes = select_text_config(config)
     where = f"{path}." if path else ""
@@ -502,6 +519,7 @@ def _parse_cached(canonical: str) -> ModelGeometry:
     mamba = _mamba_state(cfg, hidden, where) if "mamba" in kinds else None
     linear = _linear_state(cfg, where) if "linear_attention" in kinds else None
 
+    _check_cache_size(kinds, kv_heads, head_dim, v_head_dim, mamba, linear, where)
     layers = []
     for i, (kind, window) in enumerate(zip(kinds, windows, strict=True)):
         cached = kind in ("full", "sliding", "chunked", "cross")

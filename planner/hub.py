@@ -40,6 +40,7 @@ from tqdm.auto import tqdm as _tqdm
 from planner import __version__
 from planner.configio import MAX_CONFIG_BYTES, parse_config_text
 from planner.errors import ConfigError
+from planner.limits import ByteBudgetCache
 
 __all__ = [
     "ConfigNotFoundError",
@@ -247,7 +248,7 @@ def _token_key(token: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- in-process TTL cache
-_CACHE: dict[tuple[str, str, str | None], tuple[float, HubModel]] = {}
+_CACHE = ByteBudgetCache(32 << 20)  # key -> (expiry, HubModel), bounded in bytes (planner/limits.py)
 _CACHE_LOCK = threading.Lock()
 
 
@@ -278,10 +279,10 @@ def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
         entry = _CACHE.get(key)
         if entry is None:
             return None
-        if entry[0] <= now:
-            del _CACHE[key]
+        if entry[0] <= now:  # type: ignore[index]
+            _CACHE.pop(key)
             return None
-        return _copy_model(entry[1])
+        return _copy_model(entry[1])  # type: ignore[index]
 
 
 def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
@@ -291,7 +292,7 @@ def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
     if ttl <= 0:
         return
     with _CACHE_LOCK:
-        _CACHE[key] = (time.monotonic() + ttl, _copy_model(model))
+        _CACHE.put(key, (time.monotonic() + ttl, _copy_model(model)))
 
 
 def clear_cache() -> None:

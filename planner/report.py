@@ -580,11 +580,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
         state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
         if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
+            raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state, CLIError), state.ref, state.upload_config
+        for warning in state.warnings:  # only once the plan stands: a refusal stays one line
+            print(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)
