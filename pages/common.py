@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import threading
 import time
 from datetime import UTC, datetime
@@ -279,6 +280,10 @@ def fetch_hub(repo_id: str, revision: str, explicit_token: str | None) -> bool:
         from planner.source import hub_ref
     except ImportError as exc:  # the Hub module is optional at run time
         _source_errors()[source] = f"Hub support is not available in this installation ({exc.name or exc})."
+        return False
+    wait = hub.request_wait_s(st.session_state.setdefault("_session_key", secrets.token_hex(16)))
+    if wait:
+        _source_errors()[source] = f"Too many Hub requests from this session (at most {hub.requests_per_minute()} a minute); try again in {wait:.0f} s."
         return False
     try:
         ref, model, fetched = hub_ref(repo_id, revision, hub_token(explicit_token))

@@ -468,8 +468,8 @@ def parse_geometry(config: dict) -> ModelGeometry:
     return hit  # type: ignore[return-value]
 
 
-# parsed geometries by config hash, bounded in bytes (a 10,000-layer geometry holds ~10 MB)
-_PARSED = ByteBudgetCache(64 << 20)
+# parsed geometries by config hash, bounded in bytes (a 10,000-layer geometry holds ~11 MB)
+_PARSED = ByteBudgetCache(32 << 20)
 
 
 def _parse_canonical(canonical: str) -> ModelGeometry:

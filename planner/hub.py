@@ -40,7 +40,7 @@ from tqdm.auto import tqdm as _tqdm
 from planner import __version__
 from planner.configio import MAX_CONFIG_BYTES, parse_config_text
 from planner.errors import ConfigError
-from planner.limits import ByteBudgetCache
+from planner.limits import ByteBudgetCache, RateLimiter
 
 __all__ = [
     "ConfigNotFoundError",
@@ -227,6 +227,46 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
         _validate_revision(revision)
         return repo_id, revision
     return repo_id, constants.DEFAULT_REVISION
+
+
+# --------------------------------------------------------------------------- per-session rate limit
+DEFAULT_REQUESTS_PER_MIN = 20
+_LIMITER: RateLimiter | None = None
+_LIMITER_LOCK = threading.Lock()
+
+
+def requests_per_minute() -> int:
+    """Hub fetches one caller (an app session) may start per minute: ``KVP_HUB_REQUESTS_PER_MIN``.
+
+    Default 20; 0 turns the limit off. A value that is not a plain non-negative integer is
+    logged and the default used. Raises nothing.
+    """
+    raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
+    if not raw:
+        return DEFAULT_REQUESTS_PER_MIN
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
+        return DEFAULT_REQUESTS_PER_MIN
+    return int(raw)
+
+
+def request_wait_s(caller: str) -> float:
+    """0.0 and the request is counted, or the seconds ``caller`` must wait (nothing counted).
+
+    The app calls this with its session id before each Hub fetch, so one session cannot make the
+    shared server hammer the Hub. Raises nothing.
+    """
+    global _LIMITER
+    limit = requests_per_minute()
+    if limit <= 0:
+        return 0.0
+    with _LIMITER_LOCK:
+        if _LIMITER is None or _LIMITER.per_window != limit:
+            _LIMITER = RateLimiter(limit, 60.0)
+        limiter = _LIMITER
+    if limiter.allow(caller):
+        return 0.0
+    return max(limiter.retry_after(caller), 0.1)
 
 
 # --------------------------------------------------------------------------- token

@@ -190,6 +190,7 @@ def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None) 
         geo = parse_geometry(config)
         repo = config.get("_name_or_path")
         hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None)
+        hit.weights("auto")  # the weights fields are checked here too, so a bad config fails on load
         _PREPARED.put(key, hit)
     return hit  # type: ignore[return-value]
 
