@@ -574,9 +574,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
         path = Path(args.plan)
         try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+            with path.open("rb") as fh:  # read at most 1 MiB + 1 byte: /dev/zero or a FIFO cannot fill memory
+                data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+            if len(data) > MAX_PLAN_FILE_BYTES:
                 raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
         except OSError as exc:
             raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
         state = load_plan_file(data)

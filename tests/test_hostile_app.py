@@ -69,3 +69,14 @@ def test_hub_fetches_are_rate_limited_per_session(hub, monkeypatch):
     other.text_input(key="hub_repo").input("org/c")
     other.button(key="hub_fetch").click().run()
     assert not other.sidebar.error and other.session_state["model_ref"]["repo_id"] == "org/c"
+
+
+def test_link_with_an_overflowing_embedded_config_warns_and_keeps_the_page():
+    from planner.geometry import config_hash
+    from planner.share import embed_config
+
+    config = {**LLAMA_8B, "n_shared_experts": float("inf"), "num_experts": 8}
+    at = _app({"v": "1", "m": "upload", "n": "evil.json", "h": config_hash(config), "cfg": embed_config(config)})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "embedded config is not usable" in warnings and "n_shared_experts" in warnings, warnings
+    assert any(m.label == "KV bytes / token" for m in at.metric)  # a plan is still on the page

@@ -213,3 +213,8 @@ def test_rate_limiter():
     now[0] = 10.5
     assert limiter.allow("s1") and limiter.retry_after("s2") == 0.0
 
+
+
+def test_report_plan_reads_at_most_1_mib(tmp_path, capsys):
+    code, out, err = cli(capsys, "report", "--plan", "/dev/zero", "--out", str(tmp_path / "r.pdf"))
+    assert (code, out) == (2, "") and "larger than 1 MiB" in err and err.count("\n") == 1
