@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from pages.ui import models, state
 from pages.ui.fmt import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num
 from pages.ui.results import admission_badge, binding_phrase, safe
+from pages.ui.safe_text import md
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
@@ -76,7 +77,7 @@ def _column(i: int, base: dict, current_label: str, names: tuple[str, ...]):
             ref, model = models.load_preset(over["model"])
     except PlannerError as exc:
         with slots["model"]:
-            st.error(str(exc), icon=":material/error:")
+            st.error(md(exc), icon=":material/error:")
         return over, None, exc, over["model"]
     label = ref.name if ref.kind == "preset" and ref.name else ref.label()
     values = dict(base) | {k: v for k, v in over.items() if k != "model"} | {"device_gib": None}
@@ -85,7 +86,7 @@ def _column(i: int, base: dict, current_label: str, names: tuple[str, ...]):
         key = state.error_key(err, values)
         key = FIELD_KEYS.get(key or "", None)
         with slots.get(key, slot_model) if key else slot_model:
-            st.error(state.error_text(err) if key else str(err), icon=":material/error:")
+            st.error(md(state.error_text(err) if key else str(err)), icon=":material/error:")
     return over, plan, err, label
 
 
@@ -172,7 +173,7 @@ def main() -> None:
     base = dict(state.plan_values())
     ref, _model, _notes = models.active_model()
     current_label = ref.name if ref.kind == "preset" and ref.name else ref.label()
-    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs…) for **{current_label}** and overrides the model, GPU, TP, KV dtype and runtime.")
+    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs…) for **{md(current_label)}** and overrides the model, GPU, TP, KV dtype and runtime.")
     st.session_state.setdefault("cmp_n", 2)
     n = st.segmented_control("Plans", [2, 3, 4], key="cmp_n", required=True, format_func=lambda k: f"{k} plans")
     n = n or 2
@@ -196,4 +197,4 @@ def main() -> None:
 try:
     main()
 except Exception as exc:  # noqa: BLE001 - never show a traceback
-    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}", icon=":material/error:")
+    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {md(exc)}", icon=":material/error:")

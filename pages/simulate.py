@@ -5,8 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages.ui.safe_text import md
 from planner import simulate as sim
-from planner.errors import PlannerError
+from planner.errors import PlannerError, shorten
 from planner.hardware import CATALOG, DEFAULT_GPU
 from planner.plan import compute_plan, make_inputs
 from planner.presets import DEFAULT_PRESET, list_presets
@@ -55,7 +56,7 @@ try:
     with st.spinner("Simulating…"):
         ceiling, blocks, results, static = run(preset, gpu, int(tp), int(prompt), int(output), float(rate), int(count), tuple(policies), int(chunk), int(budget), int(seed), trace_text)
 except PlannerError as exc:
-    st.error(f"{exc.field}: {exc.reason}" + (f" (value {exc.value!r})" if exc.value is not None else ""))
+    st.error(md(f"{exc.field}: {exc.reason}" + (f" (value {shorten(exc.value)})" if exc.value is not None else "")))
     st.stop()
 except UnicodeDecodeError:
     st.error("trace: the file is not UTF-8 text")

@@ -19,7 +19,7 @@ context positions         1 .. 2**31           10,485,760 (Llama 4 Scout)
 vocabulary                1 .. 2**24           262,144
 K/V bytes per token       at most 1 TiB        ~ 0.5 MiB (fp32, all layers)
 parameters                at most 10**14       ~ 10**12 (Kimi K2)
-MFU / MBU                 0.001 .. 1           0.3 - 0.8
+MFU / MBU                 1e-6 .. 1            0.3 - 0.8
 measured phases (ms)      0.001 .. 10**9       -
 custom device             0.01 .. 4,096 GiB,   -
                           1 .. 100,000 GB/s,
@@ -59,7 +59,7 @@ MAX_KV_BYTES_PER_TOKEN = 1 << 40  # 1 TiB per token (every layer, fp32, one sequ
 MAX_PARAMS = 10**14
 
 # --------------------------------------------------------------------------- plan inputs
-MIN_UTILISATION = 0.001  # MFU / MBU floor: below 0.1 % a roofline time is meaningless
+MIN_UTILISATION = 1e-6  # MFU / MBU floor (a CPU probe calibrated against a GPU roofline gets near it)
 MIN_PHASE_MS = 0.001  # a measured phase shorter than 1 µs is a typo, and 5e-324 divides to inf
 MIN_DEVICE_GIB = 0.01
 MIN_BANDWIDTH_GB_S = 1.0

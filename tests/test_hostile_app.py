@@ -80,3 +80,37 @@ def test_link_with_an_overflowing_embedded_config_warns_and_keeps_the_page():
     warnings = " ".join(w.value for w in at.warning)
     assert "embedded config is not usable" in warnings and "n_shared_experts" in warnings, warnings
     assert any(m.label == "KV bytes / token" for m in at.metric)  # a plan is still on the page
+
+
+EVIL = "evil.example"
+MARKDOWN_LINK = {
+    "v": "1", "m": "preset",
+    "n": f"![pixel](https://{EVIL}/n.png)",
+    "gpu": f"[click me](https://{EVIL}/gpu)",
+    "kvd": f"![k](https://{EVIL}/k.png)",
+    "rv": f"<https://{EVIL}/autolink>",
+    "res": f"see www.{EVIL}/x and a@{EVIL}",
+    "wd": "**bold** `code` $x$ :red[alert]",
+}
+
+
+def _rendered_markdown(at: AppTest) -> list[str]:
+    out = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    for kind in (at.warning, at.error, at.info, at.success, at.sidebar.warning, at.sidebar.error):
+        out += [e.value for e in kind]
+    return out
+
+
+def test_link_values_never_render_as_live_markdown():
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    at = _app(MARKDOWN_LINK)
+    texts = _rendered_markdown(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "n.png" in warnings and "click me" in warnings  # the values are shown (escaped), not dropped
+    for text in texts:
+        html = parser.render(text)
+        assert EVIL not in html or ("<a" not in html and "<img" not in html and "<strong>bold" not in html and "<code>code" not in html), text
+        for needle in ("://" + EVIL, "www." + EVIL, "@" + EVIL):
+            assert needle not in text, text  # no GitHub autolink literal either

@@ -1,4 +1,4 @@
-"""pages/safe_text.md: user text renders literally in markdown (checked with markdown-it-py).
+"""pages/ui/safe_text.md: user text renders literally in markdown (checked with markdown-it-py).
 
 markdown-it-py is the CommonMark reference port (pinned; Streamlit's remark parser follows the
 same spec for escapes). Every character comes back as itself: no tag other than the paragraph.
@@ -7,12 +7,13 @@ same spec for escapes). Every character comes back as itself: no tag other than 
 from __future__ import annotations
 
 import html
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pages.safe_text import md, unescape
+from pages.ui.safe_text import md, unescape
 
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 HOSTILE = [
@@ -34,6 +35,10 @@ HOSTILE = [
     "    four-space code",
     "[ref]: https://evil.example\n[ref]",
     "\u202eevil",
+    "mail me: a.b@evil.example",
+    "1) one",
+    "> quote",
+    "_lead and trail_",
 ]
 
 
@@ -59,6 +64,13 @@ def test_any_text_renders_as_itself(text):
     assert rendered == _literal_html(_normalised(text))
     assert unescape(md(text)) == _normalised(text)
     assert "://" not in md(text) and "www." not in md(text).lower()  # GFM autolink literals need these
+    assert not re.search(r"[A-Za-z0-9._+-]@[A-Za-z0-9]", md(text))  # nor an e-mail autolink
+
+
+def test_ordinary_messages_read_as_before():
+    text = "num_hidden_layers=0: must be at least 1 (limit 10,000); sequences >= 1, tp 1/2"
+    assert md(text) == text
+    assert md("org/x@main") == "org/x\\@main" and md("see https://x.org") == "see https\\:\\/\\/x.org"
 
 
 def test_long_values_are_cut():

@@ -220,7 +220,7 @@ TAMPERED = [
     ("tp", "2.5", "tp (tp) '2.5' is not a whole number"),
     ("tp", "", "tp (tp) '' is not a whole number"),
     ("tp", "9" * 5000, f"tp (tp) '{'9' * 37}...' is far out of range"),  # shown cut to 37 characters + ...
-    ("mfu", "0", "mfu (mfu) '0' is out of range (must be >= 0.001 and <= 1)"),
+    ("mfu", "0", "mfu (mfu) '0' is out of range (must be >= 1e-06 and <= 1)"),
     ("hit", "1.5", "prefix_hit_rate (hit) '1.5' is out of range (must be >= 0 and <= 1)"),
     ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of fp32, fp16, bf16, fp8, int8, int4; using the default bf16"),
     ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, transformers"),

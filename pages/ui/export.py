@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
+from pages.ui.safe_text import md
 from pages.ui.urlstate import load_plan_upload, plan_file_text, share_params
 from planner.plan import Plan
 from planner.share import share_url
@@ -101,6 +102,6 @@ def render_share(plan: Plan, ref, config: dict | None) -> None:
             help="A plan file downloaded here (or by the CLI): the model and every input are restored; bad fields fall back to their defaults with a warning.",
         )
         if st.session_state.get("plan_file_error"):
-            st.error(st.session_state["plan_file_error"], icon=":material/error:")
+            st.error(md(st.session_state["plan_file_error"]), icon=":material/error:")
 
 

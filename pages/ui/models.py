@@ -9,6 +9,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages.ui.safe_text import md
 from planner.configio import parse_config_text
 from planner.errors import PlannerError
 from planner.plan import PreparedModel, prepare_model
@@ -265,12 +266,12 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
         )
         if st.session_state.get("start_preset") and st.session_state["start_preset"] not in names and not st.session_state.get("start_warned"):
             st.session_state["start_warned"] = True
-            st.warning(f"Unknown preset {st.session_state['start_preset']!r} on the command line; opened {start_preset()} instead.")
+            st.warning(md(f"Unknown preset {st.session_state['start_preset']!r} on the command line; opened {start_preset()} instead."))
         name = st.session_state.get("preset") or start_preset()
         try:
             ref, _model = load_choice(name)
         except PlannerError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
         else:
             _set_active(ref, None)
     elif source == "Hugging Face Hub":
@@ -283,22 +284,22 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             with st.spinner(HUB_SPINNER):
                 _fetch_hub(st.session_state.get("hub_repo", ""), st.session_state.get("hub_revision", "main"), st.session_state.get("hub_token", ""))
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
     elif source == "Upload config.json":
         uploaded = st.file_uploader("config.json", type=["json"], key="config_upload", help="A Hugging Face config.json (at most 1 MiB).")
         _handle_upload(uploaded)
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
         expected = st.session_state.get("expected_upload")
         if expected and not _loaded().get(source):
-            st.warning(expected_upload_text(expected), icon=":material/upload_file:")
+            st.warning(md(expected_upload_text(expected)), icon=":material/upload_file:")
         if st.session_state.get("upload_mismatch"):
-            st.warning(st.session_state["upload_mismatch"], icon=":material/warning:")
+            st.warning(md(st.session_state["upload_mismatch"]), icon=":material/warning:")
     else:
         text = st.text_area("Config JSON", key="config_paste", height=160, placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}', help="Paste a config.json; applied when the field loses focus (Ctrl+Enter).")
         _handle_paste(text)
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
 
     if source != "Preset":
         hit = _loaded().get(source)
@@ -308,7 +309,7 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             st.caption("No config loaded from this source yet: still showing the previous model.")
     ref, model, notes = active_model()
     if source != "Preset" or ref.kind != "preset":
-        st.caption(f"Active model: {ref.label()}")
+        st.caption(f"Active model: {md(ref.label())}")
     return ref, model, notes
 
 
