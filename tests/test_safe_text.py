@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from pages.ui.safe_text import md, unescape
+from pages.ui.safe_text import JOINER, md, unescape
 
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 HOSTILE = [
@@ -52,7 +52,7 @@ def _normalised(text: str) -> str:
 
 def test_hostile_values_render_literally():
     for text in HOSTILE:
-        rendered = PARSER.render(md(text))
+        rendered = PARSER.render(md(text)).replace(JOINER, "")  # word joiners are invisible
         assert rendered == _literal_html(_normalised(text)), (text, rendered)
         assert "<a" not in rendered and "<img" not in rendered
 
@@ -60,7 +60,7 @@ def test_hostile_values_render_literally():
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(st.text(alphabet=st.one_of(st.sampled_from(list("[]()!<>*_`#~|$:\\/&;.-+=\"' \n\t")), st.characters()), max_size=60))
 def test_any_text_renders_as_itself(text):
-    rendered = PARSER.render(md(text))
+    rendered = PARSER.render(md(text)).replace(JOINER, "")
     assert rendered == _literal_html(_normalised(text))
     assert unescape(md(text)) == _normalised(text)
     assert "://" not in md(text) and "www." not in md(text).lower()  # GFM autolink literals need these
@@ -70,7 +70,7 @@ def test_any_text_renders_as_itself(text):
 def test_ordinary_messages_read_as_before():
     text = "num_hidden_layers=0: must be at least 1 (limit 10,000); sequences >= 1, tp 1/2"
     assert md(text) == text
-    assert md("org/x@main") == "org/x\\@main" and md("see https://x.org") == "see https\\:\\/\\/x.org"
+    assert md("org/x@main") == "org/x@\u2060main" and md("see https://x.org www.x.org") == "see https:\u2060//x.org www\u2060.x.org"
 
 
 def test_long_values_are_cut():

@@ -11,7 +11,9 @@ backslash escapes (an escaped ASCII punctuation character is always literal):
   headings, strike-through, tables);
 * ``_`` unless it sits inside a word (``num_hidden_layers`` cannot open emphasis);
 * the first character when it would open a block (``>``, ``-``, ``+``, ``=``; ``1.`` / ``1)``);
-* GitHub's autolink literals: ``http://``, ``https://``, ``ftp://``, ``www.`` and ``a@b``.
+* GitHub's autolink literals (``http://``, ``https://``, ``ftp://``, ``www.``, ``a@b.c``): remark
+  finds these in the parsed text, after backslash escapes are resolved, so an invisible word
+  joiner (U+2060) goes inside each (``https:⁠//``, ``www⁠.``, ``a@⁠b``) instead.
 
 Line breaks and other control characters become spaces (no new blocks) and long text is cut, so
 ordinary messages read as before. Where no markdown is needed at all, pages use ``st.text``.
@@ -27,8 +29,9 @@ __all__ = ["md", "unescape"]
 MAX_SHOWN = 400  # characters of one value shown on the page
 _ALWAYS = frozenset("\\`*[]<$&#~|!")
 _BLOCK_START = frozenset(">-+=")
-_URL = re.compile(r"(?i)\b(https?|ftp)://")
-_WWW = re.compile(r"(?i)\bwww\.")
+JOINER = "\u2060"  # WORD JOINER: invisible, no line break, not a word character to a regex
+_URL = re.compile(r"(?i)\b(https?|ftp):(?=//)")
+_WWW = re.compile(r"(?i)\bwww(?=\.)")
 _EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9._+-])@(?=[A-Za-z0-9])")
 _ORDERED = re.compile(r"^([0-9]{1,9})([.)])")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -51,13 +54,14 @@ def md(value: object, limit: int = MAX_SHOWN) -> str:
             out.append(ch)
     escaped = "".join(out)
     escaped = _ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
-    escaped = _URL.sub(lambda m: m.group(1) + "\\:\\/\\/", escaped)
-    escaped = _WWW.sub(lambda m: m.group(0)[:3] + "\\.", escaped)
-    return _EMAIL_AT.sub("\\\\@", escaped)
+    escaped = _URL.sub(lambda m: m.group(0) + JOINER, escaped)
+    escaped = _WWW.sub(lambda m: m.group(0) + JOINER, escaped)
+    return _EMAIL_AT.sub("@" + JOINER, escaped)
 
 
 def unescape(markdown: str) -> str:
-    """The text :func:`md` escaped (for tests and logs): drops the backslash before punctuation."""
+    """The text :func:`md` escaped (for tests and logs): drops the backslashes and word joiners."""
+    markdown = markdown.replace(JOINER, "")
     out = []
     i = 0
     while i < len(markdown):
