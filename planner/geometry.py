@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -21,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from planner.errors import ConfigError
-from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache
+from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache, check_number
 
 LayerKind = Literal["full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none"]
 KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none")
@@ -133,19 +132,7 @@ def _present(cfg: dict, key: str) -> bool:
 
 def _int_field(cfg: dict, key: str, *, lo: int = 1, hi: int = MAX_DIM, where: str = "") -> int:
     """Read an integer field; accept 4096.0 but not 4096.5, True, "4096" or NaN."""
-    value = cfg[key]
-    name = f"{where}{key}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, value, "must be an integer")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise ConfigError(name, value, "must be a whole number")
-        value = int(value)
-    if value < lo:
-        raise ConfigError(name, value, f"must be at least {lo}")
-    if value > hi:
-        raise ConfigError(name, value, f"is absurdly large (limit {hi:,})")
-    return value
+    return int(check_number(f"{where}{key}", cfg[key], lo=lo, hi=hi, integer=True, error=ConfigError))
 
 
 def _bool_field(cfg: dict, key: str, default: bool, where: str) -> bool:

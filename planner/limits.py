@@ -102,7 +102,7 @@ def check_number(field: str, value: object, *, lo: float, hi: float, integer: bo
         raise error(field, value, "must be an integer" if integer else "must be a number")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise error(field, value, "must be a finite number")
+            raise error(field, value, "must be a finite whole number" if integer else "must be a finite number")
         if integer:
             if value != int(value):
                 raise error(field, value, "must be a whole number")
@@ -110,7 +110,7 @@ def check_number(field: str, value: object, *, lo: float, hi: float, integer: bo
     if value < lo:
         raise error(field, value, f"must be at least {_fmt(lo)}")
     if value > hi:
-        raise error(field, value, f"is implausibly large (limit {_fmt(hi)})")
+        raise error(field, value, f"is absurdly large (limit {_fmt(hi)})")
     return value
 
 

@@ -132,7 +132,7 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
         raise PlannerError("weight_dtype", weight_dtype, f"unknown weight dtype; choose one of {', '.join(WEIGHT_DTYPE_BITS)}")
     total, active, experts = count_params(config, geo)
     if total > MAX_PARAMS:
-        raise ConfigError("config", f"{total:.3g} parameters", f"is implausibly large (limit {MAX_PARAMS:.0e} parameters): check the layer, width and expert counts")
+        raise ConfigError("config", f"{total:.3g} parameters", f"is absurdly large (limit {MAX_PARAMS:.0e} parameters): check the layer, width and expert counts")
     n_experts, top_k = _moe_shape(_moe_cfg(config))
 
     def made(size: float, expert_bits: float, **kw) -> WeightsEstimate:

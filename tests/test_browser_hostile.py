@@ -21,10 +21,11 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.hostile import EVIL, MARKDOWN_LINK
+
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-EVIL = "evil.example"
 
 pytestmark = [
     pytest.mark.browser,
@@ -107,16 +108,7 @@ def test_hostile_link_renders_text_not_links_or_images(serve, browser):
 
     context.route(re.compile(rf"https?://[^/]*{re.escape(EVIL)}"), record)
     page = context.new_page()
-    params = {
-        "v": "1", "m": "preset",
-        "n": f"![pixel](https://{EVIL}/n.png)",
-        "gpu": f"[click me](https://{EVIL}/gpu)",
-        "kvd": f"![k](https://{EVIL}/k.png)",
-        "rv": f"<https://{EVIL}/autolink>",
-        "res": f"see www.{EVIL}/x",
-        "seq": "12",
-    }
-    page.goto(f"{serve}/?{urlencode(params)}", wait_until="commit")
+    page.goto(f"{serve}/?{urlencode(MARKDOWN_LINK)}", wait_until="commit")
     value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
     sync_api.expect(value).to_have_text("128 KiB", timeout=60_000)
     warnings = page.get_by_test_id("stAlert")

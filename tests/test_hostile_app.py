@@ -13,6 +13,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.hostile import EVIL, MARKDOWN_LINK  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 LLAMA_8B = json.loads((ROOT / "model_configs" / "llama-3.1-8b.json").read_text())
@@ -80,18 +82,6 @@ def test_link_with_an_overflowing_embedded_config_warns_and_keeps_the_page():
     warnings = " ".join(w.value for w in at.warning)
     assert "embedded config is not usable" in warnings and "n_shared_experts" in warnings, warnings
     assert any(m.label == "KV bytes / token" for m in at.metric)  # a plan is still on the page
-
-
-EVIL = "evil.example"
-MARKDOWN_LINK = {
-    "v": "1", "m": "preset",
-    "n": f"![pixel](https://{EVIL}/n.png)",
-    "gpu": f"[click me](https://{EVIL}/gpu)",
-    "kvd": f"![k](https://{EVIL}/k.png)",
-    "rv": f"<https://{EVIL}/autolink>",
-    "res": f"see www.{EVIL}/x and a@{EVIL}",
-    "wd": "**bold** `code` $x$ :red[alert]",
-}
 
 
 def _rendered_markdown(at: AppTest) -> list[str]:

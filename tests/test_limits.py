@@ -43,7 +43,7 @@ def write(tmp_path: Path, obj: object, name: str = "config.json") -> str:
     ("extra", "field", "reason"),
     [
         ('"n_shared_experts": Infinity, "num_experts": 4', "n_shared_experts", "finite"),
-        ('"ffn_hidden_size": 1e308', "ffn_hidden_size", "implausibly large"),
+        ('"ffn_hidden_size": 1e308', "ffn_hidden_size", "absurdly large"),
         ('"moe_intermediate_size": NaN, "num_experts": 4', "moe_intermediate_size", "finite"),
     ],
 )
@@ -79,7 +79,7 @@ def test_absurd_geometry_is_refused():
 def test_parameter_count_ceiling():
     # 64 experts x 3 x 1,048,576 x 1,048,576 x 2 layers = 4.2e14 parameters > 1e14
     config = {**SMALL, "hidden_size": 1 << 20, "head_dim": 16, "num_experts": 64, "moe_intermediate_size": 1 << 20}
-    with pytest.raises(ConfigError, match="implausibly large"):
+    with pytest.raises(ConfigError, match="absurdly large"):
         prepare_model(config).weights("auto")
 
 
