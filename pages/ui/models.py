@@ -55,17 +55,13 @@ def load_choice(name: str) -> tuple[ModelRef, PreparedModel]:
     return example_ref() if name == EXAMPLE else load_preset(name)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _prepared(config_key: str, _config: dict, _counts: dict | None) -> PreparedModel:
-    return prepare_model(_config, _counts)
-
-
 def prepared_from_config(config: dict, key: str | None = None, counts: dict | None = None) -> PreparedModel:
-    """A prepared model for a config dict (plus safetensors parameter counts), cached by content hash."""
-    key = key or hashlib.sha256(repr(sorted(config.items())).encode()).hexdigest()
-    if counts:
-        key += ":" + hashlib.sha256(repr(sorted(counts.items())).encode()).hexdigest()
-    return _prepared(key, config, counts)
+    """A prepared model for a config dict (plus safetensors parameter counts).
+
+    Cached by content hash in :func:`planner.plan.prepare_model`'s byte-bounded cache, not in a
+    Streamlit cache counted in entries: 64 entries of 10,000-layer models held 700 MB.
+    """
+    return prepare_model(config, counts)
 
 
 def start_preset() -> str:
