@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception:  # noqa: BLE001 - counted, reported below
                         failed += 1
                     pg.close()
+                done = min(start + args.tabs, len(links))
+                if done % 24 < args.tabs or done == len(links):  # progress: the run takes minutes on 2 busy cores
+                    print(f"  {done} links, {time.perf_counter() - t0:.0f} s, server {_proc_status(proc.pid)['VmRSS'] / 1024:.0f} MiB", flush=True)
             links_s = time.perf_counter() - t0
             ctx.close()
             time.sleep(2.0)  # closed sessions are dropped by the server
