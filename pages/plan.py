@@ -13,6 +13,7 @@ from pages.ui.safe_text import md
 
 
 def main() -> None:
+    state.enter_page("plan")
     urlstate.restore_from_query_params()  # a share link, on the session's first run
     with st.sidebar:
         st.subheader("Model")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
-from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
+from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 from planner.limits import ensure_finite_json, parse_number_text
 
 
@@ -68,11 +68,17 @@ def print_json(out: dict) -> None:
 # --------------------------------------------------------------------------- model source
 
 
+def _catalog_names() -> list[str]:
+    from planner.hardware import CATALOG
+
+    return list(CATALOG)
+
+
 def add_model_source(p: argparse.ArgumentParser, required: bool = True) -> None:
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("--config", metavar="PATH", help="a config.json file")
-    g.add_argument("--preset", metavar="NAME", help="a bundled preset from model_configs/")
-    g.add_argument("--model", metavar="ORG/NAME[@REV]", help="a Hugging Face Hub repo id and optional revision")
+    g.add_argument("--config", metavar="PATH", help="the model: a config.json file on disk (default: none; give one model source)")
+    g.add_argument("--preset", metavar="NAME", help="the model: a bundled preset from model_configs/, e.g. llama-3.1-8b (default: none)")
+    g.add_argument("--model", metavar="ORG/NAME[@REV]", help="the model: a Hugging Face Hub repo id and optional revision; HF_TOKEN for gated repos (default: none)")
 
 
 def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -102,6 +108,8 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
         except hub.HubError as exc:
             raise CLIError(str(exc)) from None
         source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source, "parameter_counts": model.parameter_counts, "notes": list(model.notes)}
+        if model.quantization is not None and "quantization_config" not in model.config:
+            source["quantization"] = model.quantization  # hf_quant_config.json: popped before printing
         return model.config, source
     raise CLIError("give a model: --config PATH, --preset NAME or --model ORG/NAME")
 
@@ -129,7 +137,7 @@ def inspect_summary(r: InspectReport) -> str:
         lines.append("windows           " + ", ".join(f"{k} {w:,}" for k, w in r.windows.items()))
     lines += [
         f"runtime           {r.runtime}: {r.runtime_description}",
-        f"KV dtype          {r.kv_dtype}",
+        f"KV dtype          {r.kv_dtype}" + (f" ({r.kv_dtype_source})" if r.kv_dtype_source != "given" else ""),
         f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
         f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
     ]
@@ -141,7 +149,8 @@ def inspect_summary(r: InspectReport) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     config, source = load_model_source(args)
-    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime)
+    quantization = source.pop("quantization", None)
+    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime, quantization=quantization, mtp=args.mtp)
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
@@ -165,22 +174,44 @@ PLAN_FLOAT_FLAGS = (
 )
 
 
+def plan_flag_help(flag: str) -> str:
+    """Help of a plan flag from :mod:`planner.labels`: what it is, its unit, its default."""
+    from planner.labels import INPUTS
+    from planner.plan import PlanInputs
+
+    field = flag.replace("-", "_")
+    name, unit, what = INPUTS[field]
+    default = PlanInputs.model_fields[field].default
+    shown = "none" if default is None else (f"{default:,}" if isinstance(default, int) and not isinstance(default, bool) else str(default))
+    text = f"{name}: {what}" + (f"; in {unit}" if unit and unit not in ("per replica",) else "") + f" (default: {shown})"
+    return text.replace("%", "%%")
+
+
 def add_plan_options(p: argparse.ArgumentParser) -> None:
     """The plan flags shared by ``plan``, ``simulate`` and ``report``."""
-    p.add_argument("--example", action="store_true", help="the seed's runnable case (later flags override it)")
+    p.add_argument("--example", action="store_true", help="plan the seed's runnable example (16 GiB custom device, observed latencies); later flags override it (default: off)")
     add_model_source(p, required=False)
     for flag in PLAN_INT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_int)
+        p.add_argument(f"--{flag}", type=nonneg_int, metavar="N", help=plan_flag_help(flag))
     for flag in PLAN_POS_FLAGS:
-        p.add_argument(f"--{flag}", type=positive_int)
+        p.add_argument(f"--{flag}", type=positive_int, metavar="N", help=plan_flag_help(flag))
     for flag in PLAN_FLOAT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_float)
-    p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (1000 = 10 %%)")
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS))
-    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"])
-    p.add_argument("--reservation", choices=["dynamic", "static", "paged"])
-    p.add_argument("--runtime", choices=list(RUNTIMES))
-    p.add_argument("--gpu", metavar="NAME")
+        p.add_argument(f"--{flag}", type=nonneg_float, metavar="X", help=plan_flag_help(flag))
+    p.add_argument("--headroom-bp", type=nonneg_int, metavar="BP", help=plan_flag_help("headroom-bp"))
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--mtp", action="store_true", default=None,
+                   help="also count the model's next-token-prediction (MTP) layers, cached when MTP speculative decoding is on (default: off)")
+    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help=plan_flag_help("weight-dtype"))
+    p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help=plan_flag_help("reservation"))
+    p.add_argument("--runtime", choices=list(RUNTIMES), help=plan_flag_help("runtime"))
+    p.add_argument("--gpu", metavar="NAME", help=plan_flag_help("gpu") + "; known: " + ", ".join(_catalog_names()))
+    p.add_argument("--ep", type=positive_int, metavar="N", help="expert parallelism within a replica for MoE models: GPUs the experts spread over, divides --tp (default: 1, experts split by tensor parallelism)")
+    p.add_argument("--batch-tokens", type=positive_int, metavar="N", help="scheduler token budget per engine step (vLLM max_num_batched_tokens), in tokens; sets the served TTFT wait and ITL prefill chunks (default: 8,192)")
+    p.add_argument(
+        "--latency-model",
+        choices=["roofline", "measured"],
+        help="roofline: the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (default: roofline)",
+    )
 
 
 def plan_from_args(args: argparse.Namespace):
@@ -198,16 +229,18 @@ def plan_from_args(args: argparse.Namespace):
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
     if args.config or args.preset or args.model:
         config, source = load_model_source(args)
-        model = prepare_model(config, source.get("parameter_counts"))
+        model = prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None))
     elif args.example:
         model, source = example_model(), {"kind": "example", "repo_id": None}
     else:
         raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
-    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu"):
+    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "mtp", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
         dest = flag.replace("-", "_")
         value = getattr(args, dest, None)
         if value is not None:
             values[dest] = value
+    if getattr(args, "batch_tokens", None) is not None:
+        values["max_batched_tokens"] = args.batch_tokens
     if args.gpu is not None:
         values.pop("device_gib", None)
     if args.tp is not None and args.gpu_count is None:
@@ -216,7 +249,7 @@ def plan_from_args(args: argparse.Namespace):
     return compute_plan(inputs, model), model, source
 
 
-def plan_summary(plan) -> str:
+def plan_summary(plan, comparison=None) -> str:
     kv, ctx, lat, cap = plan.kv_cache, plan.context, plan.latency, plan.capacity
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
@@ -226,21 +259,43 @@ def plan_summary(plan) -> str:
     ]
     if "admission_error" in kv:
         lines.append(f"             {kv['admission_error']}")
+    r = plan.roofline
+    at = r["load_label"] + ("" if r["load_admitted"] else ", NOT ADMITTED")
     lines.append(
-        f"latency      ({lat.source}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
+        f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
         f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
     )
+    if lat.source != "observed":
+        lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
+    if comparison is not None:
+        if comparison.covered:
+            d = comparison.difference()
+            lines.append(
+                f"measured     ({comparison.source}) at 1 request: prefill {comparison.prefill_ms_at_1:,.1f} ms, ITL {comparison.itl_ms_at_1:,.2f} ms; "
+                f"{r['load_label']}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
+                + ", ".join(f"{k} {v:.2f}x" for k, v in d.items())
+            )
+        else:
+            lines.append(f"measured     not available: {comparison.reason}; showing the roofline")
     return "\n".join(lines)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    plan, _model, source = plan_from_args(args)
+    plan, model, source = plan_from_args(args)
+    comparison = None
+    if args.latency_model == "measured":
+        from planner import measured
+
+        comparison = measured.compare(plan, model)
     if args.json:
         out = plan.summary()
         out["source"] = source
+        out["latency_model"] = args.latency_model or "roofline"
+        if comparison is not None:
+            out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
         print_json(out)
     else:
-        print(plan_summary(plan))
+        print(plan_summary(plan, comparison))
     return 0
 
 
@@ -422,28 +477,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
     add_model_source(p)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--tokens", type=nonneg_int, default=4096)
-    p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), default="auto",
+                   help="element type of cached keys and values; auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto, else the model dtype (default: %(default)s)")
+    p.add_argument("--mtp", action="store_true",
+                   help="also count the model's next-token-prediction (MTP) layers, which an engine caches when MTP speculative decoding is on (default: off)")
+    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
+    p.add_argument("--tokens", type=nonneg_int, default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
+    p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm", help="whose cache layout to count (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("plan", help="context budget, capacity, admission and latency")
     add_plan_options(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the whole plan as JSON instead of a summary (default: off)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
     add_plan_options(p)
-    p.add_argument("--rate", type=nonneg_float, default=2.0, help="Poisson arrivals per second")
-    p.add_argument("--requests", type=positive_int, default=200)
-    p.add_argument("--trace", metavar="CSV", help="arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo")
-    p.add_argument("--chunk-tokens", type=positive_int, default=512)
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192)
-    p.add_argument("--seed", type=nonneg_int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--rate", type=nonneg_float, default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
+    p.add_argument("--requests", type=positive_int, default=200, metavar="N", help="number of requests to simulate (default: %(default)s)")
+    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens; replaces --rate and --requests (default: none)")
+    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
+    p.add_argument("--chunk-tokens", type=positive_int, default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
+    p.add_argument("--seed", type=nonneg_int, default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
 
     from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
@@ -451,28 +509,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="PDF sizing report of a plan")
     add_plan_options(p)
-    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
-    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
-    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
+    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF (required; no default)")
+    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help="address of the app for the report's share link (default: %(default)s)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
     add_model_source(p)
-    p.add_argument("--mode", choices=MODES, default="allocate")
-    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout: vllm (allocate default) or transformers (runtime mode)")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--tokens", type=positive_int, default=512)
-    p.add_argument("--batch", type=positive_int, default=1)
-    p.add_argument("--decode-steps", type=nonneg_int, default=8)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
-    p.add_argument("--layers-limit", type=positive_int, help="measure only the first K layers (kind pattern kept; scaling stated)")
-    p.add_argument("--block-tokens", type=positive_int, default=16, help="vllm layout: positions per block")
-    p.add_argument("--tp", type=positive_int, default=1, help="vllm layout: one GPU's share under tensor parallelism")
-    p.add_argument("--static", action="store_true", help="transformers StaticCache instead of DynamicCache")
-    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline (default: the CUDA device's, else the planner default)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
-    p.add_argument("--no-warmup", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--mode", choices=MODES, default="allocate", help="allocate: build the predicted cache tensors (checks the arithmetic, not the engine); runtime: run a random transformers model and measure its cache and timing (default: %(default)s)")
+    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout (default: vllm in allocate mode, transformers in runtime mode)")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="where to measure; auto: CUDA when present, else CPU (default: %(default)s)")
+    p.add_argument("--tokens", type=positive_int, default=512, metavar="N", help="prompt length in tokens (default: %(default)s)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="sequences measured together (default: %(default)s)")
+    p.add_argument("--decode-steps", type=nonneg_int, default=8, metavar="N", help="decode steps after the prefill, runtime mode (default: %(default)s)")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of the cache (default: %(default)s)")
+    p.add_argument("--layers-limit", type=positive_int, metavar="K", help="measure only the first K layers, kind pattern kept and the scaling stated (default: all layers)")
+    p.add_argument("--block-tokens", type=positive_int, default=16, metavar="N", help="vllm layout: token positions per block (default: %(default)s)")
+    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="vllm layout: measure one GPU's share under this tensor parallelism (default: %(default)s)")
+    p.add_argument("--static", action="store_true", help="runtime mode: transformers StaticCache instead of DynamicCache (default: off)")
+    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline comparison (default: the CUDA device's, else the planner default)")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="S", help="seconds before the probe process is stopped (default: %(default)s)")
+    p.add_argument("--no-warmup", action="store_true", help="skip the warm-up run before timing (default: off, a warm-up runs)")
+    p.add_argument("--json", action="store_true", help="print the probe JSON instead of text (default: off)")
     p.set_defaults(func=cmd_probe)
     return parser
 

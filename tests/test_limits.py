@@ -194,14 +194,14 @@ def test_byte_budget_cache_evicts_by_bytes():
 
 
 def test_process_caches_stay_within_their_byte_budgets():
-    from planner.geometry import _PARSED
+    from planner.geometry import _GEOMETRIES
     from planner.plan import _PREPARED
 
-    before = set(_PARSED.keys())
+    before = set(_GEOMETRIES.keys())
     for i in range(16):  # sixteen distinct 5,000-layer configs: ~5.6 MB of geometry each
         prepare_model({**SMALL, "num_hidden_layers": 5_000, "vocab_size": 1000 + i})
-    assert _PARSED.nbytes <= _PARSED.max_bytes and _PREPARED.nbytes <= _PREPARED.max_bytes
-    assert len(set(_PARSED.keys()) - before) < 16  # some were evicted: the budget, not the count, decided
+    assert _GEOMETRIES.nbytes <= _GEOMETRIES.max_bytes and _PREPARED.nbytes <= _PREPARED.max_bytes
+    assert len(set(_GEOMETRIES.keys()) - before) < 16  # some were evicted: the budget, not the count, decided
     assert size_of(parse_geometry({**SMALL, "num_hidden_layers": 5_000})) > 1_000_000
 
 
@@ -218,3 +218,13 @@ def test_rate_limiter():
 def test_report_plan_reads_at_most_1_mib(tmp_path, capsys):
     code, out, err = cli(capsys, "report", "--plan", "/dev/zero", "--out", str(tmp_path / "r.pdf"))
     assert (code, out) == (2, "") and "larger than 1 MiB" in err and err.count("\n") == 1
+
+
+def test_upload_cap_matches_the_config_cap():
+    import tomllib
+
+    from planner.configio import MAX_CONFIG_BYTES
+
+    settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert settings["server"]["maxUploadSize"] * 1024 * 1024 == MAX_CONFIG_BYTES  # one cap, in MiB there
+    assert settings["server"]["enableXsrfProtection"] is True

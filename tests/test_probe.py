@@ -141,6 +141,7 @@ def test_runtime_roofline_and_calibration():
 
     applied = cal.apply(PlanInputs())
     assert (applied.mfu, applied.mbu) == (cal.mfu, cal.mbu)
+    assert any("fixed per-layer costs, all-reduce and all-to-all are not rescaled" in n for n in cal.notes)  # says which terms it rescales
     with pytest.raises(PlannerError):
         probe.calibrate(_run(GQA, mode="allocate"))
 
@@ -334,6 +335,7 @@ def _app():
 def test_page_runs_probe_and_shows_ratio():
     at = _app().run()
     assert not at.exception
+    at.radio(key="probe_mode").set_value("allocate").run()  # the page opens on runtime; this test allocates
     at.selectbox(key="probe_preset").set_value("llama-3.2-1b")
     at.selectbox(key="probe_device").set_value("cpu")
     at.number_input(key="probe_tokens").set_value(16)

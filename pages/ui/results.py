@@ -36,8 +36,6 @@ ASSUMPTIONS = (
 )
 
 
-
-
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
     """Run a render function; an unexpected error becomes one line, never a traceback."""
     try:
@@ -46,8 +44,6 @@ def safe(render, *args, what: str = "this section", **kwargs) -> None:
         st.error(f"Cannot draw {what}: {md(exc)}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the UI must never show a traceback
         st.error(f"Cannot draw {what}: {type(exc).__name__}: {md(exc)}", icon=":material/error:")
-
-
 
 
 # --------------------------------------------------------------------------- shared result pieces
@@ -98,6 +94,13 @@ def first_paint_pause() -> None:
 # --------------------------------------------------------------------------- results
 
 
+def _load_delta(at: str, slo: float | None, met: bool) -> dict:
+    """A latency metric's delta: the load it is timed at ("at N requests"), and the SLO verdict."""
+    if slo is None:
+        return {"delta": at, "delta_color": "gray", "delta_arrow": "off"}
+    return {"delta": f"{at} · {'meets' if met else 'misses'} {fmt_ms(slo)} SLO", "delta_color": "green" if met else "red", "delta_arrow": "off"}
+
+
 def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
@@ -109,12 +112,12 @@ def render_metrics(plan: Plan) -> None:
         delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
         help_text = (
             f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
-            f"then flat ({plan.inputs.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
+            f"then flat ({plan.inspect.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
         )
     else:
         value = fmt_bytes(growing)
         delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
-        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})" + (
+        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inspect.kv_dtype}, TP {plan.inputs.tp})" + (
             f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
             + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
             if capped
@@ -134,23 +137,27 @@ def render_metrics(plan: Plan) -> None:
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
+    at = plan.roofline["load_label"] + ("" if plan.roofline["load_admitted"] else " (not admitted)")
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        delta=None if ttft_slo is None else (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
-        delta_color="green" if met else "red",
-        delta_arrow="off",
-        help=f"Time to first token ({lat.source}).",
+        **_load_delta(at, ttft_slo, bool(met)),
+        help=f"Time to first token {at} ({lat.source})"
+        + (
+            ""
+            if lat.source == "observed"
+            else f", including {fmt_ms(plan.roofline['prefill_wait_ms'])} waiting behind the other prompts; at 1 request the prefill is {fmt_ms(plan.roofline['prefill_ms_at_1_request'])}."
+        )
+        + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
     )
     itl_slo = plan.inputs.itl_slo_ms
     itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        delta=None if itl_slo is None else (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
-        delta_color="green" if itl_ok else "red",
-        delta_arrow="off",
-        help=f"Mean inter-token latency at {plan.roofline['decode_concurrency']:,} concurrent sequences per replica ({lat.source}).",
+        **_load_delta(at, itl_slo, itl_ok),
+        help=f"Mean inter-token latency {at} per replica ({lat.source})"
+        + ("." if lat.source == "observed" else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(plan.roofline['itl_ms_at_1_request'])}."),
     )
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     row2[1].metric(
@@ -176,7 +183,14 @@ def render_metrics(plan: Plan) -> None:
             ),
         )
     else:
-        row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.")
+        row2[2].metric(
+            "Cost per hour",
+            "–",
+            delta="give a GPU-hour price",
+            delta_color="gray",
+            delta_arrow="off",
+            help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.",
+        )
 
 
 def _source_rows(ref) -> list[tuple[str, str]]:
@@ -209,6 +223,7 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
             ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
+            ("KV dtype", f"{ins.kv_dtype}" + (f" ({md(ins.kv_dtype_source)})" if ins.kv_dtype_source != "given" else "")),
             ("Recurrent state / sequence", fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
             _weights_row(plan),
@@ -231,7 +246,6 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             st.caption("Notes: " + " · ".join(md(n) for n in all_notes))
 
 
-
 def render_formulas(plan: Plan) -> None:
     kv, cap, ctx, lat, r = plan.kv_cache, plan.capacity, plan.context, plan.latency, plan.roofline
     ins = plan.inspect
@@ -241,19 +255,19 @@ def render_formulas(plan: Plan) -> None:
         grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
         lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
     lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
-    lines.append(
-        f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}"
-    )
+    lines.append(f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}")
     mode = kv["reservation"]
-    basis = {"dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens", "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}", "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)"}[mode]
+    basis = {
+        "dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens",
+        "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}",
+        "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)",
+    }[mode]
     waste = kv["paged_waste_bytes"] or kv["static_waste_bytes"]
     lines.append(
         f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
         + (f", of which {waste:,} B reserved but unfilled" if waste else "")
     )
-    lines.append(
-        f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})"
-    )
+    lines.append(f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})")
     lines.append(
         f"\n**Available for K/V** = usable − weights {cap['model_resident_bytes']:,} B ({cap['model_resident_source']}) − workspace {cap['workspace_bytes']:,} B = **{cap['available_for_kv_bytes']:,} B** ({fmt_bytes(cap['available_for_kv_bytes'])})"
     )
@@ -268,9 +282,11 @@ def render_formulas(plan: Plan) -> None:
     lines.append(
         f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
     )
-    lines.append(
-        f"\n**ITL** = max((weights {cap['model_resident_bytes']:,} B + c × K/V(n)) / ({fmt_num(r['bandwidth_gb_s'])} GB/s × MBU {r['mbu']:g}), c × FLOPs per token(n) / ({fmt_num(r['peak_tflops'])} TFLOP/s × MFU {r['mfu']:g})) at c = {r['decode_concurrency']:,}, n = input + half the output = **{r['itl_ms_at_concurrency']:,.2f} ms**"
-    )
+    if lat.source != "observed" and plan.roof is not None:
+        from planner.latency import formula_lines
+
+        lines.append("\n**Latency, term by term** (roofline; every figure labelled at 1 request or at N requests):")
+        lines += [f"- {line}" for line in formula_lines(r, plan.roof)]
     lines.append(
         f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
     )
@@ -282,20 +298,61 @@ def render_formulas(plan: Plan) -> None:
     st.markdown("\n".join(lines))
 
 
-
 # --------------------------------------------------------------------------- cards
 
 CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
 
 
 def _chart(fig_fn, *args, key: str, what: str) -> None:
-    safe(lambda: st.plotly_chart(fig_fn(*args), config=charts.PLOT_CONFIG, key=key), what=what)
+    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`)."""
+
+    def draw() -> None:
+        fig = fig_fn(*args)
+        st.markdown(f"**{charts.title_of(fig)}**")
+        st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=key)
+
+    safe(draw, what=what)
 
 
 def card_headline(r: Shown) -> None:
     """The headline metrics and the admission badge."""
     render_metrics(r.plan)
     admission_badge(r.plan)
+
+
+def card_latency_models(r: Shown) -> None:
+    """Roofline or roofline + measured kernels (AIConfigurator) side by side with their ratio."""
+    plan = r.plan
+    if plan.latency.source == "observed":
+        return
+    measured_on = st.toggle(
+        "Latency model: roofline + measured kernels",
+        key="latency_model_measured",
+        value=False,
+        help="Off: the planner's roofline (fitted to measured kernels). On: also NVIDIA AIConfigurator's database of measured kernel timings (vLLM), side by side; where it has no data for this GPU, model family or dtype, it says so and the roofline stands.",
+    )
+    if not measured_on:
+        return
+    from planner import measured  # lazy: the first paint never loads it
+
+    with st.spinner("Loading AIConfigurator's measured kernels (first time about 2 s)…"):
+        cmp = measured.compare(plan, r.model)
+    if not cmp.covered:
+        st.info(f"Measured kernels not available: {cmp.reason}. Showing the roofline only.", icon=":material/info:")
+        return
+    n = plan.roofline["load_label"]
+    ratio = cmp.difference()
+    rows = [
+        ("Prefill, one prompt (at 1 request)", cmp.roofline_prefill_ms_at_1, cmp.prefill_ms_at_1, ratio.get("prefill_at_1")),
+        ("ITL (at 1 request)", cmp.roofline_itl_ms_at_1, cmp.itl_ms_at_1, ratio.get("itl_at_1")),
+        (f"ITL, static batch ({n})", cmp.roofline_itl_ms_at_n, cmp.itl_ms_at_n, ratio.get("itl_at_n")),
+    ]
+    st.table(
+        {"figure": [x[0] for x in rows], "roofline": [fmt_ms(x[1]) for x in rows], "measured": [fmt_ms(x[2]) for x in rows], "roofline ÷ measured": [f"{x[3]:.2f}×" if x[3] else "–" for x in rows]}
+    )
+    st.caption(
+        f"Measured: {cmp.source}; {cmp.measured_share:.0%} of the decode time from measured rows (the rest AIConfigurator's own estimates). Static batches on both sides; the headline TTFT/ITL add the served queue and prefill chunks."
+    )
 
 
 def card_geometry(r: Shown) -> None:
@@ -322,8 +379,12 @@ def card_memory(r: Shown) -> None:
     st.caption(" · ".join(extra))
 
 
+@st.fragment
 def card_chart_tabs(r: Shown) -> None:
-    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable)."""
+    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
+
+    A fragment: switching tabs or the log-scale toggle reruns only this card, not the page.
+    """
     plan, model = r.plan, r.model
     tabs = st.tabs(list(CHART_TABS), key="chart_tab", on_change="rerun")
     if tabs[0].open is not False:
@@ -361,6 +422,7 @@ def render_results(r: Shown) -> None:
     To add a card, write a ``card_*`` function above and call it here where it belongs.
     """
     card_headline(r)
+    safe(card_latency_models, r, what="the measured-kernel comparison")
     first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:
