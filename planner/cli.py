@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from planner.configio import read_config_file
-from planner.errors import PlannerError
+from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
+from planner.limits import ensure_finite_json, parse_number_text
 
 
 class CLIError(Exception):
@@ -30,12 +30,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _number(text: str, cast: type, *, positive: bool) -> int | float:
     """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0."""
-    try:
-        value = cast(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be {'a positive' if positive else 'a finite, non-negative'} {'integer' if cast is int else 'number'}")
+    value = parse_number_text(text, integer=cast is int)
+    if value is None:
+        kind = "an integer (ASCII digits only)" if cast is int else "a finite number (e.g. 0.5 or 1e-3)"
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} is not {kind}")
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} must be {'a positive' if positive else 'a non-negative'} {'integer' if cast is int else 'number'}")
     return value
 
 
@@ -53,6 +53,16 @@ def positive_float(text: str) -> float:
 
 def nonneg_float(text: str) -> float:
     return _number(text, float, positive=False)
+
+
+def print_json(out: dict) -> None:
+    """Print a result as strict JSON: a non-finite number is refused, never printed as Infinity.
+
+    Raises:
+        PlannerError: naming the first non-finite number.
+    """
+    ensure_finite_json(out)
+    print(json.dumps(out, indent=2, default=str, allow_nan=False))
 
 
 # --------------------------------------------------------------------------- model source
@@ -144,7 +154,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(inspect_summary(report))
     return 0
@@ -293,7 +303,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out["latency_model"] = args.latency_model or "roofline"
         if comparison is not None:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
-        print(json.dumps(out, indent=2, default=str))
+        print_json(out)
     else:
         print(plan_summary(plan, comparison))
     return 0
@@ -338,7 +348,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out["pool_blocks"] = blocks
     out["source"] = source
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(
             f"{result.policy}: {result.requests_completed:,} completed, {result.requests_cancelled:,} cancelled, {result.requests_rejected:,} rejected; "
@@ -468,17 +478,18 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
         path = Path(args.plan)
         try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+            with path.open("rb") as fh:  # read at most 1 MiB + 1 byte: /dev/zero or a FIFO cannot fill memory
+                data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+            if len(data) > MAX_PLAN_FILE_BYTES:
                 raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
         except OSError as exc:
             raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
         state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
         if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
+            raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
+        for warning in state.warnings:  # only once the plan stands: a refusal stays one line
+            print(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.errors import PlannerError
 from planner.geometry import CompressedSpec, ModelGeometry, parse_geometry
+from planner.limits import ByteBudgetCache
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 Runtime = Literal["vllm", "transformers", "transformers-latent"]
@@ -375,7 +376,7 @@ def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
     return -(-total // tp)
 
 
-_REPORTS: dict[tuple, InspectReport] = {}
+_REPORTS = ByteBudgetCache(16 << 20)  # bounded in bytes (planner/limits.py)
 
 
 def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm", mtp: bool = False) -> InspectReport:
@@ -390,10 +391,8 @@ def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, to
     hit = _REPORTS.get(key)
     if hit is None:
         hit = _inspect(geo, kv_dtype, tp, tokens, runtime, mtp)
-        if len(_REPORTS) > 4096:
-            _REPORTS.clear()
-        _REPORTS[key] = hit
-    return hit
+        _REPORTS.put(key, hit)
+    return hit  # type: ignore[return-value]
 
 
 def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: str, mtp: bool = False) -> InspectReport:

@@ -13,12 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner import capacity, latency
+from planner import capacity, latency, limits
 from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
 from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
+from planner.limits import ByteBudgetCache
 from planner.results import Result
 from planner.weights import WeightsEstimate, estimate_weights
 
@@ -60,9 +61,9 @@ class PlanInputs(BaseModel):
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU
-    device_gib: float | None = Field(default=None, gt=0, le=4096)  # custom device size
-    device_bandwidth_gb_s: float | None = Field(default=None, gt=0, le=100_000)  # custom device HBM bandwidth
-    device_bf16_tflops: float | None = Field(default=None, gt=0, le=100_000)  # custom device dense peak
+    device_gib: float | None = Field(default=None, ge=limits.MIN_DEVICE_GIB, le=4096)  # custom device size
+    device_bandwidth_gb_s: float | None = Field(default=None, ge=limits.MIN_BANDWIDTH_GB_S, le=100_000)  # custom device HBM bandwidth
+    device_bf16_tflops: float | None = Field(default=None, ge=limits.MIN_TFLOPS, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
     ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
@@ -79,12 +80,12 @@ class PlanInputs(BaseModel):
     prefix_hit_rate: float = Field(default=0.0, ge=0, le=1)  # nothing assumed cached until the user says
     tenants: int = Field(default=1, ge=1, le=1_000_000)  # prefixes are shared within a tenant only
     gpu_hour_price: float | None = Field(default=None, ge=0, le=1e6)
-    mfu: float = Field(default=latency.DEFAULT_MFU, gt=0, le=1)
-    mbu: float = Field(default=latency.DEFAULT_MBU, gt=0, le=1)
+    mfu: float = Field(default=latency.DEFAULT_MFU, ge=limits.MIN_UTILISATION, le=1)
+    mbu: float = Field(default=latency.DEFAULT_MBU, ge=limits.MIN_UTILISATION, le=1)
     queue_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     preprocessing_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
-    prefill_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
-    first_decode_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    prefill_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
+    first_decode_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
     remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
 
@@ -164,13 +165,11 @@ class PreparedModel(BaseModel):
             hit = estimate_weights(self.config, self.geometry, weight_dtype)
             if weight_dtype == "auto" and self.parameter_counts:
                 hit = measured_weights(hit, self.parameter_counts)
-            if len(_WEIGHTS_CACHE) > 1024:
-                _WEIGHTS_CACHE.clear()
-            _WEIGHTS_CACHE[key] = hit
-        return hit
+            _WEIGHTS_CACHE.put(key, hit)
+        return hit  # type: ignore[return-value]
 
 
-_WEIGHTS_CACHE: dict[tuple, WeightsEstimate] = {}
+_WEIGHTS_CACHE = ByteBudgetCache(4 << 20)  # bounded in bytes (planner/limits.py)
 
 # bytes per element of safetensors dtypes (packed 4-bit formats are stored in U8/I32 containers,
 # so element counts x container size are the exact stored bytes)
@@ -184,7 +183,7 @@ def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> Weigh
     return estimate.model_copy(update={"bytes": size, "expert_bytes": int(estimate.expert_bytes * size / estimate.bytes) if estimate.bytes else 0, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
 
 
-_PREPARED: dict[str, PreparedModel] = {}
+_PREPARED = ByteBudgetCache(32 << 20)  # parsed configs by content hash, bounded in bytes
 
 
 def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, quantization: dict | None = None) -> PreparedModel:
@@ -203,10 +202,9 @@ def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, 
         geo = parse_geometry(config)
         repo = config.get("_name_or_path")
         hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None, quantization=quantization)
-        if len(_PREPARED) > 256:
-            _PREPARED.clear()
-        _PREPARED[key] = hit
-    return hit
+        hit.weights("auto")  # the weights fields are checked here too, so a bad config fails on load
+        _PREPARED.put(key, hit)
+    return hit  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

@@ -618,6 +618,8 @@ def load_plan_file(text: str | bytes) -> DecodedState:
         raise PlannerError("plan file", f"line {exc.lineno} column {exc.colno}", f"is not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise PlannerError("plan file", "nesting", "is nested too deeply to be a plan file") from None
+    except ValueError:  # an integer literal of more than 4,300 digits
+        raise PlannerError("plan file", "number", "holds a number with more than 4,300 digits; no plan value is that large") from None
     if not isinstance(doc, dict):
         raise PlannerError("plan file", type(doc).__name__, "must be a JSON object with schema 'kv-capacity-plan'")
     if doc.get("schema") != SCHEMA_NAME:

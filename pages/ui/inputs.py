@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from pages.ui import state as S
+from pages.ui.safe_text import md
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
@@ -73,7 +74,7 @@ def _error_below(key: str, err_key: str | None, err) -> None:
     if err is not None and err_key == key:
         stack = getattr(_SLOTS, "stack", None)
         with stack[-1] if stack else st.container():
-            st.error(S.error_text(err), icon=":material/error:")
+            st.error(md(S.error_text(err)), icon=":material/error:")
 
 
 def _num(key: str, err_key, err, *, optional: bool = False, integer: bool = True, min_value=None, max_value=None, step=None, fmt=None, help=None, placeholder=None, disabled=False) -> None:
@@ -240,5 +241,5 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
 def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
-    msg = f"**{where}**: {S.error_text(err)}" if where else S.error_sentence(err)
-    st.error(msg + ("  \nShowing the last good plan (" + good.ref.label() + ")." if good else ""), icon=":material/error:")
+    msg = f"**{where}**: {md(S.error_text(err))}" if where else md(S.error_sentence(err))
+    st.error(msg + ("  \nShowing the last good plan (" + md(good.ref.label()) + ")." if good else ""), icon=":material/error:")

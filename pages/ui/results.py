@@ -15,6 +15,7 @@ import streamlit as st
 
 from pages.ui import charts, export
 from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
+from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.plan import Plan
@@ -41,9 +42,9 @@ def safe(render, *args, what: str = "this section", **kwargs) -> None:
     try:
         render(*args, **kwargs)
     except PlannerError as exc:
-        st.error(f"Cannot draw {what}: {exc}", icon=":material/error:")
+        st.error(f"Cannot draw {what}: {md(exc)}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the UI must never show a traceback
-        st.error(f"Cannot draw {what}: {type(exc).__name__}: {exc}", icon=":material/error:")
+        st.error(f"Cannot draw {what}: {type(exc).__name__}: {md(exc)}", icon=":material/error:")
 
 
 # --------------------------------------------------------------------------- shared result pieces
@@ -216,33 +217,33 @@ def _source_rows(ref) -> list[tuple[str, str]]:
     """Where the config came from: the Hub commit or the upload's hash (presets say it in the title)."""
     rows: list[tuple[str, str]] = []
     if ref.kind == "hub":
-        rows.append(("Hub model", f"`{ref.repo_id}` (revision `{ref.revision or 'main'}`)"))
-        rows.append(("Pinned commit", f"`{ref.commit}`" if ref.commit else "not resolved"))
+        rows.append(("Hub model", f"{md(ref.repo_id)} (revision {md(ref.revision or 'main')})"))
+        rows.append(("Pinned commit", md(ref.commit) if ref.commit else "not resolved"))
     elif ref.kind == "upload":
-        rows.append(("Uploaded config", f"{ref.name or 'config.json'}, sha256 `{str(ref.config_hash)[:16]}…`"))
+        rows.append(("Uploaded config", f"{md(ref.name or 'config.json')}, sha256 {md(str(ref.config_hash)[:16])}…"))
     return rows
 
 
 def _weights_row(plan: Plan) -> tuple[str, str]:
     w = plan.weights
     source = "safetensors metadata" if str(w.source).startswith("safetensors") else "config estimate"
-    return ("Weights", f"{fmt_bytes(w.bytes)} ({w.dtype_label}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({w.source})"))
+    return ("Weights", f"{fmt_bytes(w.bytes)} ({md(w.dtype_label)}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({md(w.source)})"))
 
 
 def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
     ins, w = plan.inspect, plan.weights
     with st.container(border=True):
-        st.markdown(f"**Geometry** · {ref.label()}")
+        st.markdown(f"**Geometry** · {md(ref.label())}")
         layers = ", ".join(f"{n} {k}" for k, n in ins.layers.items())
         rows = [
             *_source_rows(ref),
-            ("Model type", f"`{ins.model_type}`" + (f" (from `{ins.config_path}`)" if ins.config_path else "")),
+            ("Model type", md(ins.model_type) + (f" (from {md(ins.config_path)})" if ins.config_path else "")),
             ("Layers", layers or "–"),
             ("KV heads per GPU", f"{ins.kv_heads_per_gpu:,} (TP {ins.tp})"),
             ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
             ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
-            ("KV dtype", f"{ins.kv_dtype}" + (f" ({ins.kv_dtype_source})" if ins.kv_dtype_source != "given" else "")),
+            ("KV dtype", f"{ins.kv_dtype}" + (f" ({md(ins.kv_dtype_source)})" if ins.kv_dtype_source != "given" else "")),
             ("Recurrent state / sequence", fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
             _weights_row(plan),
@@ -258,10 +259,10 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
         cache_notes = [n for n in notes if "served from the local cache" in n]
         for n in cache_notes:
-            st.caption(f":material/cached: {n[:1].upper() + n[1:]}: the Hub was not asked again; the commit above is the cached one.")
+            st.caption(f":material/cached: {md(n[:1].upper() + n[1:])}: the Hub was not asked again; the commit above is the cached one.")
         all_notes = [n for n in (*notes, *plan.notes) if n not in cache_notes]
         if all_notes:
-            st.caption("Notes: " + " · ".join(all_notes))
+            st.caption("Notes: " + " · ".join(md(n) for n in all_notes))
 
 
 def render_formulas(plan: Plan) -> None:
