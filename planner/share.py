@@ -32,7 +32,7 @@ Query keys (schema version 1; keys are stable, never reuse one for another meani
     ten    tenants                price gpu_hour_price       mfu   mfu
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
-    gen    generated_tokens
+    gen    generated_tokens       vv    vllm_version
 
 Unknown query keys are ignored (the app may add its own). Plan files use the full field
 names (``{"schema": "kv-capacity-plan", "version": 1, "model": {...}, "inputs": {...},
@@ -81,6 +81,7 @@ INPUT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",
     "gpu": "gpu",
