@@ -3,18 +3,17 @@
     streamlit run app.py                          # opens on the default preset
     streamlit run app.py -- --preset qwen3-8b     # opens on another bundled preset
 
-Pages live under ``pages/``; ``pages/common.py`` holds the shared helpers.
+Pages live under ``pages/`` and are registered in :data:`PAGES` (one line a page);
+``pages/ui/`` holds their building blocks (session state, model source, inputs, result cards,
+URL state, export).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import streamlit as st
-
-ROOT = Path(__file__).resolve().parent
 
 st.set_page_config(page_title="KV Capacity Planner", page_icon=":material/memory:", layout="wide")
 
@@ -30,16 +29,12 @@ def _cli_preset(argv: list[str]) -> str | None:
 if "start_preset" not in st.session_state:
     st.session_state["start_preset"] = _cli_preset(sys.argv[1:])
 
-pages = [
-    st.Page("pages/plan.py", title="Plan", icon=":material/calculate:", default=True),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
-]
-for name, title, icon in (
-    ("probe", "Probe", ":material/science:"),
-    ("simulate", "Simulate", ":material/monitoring:"),
-    ("report", "Report", ":material/description:"),
-):
-    if (ROOT / "pages" / f"{name}.py").is_file():
-        pages.append(st.Page(f"pages/{name}.py", title=title, icon=icon))
+# The app's pages, in menu order: (script, title, icon). A new page is one line here.
+PAGES = (
+    ("pages/plan.py", "Plan", ":material/calculate:"),
+    ("pages/compare.py", "Compare", ":material/compare_arrows:"),
+    ("pages/simulate.py", "Simulate", ":material/monitoring:"),
+    ("pages/probe.py", "Probe", ":material/science:"),
+)
 
-st.navigation(pages).run()
+st.navigation([st.Page(path, title=title, icon=icon, default=i == 0) for i, (path, title, icon) in enumerate(PAGES)]).run()

@@ -10,7 +10,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from pages import common as C
+from pages.ui import models, state
+from pages.ui.fmt import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num
+from pages.ui.results import admission_badge, binding_phrase, safe
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
@@ -46,7 +48,7 @@ def _column(i: int, base: dict, current_label: str, names: tuple[str, ...]):
     """Controls of one column; returns (overrides, plan or None, error or None, model label)."""
     _seed(i, base)
     opts = [CURRENT, *names]
-    st.selectbox("Model", opts, key=f"cmp_model_{i}", format_func=lambda n: f"Plan page: {current_label}" if n == CURRENT else C.preset_label(n))
+    st.selectbox("Model", opts, key=f"cmp_model_{i}", format_func=lambda n: f"Plan page: {current_label}" if n == CURRENT else models.preset_label(n))
     slot_model = st.container()
     st.selectbox("GPU", list(CATALOG), key=f"cmp_gpu_{i}", format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)")
     slot_gpu = st.container()
@@ -66,25 +68,24 @@ def _column(i: int, base: dict, current_label: str, names: tuple[str, ...]):
         slot_rt = st.container()
     slots = {"model": slot_model, "gpu": slot_gpu, "gpu_count": slot_count, "tp": slot_tp, "kv_dtype": slot_kv, "runtime": slot_rt}
 
-    state = st.session_state
-    over = {k: state[f"cmp_{k}_{i}"] for k in ("model", "gpu", "gpu_count", "tp", "kv_dtype", "runtime")}
+    over = {k: st.session_state[f"cmp_{k}_{i}"] for k in ("model", "gpu", "gpu_count", "tp", "kv_dtype", "runtime")}
     try:
         if over["model"] == CURRENT:
-            ref, model, _notes = C.active_model()
+            ref, model, _notes = models.active_model()
         else:
-            ref, model = C.load_preset(over["model"])
+            ref, model = models.load_preset(over["model"])
     except PlannerError as exc:
         with slots["model"]:
             st.error(str(exc), icon=":material/error:")
         return over, None, exc, over["model"]
     label = ref.name if ref.kind == "preset" and ref.name else ref.label()
     values = dict(base) | {k: v for k, v in over.items() if k != "model"} | {"device_gib": None}
-    plan, err = C.build_plan(values, model)
+    plan, err = state.build_plan(values, model)
     if err is not None:
-        key = C.error_key(err, values)
+        key = state.error_key(err, values)
         key = FIELD_KEYS.get(key or "", None)
         with slots.get(key, slot_model) if key else slot_model:
-            st.error(C.error_text(err) if key else str(err), icon=":material/error:")
+            st.error(state.error_text(err) if key else str(err), icon=":material/error:")
     return over, plan, err, label
 
 
@@ -94,12 +95,12 @@ def _metrics(plan: Plan, wide: bool) -> None:
         a, b = st.columns(2)
     else:
         a = b = st.container()
-    a.metric("KV bytes / token", C.fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
-    b.metric("MiB / reserved sequence", f"{C.fmt_num(kv['mib_per_reserved_sequence'])} MiB", help=f"{kv['bytes_per_reserved_sequence']:,} B")
+    a.metric("KV bytes / token", fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
+    b.metric("MiB / reserved sequence", f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB", help=f"{kv['bytes_per_reserved_sequence']:,} B")
     a.metric("Max sequences", f"{kv['admissible_sequences']:,}", help=f"memory alone: {kv['maximum_sequences_by_memory']:,}")
-    b.metric("TTFT", C.fmt_ms(lat.time_to_first_token_ms))
-    a.metric("ITL", C.fmt_ms(lat.mean_inter_token_latency_ms))
-    C.admission_badge(plan)
+    b.metric("TTFT", fmt_ms(lat.time_to_first_token_ms))
+    a.metric("ITL", fmt_ms(lat.mean_inter_token_latency_ms))
+    admission_badge(plan)
 
 
 ROWS = (
@@ -108,15 +109,15 @@ ROWS = (
     ("TP", lambda p, lab: f"{p.capacity['tp']:,}"),
     ("KV dtype", lambda p, lab: p.inputs.kv_dtype),
     ("Runtime", lambda p, lab: p.inputs.runtime),
-    ("KV bytes / token", lambda p, lab: C.fmt_bytes_exact(p.kv_cache["bytes_per_token_per_sequence"])),
-    ("MiB / reserved sequence", lambda p, lab: f"{C.fmt_num(p.kv_cache['mib_per_reserved_sequence'])} MiB"),
-    ("Weights per GPU", lambda p, lab: C.fmt_bytes(p.capacity["model_resident_bytes"])),
-    ("Available for K/V per GPU", lambda p, lab: C.fmt_bytes(p.capacity["available_for_kv_bytes"])),
+    ("KV bytes / token", lambda p, lab: fmt_bytes_exact(p.kv_cache["bytes_per_token_per_sequence"])),
+    ("MiB / reserved sequence", lambda p, lab: f"{fmt_num(p.kv_cache['mib_per_reserved_sequence'])} MiB"),
+    ("Weights per GPU", lambda p, lab: fmt_bytes(p.capacity["model_resident_bytes"])),
+    ("Available for K/V per GPU", lambda p, lab: fmt_bytes(p.capacity["available_for_kv_bytes"])),
     ("Max sequences", lambda p, lab: f"{p.kv_cache['admissible_sequences']:,}"),
-    ("Binding constraint", lambda p, lab: C.binding_phrase(p)),
+    ("Binding constraint", lambda p, lab: binding_phrase(p)),
     ("Admitted", lambda p, lab: "yes" if p.kv_cache["admitted"] else "no"),
-    ("TTFT", lambda p, lab: C.fmt_ms(p.latency.time_to_first_token_ms)),
-    ("ITL", lambda p, lab: C.fmt_ms(p.latency.mean_inter_token_latency_ms)),
+    ("TTFT", lambda p, lab: fmt_ms(p.latency.time_to_first_token_ms)),
+    ("ITL", lambda p, lab: fmt_ms(p.latency.mean_inter_token_latency_ms)),
     ("Decode tokens/s", lambda p, lab: f"{p.roofline['decode_tokens_per_second']:,.0f}"),
 )
 
@@ -143,7 +144,7 @@ def _chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
     for col, (getter, fmt) in enumerate(
         (
             (lambda p: p.kv_cache["admissible_sequences"], lambda v: f"{v:,}"),
-            (lambda p: p.kv_cache["mib_per_reserved_sequence"], C.fmt_num),
+            (lambda p: p.kv_cache["mib_per_reserved_sequence"], fmt_num),
             (lambda p: p.latency.mean_inter_token_latency_ms, lambda v: f"{v:,.2f}"),
         ),
         start=1,
@@ -168,14 +169,14 @@ def _chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
 
 def main() -> None:
     st.title("Compare plans")
-    base = dict(C.plan_values())
-    ref, _model, _notes = C.active_model()
+    base = dict(state.plan_values())
+    ref, _model, _notes = models.active_model()
     current_label = ref.name if ref.kind == "preset" and ref.name else ref.label()
     st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs…) for **{current_label}** and overrides the model, GPU, TP, KV dtype and runtime.")
     st.session_state.setdefault("cmp_n", 2)
     n = st.segmented_control("Plans", [2, 3, 4], key="cmp_n", required=True, format_func=lambda k: f"{k} plans")
     n = n or 2
-    names = C.preset_names()
+    names = models.preset_names()
     results = []
     cols = st.columns(n, border=True)
     for i in range(n):
@@ -188,8 +189,8 @@ def main() -> None:
                 st.caption("No plan for these settings.")
             results.append((f"Plan {LETTERS[i]}", plan, label))
     if any(p is not None for _, p, _ in results):
-        C.safe(lambda: st.plotly_chart(_chart(results), config={"displaylogo": False}, key="cmp_chart"), what="the comparison chart")
-        C.safe(_table, results, what="the comparison table")
+        safe(lambda: st.plotly_chart(_chart(results), config={"displaylogo": False}, key="cmp_chart"), what="the comparison chart")
+        safe(_table, results, what="the comparison table")
 
 
 try:

@@ -111,17 +111,27 @@ def max_sequences_shared(available: int, per_sequence: int, saved: int, copies: 
 
 
 LIMIT_PHRASES = {
-    "memory": "the conservative KV-memory plan",
-    "latency_slo": "the inter-token latency SLO",
+    "memory": "the conservative KV-memory plan",  # the seed's wording (its worked admission error)
+    "latency_slo": "the inter-token latency (ITL) SLO",
+    "ttft_slo": "the time-to-first-token (TTFT) SLO",
     "runtime": "the runtime's maximum number of sequences",
     "tenant_quota": "the tenant quota",
+}
+
+# Short names of the same limits for badges, tables and reports ("bound by KV-cache memory").
+LIMIT_LABELS = {
+    "memory": "KV-cache memory",
+    "latency_slo": "ITL SLO",
+    "ttft_slo": "TTFT SLO",
+    "runtime": "runtime's max sequences",
+    "tenant_quota": "tenant quota",
 }
 
 
 def admission(requested: int, limits: dict[str, int]) -> tuple[bool, int, str, str | None]:
     """(admitted, admissible maximum, binding constraint, error sentence or None).
 
-    Ties are broken in the order memory, latency SLO, runtime limit, tenant quota.
+    Ties are broken in the order memory, ITL SLO, TTFT SLO, runtime limit, tenant quota.
     """
     binding = min(limits, key=lambda k: (limits[k], list(LIMIT_PHRASES).index(k)))
     limit = limits[binding]

@@ -347,6 +347,128 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- report
+
+
+def _ref_from_source(source: dict, model):
+    """(ModelRef, upload config or None) for what :func:`plan_from_args` loaded."""
+    from planner.geometry import config_hash
+    from planner.source import ModelRef
+
+    digest = model.geometry.config_hash
+    kind = source.get("kind")
+    if kind == "example":
+        return ModelRef(kind="example", config_hash=digest), None
+    if kind == "preset":
+        return ModelRef(kind="preset", name=source["preset"], repo_id=model.repo_id, config_hash=digest), None
+    if kind == "hub":
+        return ModelRef(kind="hub", repo_id=source["repo_id"], revision=source.get("revision"), commit=source.get("commit"), config_hash=digest), None
+    return ModelRef(kind="upload", name=Path(source.get("path", "config.json")).name, repo_id=model.repo_id, config_hash=config_hash(model.config)), model.config
+
+
+def _plan_from_state(state):
+    """The plan a decoded plan file describes (a Hub model is fetched with ``HF_TOKEN``)."""
+    from planner.plan import compute_plan
+    from planner.source import resolve
+
+    if state.ref.kind == "hub":
+        from planner import hub
+
+        try:
+            model = resolve(state.ref, config=state.upload_config, token=hub.resolve_token())
+        except hub.HubError as exc:
+            raise CLIError(str(exc)) from None
+    else:
+        model = resolve(state.ref, config=state.upload_config)
+    return compute_plan(state.inputs, model)
+
+
+def _share_base(text: str) -> str:
+    from planner.share import looks_like_token
+
+    if not text.startswith(("http://", "https://")) or len(text) > 2000 or not text.isprintable() or " " in text:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an http(s) URL")
+    if looks_like_token(text) or "@" in text.split("/", 3)[2]:
+        raise argparse.ArgumentTypeError("the share base must not carry credentials or tokens")
+    return text
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the PDF report of the plan given by plan options or ``--plan FILE``.
+
+    Raises:
+        CLIError / PlannerError: bad options, an unreadable plan file, an inadmissible plan
+            or an unwritable output path (one line each).
+    """
+    from planner.report import build_pdf
+    from planner.share import MAX_PLAN_FILE_BYTES, encode_query, load_plan_file, share_url
+
+    if args.plan:
+        given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
+        if given:
+            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
+        path = Path(args.plan)
+        try:
+            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
+        state = load_plan_file(data)
+        for warning in state.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if state.ref is None:
+            raise CLIError(f"--plan {args.plan}: the file names no usable model")
+        plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
+    else:
+        plan, model, source = plan_from_args(args)
+        ref, upload = _ref_from_source(source, model)
+    link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
+    pdf = build_pdf(plan, ref, link)
+    out = Path(args.out)
+    try:
+        out.write_bytes(pdf)
+    except OSError as exc:
+        raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
+    print(f"wrote {out} ({len(pdf):,} bytes)")
+    return 0
+
+
+# --------------------------------------------------------------------------- probe
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """Run the probe on this machine and print its result (``--json``: the probe JSON)."""
+    from planner.probe import make_options, probe_summary, run_probe
+
+    config, source = load_model_source(args)
+    opts = make_options(
+        mode=args.mode,
+        runtime=args.runtime,
+        device=args.device,
+        tokens=args.tokens,
+        batch=args.batch,
+        decode_steps=args.decode_steps,
+        kv_dtype=args.kv_dtype,
+        layers_limit=args.layers_limit,
+        block_tokens=args.block_tokens,
+        tp=args.tp,
+        static=args.static,
+        timeout_s=args.timeout,
+        gpu=args.gpu,
+        warmup=not args.no_warmup,
+    )
+    label = source.get("preset") or source.get("repo_id") or source.get("path")
+    result = run_probe(config, opts, source=source, label=label)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(probe_summary(result))
+    if not result.ok:
+        raise CLIError(f"probe: {result.error}")
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -382,11 +504,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_engine_parser(sub)
 
-    from planner.probe import add_probe_parser
-    from planner.report import add_report_parser
+    from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
+    from planner.report import DEFAULT_SHARE_BASE
 
-    add_report_parser(sub)
-    add_probe_parser(sub)
+    p = sub.add_parser("report", help="PDF sizing report of a plan")
+    add_plan_options(p)
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
+    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
+    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
+    add_model_source(p)
+    p.add_argument("--mode", choices=MODES, default="allocate")
+    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout: vllm (allocate default) or transformers (runtime mode)")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--tokens", type=positive_int, default=512)
+    p.add_argument("--batch", type=positive_int, default=1)
+    p.add_argument("--decode-steps", type=nonneg_int, default=8)
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
+    p.add_argument("--layers-limit", type=positive_int, help="measure only the first K layers (kind pattern kept; scaling stated)")
+    p.add_argument("--block-tokens", type=positive_int, default=16, help="vllm layout: positions per block")
+    p.add_argument("--tp", type=positive_int, default=1, help="vllm layout: one GPU's share under tensor parallelism")
+    p.add_argument("--static", action="store_true", help="transformers StaticCache instead of DynamicCache")
+    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline (default: the CUDA device's, else the planner default)")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
+    p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_probe)
     return parser
 
 

@@ -74,7 +74,7 @@ class PlanInputs(BaseModel):
     itl_slo_ms: float | None = Field(default=None, gt=0, le=1e7)
     ttft_slo_ms: float | None = Field(default=None, gt=0, le=1e9)
     shared_prefix_tokens: int = Field(default=0, ge=0, le=1 << 31)
-    prefix_hit_rate: float = Field(default=1.0, ge=0, le=1)
+    prefix_hit_rate: float = Field(default=0.0, ge=0, le=1)  # nothing assumed cached until the user says
     tenants: int = Field(default=1, ge=1, le=1_000_000)  # prefixes are shared within a tenant only
     gpu_hour_price: float | None = Field(default=None, ge=0, le=1e6)
     mfu: float = Field(default=latency.DEFAULT_MFU, gt=0, le=1)
@@ -258,6 +258,38 @@ def resolve_device(inputs: PlanInputs) -> Device:
     return custom_device(inputs.device_gib, inputs.device_bandwidth_gb_s or 1000.0, inputs.device_bf16_tflops or 100.0)
 
 
+def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int) -> int:
+    """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
+
+    Observed latencies are one measurement: the SLO admits everything or nothing. The roofline's
+    TTFT grows with concurrency through the first decode step, so the limit is the largest
+    per-replica concurrency c with queue + preprocessing + prefill + first decode(c) <= SLO.
+    """
+    slo = inputs.ttft_slo_ms
+    fixed = (inputs.queue_ms or 0.0) + (inputs.preprocessing_ms or 0.0)
+    if inputs.observed:
+        ttft = fixed + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
+        return 0 if ttft > slo else limit_memory
+    cached = int(inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1)) if sharing else 0
+    base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
+    first_kv = kv_at(ctx.input_tokens + 1)
+
+    def ttft_ms(c: int) -> float:
+        return base + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
+
+    hi = max(1, limit_memory // max(1, replicas))
+    if ttft_ms(1) > slo:
+        return 0
+    lo = 1
+    while lo < hi:  # largest c with ttft(c) <= slo (the first decode step grows with c)
+        m = (lo + hi + 1) // 2
+        if ttft_ms(m) <= slo:
+            lo = m
+        else:
+            hi = m - 1
+    return lo * replicas
+
+
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     """Compute the whole plan.
 
@@ -370,6 +402,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
                 else:
                     hi = m - 1
             limits["latency_slo"] = lo * replicas
+    if inputs.ttft_slo_ms is not None:
+        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks)
     if inputs.max_num_seqs is not None:
         limits["runtime"] = inputs.max_num_seqs * replicas
     if inputs.tenant_quota is not None:
@@ -482,7 +516,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
         "prefill_tokens_per_second": est.prefill_tokens_per_second,
-        "ttft_slo_met": None if inputs.ttft_slo_ms is None else est.time_to_first_token_ms <= inputs.ttft_slo_ms,
+        "ttft_slo_met": None if inputs.ttft_slo_ms is None else lat.time_to_first_token_ms <= inputs.ttft_slo_ms,
     }
     prefix = {
         "shared_prefix_tokens": inputs.shared_prefix_tokens,

@@ -44,7 +44,6 @@ This module never imports torch at import time: only the child's functions do.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -59,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry, text_config
-from planner.kv import KV_DTYPE_BITS, QUANT_GROUP, RUNTIMES, kv_specs
+from planner.kv import KV_DTYPE_BITS, QUANT_GROUP, kv_specs
 
 FORMAT = "kvp-probe/1"
 ENV_DISABLE = "KVP_DISABLE_PROBE"
@@ -1360,63 +1359,7 @@ def _child_main() -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def add_probe_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``probe`` on a ``build_parser`` subparsers object."""
-    from planner.cli import add_model_source, nonneg_int, positive_float, positive_int
-
-    p = subparsers.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
-    add_model_source(p)
-    p.add_argument("--mode", choices=MODES, default="allocate")
-    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout: vllm (allocate default) or transformers (runtime mode)")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--tokens", type=positive_int, default=512)
-    p.add_argument("--batch", type=positive_int, default=1)
-    p.add_argument("--decode-steps", type=nonneg_int, default=8)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
-    p.add_argument("--layers-limit", type=positive_int, help="measure only the first K layers (kind pattern kept; scaling stated)")
-    p.add_argument("--block-tokens", type=positive_int, default=16, help="vllm layout: positions per block")
-    p.add_argument("--tp", type=positive_int, default=1, help="vllm layout: one GPU's share under tensor parallelism")
-    p.add_argument("--static", action="store_true", help="transformers StaticCache instead of DynamicCache")
-    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline (default: the CUDA device's, else the planner default)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
-    p.add_argument("--no-warmup", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_probe)
-    return p
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    from planner.cli import CLIError, load_model_source
-
-    config, source = load_model_source(args)
-    opts = make_options(
-        mode=args.mode,
-        runtime=args.runtime,
-        device=args.device,
-        tokens=args.tokens,
-        batch=args.batch,
-        decode_steps=args.decode_steps,
-        kv_dtype=args.kv_dtype,
-        layers_limit=args.layers_limit,
-        block_tokens=args.block_tokens,
-        tp=args.tp,
-        static=args.static,
-        timeout_s=args.timeout,
-        gpu=args.gpu,
-        warmup=not args.no_warmup,
-    )
-    label = source.get("preset") or source.get("repo_id") or source.get("path")
-    result = run_probe(config, opts, source=source, label=label)
-    if args.json:
-        print(result.to_json())
-    else:
-        print(probe_summary(result))
-    if not result.ok:
-        raise CLIError(f"probe: {result.error}")
-    return 0
+# --------------------------------------------------------------------------- text summary
 
 
 def probe_summary(r: ProbeResult) -> str:
@@ -1442,13 +1385,12 @@ def probe_summary(r: ProbeResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m planner.probe [probe flags]`` (or ``--child`` for the measuring process)."""
+    """``python -m planner.probe --child``: the measuring process (the ``probe`` command is in :mod:`planner.cli`)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         return _child_main()
-    from planner.cli import main as cli_main
-
-    return cli_main(["probe", *argv])
+    print("error: run the probe as `python -m planner probe ...`; `python -m planner.probe --child` is the measuring process", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -7,19 +7,18 @@ kind, latency by phase); the formulas with this plan's numbers; assumptions and 
 share link. Every number is read from the :class:`~planner.plan.Plan` (the K/V-vs-context curve
 evaluates the plan's own per-layer specs at other lengths).
 
-``python -m planner report [plan options | --plan FILE] --out report.pdf`` is
-:func:`add_report_parser` + :func:`cmd_report`.
+The command ``python -m planner report [plan options | --plan FILE] --out report.pdf`` lives in
+:mod:`planner.cli`; this module only takes a plan, a model reference and a link.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from xml.sax.saxutils import escape
 
+from planner.capacity import LIMIT_LABELS
+from planner.labels import label as input_label
 from planner.plan import Plan, PlanInputs
 from planner.source import ModelRef
 
@@ -295,14 +294,35 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     ]
     if plan.prefix["shared_blocks"]:
         rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
-    limits = ", ".join(f"{name.replace('_', ' ')} {value:,}" for name, value in kv["limits"].items())
+    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
     rows += [
         ("Requested sequences", f"{kv['requested_sequences']:,}"),
         ("Limits", limits),
-        ("Admissible sequences", f"{kv['admissible_sequences']:,} (binding constraint: {kv['binding_constraint'].replace('_', ' ')})"),
-        ("Admission", "ADMITTED" if kv["admitted"] else "REFUSED: " + kv.get("admission_error", "")),
+        ("Admissible sequences", f"{kv['admissible_sequences']:,} (bound by {_binding(plan)})"),
+        ("Admission", "ADMITTED" if kv["admitted"] else f"REFUSED: requested {kv['requested_sequences']:,} sequences, but the {_binding(plan)} admits at most {kv['admissible_sequences']:,}"),
     ]
+    rows += _cost_rows(plan)
     return rows
+
+
+def _binding(plan: Plan) -> str:
+    return LIMIT_LABELS.get(plan.kv_cache["binding_constraint"], plan.kv_cache["binding_constraint"])
+
+
+def fmt_money(dollars: float) -> str:
+    """"$1,234.50"; four significant digits under a dollar ("$0.04213")."""
+    return f"${dollars:,.2f}" if abs(dollars) >= 1 or dollars == 0 else f"${dollars:.4g}"
+
+
+def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
+    """Cost per hour and per million tokens, when a GPU-hour price is given."""
+    c = plan.cost
+    if c.get("per_million_output_tokens") is None:
+        return []
+    return [
+        ("Cost per hour", f"{fmt_money(c['deployment_per_hour'])} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per million tokens", f"{fmt_money(c['per_million_output_tokens'])} output, {fmt_money(c['per_million_input_tokens'])} input ({c['basis']})"),
+    ]
 
 
 def _latency_rows(plan: Plan) -> list[list[str]]:
@@ -326,16 +346,25 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
     return rows
 
 
+def _input_value(name: str, value: object) -> str:
+    """An input as the app shows it: headroom in %, the rest in its own unit."""
+    if name == "headroom_bp" and isinstance(value, int):
+        return f"{value / 100:g} %"
+    return fmt_num(value)
+
+
 def _input_rows(inputs: PlanInputs) -> list[list[str]]:
     """Every control, two per row; a changed one is marked * and shows its default."""
     defaults = PlanInputs()
     cells: list[tuple[str, str]] = []
     for name in PlanInputs.model_fields:
         value, default = getattr(inputs, name), getattr(defaults, name)
+        shown = _input_value(name, value)
+        name_shown = "Headroom" if name == "headroom_bp" else input_label(name)  # shown in %
         if value != default:
-            cells.append((f"{name} *", f"{fmt_num(value)} (default {fmt_num(default)})"))
+            cells.append((f"{name_shown} *", f"{shown} (default {_input_value(name, default)})"))
         else:
-            cells.append((name, fmt_num(value)))
+            cells.append((name_shown, shown))
     if len(cells) % 2:
         cells.append(("", ""))
     half = len(cells) // 2
@@ -471,10 +500,15 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", small),
         Spacer(1, 4),
         para(
-            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (tp {plan.inputs.tp}): "
-            f"{kv['maximum_sequences_by_memory']:,} sequences fit by memory; {kv['requested_sequences']:,} requested: {verdict} "
-            f"(binding constraint: {kv['binding_constraint'].replace('_', ' ')}). TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+            f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
+            f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
             f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
+            + (
+                f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+                if plan.cost.get("per_million_output_tokens") is not None
+                else ""
+            )
         ),
         para("Model", h2),
         kv_table(_model_rows(plan, ref)),
@@ -490,7 +524,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         latency_chart(plan, width=width),
         para("Inputs", h2),
         para("* differs from the default (shown in parentheses)", small),
-        grid_table(_input_rows(plan.inputs), [38 * mm, width / 2 - 38 * mm, 38 * mm, width / 2 - 38 * mm]),
+        grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
         para("Formulas with this plan's numbers", h2),
     ]
     story += [para(line, mono) for line in _formulas(plan)]
@@ -537,117 +571,4 @@ def _safe_plain(text: str) -> str:
     return str(text).encode("cp1252", "replace").decode("cp1252")
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def _ref_from_source(source: dict, model) -> tuple[ModelRef, dict | None]:
-    """(ModelRef, upload config or None) for what ``plan_from_args`` loaded."""
-    from planner.geometry import config_hash
-
-    digest = model.geometry.config_hash
-    kind = source.get("kind")
-    if kind == "example":
-        return ModelRef(kind="example", config_hash=digest), None
-    if kind == "preset":
-        return ModelRef(kind="preset", name=source["preset"], repo_id=model.repo_id, config_hash=digest), None
-    if kind == "hub":
-        return ModelRef(kind="hub", repo_id=source["repo_id"], revision=source.get("revision"), commit=source.get("commit"), config_hash=digest), None
-    return ModelRef(kind="upload", name=Path(source.get("path", "config.json")).name, repo_id=model.repo_id, config_hash=config_hash(model.config)), model.config
-
-
-_PLAN_DESTS = ("example", "config", "preset", "model")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Write the PDF report of the plan given by plan options or ``--plan FILE``.
-
-    Raises:
-        CLIError / PlannerError: bad options, an unreadable plan file, an inadmissible plan
-            or an unwritable output path (one line each).
-    """
-    from planner.cli import CLIError, plan_from_args
-    from planner.share import MAX_PLAN_FILE_BYTES, encode_query, load_plan_file, share_url
-
-    if args.plan:
-        given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
-        if given:
-            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
-        path = Path(args.plan)
-        try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
-                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
-        state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
-        plan, ref, upload = _plan_from_state(state, CLIError), state.ref, state.upload_config
-    else:
-        plan, model, source = plan_from_args(args)
-        ref, upload = _ref_from_source(source, model)
-    link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
-    pdf = build_pdf(plan, ref, link)
-    out = Path(args.out)
-    try:
-        out.write_bytes(pdf)
-    except OSError as exc:
-        raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
-    print(f"wrote {out} ({len(pdf):,} bytes)")
-    return 0
-
-
-def _plan_from_state(state, cli_error) -> Plan:
-    from planner.plan import compute_plan
-    from planner.source import resolve
-
-    if state.ref.kind == "hub":
-        from planner import hub
-
-        token = hub.resolve_token()
-        try:
-            model = resolve(state.ref, config=state.upload_config, token=token)
-        except hub.HubError as exc:
-            raise cli_error(str(exc)) from None
-    else:
-        model = resolve(state.ref, config=state.upload_config)
-    return compute_plan(state.inputs, model)
-
-
-def _share_base(text: str) -> str:
-    from planner.share import looks_like_token
-
-    if not text.startswith(("http://", "https://")) or len(text) > 2000 or not text.isprintable() or " " in text:
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an http(s) URL")
-    if looks_like_token(text) or "@" in text.split("/", 3)[2]:
-        raise argparse.ArgumentTypeError("the share base must not carry credentials or tokens")
-    return text
-
-
-def add_report_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``report`` (plan options or ``--plan FILE``, ``--out PATH``, ``--share-base URL``)."""
-    from planner.cli import add_plan_options
-
-    p = subparsers.add_parser("report", help="PDF sizing report of a plan")
-    add_plan_options(p)
-    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
-    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
-    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
-    p.set_defaults(func=cmd_report)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m planner.report ...``: the ``report`` sub-command on its own."""
-    from planner.cli import main as cli_main
-
-    return cli_main(["report", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-__all__ = ["CHART_TITLES", "add_report_parser", "build_pdf", "cmd_report", "fmt_bytes", "human_bytes", "main"]
+__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_pdf", "fmt_bytes", "human_bytes"]

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-# AppTest has no browser to paint for: no first-paint pause in the Plan page (pages/common.py)
+# AppTest has no browser to paint for: no first-paint pause in the Plan page (pages/ui/results.py)
 os.environ.setdefault("KVP_FIRST_PAINT_PAUSE_S", "0")
 
 from tests.fakehub import FakeHub

@@ -63,7 +63,7 @@ def test_plan_page_opens_on_default_preset():
     # llama-3.1-8b, bf16, TP 1: 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B = 128 KiB per token;
     # 2,560 reserved tokens (2,048 input + 512 output) x 128 KiB = 320 MiB per sequence.
     assert metric(at, "KV bytes / token") == "128 KiB"
-    assert metric(at, "MiB / reserved sequence") == "320 MiB"
+    assert metric(at, "Memory per sequence") == "320 MiB"
     assert metric(at, "Max sequences") == "179"
     assert metric(at, "TTFT").endswith(" ms") and metric(at, "ITL").endswith(" ms")
     assert not errors(at)
@@ -81,12 +81,12 @@ def test_plan_page_opens_on_default_preset():
 def test_kv_dtype_bf16_to_fp8_halves_bytes_per_token():
     at = _app()
     before = as_bytes(metric(at, "KV bytes / token"))
-    per_seq = as_bytes(metric(at, "MiB / reserved sequence"))
+    per_seq = as_bytes(metric(at, "Memory per sequence"))
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     _clean(at)
     assert metric(at, "KV bytes / token") == "64 KiB"
     assert as_bytes(metric(at, "KV bytes / token")) * 2 == before
-    assert as_bytes(metric(at, "MiB / reserved sequence")) * 2 == per_seq
+    assert as_bytes(metric(at, "Memory per sequence")) * 2 == per_seq
     assert as_int(metric(at, "Max sequences")) > 179
 
 
@@ -156,7 +156,7 @@ def test_invalid_input_shows_error_next_to_field_and_keeps_last_plan():
     at.number_input(key="gpu_count").set_value(3).run()
     _clean(at)
     side = [e.value for e in at.sidebar.error]
-    assert any("multiple of tp 2" in e for e in side), side
+    assert any("multiple of TP 2" in e for e in side), side
     assert any("last good plan" in e for e in errors(at))
     assert metric(at, "Max sequences")  # the last good plan is still on screen
     at.number_input(key="gpu_count").set_value(4).run()
@@ -195,7 +195,7 @@ def test_falcon_7b_opens_resized_to_its_class_default_context():
     assert values["input_tokens"] == 1536 and values["output_tokens"] == 512  # 1,536 + 512 = 2,048
     # falcon-7b is MQA: 2 x 32 layers x 1 KV head x 64 x 2 B = 8,192 B = 8 KiB per token
     assert metric(at, "KV bytes / token") == "8 KiB"
-    assert metric(at, "MiB / reserved sequence") == "16 MiB"  # 2,048 tokens x 8 KiB
+    assert metric(at, "Memory per sequence") == "16 MiB"  # 2,048 tokens x 8 KiB
 
 
 def test_error_opens_the_collapsed_group_of_its_field():
@@ -254,7 +254,7 @@ def test_compare_error_stays_in_its_column():
     at.switch_page("pages/compare.py").run()
     at.number_input(key="cmp_tp_1").set_value(3).run()
     _clean(at)
-    assert any("does not divide" in e or "multiple of tp" in e for e in errors(at)), errors(at)
+    assert any("does not divide" in e or "multiple of TP" in e for e in errors(at)), errors(at)
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 1  # Plan A still shown
 
 
@@ -381,7 +381,7 @@ def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkey
 
 
 def test_number_formatting():
-    from pages.common import fmt_bytes, fmt_ms, fmt_num
+    from pages.ui.fmt import fmt_bytes, fmt_ms, fmt_num
 
     assert fmt_bytes(1000) == "1,000 B"
     assert fmt_bytes(1234) == "1.21 KiB"
@@ -414,8 +414,8 @@ def test_vision_model_offers_encoder_tokens():
     assert "encoder_tokens" not in [w.key for w in at.number_input]  # llama-3.1-8b has no cross-attention
     at.selectbox(key="preset").set_value("llama-3.2-11b-vision").run()
     _clean(at)
-    assert metric(at, "MiB / reserved sequence") == "320 MiB"  # 131,072 B x 2,560 tokens
+    assert metric(at, "Memory per sequence") == "320 MiB"  # 131,072 B x 2,560 tokens
     at.number_input(key="encoder_tokens").set_value(6404).run()
     _clean(at)
     # + 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token x 6,404 = 200.125 MiB
-    assert metric(at, "MiB / reserved sequence") == "520.12 MiB"
+    assert metric(at, "Memory per sequence") == "520.12 MiB"

@@ -117,7 +117,7 @@ def test_change_kv_dtype_updates_metric_and_screenshot(server, browser_context):
 
     _choose(page, "KV cache dtype", "fp8 (8-bit)")
     expect(value).to_have_text("64 KiB", timeout=15_000)
-    expect(_metric_value(page, "MiB / reserved sequence")).to_have_text("160 MiB")
+    expect(_metric_value(page, "Memory per sequence")).to_have_text("160 MiB")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
     page.screenshot(path=str(ARTIFACTS / "plan_fp8.png"))

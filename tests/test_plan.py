@@ -149,7 +149,7 @@ def test_prefix_sharing_whole_blocks_only():
 
 
 def test_prefix_scoped_per_tenant_and_cached_prefill_skipped():
-    one = example(reservation="paged", shared_prefix_tokens=1024, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
+    one = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=1.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
     four = example(reservation="paged", shared_prefix_tokens=1024, tenants=4)
     assert four.prefix["memory_saved_at_requested_bytes"] == (8 - 4) * 1024 * 131072
     assert one.prefix["memory_saved_at_requested_bytes"] == (8 - 1) * 1024 * 131072

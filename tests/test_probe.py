@@ -11,6 +11,7 @@ CLI, timeout, crash and page tests.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -247,7 +248,7 @@ def runtime_json(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("probe") / "config.json"
     path.write_text(json.dumps(SLIDING))
     out = subprocess.run(
-        [sys.executable, "-m", "planner.probe", "--config", str(path), "--mode", "runtime", "--device", "cpu", "--tokens", "12", "--decode-steps", "3", "--kv-dtype", "fp32", "--json"],
+        [sys.executable, "-m", "planner", "probe", "--config", str(path), "--mode", "runtime", "--device", "cpu", "--tokens", "12", "--decode-steps", "3", "--kv-dtype", "fp32", "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )
     assert out.returncode == 0, out.stderr
@@ -265,22 +266,32 @@ def test_cli_runtime_json(runtime_json):
 
 
 def test_cli_errors_exit_2_one_line(tmp_path, capsys):
+    from planner.cli import main
+
     path = tmp_path / "c.json"
     path.write_text(json.dumps(GQA))
-    assert probe.main(["--config", str(path), "--mode", "runtime", "--runtime", "vllm"]) == 2
+    assert main(["probe", "--config", str(path), "--mode", "runtime", "--runtime", "vllm"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: runtime=") and "\n" not in err
-    assert probe.main(["--config", str(path), "--tokens", "0"]) == 2
-    assert probe.main(["--preset", "no-such-preset"]) == 2
+    assert main(["probe", "--config", str(path), "--tokens", "0"]) == 2
+    assert main(["probe", "--preset", "no-such-preset"]) == 2
 
 
 def test_cli_wiring_into_build_parser():
-    from planner.cli import _Parser
+    from planner.cli import build_parser, cmd_probe
 
-    parser = _Parser(prog="x")
-    probe.add_probe_parser(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
-    args = parser.parse_args(["probe", "--preset", "llama-3.2-1b", "--mode", "runtime", "--layers-limit", "2", "--static", "--json"])
-    assert (args.mode, args.layers_limit, args.static, args.func) == ("runtime", 2, True, probe.cmd_probe)
+    args = build_parser().parse_args(["probe", "--preset", "llama-3.2-1b", "--mode", "runtime", "--layers-limit", "2", "--static", "--json"])
+    assert (args.mode, args.layers_limit, args.static, args.func) == ("runtime", 2, True, cmd_probe)
+
+
+def test_library_never_imports_the_cli():
+    """planner.report and planner.probe take plain inputs: importing them loads no CLI module."""
+    code = "import sys, planner.report, planner.probe, planner.plan, planner.share; print('planner.cli' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+    for path in (ROOT / "planner").glob("*.py"):
+        if path.name not in ("cli.py", "__main__.py"):
+            assert not re.search(r"^\s*(from planner\.cli |from planner import cli|import planner\.cli)", path.read_text(), re.M), path.name
 
 
 # --------------------------------------------------------------------------- JSON import

@@ -92,7 +92,7 @@ def test_example_report_carries_the_plans_numbers(example):
     assert "Available for K/V per GPU 10,093,173,145 B (9.4 GiB)" in text
     # floor(10,093,173,145 / 335,544,320) = floor(30.08) = 30
     assert "Maximum sequences by memory 30 (30 per replica x 1)" in text
-    assert "Admissible sequences 30 (binding constraint: memory)" in text
+    assert "Admissible sequences 30 (bound by KV-cache memory)" in text
     assert "Admission ADMITTED" in text
     # TTFT 20 + 10 + 400 + 20 = 450 ms; ITL 2,560 / 128 = 20 ms; end-to-end 450 + 2,560 = 3,010 ms
     # beside it the roofline estimate's TTFT, as the plan computed it
@@ -106,7 +106,8 @@ def test_example_report_carries_the_plans_numbers(example):
     assert example["ref"].config_hash in text
     assert "Device custom-16GiB" in text and "Memory per GPU 17,179,869,184 B (16 GiB)" in text
     # inputs: changed ones are marked with their defaults
-    assert "device_gib * 16 (default (none))" in text and "generated_tokens * 129 (default (none))" in text
+    flat = " ".join(text.split())
+    assert "Custom device memory (GiB) * 16 (default (none))" in flat and "Generated tokens * 129 (default (none))" in flat
 
 
 def test_every_headline_number_comes_from_the_plan(example, gemma):
@@ -144,7 +145,7 @@ def test_refused_plan_says_why(tmp_path):
     path = tmp_path / "refused.pdf"
     path.write_bytes(build_pdf(plan, ref, None, now=WHEN))
     text = pdftotext(path)
-    assert "REFUSED: requested 100 sequences, but the conservative KV-memory plan admits at most 30" in text
+    assert "REFUSED: requested 100 sequences, but the KV-cache memory admits at most 30" in text
     # 100 x 320 MiB = 32,000 MiB = 31.25 GiB of K/V wanted vs 9.4 GiB available
     assert "requested load needs 31.25 GiB of K/V, more than the 9.4 GiB available" in text
     assert "requested 100 > 30: refused" in text
@@ -243,7 +244,7 @@ def test_report_module_entry_and_plan_file_give_the_same_report(example, tmp_pat
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan_file_json(example["ref"], EXAMPLE_INPUTS))
     out = tmp_path / "from-file.pdf"
-    proc = run("-m", "planner.report", "--plan", str(plan_file), "--out", str(out))
+    proc = run("-m", "planner", "report", "--plan", str(plan_file), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert without_date(pdftotext(out)) == without_date(example["text"])
@@ -251,16 +252,16 @@ def test_report_module_entry_and_plan_file_give_the_same_report(example, tmp_pat
 
 def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     out = tmp_path / "p.pdf"
-    proc = run("-m", "planner.report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
+    proc = run("-m", "planner", "report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = pdftotext(out)
     # 70 requested > 65 by memory (see the preset test): refused, binding memory
-    assert "REFUSED: requested 70 sequences, but the conservative KV-memory plan admits at most 65" in text
+    assert "REFUSED: requested 70 sequences, but the KV-cache memory admits at most 65" in text
     assert "https://plans.example/?v=1&m=preset&n=gemma-2-9b" in re.sub(r"\s+", "", text)
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "max_position_embeddings": 4096, "vocab_size": 1000, "intermediate_size": 512}')
     out2 = tmp_path / "u.pdf"
-    proc = run("-m", "planner.report", "--config", str(cfg), "--out", str(out2))
+    proc = run("-m", "planner", "report", "--config", str(cfg), "--out", str(out2))
     assert proc.returncode == 0, proc.stderr
     text = re.sub(r"\s+", "", pdftotext(out2))
     assert "m=upload&n=config.json" in text and "&cfg=" in text  # small config embedded in the link
@@ -289,7 +290,7 @@ def test_cli_report_bad_input_is_one_line(argv, expected, tmp_path):
     garbage.write_text("not json")
     argv = [a.replace("{plan}", str(plan)).replace("{garbage}", str(garbage)) for a in argv]
     argv = [str(tmp_path / a) if a == "x.pdf" else a for a in argv]
-    proc = run("-m", "planner.report", *argv)
+    proc = run("-m", "planner", "report", *argv)
     assert proc.returncode == 2
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -299,7 +300,25 @@ def test_plan_file_warnings_go_to_stderr(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text('{"schema": "kv-capacity-plan", "version": 1, "model": {"kind": "example"}, "inputs": {"sequences": "many", "device_gib": 16, "model_resident_gib": 4}}')
     out = tmp_path / "w.pdf"
-    proc = run("-m", "planner.report", "--plan", str(plan), "--out", str(out))
+    proc = run("-m", "planner", "report", "--plan", str(plan), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "warning: inputs.sequences 'many' is not a whole number; using the default 8\n"
     assert out.stat().st_size > 5000
+
+
+def test_report_headline_has_cost_and_inputs_use_labels(tmp_path):
+    """Issue 14, defects 6 and 11: cost in the headline and results; inputs by their labels."""
+    inputs = EXAMPLE_INPUTS.model_copy(update={"gpu_hour_price": 2.5, "gpu": "H100-SXM-80GB", "device_gib": None, "gpu_count": 4, "tp": 1})
+    ref, _ = example_ref()
+    plan = compute_plan(inputs, example_model())
+    path = tmp_path / "cost.pdf"
+    path.write_bytes(build_pdf(plan, ref, None, now=WHEN))
+    text = pdftotext(path)
+    flat = " ".join(text.split())
+    # 4 GPUs x $2.50 per GPU-hour = $10.00 per hour
+    assert "Cost $10.00 per hour" in flat
+    assert "Cost per hour $10.00 (4 GPUs x $2.50 per GPU-hour)" in flat
+    per_m = plan.cost["per_million_output_tokens"]
+    assert "per million output tokens" in flat and (f"${per_m:,.2f}" in flat or f"${per_m:.4g}" in flat)
+    assert "Headroom 10 %" in flat and "GPU-hour price ($) * 2.5" in flat
+    assert "headroom_bp" not in text and "gpu_hour_price" not in text and "conservative KV-memory plan" not in text

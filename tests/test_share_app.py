@@ -92,7 +92,7 @@ def test_seed_example_link_restores_the_plan():
     at = _app(_params(SEED_LINK))
     m = metrics(at)
     # the seed: 128 KiB per token, 2,560 tokens -> 320 MiB; (14.4 - 4 - 1) GiB / 320 MiB = 30; TTFT 20 + 10 + 400 + 20
-    assert (m["KV bytes / token"], m["MiB / reserved sequence"], m["Max sequences"]) == ("128 KiB", "320 MiB", "30")
+    assert (m["KV bytes / token"], m["Memory per sequence"], m["Max sequences"]) == ("128 KiB", "320 MiB", "30")
     assert m["TTFT"] == "450.0 ms"
     assert not warnings(at) and not errors(at)
     assert any("Restored the plan from the share link" in s.value for s in at.success)
@@ -288,7 +288,7 @@ def test_all_windowed_model_shows_bytes_within_the_window():
 
 
 def test_probe_calibration_can_be_applied_and_is_clamped():
-    cal = {"mfu": 0.004, "mbu": 0.62, "notes": [], "device": "H100-SXM-80GB"}
+    cal = {"mfu": 0.004, "mbu": 0.62, "notes": [], "device": "H100-SXM-80GB", "measured_device": "cuda", "measured_on": "cuda NVIDIA H100 80GB HBM3"}
     at = _app(probe_calibration=cal)
     button = at.button(key="apply_calibration")
     assert button.label == "Apply probe calibration (MFU 0.004, MBU 0.62 from H100-SXM-80GB)"

@@ -1,0 +1,372 @@
+"""Result cards of the Plan page, one function a card.
+
+A new card is a new ``card_*`` function here, called from ``pages/plan.py``'s ``render_results``
+in the place it should appear. Each card takes the plan (and what else it needs) and draws
+itself; :func:`safe` keeps an unexpected error in one card from breaking the page.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import streamlit as st
+
+from pages.ui import charts, export
+from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
+from pages.ui.state import Shown
+from planner.errors import PlannerError
+from planner.plan import Plan
+
+ASSUMPTIONS = (
+    ("Allocator rounding", "PyTorch's caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks cached; not counted."),
+    ("Fragmentation", "paged engines waste at most part of one block per layer group (counted in paged mode); allocator fragmentation outside the pool is not."),
+    ("Activations", "prefill activations, logits and sampler buffers are only covered by the workspace figure."),
+    ("CUDA graphs", "captured graphs hold their own memory pool (hundreds of MiB to GiBs); not counted, use workspace or headroom."),
+    ("Tensor alignment", "padding of heads or head dims to kernel tile sizes is not counted."),
+    ("Quantization scales", "fp8 per-tensor scales are ignored; int8/int4 caches count one fp16 scale and zero-point per 64 elements; weight scales follow the config's quantization."),
+    ("Offload buffers", "CPU/NVMe swap or offload space and pinned host buffers are not counted."),
+    ("Speculative decoding", "draft-model weights and their KV caches, and target-side lookahead slots, are not counted."),
+    ("Beam search / n > 1", "each beam or parallel sample is a sequence; shared prompt blocks across beams are not deduplicated."),
+    ("Runtime temporary buffers", "attention-kernel workspaces, NCCL buffers under tensor parallelism and the CUDA context are left to the headroom."),
+    ("Encoder caches", "vision/audio encoder outputs of multimodal models are not counted (cross-attention bytes per encoder token are shown separately)."),
+    ("Prefix caching", "sharing assumes whole blocks stay resident within one tenant; eviction and cross-tenant sharing are not modelled."),
+    ("Latency", "a roofline with constant MFU/MBU: no scheduler interference, chunked-prefill interleaving, kernel launch overheads or network time."),
+)
+
+
+
+
+def safe(render, *args, what: str = "this section", **kwargs) -> None:
+    """Run a render function; an unexpected error becomes one line, never a traceback."""
+    try:
+        render(*args, **kwargs)
+    except PlannerError as exc:
+        st.error(f"Cannot draw {what}: {exc}", icon=":material/error:")
+    except Exception as exc:  # noqa: BLE001 - the UI must never show a traceback
+        st.error(f"Cannot draw {what}: {type(exc).__name__}: {exc}", icon=":material/error:")
+
+
+
+
+# --------------------------------------------------------------------------- shared result pieces
+
+
+def binding_phrase(plan: Plan) -> str:
+    """The limit that binds, in the words of the badge: "KV-cache memory", "TTFT SLO"."""
+    from planner.capacity import LIMIT_LABELS
+
+    binding = plan.kv_cache["binding_constraint"]
+    return LIMIT_LABELS.get(binding, binding)
+
+
+def admission_badge(plan: Plan) -> None:
+    """Admitted or refused, and which limit binds (memory, ITL SLO, TTFT SLO, runtime, quota)."""
+    kv = plan.kv_cache
+    bound = binding_phrase(plan)
+    if kv["admitted"]:
+        st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
+    else:
+        st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
+    st.caption(f"Limits on concurrent sequences: {limits}.")
+
+
+LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
+
+
+def first_paint_pause() -> None:
+    """On a session's first run, give the browser time to paint the headline numbers before the
+    charts arrive: loading plotly.js blocks the page's first paint for about a second otherwise.
+
+    Measured in headless Chromium on 2 cores (benchmarks/bench_app.py): page open to the first
+    metric 3.9 s -> 2.0 s with a fresh browser profile, 2.7 s -> 1.2 s with a warm one; the charts
+    follow 0.3 s later. ``KVP_FIRST_PAINT_PAUSE_S`` sets the pause (0 turns it off; tests use 0).
+    """
+    if st.session_state.get("_first_paint_done"):
+        return
+    st.session_state["_first_paint_done"] = True
+    try:
+        pause = float(os.environ.get("KVP_FIRST_PAINT_PAUSE_S", "0.3"))
+    except ValueError:
+        pause = 0.3
+    if 0 < pause <= 2:
+        time.sleep(pause)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def render_metrics(plan: Plan) -> None:
+    kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
+    capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
+    growing = kv["bytes_per_token_per_sequence"]
+    within = kv["bytes_per_token_within_windows"]
+    windowed_only = growing == 0 and within > 0  # every cached layer is windowed (e.g. Mistral-7B v0.1)
+    if windowed_only:
+        value = fmt_bytes(within)
+        delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
+        help_text = (
+            f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
+            f"then flat ({plan.inputs.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
+        )
+    else:
+        value = fmt_bytes(growing)
+        delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
+        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})" + (
+            f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
+            + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
+            if capped
+            else "."
+        )
+    row1 = st.columns(3)
+    row2 = st.columns(3)
+    requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
+    per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
+    row1[0].metric(
+        "Max sequences",
+        f"{admissible:,}",
+        delta=per_replica_text if cap["replicas"] > 1 else None,
+        delta_color="gray",
+        delta_arrow="off",
+        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}); {requested:,} requested.",
+    )
+    ttft_slo = plan.inputs.ttft_slo_ms
+    met = plan.roofline.get("ttft_slo_met")
+    row1[1].metric(
+        "TTFT",
+        fmt_ms(lat.time_to_first_token_ms),
+        delta=None if ttft_slo is None else (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
+        delta_color="green" if met else "red",
+        delta_arrow="off",
+        help=f"Time to first token ({lat.source}).",
+    )
+    itl_slo = plan.inputs.itl_slo_ms
+    itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
+    row1[2].metric(
+        "ITL",
+        fmt_ms(lat.mean_inter_token_latency_ms),
+        delta=None if itl_slo is None else (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
+        delta_color="green" if itl_ok else "red",
+        delta_arrow="off",
+        help=f"Mean inter-token latency at {plan.roofline['decode_concurrency']:,} concurrent sequences per replica ({lat.source}).",
+    )
+    row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
+    row2[1].metric(
+        "Memory per sequence",
+        f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB",
+        delta=f"{kv['reserved_tokens_per_sequence']:,} tokens reserved",
+        delta_color="gray",
+        delta_arrow="off",
+        help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
+    )
+    cost = plan.cost
+    if cost.get("per_million_output_tokens") is not None:
+        row2[2].metric(
+            "Cost per hour",
+            fmt_money(cost["deployment_per_hour"]),
+            delta=f"{fmt_money(cost['per_million_output_tokens'])} per M output tokens",
+            delta_color="gray",
+            delta_arrow="off",
+            help=(
+                f"{plan.inputs.gpu_count:,} GPUs × {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: "
+                f"{fmt_money(cost['per_million_output_tokens'])} output at {cost['output_tokens_per_second']:,.0f} output tokens/s, "
+                f"{fmt_money(cost['per_million_input_tokens'])} input ({cost['basis']})."
+            ),
+        )
+    else:
+        row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.")
+
+
+def _source_rows(ref) -> list[tuple[str, str]]:
+    """Where the config came from: the Hub commit or the upload's hash (presets say it in the title)."""
+    rows: list[tuple[str, str]] = []
+    if ref.kind == "hub":
+        rows.append(("Hub model", f"`{ref.repo_id}` (revision `{ref.revision or 'main'}`)"))
+        rows.append(("Pinned commit", f"`{ref.commit}`" if ref.commit else "not resolved"))
+    elif ref.kind == "upload":
+        rows.append(("Uploaded config", f"{ref.name or 'config.json'}, sha256 `{str(ref.config_hash)[:16]}…`"))
+    return rows
+
+
+def _weights_row(plan: Plan) -> tuple[str, str]:
+    w = plan.weights
+    source = "safetensors metadata" if str(w.source).startswith("safetensors") else "config estimate"
+    return ("Weights", f"{fmt_bytes(w.bytes)} ({w.dtype_label}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({w.source})"))
+
+
+def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
+    ins, w = plan.inspect, plan.weights
+    with st.container(border=True):
+        st.markdown(f"**Geometry** · {ref.label()}")
+        layers = ", ".join(f"{n} {k}" for k, n in ins.layers.items())
+        rows = [
+            *_source_rows(ref),
+            ("Model type", f"`{ins.model_type}`" + (f" (from `{ins.config_path}`)" if ins.config_path else "")),
+            ("Layers", layers or "–"),
+            ("KV heads per GPU", f"{ins.kv_heads_per_gpu:,} (TP {ins.tp})"),
+            ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
+            ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
+            ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
+            ("Recurrent state / sequence", fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
+            ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
+            _weights_row(plan),
+        ]
+        if ins.cross_bytes_per_encoder_token:
+            rows.append(("Cross-attention / encoder token", fmt_bytes(ins.cross_bytes_per_encoder_token)))
+        st.markdown("\n".join(f"- **{k}:** {v}" for k, v in rows))
+        groups = []
+        for s in ins.specs:
+            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.latent else "")
+            shape = f"latent {s.k_head_dim:,}" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,})"
+            groups.append(f"- **{label} ×{s.num_layers:,}:** {shape} → {s.bytes_per_token_per_layer:,} B per token per layer, **{s.bytes_per_token:,} B** per token")
+        if groups:
+            st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
+        cache_notes = [n for n in notes if "served from the local cache" in n]
+        for n in cache_notes:
+            st.caption(f":material/cached: {n[:1].upper() + n[1:]}: the Hub was not asked again; the commit above is the cached one.")
+        all_notes = [n for n in (*notes, *plan.notes) if n not in cache_notes]
+        if all_notes:
+            st.caption("Notes: " + " · ".join(all_notes))
+
+
+
+def render_formulas(plan: Plan) -> None:
+    kv, cap, ctx, lat, r = plan.kv_cache, plan.capacity, plan.context, plan.latency, plan.roofline
+    ins = plan.inspect
+    lines = ["**K/V bytes per token** (one sequence, one GPU) = Σ over layer groups of layers × bytes per token per layer"]
+    for s in ins.specs:
+        what = f"latent of {s.k_head_dim:,} elements" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,}) elements"
+        grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
+        lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
+    lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
+    lines.append(
+        f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}"
+    )
+    mode = kv["reservation"]
+    basis = {"dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens", "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}", "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)"}[mode]
+    waste = kv["paged_waste_bytes"] or kv["static_waste_bytes"]
+    lines.append(
+        f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
+        + (f", of which {waste:,} B reserved but unfilled" if waste else "")
+    )
+    lines.append(
+        f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})"
+    )
+    lines.append(
+        f"\n**Available for K/V** = usable − weights {cap['model_resident_bytes']:,} B ({cap['model_resident_source']}) − workspace {cap['workspace_bytes']:,} B = **{cap['available_for_kv_bytes']:,} B** ({fmt_bytes(cap['available_for_kv_bytes'])})"
+    )
+    lines.append(
+        f"\n**Max sequences by memory** = ⌊{cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas (GPUs {cap['gpu_count']:,} / TP {cap['tp']:,}) = **{kv['maximum_sequences_by_memory']:,}**"
+        + (f"; with prefix sharing **{plan.prefix['maximum_sequences_with_sharing']:,}**" if plan.prefix.get("bytes_saved_per_extra_sequence") else "")
+    )
+    limits = ", ".join(f"{k} {v:,}" for k, v in kv["limits"].items())
+    lines.append(
+        f"\n**Admission**: requested {kv['requested_sequences']:,} vs min({limits}) = {kv['admissible_sequences']:,} → **{'admitted' if kv['admitted'] else 'refused'}** (binding: {binding_phrase(plan)})"
+    )
+    lines.append(
+        f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
+    )
+    lines.append(
+        f"\n**ITL** = max((weights {cap['model_resident_bytes']:,} B + c × K/V(n)) / ({fmt_num(r['bandwidth_gb_s'])} GB/s × MBU {r['mbu']:g}), c × FLOPs per token(n) / ({fmt_num(r['peak_tflops'])} TFLOP/s × MFU {r['mfu']:g})) at c = {r['decode_concurrency']:,}, n = input + half the output = **{r['itl_ms_at_concurrency']:,.2f} ms**"
+    )
+    lines.append(
+        f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
+    )
+    if plan.cost.get("per_million_output_tokens") is not None:
+        c = plan.cost
+        lines.append(
+            f"\n**Cost** = ${c['deployment_per_hour']:,.2f}/h ÷ ({c['output_tokens_per_second']:,.1f} output tokens/s × 3,600) × 10⁶ = **${c['per_million_output_tokens']:,.4f} per million output tokens**; input ${c['per_million_input_tokens']:,.4f} per million"
+        )
+    st.markdown("\n".join(lines))
+
+
+
+# --------------------------------------------------------------------------- cards
+
+CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
+
+
+def _chart(fig_fn, *args, key: str, what: str) -> None:
+    safe(lambda: st.plotly_chart(fig_fn(*args), config=charts.PLOT_CONFIG, key=key), what=what)
+
+
+def card_headline(r: Shown) -> None:
+    """The headline metrics and the admission badge."""
+    render_metrics(r.plan)
+    admission_badge(r.plan)
+
+
+def card_geometry(r: Shown) -> None:
+    render_geometry(r.plan, r.ref, r.notes)
+
+
+def card_export(r: Shown) -> None:
+    safe(export.render_share, r.plan, r.ref, r.config, what="the share and export controls")
+
+
+def card_memory(r: Shown) -> None:
+    """The memory stack of one GPU and the pool figures under it."""
+    plan = r.plan
+    _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart")
+    cap = plan.capacity
+    extra = []
+    if cap["pool_kv_tokens"] is not None:
+        extra.append(f"KV pool {cap['pool_kv_tokens']:,} tokens")
+    extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
+    if plan.prefix.get("extra_sequences"):
+        extra.append(f"prefix sharing adds {plan.prefix['extra_sequences']:,} sequences")
+    if plan.cost.get("per_million_output_tokens") is not None:
+        extra.append(f"{fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens")
+    st.caption(" · ".join(extra))
+
+
+def card_chart_tabs(r: Shown) -> None:
+    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable)."""
+    plan, model = r.plan, r.model
+    tabs = st.tabs(list(CHART_TABS), key="chart_tab", on_change="rerun")
+    if tabs[0].open is not False:
+        with tabs[0]:
+            log = st.toggle("Log scales", key="kv_log", value=False, help="Log-log axes show window caps and small caches next to the MHA line.")
+            _chart(charts.fig_kv_context, plan, log, key="chart_kv", what="the K/V chart")
+    if tabs[1].open is not False:
+        with tabs[1]:
+            _chart(charts.fig_heatmap, plan, model, key="chart_heatmap", what="the heatmap")
+    if tabs[2].open is not False:
+        with tabs[2]:
+            _chart(charts.fig_waterfall, plan, key="chart_waterfall", what="the latency waterfall")
+            _chart(charts.fig_itl, plan, model, key="chart_itl", what="the ITL chart")
+    if tabs[3].open is not False:
+        with tabs[3]:
+            _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline")
+
+
+def card_assumptions(r: Shown) -> None:
+    with st.expander("Assumptions and omissions", icon=":material/info:"):
+        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in ASSUMPTIONS))
+
+
+def card_formulas(r: Shown) -> None:
+    with st.expander("Formulas with this plan's numbers", icon=":material/function:"):
+        safe(render_formulas, r.plan, what="the formulas")
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def render_results(r: Shown) -> None:
+    """The Plan page's results: headline, then two columns of cards, then the expanders.
+
+    To add a card, write a ``card_*`` function above and call it here where it belongs.
+    """
+    card_headline(r)
+    first_paint_pause()  # headline numbers first, then the charts
+    left, right = st.columns([5, 7])
+    with left:
+        card_geometry(r)
+        card_export(r)
+    with right:
+        card_memory(r)
+        card_chart_tabs(r)
+    card_assumptions(r)
+    card_formulas(r)

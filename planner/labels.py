@@ -1,0 +1,71 @@
+"""What each plan input is called where people read it: the app's controls, the PDF's inputs
+table, error messages and the CLI's ``--help`` all use these words, never the field names.
+
+``INPUTS[field] = (label, unit, description)``; the label carries the unit when it has one.
+"""
+
+from __future__ import annotations
+
+import re
+
+INPUTS: dict[str, tuple[str, str, str]] = {
+    "system_tokens": ("System prompt", "tokens", "tokens of the system prompt in every request"),
+    "tool_tokens": ("Tool definitions", "tokens", "tokens of tool / function definitions in every request"),
+    "retrieval_tokens": ("Retrieved context", "tokens", "tokens of retrieved documents (RAG) per request"),
+    "history_tokens": ("Conversation history", "tokens", "tokens of earlier turns per request"),
+    "user_tokens": ("User message", "tokens", "tokens of the user's message"),
+    "input_tokens": ("Input total", "tokens", "the whole prompt; overrides the five parts above when given"),
+    "output_tokens": ("Output reserve", "tokens", "tokens reserved for the answer"),
+    "encoder_tokens": ("Image tokens per request", "tokens", "vision-encoder tokens each request's cross-attention layers cache"),
+    "max_context": ("Maximum context", "tokens", "the model's context limit; empty: the config's max_position_embeddings"),
+    "kv_dtype": ("KV cache dtype", "", "element type of cached keys and values"),
+    "weight_dtype": ("Weight dtype", "", "element type of the weights; auto: the config's torch_dtype and quantization"),
+    "runtime": ("Runtime semantics", "", "whose cache layout to count: vllm (paged), transformers or transformers-latent"),
+    "reservation": ("Reservation mode", "", "dynamic (input + output), static (maximum context) or paged (whole blocks)"),
+    "block_tokens": ("Block size", "tokens", "tokens per paged block"),
+    "gpu": ("GPU", "", "catalog accelerator"),
+    "device_gib": ("Custom device memory", "GiB", "memory of a device not in the catalog"),
+    "device_bandwidth_gb_s": ("Custom bandwidth", "GB/s", "HBM bandwidth of the custom device; empty: 1,000 GB/s"),
+    "device_bf16_tflops": ("Custom bf16 peak", "TFLOP/s", "dense bf16 peak of the custom device; empty: 100 TFLOP/s"),
+    "gpu_count": ("GPUs", "", "GPUs in the deployment, a multiple of TP"),
+    "tp": ("Tensor parallel (TP)", "", "GPUs per replica; must divide the attention heads"),
+    "headroom_bp": ("Headroom", "basis points", "share of device memory kept free (1,000 = 10 %)"),
+    "model_resident_gib": ("Model resident per GPU", "GiB", "weight bytes per GPU; empty: the weights estimate / TP"),
+    "workspace_gib": ("Workspace", "GiB", "activations, CUDA graphs and runtime buffers outside the KV pool, per GPU"),
+    "sequences": ("Requested sequences", "", "concurrent sequences across all replicas"),
+    "max_num_seqs": ("Runtime max sequences", "per replica", "the runtime's hard limit (vLLM max_num_seqs); empty: none"),
+    "tenant_quota": ("Tenant quota", "sequences", "most sequences one tenant may hold; empty: none"),
+    "itl_slo_ms": ("ITL SLO", "ms", "largest acceptable mean inter-token latency; empty: none"),
+    "ttft_slo_ms": ("TTFT SLO", "ms", "largest acceptable time to first token; empty: none"),
+    "shared_prefix_tokens": ("Shared prefix", "tokens", "prompt tokens identical across one tenant's sequences"),
+    "prefix_hit_rate": ("Prefix hit rate", "0-1", "share of requests that find the shared prefix cached"),
+    "tenants": ("Tenants", "", "prefixes are shared within a tenant only"),
+    "gpu_hour_price": ("GPU-hour price", "$", "price of one GPU for one hour, for cost figures; empty: no cost"),
+    "mfu": ("MFU", "0-1", "model FLOPs utilisation: share of peak compute reached (prefill)"),
+    "mbu": ("MBU", "0-1", "memory bandwidth utilisation: share of HBM bandwidth reached (decode)"),
+    "queue_ms": ("Queue", "ms", "time a request waits before it runs; empty: 0"),
+    "preprocessing_ms": ("Preprocessing", "ms", "tokenisation and other work before the prefill; empty: 0"),
+    "prefill_ms": ("Observed prefill", "ms", "measured prefill time; replaces the roofline estimate"),
+    "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
+    "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
+    "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+}
+
+
+def label(field: str) -> str:
+    """"Observed prefill (ms)"; the field name itself when unknown."""
+    hit = INPUTS.get(field)
+    if hit is None:
+        return field
+    name, unit, _ = hit
+    shown = unit and unit not in ("0-1", "per replica") and unit.lower() not in name.lower()
+    return f"{name} ({unit})" if shown else name
+
+
+_FIELD_RE = re.compile(r"\b(" + "|".join(sorted((f for f in INPUTS if "_" in f), key=len, reverse=True)) + r")\b")
+
+
+def humanize(text: str) -> str:
+    """A library message with field names replaced by what the user sees: ``prefill_ms`` -> "Observed prefill (ms)"."""
+    text = _FIELD_RE.sub(lambda m: f"“{label(m.group(1))}”", text)
+    return re.sub(r"\btp\b", "TP", text)

@@ -1,0 +1,221 @@
+"""Issue 14: the dashboard changes nothing behind the user's back, says which limit binds, shows
+cost, keeps Compare's plans and speaks in the controls' labels. One AppTest per defect."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from planner.plan import compute_plan, make_inputs  # noqa: E402
+from planner.source import preset_ref  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def _app(query: dict[str, str] | None = None, **session) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.query_params.update(query or {})
+    for key, value in session.items():
+        at.session_state[key] = value
+    at.run()
+    _clean(at)
+    return at
+
+
+def _clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def metric(at: AppTest, label: str, index: int = 0):
+    hits = [m for m in at.metric if m.label == label]
+    assert len(hits) > index, f"no metric {label!r}: {[m.label for m in at.metric]}"
+    return hits[index]
+
+
+def texts(at: AppTest) -> list[str]:
+    """Every text the page shows (markdown, captions, alerts)."""
+    out = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    for kind in (at.info, at.warning, at.error, at.success):
+        out += [x.value for x in kind]
+    return out
+
+
+def infos(at: AppTest) -> list[str]:
+    return [i.value for i in at.info]
+
+
+def _set(at: AppTest, **values) -> AppTest:
+    for key, value in values.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    _clean(at)
+    return at
+
+
+# --------------------------------------------------------------------------- 1. no silent changes
+
+
+def test_switching_model_keeps_working_inputs():
+    """Llama-3.1-8B on 8 GPUs, TP 2, 1,000 sequences is admitted; mistral-7b-v0.1 (32 heads, 8 KV
+    heads) works at TP 2 too, so nothing may change."""
+    at = _app()
+    _set(at, gpu_count=8, tp=2, sequences=1000)
+    assert "Admitted" in " ".join(texts(at))
+    at.selectbox(key="preset").set_value("mistral-7b-v0.1").run()
+    _clean(at)
+    values = at.session_state["plan_values"]
+    assert (values["gpu_count"], values["tp"], values["sequences"]) == (8, 2, 1000)
+    assert at.number_input(key="tp").value == 2 and at.number_input(key="gpu_count").value == 8
+    assert not any("Changed" in t for t in infos(at)), infos(at)
+    assert "Admitted" in " ".join(texts(at))
+
+
+def test_needed_change_is_said_as_done_with_undo():
+    """llama-3.1-70b: 70.6 B params x 2 B = 131.5 GiB of bf16 weights do not fit one H100 (72 GiB
+    usable): the plan would fail, so TP is changed - and said, with an Undo."""
+    at = _app()
+    at.selectbox(key="preset").set_value("llama-3.1-70b").run()
+    _clean(at)
+    done = [t for t in infos(at) if t.startswith("Changed")]
+    assert done and "TP 1 → 4" in done[0] and "because" in done[0] and "H100" in done[0], infos(at)
+    assert at.session_state["plan_values"]["tp"] == 4
+    at.button(key="suggestion_undo").click().run()
+    _clean(at)
+    assert at.session_state["plan_values"]["tp"] == 1
+    assert not any(t.startswith("Changed") for t in infos(at))
+    # back to the inputs that fail: the error is shown and the change is offered, not made
+    assert [e.value for e in at.error]
+    offer = [t for t in infos(at) if t.startswith("Suggestion")]
+    assert offer and "TP 1 → 4" in offer[0], infos(at)
+    at.button(key="suggestion_apply").click().run()
+    _clean(at)
+    assert at.session_state["plan_values"]["tp"] == 4 and not [e.value for e in at.error]
+
+
+# --------------------------------------------------------------------------- 2. banners hold only while true
+
+
+def test_suggestion_banner_goes_when_inputs_change():
+    at = _app()
+    at.selectbox(key="preset").set_value("llama-3.1-70b").run()
+    assert any("H100" in t for t in infos(at))
+    at.selectbox(key="gpu").set_value("H200-141GB").run()
+    _set(at, gpu_count=8, tp=2)
+    _clean(at)
+    # 131.5 GiB / 2 = 65.7 GiB per GPU fits an H200: no banner talks about TP 4 or an H100 any more
+    assert not any("H100" in t or "TP 4" in t or "tensor parallelism 4" in t for t in texts(at)), texts(at)
+    assert at.session_state["plan_values"]["tp"] == 2
+
+
+# --------------------------------------------------------------------------- 3. calibration stays on its device
+
+
+CPU_CAL = {"mfu": 0.004, "mbu": 0.3, "notes": [], "device": "H100-SXM-80GB", "measured_device": "cpu", "measured_on": "cpu x86_64"}
+GPU_CAL = {"mfu": 0.4, "mbu": 0.6, "notes": [], "device": "H100-SXM-80GB", "measured_device": "cuda", "measured_on": "cuda NVIDIA H100 80GB HBM3"}
+
+
+def test_cpu_calibration_is_not_offered_for_a_gpu_plan():
+    at = _app(probe_calibration=CPU_CAL)
+    assert not [b for b in at.button if b.key == "apply_calibration"]
+    assert any("not on a GPU" in c for c in texts(at)), texts(at)
+    ttft = metric(at, "TTFT").value
+    at.run()
+    assert metric(at, "TTFT").value == ttft and at.session_state["plan_values"]["mfu"] == 0.5
+
+
+def test_gpu_calibration_only_for_the_gpu_it_was_measured_on():
+    at = _app(probe_calibration=GPU_CAL)
+    assert [b for b in at.button if b.key == "apply_calibration"]  # H100 plan, H100 measurement
+    at.selectbox(key="gpu").set_value("H200-141GB").run()
+    _clean(at)
+    assert not [b for b in at.button if b.key == "apply_calibration"]
+    assert any("measured on H100-SXM-80GB" in c for c in texts(at)), texts(at)
+
+
+# --------------------------------------------------------------------------- 4. user-facing words
+
+
+def test_observed_latency_help_and_errors_use_labels():
+    at = _app()
+    at.session_state["group_observed"] = True
+    at.run()
+    help_text = " ".join(c.value for c in at.caption)
+    assert "remaining decode" in help_text and "all three" in help_text
+    _set(at, prefill_ms=400.0, first_decode_ms=20.0)
+    errs = [e.value for e in at.error]
+    assert any("Observed remaining decode (ms)" in e or "remaining decode time" in e for e in errs), errs
+    assert not any(re.search(r"\b[a-z]+_(ms|tokens|bp|gib)\b", e) for e in errs), errs
+
+
+def test_error_naming_two_fields_uses_both_labels():
+    at = _app()
+    at.session_state["group_observed"] = True
+    at.run()
+    _set(at, prefill_ms=400.0)
+    errs = [e.value for e in at.error]
+    assert any("“Observed prefill (ms)”" in e and "“Observed first decode (ms)”" in e for e in errs), errs
+    assert not any("prefill_ms" in e or "first_decode_ms" in e for e in errs), errs
+
+
+# --------------------------------------------------------------------------- 5. both SLOs admit
+
+
+def test_missed_ttft_slo_refuses_and_names_the_binding_slo():
+    at = _app()
+    at.session_state["group_load"] = True
+    _set(at, ttft_slo_ms=1.0)  # far below any prefill of 2,048 tokens
+    shown = " ".join(texts(at))
+    assert "Refused by the TTFT SLO" in shown, shown
+    assert "misses" in (metric(at, "TTFT").proto.delta or "")
+    assert at.session_state["plan_values"]["ttft_slo_ms"] == 1.0
+    _set(at, ttft_slo_ms=1e6)
+    assert "Admitted" in " ".join(texts(at))
+
+
+def test_ttft_slo_limit_is_the_largest_concurrency_meeting_it():
+    """The TTFT limit L: planning L sequences meets the SLO, L + 1 misses it (library)."""
+    _ref, model = preset_ref("llama-3.1-8b")
+    base = dict(input_tokens=2048, output_tokens=512, sequences=150)
+    free = compute_plan(make_inputs(**base | {"sequences": 1}), model)
+    slo = free.latency.time_to_first_token_ms * 1.02  # a little above the TTFT of one sequence
+    plan = compute_plan(make_inputs(**base, ttft_slo_ms=slo), model)
+    limit = plan.kv_cache["limits"]["ttft_slo"]
+    assert 1 <= limit < plan.kv_cache["maximum_sequences_by_memory"]
+    assert plan.kv_cache["binding_constraint"] == "ttft_slo" and not plan.kv_cache["admitted"]
+    at_limit = compute_plan(make_inputs(**base | {"sequences": limit}), model)
+    over = compute_plan(make_inputs(**base | {"sequences": limit + 1}), model)
+    assert at_limit.latency.time_to_first_token_ms <= slo < over.latency.time_to_first_token_ms
+
+
+# --------------------------------------------------------------------------- 6. cost in the headline
+
+
+def test_cost_in_headline_when_a_price_is_known():
+    at = _app()
+    assert metric(at, "Cost per hour").value == "–"
+    at.session_state["group_sharing"] = True
+    at.session_state["group_hardware"] = True
+    at.run()
+    _set(at, gpu_count=4, gpu_hour_price=2.5)
+    cost = metric(at, "Cost per hour")
+    assert cost.value == "$10.00"  # 4 GPUs x $2.50
+    assert "per M output tokens" in (cost.proto.delta or "")
+
+
+# --------------------------------------------------------------------------- 11. whole counts, plain words
+
+
+def test_no_fractional_counts_or_jargon_and_hit_rate_defaults_to_zero():
+    at = _app()
+    _set(at, gpu_count=4)
+    shown = " ".join(texts(at))
+    assert not re.search(r"\d\.\d+ sequences", shown), shown
+    assert "per replica" in (metric(at, "Max sequences").proto.delta or "")
+    assert "conservative KV-memory plan" not in shown
+    assert at.session_state["plan_values"]["prefix_hit_rate"] == 0.0
