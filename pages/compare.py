@@ -16,7 +16,7 @@ from pages.ui.results import admission_badge, binding_phrase, safe
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
-from planner.plan import Plan
+from planner.plan import Plan, memory_basis
 
 CURRENT = "__plan_page__"
 LETTERS = "ABCD"
@@ -97,7 +97,7 @@ def _metrics(plan: Plan, wide: bool) -> None:
         a = b = st.container()
     a.metric("KV bytes / token", fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
     b.metric("MiB / reserved sequence", f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB", help=f"{kv['bytes_per_reserved_sequence']:,} B")
-    a.metric("Max sequences", f"{kv['admissible_sequences']:,}", help=f"memory alone: {kv['maximum_sequences_by_memory']:,}")
+    a.metric("Max sequences", f"{kv['admissible_sequences']:,}", help=f"memory alone: {kv['maximum_sequences_by_memory']:,} ({memory_basis(plan)})")
     b.metric("TTFT", fmt_ms(lat.time_to_first_token_ms))
     a.metric("ITL", fmt_ms(lat.mean_inter_token_latency_ms))
     admission_badge(plan)
@@ -108,12 +108,13 @@ ROWS = (
     ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity['gpu_count']:,}"),
     ("TP", lambda p, lab: f"{p.capacity['tp']:,}"),
     ("KV dtype", lambda p, lab: p.inputs.kv_dtype),
-    ("Runtime", lambda p, lab: p.inputs.runtime),
+    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else "")),
     ("KV bytes / token", lambda p, lab: fmt_bytes_exact(p.kv_cache["bytes_per_token_per_sequence"])),
     ("MiB / reserved sequence", lambda p, lab: f"{fmt_num(p.kv_cache['mib_per_reserved_sequence'])} MiB"),
     ("Weights per GPU", lambda p, lab: fmt_bytes(p.capacity["model_resident_bytes"])),
     ("Available for K/V per GPU", lambda p, lab: fmt_bytes(p.capacity["available_for_kv_bytes"])),
     ("Max sequences", lambda p, lab: f"{p.kv_cache['admissible_sequences']:,}"),
+    ("Memory figure counts", lambda p, lab: memory_basis(p)),
     ("Binding constraint", lambda p, lab: binding_phrase(p)),
     ("Admitted", lambda p, lab: "yes" if p.kv_cache["admitted"] else "no"),
     ("TTFT", lambda p, lab: fmt_ms(p.latency.time_to_first_token_ms)),

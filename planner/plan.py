@@ -586,6 +586,15 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
 VLLM_KV_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 
 
+def memory_basis(plan: Plan) -> str:
+    """Whose reservation the memory figure counts, for every place that shows it:
+    "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
+    engine = plan.kv_cache.get("engine")
+    if engine and engine.get("applies"):
+        return f"vLLM {engine['vllm_version']} block reservation; steady state {plan.kv_cache['steady_state_sequences']:,}"
+    return f"{plan.inputs.runtime} steady state"
+
+
 def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
     """vLLM's view of the plan: the per-request reservation it admits with (at the reserved
     tokens), the start-up log it prints (at the maximum context), and why it differs from the

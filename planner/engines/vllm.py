@@ -516,3 +516,43 @@ def serve_command(model: str, capacity: VllmCapacity, *, gpu_memory_utilization:
     if not capacity.prefix_caching:
         parts.append("--no-enable-prefix-caching")
     return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class VllmPreview(Result):
+    """The Plan page's start-up preview: vLLM's predicted budget, its log lines, the command."""
+
+    budget: VllmBudget
+    log_lines: tuple[str, ...]
+    refusal: str | None
+    command: str
+
+
+def vllm_preview(plan, model) -> VllmPreview:
+    """What ``vllm serve`` will print for a plan under runtime vllm: the budget vLLM will find
+    on one GPU at ``gpu_memory_utilization = 1 - headroom``, the start-up log at the plan's
+    maximum context, and the command line that reproduces the plan.
+
+    Raises:
+        PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
+    """
+    inputs = plan.inputs
+    dtype = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
+    if dtype is None:
+        raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
+    utilization = (10_000 - inputs.headroom_bp) / 10_000
+    cap = plan.capacity
+    budget = predict_budget(cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"])
+    block = None if inputs.block_tokens == 16 else inputs.block_tokens
+    length = plan.context.maximum_context_tokens
+    try:
+        r = vllm_capacity(model.config, geometry=model.geometry, available_kv_bytes=budget.available_kv_bytes, tp=inputs.tp, kv_cache_dtype=dtype, block_size=block, max_model_len=length, vllm_version=inputs.vllm_version)
+        lines, refusal = r.log_lines, None
+        command = serve_command(model.repo_id or "MODEL", r, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
+    except EngineRefusal as exc:
+        lines, refusal = (), exc.reason
+        parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]
+        if dtype != "auto":
+            parts.append(f"--kv-cache-dtype {dtype}")
+        command = " ".join(parts)
+    return VllmPreview(budget=budget, log_lines=tuple(lines), refusal=refusal, command=command)
