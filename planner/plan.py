@@ -620,7 +620,7 @@ def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, av
     try:
         at = vllm_capacity(model.config, max_model_len=ctx.reserved_total_tokens, **args)
     except EngineRefusal as exc:
-        out.update(num_blocks=0, bytes_per_block=0, bytes_per_request=0, blocks_per_request=0, max_sequences_per_replica=0, groups=[], refusal=exc.reason,
+        out.update(num_blocks=0, bytes_per_block=0, bytes_per_request=0, blocks_per_request=0, max_sequences_per_replica=0, groups="", refusal=exc.reason,
                    why=f"vLLM {version} cannot hold one request of {ctx.reserved_total_tokens:,} tokens: {exc.reason}")
         return out
     per_replica = int(at.max_concurrency)
@@ -637,7 +637,7 @@ def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, av
     out.update(
         num_blocks=at.num_blocks, bytes_per_block=at.bytes_per_block, bytes_per_request=at.bytes_per_request, blocks_per_request=at.blocks_per_request,
         max_sequences_per_replica=per_replica, max_concurrency_at_reserved_tokens=at.max_concurrency, block_size=at.block_size,
-        groups=[g.model_dump() for g in at.groups], refusal=None,
+        groups=", ".join(f"{g.layers} {g.kind}" + (f" ({g.window:,})" if g.window else "") for g in at.groups), refusal=None,
         why=f"vLLM {version} admits a request only when blocks for all {ctx.reserved_total_tokens:,} reserved tokens are free in every KV-cache group ({'; '.join(reasons)}); the steady-state figure counts what a running sequence holds.",
     )
     return out

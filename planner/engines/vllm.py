@@ -241,18 +241,8 @@ def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
 
 
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
-    rules = RULES.get(version)
-    if rules is None:
-        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
-    _positive("tp", tp, 4096)
-    _positive("max_num_batched_tokens", batched, 1 << 31)
-    if block_size is not None:
-        _positive("block_size", block_size, 1 << 20)
-    if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
-        raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
-    planner_dtype = _dtype_bytes(kv_cache_dtype)
     derived = geo.max_position_embeddings
     if max_model_len is None:
         if derived is None:
@@ -267,27 +257,87 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
             "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
             "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.",
         )
+    layout = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    return _assemble(layout, available, max_model_len)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Everything that depends on the model and the engine settings, not on memory or length."""
+
+    rules: Rules
+    tp: int
+    kv_cache_dtype: str
+    batched: int
+    in_flight: int
+    prefix_caching: bool
+    align: bool
+    split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
+    group_size: int
+    bytes_per_block: int
+    notes: tuple[str, ...]
+
+
+_LAYOUTS: dict[tuple, _Layout | EngineRefusal] = {}
+
+
+def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
+    key = (geo.config_hash, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        try:
+            hit = _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+        except EngineRefusal as exc:
+            hit = exc
+        if len(_LAYOUTS) > 1024:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = hit
+    if isinstance(hit, EngineRefusal):
+        raise EngineRefusal(hit.field, hit.value, hit.reason)
+    return hit
+
+
+def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
+    rules = RULES.get(version)
+    if rules is None:
+        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
+    _positive("tp", tp, 4096)
+    _positive("max_num_batched_tokens", batched, 1 << 31)
+    if block_size is not None:
+        _positive("block_size", block_size, 1 << 20)
+    if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
+        raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
+    planner_dtype = _dtype_bytes(kv_cache_dtype)
     if any(layer.kind == "cross" for layer in geo.layers):
         arch = (geo.architectures or (geo.model_type,))[0]
         problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
         raise EngineRefusal("model", arch, f"{arch} {problem}")
-    in_flight = rules.concurrent_batches * batched
+    if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
+        raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
     align = prefix_caching and hybrid and rules.hybrid_prefix_caching
     notes: list[str] = []
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
-    prefix_caching = prefix_caching and (align or not hybrid)
-
     specs = _speculative_specs(kv_specs(geo, planner_dtype, tp, "vllm"), speculative_layers)
-    specs = tuple(s for s in specs if s.kind != "cross")
     mla = geo.mla is not None
     block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
     states = _state_pages(geo, text_config(config), tp) if hybrid else []
     state_pad = None
     if states and specs:
         block, state_pad = _align_hybrid_block(specs, states, block, mla, align)
-    return _assemble(rules, geo, specs, states, state_pad, block, available, tp, kv_cache_dtype, max_model_len, batched, in_flight, prefix_caching, align, notes)
+    buckets = _buckets(geo, specs, states, state_pad, block)
+    if len(buckets) == 1:  # one spec: one group of every layer
+        group_size = buckets[0].layers
+    else:  # vLLM: group size = the smallest layer count, or the largest when within 1.5x
+        group_size = min(b.layers for b in buckets)
+        most = max(b.layers for b in buckets)
+        if most < group_size * 1.5:
+            group_size = most
+    split = tuple((b, -(-b.layers // group_size)) for b in buckets)
+    # one block across a group: its largest group's layers x the (unified) page
+    bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
 
 
 def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, align: bool) -> tuple[int, int]:
@@ -336,7 +386,7 @@ def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
     return first
 
 
-def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int, max_model_len: int) -> list[_Bucket]:
+def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int) -> list[_Bucket]:
     """One bucket per spec, pages unified as ``unify_kv_cache_spec_page_size`` does: a smaller
     attention page that divides the largest grows its block by the ratio, any other smaller
     page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
@@ -359,29 +409,21 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
     return sorted(out, key=lambda b: b.first_layer)
 
 
-def _assemble(rules, geo, specs, states, state_pad, block, available, tp, kv_cache_dtype, max_model_len, batched, in_flight, prefix_caching, align, notes) -> VllmCapacity:
-    buckets = _buckets(geo, specs, states, state_pad, block, max_model_len)
-    if len(buckets) == 1:  # one spec: one group of every layer
-        group_size = buckets[0].layers
-    else:  # vLLM: group size = the smallest layer count, or the largest when within 1.5x
-        group_size = min(b.layers for b in buckets)
-        most = max(b.layers for b in buckets)
-        if most < group_size * 1.5:
-            group_size = most
+def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
+    rules, in_flight, align = layout.rules, layout.in_flight, layout.align
     groups: list[EngineGroup] = []
-    split: list[tuple[_Bucket, int]] = []
-    for b in buckets:
-        n = -(-b.layers // group_size)
+    per_request = 0
+    for b, n in layout.split:
         blocks = b.blocks_at(max_model_len, in_flight, align)
+        per_request += n * blocks
         window = None if isinstance(b.spec, StatePage) else b.spec.window
+        kind = b.kind
         for i in range(n):  # layers[i::n] go to the i-th group
-            groups.append(EngineGroup(kind=b.kind, layers=len(range(i, b.layers, n)), block_size=b.block_size, page_bytes=b.page_bytes, blocks_per_request=blocks, window=window))
-        split.append((b, n))
-    bytes_per_block = max(g.layers * g.page_bytes for g in groups)
-    per_request = sum(g.blocks_per_request for g in groups)
+            groups.append(EngineGroup(kind, len(range(i, b.layers, n)), b.block_size, b.page_bytes, blocks, window))
+    bytes_per_block = layout.bytes_per_block
 
     def needed_at(length: int) -> int:
-        return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in split)
+        return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in layout.split)
 
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
     num_blocks = available // bytes_per_block
@@ -392,10 +434,8 @@ def _assemble(rules, geo, specs, states, state_pad, block, available, tp, kv_cac
     conc = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
     lines = (f"{size}, {conc}",) if rules.one_log_line else (size, conc)
     return VllmCapacity(
-        vllm_version=rules.version, tp=tp, kv_cache_dtype=kv_cache_dtype, block_size=min_block, max_model_len=max_model_len,
-        max_num_batched_tokens=batched, max_in_flight_tokens=in_flight, prefix_caching=prefix_caching, available_kv_bytes=available,
-        groups=tuple(groups), group_size=group_size, bytes_per_block=bytes_per_block, num_blocks=num_blocks, blocks_per_request=per_request,
-        max_concurrency=concurrency, kv_cache_tokens=tokens, log_lines=lines, notes=tuple(notes),
+        rules.version, layout.tp, layout.kv_cache_dtype, min_block, max_model_len, layout.batched, in_flight, layout.prefix_caching, available,
+        tuple(groups), layout.group_size, bytes_per_block, num_blocks, per_request, concurrency, tokens, lines, layout.notes,
     )
 
 
