@@ -104,3 +104,92 @@ def test_bad_arguments_are_planner_errors():
         with pytest.raises(PlannerError) as err:
             vllm_capacity(config, available_kv_bytes=1 << 34, **kwargs)
         assert err.value.field == field and not isinstance(err.value, EngineRefusal)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_engine_json_reproduces_the_published_gpt_oss_log(capsys):
+    from planner.cli import main
+
+    rc = main(["engine", "--preset", "gpt-oss-120b", "--tp", "4", "--max-model-len", "16384", "--max-num-batched-tokens", "2048", "--available-kv-bytes", str(330_018 * 147_456), "--vllm-version", "0.10", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["vllm_version"] == "0.10" and out["num_blocks"] == 330_018 and out["kv_cache_tokens"] == 2_640_144
+    assert out["blocks_per_request"] == 1161 and out["max_concurrency"] == 330_018 / 1161
+    assert out["log_lines"] == ["GPU KV cache size: 2,640,144 tokens", "Maximum concurrency for 16,384 tokens per request: 284.25x"]
+    assert [(g["kind"], g["layers"], g["block_size"], g["page_bytes"]) for g in out["groups"]] == [("sliding", 18, 16, 8192), ("full", 18, 16, 8192)]
+    assert out["serve_command"].startswith("vllm serve openai/gpt-oss-120b --tensor-parallel-size 4 --max-model-len 16384")
+
+
+def test_cli_engine_refusal_exits_2_with_vllms_reason(capsys):
+    from planner.cli import main
+
+    # Llama-3.1-8B at 131,072 tokens: 32 layers x 8 heads x 256 x 2 B x 131,072 = 16 GiB for one request
+    rc = main(["engine", "--preset", "llama-3.1-8b", "--available-kv-gib", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "refuses to start: To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed" in err
+    # 1 GiB less the null block (2 MiB) holds 511 blocks of 16 tokens: 8,176 tokens
+    assert "the estimated maximum model length is 8176" in err
+
+
+def test_cli_engine_predicts_the_budget_term_by_term(capsys):
+    from planner.cli import main
+
+    rc = main(["engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--gpu-memory-utilization", "0.9", "--max-model-len", "32768", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    terms = out["budget"]["terms"]
+    assert [t["name"] for t in terms][:3] == ["device memory", "x gpu_memory_utilization 0.9", "weights per GPU"]
+    assert all(t["source"] for t in terms)
+    assert sum(t["bytes"] for t in terms) == out["budget"]["available_kv_bytes"] == out["available_kv_bytes"]
+    assert terms[0]["bytes"] == 80 * 2**30 and terms[1]["bytes"] == int(80 * 2**30 * 0.9) - 80 * 2**30
+    assert "--gpu-memory-utilization 0.9" in out["serve_command"] and "--max-num-seqs 1024" in out["serve_command"]
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def test_plan_under_vllm_admits_with_the_engine_reservation():
+    from planner.plan import compute_plan, make_inputs, memory_basis, prepare_model
+    from planner.presets import load_preset
+
+    model = prepare_model(load_preset("gemma-3-1b"))
+    plan = compute_plan(make_inputs(), model)  # 2,560 reserved tokens
+    kv, engine = plan.kv_cache, plan.kv_cache["engine"]
+    # 22 sliding (512) + 4 full layers, 1 KV head of 256: page 16 x 256 x 2 x 2 B = 16,384 B;
+    # group size 4 -> 6 sliding groups + 1 full, 4 x 16,384 = 65,536 B a block
+    assert engine["bytes_per_block"] == 65_536 and engine["groups"] == "4 sliding (512), 4 sliding (512), 4 sliding (512), 4 sliding (512), 3 sliding (512), 3 sliding (512), 4 full"
+    # a request: full cdiv(2,560, 16) = 160; sliding cdiv(min(511 + 2 x 8,192, 2,560), 16) + 1 = 161
+    assert engine["blocks_per_request"] == 160 + 6 * 161
+    blocks = plan.capacity["available_for_kv_bytes"] // 65_536
+    assert kv["maximum_sequences_by_memory"] == blocks // 1126
+    assert kv["steady_state_sequences"] > 3 * kv["maximum_sequences_by_memory"]  # sliding layers hold 512, not 2,560
+    assert "admits a request only when blocks for all 2,560 reserved tokens are free" in engine["why"]
+    assert memory_basis(plan) == f"vLLM 0.33 block reservation; steady state {kv['steady_state_sequences']:,}"
+    older = compute_plan(make_inputs(vllm_version="0.24"), model).kv_cache["engine"]
+    assert older["blocks_per_request"] == 160 + 6 * 161  # 2,560 tokens bind before one batch of 8,192 does
+
+
+def test_plan_engine_does_not_apply_to_int8_or_static():
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    int8 = compute_plan(make_inputs(kv_dtype="int8"), model)
+    assert int8.kv_cache["engine"]["applies"] is False and "no int8 KV cache" in int8.kv_cache["engine"]["reason"]
+    assert int8.kv_cache["maximum_sequences_by_memory"] == int8.kv_cache["steady_state_sequences"]
+    assert "engine" not in compute_plan(make_inputs(reservation="static"), model).kv_cache
+
+
+def test_plan_page_shows_the_vllm_startup_preview():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert any("vLLM start-up preview" in m.value and "vLLM 0.33" in m.value for m in at.markdown)
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("GPU KV cache size: ") and "Maximum concurrency for 131,072 tokens per request" in c for c in codes)
+    assert any(c.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-model-len 131072 --gpu-memory-utilization 0.9") for c in codes)
