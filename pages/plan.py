@@ -12,6 +12,7 @@ from pages.ui import inputs, models, results, state, suggest, urlstate
 
 
 def main() -> None:
+    state.enter_page("plan")
     urlstate.restore_from_query_params()  # a share link, on the session's first run
     with st.sidebar:
         st.subheader("Model")

@@ -151,6 +151,9 @@ def _show(result: ProbeResult) -> None:
 
 
 def main() -> None:
+    from pages.ui.state import enter_page
+
+    enter_page("probe")
     st.title("Live probe")
     st.caption("Allocate the K/V cache, or run a randomly initialised model, on this machine and put the measurement beside the estimate. Runs in a separate process with a timeout.")
     disabled = probe_disabled()

@@ -171,6 +171,13 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reservation", choices=["dynamic", "static", "paged"])
     p.add_argument("--runtime", choices=list(RUNTIMES))
     p.add_argument("--gpu", metavar="NAME")
+    p.add_argument("--ep", type=positive_int, help="expert parallelism within a replica for MoE models (GPUs the experts spread over; divides --tp); default 1 (experts split by tensor parallelism)")
+    p.add_argument("--batch-tokens", type=positive_int, help="scheduler token budget per engine step (vLLM max_num_batched_tokens), tokens; sets the served TTFT wait and ITL prefill chunks; default 8192")
+    p.add_argument(
+        "--latency-model",
+        choices=["roofline", "measured"],
+        help="roofline (default): the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (then roofline only)",
+    )
 
 
 def plan_from_args(args: argparse.Namespace):
@@ -193,11 +200,13 @@ def plan_from_args(args: argparse.Namespace):
         model, source = example_model(), {"kind": "example", "repo_id": None}
     else:
         raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
-    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu"):
+    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
         dest = flag.replace("-", "_")
         value = getattr(args, dest, None)
         if value is not None:
             values[dest] = value
+    if getattr(args, "batch_tokens", None) is not None:
+        values["max_batched_tokens"] = args.batch_tokens
     if args.gpu is not None:
         values.pop("device_gib", None)
     if args.tp is not None and args.gpu_count is None:
@@ -206,7 +215,7 @@ def plan_from_args(args: argparse.Namespace):
     return compute_plan(inputs, model), model, source
 
 
-def plan_summary(plan) -> str:
+def plan_summary(plan, comparison=None) -> str:
     kv, ctx, lat, cap = plan.kv_cache, plan.context, plan.latency, plan.capacity
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
@@ -216,21 +225,43 @@ def plan_summary(plan) -> str:
     ]
     if "admission_error" in kv:
         lines.append(f"             {kv['admission_error']}")
+    r = plan.roofline
+    at = r["load_label"] + ("" if r["load_admitted"] else ", NOT ADMITTED")
     lines.append(
-        f"latency      ({lat.source}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
+        f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
         f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
     )
+    if lat.source != "observed":
+        lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
+    if comparison is not None:
+        if comparison.covered:
+            d = comparison.difference()
+            lines.append(
+                f"measured     ({comparison.source}) at 1 request: prefill {comparison.prefill_ms_at_1:,.1f} ms, ITL {comparison.itl_ms_at_1:,.2f} ms; "
+                f"{r['load_label']}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
+                + ", ".join(f"{k} {v:.2f}x" for k, v in d.items())
+            )
+        else:
+            lines.append(f"measured     not available: {comparison.reason}; showing the roofline")
     return "\n".join(lines)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    plan, _model, source = plan_from_args(args)
+    plan, model, source = plan_from_args(args)
+    comparison = None
+    if args.latency_model == "measured":
+        from planner import measured
+
+        comparison = measured.compare(plan, model)
     if args.json:
         out = plan.summary()
         out["source"] = source
+        out["latency_model"] = args.latency_model or "roofline"
+        if comparison is not None:
+            out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
         print(json.dumps(out, indent=2, default=str))
     else:
-        print(plan_summary(plan))
+        print(plan_summary(plan, comparison))
     return 0
 
 

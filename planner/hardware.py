@@ -27,6 +27,10 @@ class Device(BaseModel):
     bf16_tflops: float = Field(gt=0, le=100_000)  # dense
     fp8_tflops: float | None = Field(default=None, gt=0, le=100_000)
     source: str = ""
+    link_gb_s: float = Field(default=32.0, gt=0, le=100_000)  # GPU-to-GPU bandwidth per direction, 10^9 bytes/s
+    link_latency_us: float = Field(default=10.0, ge=0, le=10_000)  # per all-reduce message
+    moe_efficiency: float = Field(default=1.0, gt=0, le=10)  # fused-MoE grouped GEMMs vs Hopper, fitted where measured
+    link_source: str = "PCIe Gen4 x16 (32 GB/s per direction); 10 us per message (typical NCCL small-message latency over PCIe)"
 
     @property
     def memory_bytes(self) -> int:
@@ -35,6 +39,10 @@ class Device(BaseModel):
     @property
     def bandwidth_bytes_s(self) -> float:
         return self.bandwidth_gb_s * 1e9
+
+    @property
+    def link_bytes_s(self) -> float:
+        return self.link_gb_s * 1e9
 
     def peak_flops(self, compute_dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for the compute dtype (fp8 falls back to bf16 on chips without it)."""
@@ -51,20 +59,20 @@ _NV = "NVIDIA datasheet"
 CATALOG: dict[str, Device] = {
     d.name: d
     for d in (
-        Device(name="H100-SXM-80GB", memory_gib=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H100 Tensor Core GPU (SXM5), dense = half the sparsity figures"),
-        Device(name="H100-PCIe-80GB", memory_gib=80, bandwidth_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, source=f"{_NV}: H100 Tensor Core GPU (PCIe)"),
-        Device(name="H100-NVL-94GB", memory_gib=94, bandwidth_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, source=f"{_NV}: H100 NVL"),
-        Device(name="H200-141GB", memory_gib=141, bandwidth_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H200 Tensor Core GPU (SXM)"),
-        Device(name="B200-180GB", memory_gib=180, bandwidth_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, source=f"{_NV}: DGX B200 / HGX B200 per-GPU figures"),
-        Device(name="A100-SXM-80GB", memory_gib=80, bandwidth_gb_s=2039, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 80GB)"),
-        Device(name="A100-SXM-40GB", memory_gib=40, bandwidth_gb_s=1555, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 40GB)"),
+        Device(name="H100-SXM-80GB", memory_gib=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H100 Tensor Core GPU (SXM5), dense = half the sparsity figures", link_gb_s=450, link_latency_us=4.36, link_source="NVLink 4: 900 GB/s bidirectional = 450 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md)"),
+        Device(name="H100-PCIe-80GB", memory_gib=80, bandwidth_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, source=f"{_NV}: H100 Tensor Core GPU (PCIe)", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us (bridge pairs, between NVLink and PCIe)"),
+        Device(name="H100-NVL-94GB", memory_gib=94, bandwidth_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, source=f"{_NV}: H100 NVL", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us"),
+        Device(name="H200-141GB", memory_gib=141, bandwidth_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H200 Tensor Core GPU (SXM)", link_gb_s=450, link_latency_us=4.36, link_source="NVLink 4: 900 GB/s bidirectional = 450 per direction (NVIDIA datasheet); latency as H100 SXM (same NVLink 4 / NVSwitch fabric; H200 is held out of the fit)"),
+        Device(name="B200-180GB", memory_gib=180, bandwidth_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, source=f"{_NV}: DGX B200 / HGX B200 per-GPU figures", link_gb_s=900, link_latency_us=9.93, moe_efficiency=0.665, link_source="NVLink 5: 1.8 TB/s bidirectional = 900 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md); fused-MoE efficiency 0.665 of Hopper's, fitted likewise"),
+        Device(name="A100-SXM-80GB", memory_gib=80, bandwidth_gb_s=2039, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 80GB)", link_gb_s=300, link_latency_us=16.8, moe_efficiency=0.899, link_source="NVLink 3: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md); fused-MoE efficiency 0.899 of Hopper's, fitted likewise"),
+        Device(name="A100-SXM-40GB", memory_gib=40, bandwidth_gb_s=1555, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 40GB)", link_gb_s=300, link_latency_us=16.8, moe_efficiency=0.899, link_source="NVLink 3: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency and fused-MoE efficiency as A100 SXM 80GB (fitted, docs/latency_fit.md)"),
         Device(name="L40S-48GB", memory_gib=48, bandwidth_gb_s=864, bf16_tflops=362, fp8_tflops=733, source=f"{_NV}: L40S"),
         Device(name="L4-24GB", memory_gib=24, bandwidth_gb_s=300, bf16_tflops=121, fp8_tflops=242, source=f"{_NV}: L4 Tensor Core GPU"),
         Device(name="A10-24GB", memory_gib=24, bandwidth_gb_s=600, bf16_tflops=125, source=f"{_NV}: A10 Tensor Core GPU"),
-        Device(name="T4-16GB", memory_gib=16, bandwidth_gb_s=320, bf16_tflops=65, source=f"{_NV}: T4 (fp16 tensor, no bf16)"),
+        Device(name="T4-16GB", memory_gib=16, bandwidth_gb_s=320, bf16_tflops=65, source=f"{_NV}: T4 (fp16 tensor, no bf16)", link_gb_s=16, link_latency_us=10.0, link_source="PCIe Gen3 x16 (16 GB/s per direction); 10 us per message (typical NCCL latency over PCIe)"),
         Device(name="RTX-4090-24GB", memory_gib=24, bandwidth_gb_s=1008, bf16_tflops=165, fp8_tflops=330, source=f"{_NV}: Ada Lovelace architecture whitepaper (fp16/bf16 with fp16 accumulate)"),
-        Device(name="MI300X-192GB", memory_gib=192, bandwidth_gb_s=5300, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI300X datasheet"),
-        Device(name="MI325X-256GB", memory_gib=256, bandwidth_gb_s=6000, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI325X datasheet"),
+        Device(name="MI300X-192GB", memory_gib=192, bandwidth_gb_s=5300, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI300X datasheet", link_gb_s=448, link_latency_us=8.0, link_source="AMD Infinity Fabric: 7 links x 128 GB/s = 896 GB/s bidirectional = 448 per direction (AMD datasheet); latency assumed 8 us"),
+        Device(name="MI325X-256GB", memory_gib=256, bandwidth_gb_s=6000, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI325X datasheet", link_gb_s=448, link_latency_us=8.0, link_source="AMD Infinity Fabric: 896 GB/s bidirectional = 448 per direction (AMD datasheet); latency assumed 8 us"),
     )
 }
 DEFAULT_GPU = "H100-SXM-80GB"

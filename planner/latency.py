@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from planner.errors import PlannerError
 from planner.results import Result
 
-DEFAULT_MFU = 0.5
-DEFAULT_MBU = 0.7
+DEFAULT_MFU = 0.8  # large dense GEMMs, fitted (docs/latency_fit.md)
+DEFAULT_MBU = 0.736
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +101,77 @@ def observe(obs: LatencyObservation) -> LatencyReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Efficiency:
+    """How far each kernel family gets from the datasheet peak, as a function of shape.
+
+    Every factor multiplies the plan's MFU (compute) or MBU (memory) of large dense GEMMs, so a
+    probe calibration of MFU/MBU rescales these terms together; the fixed per-layer costs, the
+    all-reduce and the all-to-all are not rescaled. ``FLAT`` (all neutral) is the classic
+    roofline; :data:`FITTED` holds the defaults fitted to measured kernels (see ``FIT``).
+    """
+
+    gemm_tokens_half: float = 0.0  # dense GEMM compute efficiency x T / (T + half)
+    gemm_layer_s: float = 0.0  # launch and tail of a layer's small GEMMs (what a skinny decode GEMM never hides)
+    moe_mfu: float = 1.0  # grouped-GEMM peak efficiency relative to MFU
+    moe_tile: float = 1.0  # rows each touched expert computes at least (the GEMM tile)
+    moe_tokens_per_expert_half: float = 0.0  # ... x r / (r + half), r = rows per touched expert
+    moe_width_half: float = 0.0  # ... x n / (n + half), n = one expert's intermediate width on this GPU
+    moe_mbu: float = 1.0  # expert weight reads relative to MBU
+    moe_layer_s: float = 0.0  # routing, top-k, permute and unpermute per MoE layer
+    attn_mbu: float = 1.0  # decode attention: K/V actually read at MBU x this
+    attn_mfu: float = 1.0  # prefill attention FLOPs at MFU x this x P / (P + half), P = prompt tokens
+    attn_tokens_half: float = 0.0
+    attn_layer_s: float = 0.0  # attention kernel launch and softmax bookkeeping per layer
+    layer_s: float = 0.0  # norms, activation, residual adds, rotary: fixed per layer
+    elementwise_passes: float = 0.0  # activation bytes moved per token per layer, in units of the layer's width x dtype
+    link_efficiency: float = 1.0  # achieved / datasheet interconnect bandwidth in a ring all-reduce
+
+
+FLAT = Efficiency()
+# Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
+# A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
+FITTED = Efficiency(
+    gemm_tokens_half=87.7,
+    gemm_layer_s=7.7e-6,
+    moe_mfu=0.773,
+    moe_tile=1.24,
+    moe_tokens_per_expert_half=73.2,
+    moe_width_half=222.5,
+    moe_mbu=1.085,
+    moe_layer_s=11.3e-6,
+    attn_mbu=1.106,
+    attn_mfu=0.753,
+    attn_tokens_half=1748.0,
+    attn_layer_s=11.5e-6,
+    layer_s=7.67e-6,
+    elementwise_passes=7.61,
+    link_efficiency=0.654,
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Roofline(Result):
-    """Everything the step-time model needs, per GPU."""
+    """Everything the step-time model needs, per GPU.
+
+    A step over ``T`` new tokens, ``S`` of which produce logits, costs the sum of its terms
+    (:meth:`terms`), each the larger of its compute and its memory time:
+
+    * ``dense_gemm``: dense weights read once, 2 x dense params x T FLOPs;
+    * ``lm_head``: the LM head read once, 2 x its params x S FLOPs (logits for the last token of
+      a prompt only, as engines compute them);
+    * ``moe``: the share of expert weights the T tokens route to, 1 - (1 - k/E)^T, and their
+      FLOPs at a grouped-GEMM efficiency that falls when few tokens reach each expert, plus a
+      fixed cost per MoE layer;
+    * ``attention``: the K/V bytes the step actually reads (windows and MLA latents included) or
+      its FLOPs, plus a fixed cost per attention layer;
+    * ``allreduce``: two ring all-reduces per layer under tensor parallelism,
+      latency + 2 (tp - 1) / tp x T x hidden x 2 bytes / link bandwidth each (all-to-all dispatch
+      and combine instead of the MoE one under expert parallelism);
+    * ``other``: norms and activations, a fixed cost per layer plus their activation traffic.
+    """
 
     weights_bytes: float
-    active_params: float  # per GPU
+    active_params: float  # per GPU, LM head included
     attn_layers: int
     q_heads: int  # per GPU
     head_dim: int
@@ -117,14 +183,39 @@ class Roofline(Result):
     expert_bytes: float = 0.0  # the routed experts' share of weights_bytes
     num_experts: int = 0
     experts_per_token: int = 0
+    expert_active_params: float = 0.0  # routed-expert params one token uses, per GPU
+    lm_head_params: float = 0.0  # per GPU (0: counted with the dense weights)
+    lm_head_bytes: float = 0.0
+    unread_bytes: float = 0.0  # weights a step never streams (the embedding table)
+    layers: int = 0  # decoder layers (fixed costs, all-reduces)
+    moe_layers: int = 0
+    hidden: int = 0
+    layer_width: float = 0.0  # activation elements per token per layer moved by norms and activations
+    tp: int = 1
+    ep: int = 1
+    link_bytes_s: float = 0.0  # interconnect bandwidth per GPU per direction
+    link_latency_s: float = 0.0  # per message
+    act_bytes: int = 2
+    moe_scale: float = 1.0  # the device's grouped-GEMM efficiency relative to Hopper's (catalog)
+    eff: Efficiency = FLAT
 
     def weights_read(self, tokens: int) -> float:
         """Weight bytes a step over ``tokens`` tokens reads: every dense weight, and of each MoE
         layer's experts the expected share routed to, 1 - (1 - k/E)^tokens (uniform routing)."""
+        return self.weights_bytes - self.unread_bytes - self.expert_bytes * (1.0 - self.expert_share(tokens))
+
+    def expert_share(self, tokens: int) -> float:
+        """Expected share of a MoE layer's experts that ``tokens`` tokens touch."""
         if not (self.num_experts and self.experts_per_token and self.expert_bytes):
-            return self.weights_bytes
-        untouched = (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** max(1, tokens)
-        return self.weights_bytes - self.expert_bytes * untouched
+            return 1.0
+        return 1.0 - (1.0 - min(1.0, self.experts_per_token / self.num_experts)) ** max(1, tokens)
+
+    @property
+    def expert_width(self) -> float:
+        """One expert's intermediate width on this GPU (gated: three hidden x width matrices)."""
+        if not (self.moe_layers and self.experts_per_token and self.hidden):
+            return 1.0
+        return self.expert_active_params / self.experts_per_token / (3.0 * self.hidden * self.moe_layers)
 
     @property
     def ridge_point(self) -> float:
@@ -137,27 +228,67 @@ class Roofline(Result):
         windowed = sum(n * (n + 1) / 2.0 if n <= w else w * (w + 1) / 2.0 + (n - w) * w for w in self.windows)
         return full + windowed
 
+    def _attention_flops(self, tokens: int, cached: int) -> float:
+        return 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
+
     def prefill_flops(self, tokens: int, cached: int = 0) -> float:
-        """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens."""
-        attn = 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
-        return 2.0 * self.active_params * tokens + attn
+        """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens
+        (the LM head for the last token only)."""
+        return 2.0 * (self.active_params - self.lm_head_params) * tokens + 2.0 * self.lm_head_params + self._attention_flops(tokens, cached)
+
+    def terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> dict[str, float]:
+        """Seconds of each term of one step over ``tokens`` new tokens (see the class docstring);
+        ``prompt_tokens``: the query length of a prefill (0 for a decode step)."""
+        e = self.eff
+        peak, bw = self.peak_flops * self.mfu, self.bandwidth_bytes_s * self.mbu
+        t = max(1, tokens)
+        dense_params = self.active_params - self.lm_head_params - self.expert_active_params
+        dense_bytes = self.weights_bytes - self.expert_bytes - self.lm_head_bytes - self.unread_bytes
+        gemm_eff = t / (t + e.gemm_tokens_half)
+        out = {"dense_gemm": self.layers * e.gemm_layer_s + max(dense_bytes / bw, 2.0 * dense_params * t / (peak * gemm_eff))}
+        if self.lm_head_params:
+            out["lm_head"] = max(self.lm_head_bytes / bw, 2.0 * self.lm_head_params * max(1, logits) / peak)
+        if self.expert_bytes and self.num_experts and self.experts_per_token:
+            share = self.expert_share(t)
+            touched = self.num_experts * share
+            rows = max(e.moe_tile, t * self.experts_per_token / touched)  # tokens each touched expert computes
+            moe_eff = e.moe_mfu * self.moe_scale * rows / (rows + e.moe_tokens_per_expert_half) * self.expert_width / (self.expert_width + e.moe_width_half)
+            flops = 2.0 * self.expert_active_params / self.experts_per_token * touched * rows
+            out["moe"] = self.moe_layers * e.moe_layer_s + max(self.expert_bytes * share / (bw * e.moe_mbu), flops / (peak * moe_eff))
+        attn_eff = e.attn_mfu * (prompt_tokens / (prompt_tokens + e.attn_tokens_half) if prompt_tokens else 1.0)
+        out["attention"] = self.attn_layers * e.attn_layer_s + max(kv_read_bytes / (bw * e.attn_mbu), attn_flops / (peak * attn_eff))
+        if self.tp > 1 and self.link_bytes_s and self.layers:
+            link = self.link_bytes_s * e.link_efficiency
+            message = t * self.hidden * self.act_bytes
+            ring = self.link_latency_s + 2.0 * (self.tp - 1) / self.tp * message / link
+            moe_ar = self.moe_layers if self.ep > 1 else 0
+            out["allreduce"] = (2 * self.layers - moe_ar) * ring
+            if moe_ar:  # dispatch and combine: each token's k copies leave for other GPUs
+                a2a = self.link_latency_s + message * self.experts_per_token * (self.ep - 1) / self.ep / link
+                out["alltoall"] = 2 * moe_ar * a2a
+        if self.layers:
+            out["other"] = self.layers * (e.layer_s + t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s)
+        return out
+
+    def prefill_terms(self, tokens: int, cached: int = 0) -> dict[str, float]:
+        return self.terms(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
 
     def prefill_s(self, tokens: int, cached: int = 0) -> float:
         if tokens <= 0:
             return 0.0
-        compute = self.prefill_flops(tokens, cached) / (self.peak_flops * self.mfu)
-        memory = self.weights_read(tokens) / (self.bandwidth_bytes_s * self.mbu)
-        return max(compute, memory)
+        return sum(self.prefill_terms(tokens, cached).values())
 
     def decode_flops_per_token(self, context: int) -> float:
         span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
         return 2.0 * self.active_params + 4.0 * span * self.q_heads * self.head_dim
 
+    def decode_terms(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> dict[str, float]:
+        span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
+        return self.terms(sequences, sequences, sequences * kv_bytes_per_sequence, sequences * 4.0 * span * self.q_heads * self.head_dim)
+
     def decode_step_s(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """One decode step for ``sequences`` sequences each holding ``kv_bytes_per_sequence``."""
-        memory = (self.weights_read(sequences) + sequences * kv_bytes_per_sequence) / (self.bandwidth_bytes_s * self.mbu)
-        compute = sequences * self.decode_flops_per_token(context) / (self.peak_flops * self.mfu)
-        return max(memory, compute)
+        return sum(self.decode_terms(sequences, kv_bytes_per_sequence, context).values())
 
     def decode_intensity(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """Arithmetic intensity (FLOP/byte) of a decode step."""
@@ -165,6 +296,96 @@ class Roofline(Result):
 
     def prefill_intensity(self, tokens: int) -> float:
         return self.prefill_flops(tokens) / self.weights_bytes if self.weights_bytes else 0.0
+
+
+DEFAULT_BATCH_TOKENS = 8192  # vLLM V1 max_num_batched_tokens for its API server on GPUs >= 70 GiB (arg_utils)
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """sum of floor((a i + b) / m) for i = 0..n-1 in O(log m) (the ACL floor_sum recursion)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b = divmod(y_max, m)
+        m, a = a, m
+
+
+def prefill_steps(prompt_tokens: int, requests: int, budget_tokens: int) -> float:
+    """Mean number of engine steps until a prompt's first token when ``requests`` prompts of
+    ``prompt_tokens`` arrive together at a token-budgeted, first-come continuous batcher.
+
+    Prompt k (1..N) completes at step ceil(k P / B), so the mean is (1/N) sum ceil(k P / B),
+    summed exactly in closed form (a floor sum). Requests that already have their first token
+    decode one token a step from the same budget; on average (N - 1) / 2 of them do while the
+    burst is prefilled, so B is reduced by that much. Checked against the simulator in
+    tests/test_latency.py.
+    """
+    p, n = max(1, prompt_tokens), max(1, requests)
+    b = max(1, budget_tokens - (n - 1) // 2) if n * p > budget_tokens else max(1, budget_tokens)
+    return _floor_sum(n, b, p, p + b - 1) / n
+
+
+@dataclass(frozen=True, slots=True)
+class Served(Result):
+    """Latency at the requested load under continuous batching with a token budget per step (ms).
+
+    TTFT: ``requests`` prompts arrive together (the worst moment of the load); prompts are
+    prefilled first come, ``budget_tokens`` per step (:func:`prefill_steps`), so a prompt waits
+    behind those ahead of it. ITL: every step decodes ``requests`` sequences and, in steady state,
+    also carries the prefill chunks of the prompts that replace finished requests, on average
+    requests x prompt / output tokens per step (at most the budget left after the decodes).
+    """
+
+    requests: int
+    budget_tokens: int
+    prefill_one_ms: float  # one prompt alone ("at 1 request")
+    prefill_served_ms: float  # mean time from arrival to the end of its prefill at this load
+    wait_ms: float  # prefill_served - prefill_one: the wait behind other prompts
+    steps: float
+    chunk_tokens: int
+    itl_one_ms: float  # decode step of one sequence ("at 1 request")
+    itl_decode_ms: float  # decode-only step at this load (static batch)
+    itl_ms: float  # with the mixed-in prefill chunks
+    mixed_prefill_tokens_per_step: float
+
+
+def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
+    """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
+    new = max(1, prompt_tokens - cached)
+    n = max(1, requests)
+    one = roof.prefill_s(new, cached)
+    attn_one = roof._attention_flops(new, cached)
+    steps = prefill_steps(new, n, budget_tokens)
+    chunk = min(budget_tokens, n * new)
+    share = chunk / new  # prompts' worth of tokens in one step
+    step = sum(roof.terms(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens).values())
+    prefill_served = max(one, steps * step)
+    decode = roof.decode_step_s(n, kv_mid, mid)
+    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)
+    span = (roof.attn_layers - len(roof.windows)) * mid + sum(min(mid, w) for w in roof.windows)
+    decode_attn = n * 4.0 * span * roof.q_heads * roof.head_dim
+    itl = sum(roof.terms(n + int(round(mixed)), n, n * kv_mid, decode_attn + mixed / new * attn_one).values()) if mixed else decode
+    return Served(
+        requests=n,
+        budget_tokens=budget_tokens,
+        prefill_one_ms=one * 1e3,
+        prefill_served_ms=prefill_served * 1e3,
+        wait_ms=(prefill_served - one) * 1e3,
+        steps=steps,
+        chunk_tokens=chunk,
+        itl_one_ms=roof.decode_step_s(1, kv_mid, mid) * 1e3,
+        itl_decode_ms=decode * 1e3,
+        itl_ms=itl * 1e3,
+        mixed_prefill_tokens_per_step=mixed,
+    )
 
 
 def estimate(
@@ -176,17 +397,21 @@ def estimate(
     kv_bytes_at: callable,  # tokens -> K/V bytes one sequence holds
     queue_ms: float = 0.0,
     preprocessing_ms: float = 0.0,
+    load: Served | None = None,
 ) -> LatencyReport:
     """Roofline latency by phase for one request among ``sequences`` concurrent ones.
 
     The prefill covers the prompt minus the expected cached prefix; the decode steps use the
-    mean context (prompt + half the output) and the K/V every active sequence holds then.
+    mean context (prompt + half the output) and the K/V every active sequence holds then. With
+    ``load`` (:func:`served`), the queue includes the wait behind the other prompts and the ITL
+    the prefill chunks mixed into decode steps.
     """
     cached = int(cached_prompt_tokens)
     prefill = roof.prefill_s(prompt_tokens - cached, cached) * 1000.0
     first = roof.decode_step_s(sequences, kv_bytes_at(prompt_tokens + 1), prompt_tokens + 1) * 1000.0
     mid = prompt_tokens + generated_tokens // 2
-    itl = roof.decode_step_s(sequences, kv_bytes_at(mid), mid) * 1000.0
+    itl = load.itl_ms if load else roof.decode_step_s(sequences, kv_bytes_at(mid), mid) * 1000.0
+    queue_ms += load.wait_ms if load else 0.0
     remaining = itl * (generated_tokens - 1)
     ttft = queue_ms + preprocessing_ms + prefill + first
     return LatencyReport(
@@ -202,6 +427,63 @@ def estimate(
         mean_inter_token_latency_ms=itl if generated_tokens > 1 else 0.0,
         end_to_end_ms=ttft + remaining,
     )
+
+
+TERM_LABELS = {
+    "dense_gemm": "dense GEMMs",
+    "lm_head": "LM head",
+    "moe": "MoE experts",
+    "attention": "attention",
+    "allreduce": "all-reduce",
+    "alltoall": "all-to-all",
+    "other": "norms and activations",
+}
+
+
+def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> list[str]:
+    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the app's
+    formulas panel and the PDF both print these). ``roofline``: :attr:`Plan.roofline`."""
+    r, e = roofline, roof.eff
+
+    def terms(d: dict[str, float]) -> str:
+        return " + ".join(f"{TERM_LABELS.get(k, k)} {v:,.3f}" for k, v in d.items()) + f" = {sum(d.values()):,.3f} ms"
+
+    at_n = r["load_label"] + ("" if r["load_admitted"] else " (not admitted)")
+    out = [
+        f"step model: peak {r['peak_tflops']:,.0f} TFLOP/s x MFU {r['mfu']:g}, HBM {r['bandwidth_gb_s']:,.0f} GB/s x MBU {r['mbu']:g}, "
+        f"link {r['link_gb_s']:,g} GB/s per direction + {r['link_latency_us']:g} us a message, TP {roof.tp}, EP {roof.ep}; each term = max(compute, memory) + fixed cost"
+        + (" (MFU/MBU from a probe calibration: they rescale the GEMM, MoE and attention compute and the weight and K/V reads; fixed costs and communication stay)" if calibrated else ""),
+        f"dense GEMMs = max({roof.weights_bytes - roof.expert_bytes - roof.lm_head_bytes - roof.unread_bytes:,.0f} B / (BW x MBU), 2 x params x T / (peak x MFU x T / (T + {e.gemm_tokens_half:g}))) + {roof.layers} layers x {e.gemm_layer_s * 1e6:.2f} us",
+        f"LM head = max({roof.lm_head_bytes:,.0f} B / (BW x MBU), 2 x {roof.lm_head_params:,.0f} params x logits / (peak x MFU)); logits: the last prompt token in a prefill, every sequence in a decode",
+    ]
+    if roof.expert_bytes:
+        out.append(
+            f"MoE = max({roof.expert_bytes:,.0f} B x (1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T) / (BW x MBU x {e.moe_mbu:g}), expert FLOPs / (peak x MFU x {e.moe_mfu:g} x {roof.moe_scale:g} x r / (r + {e.moe_tokens_per_expert_half:g}) x n / (n + {e.moe_width_half:g}))) "
+            f"+ {roof.moe_layers} layers x {e.moe_layer_s * 1e6:.2f} us; r = tokens per touched expert (at least {e.moe_tile:g}), n = expert width on this GPU {roof.expert_width:,.0f}"
+        )
+    out.append(
+        f"attention = max(K/V read / (BW x MBU x {e.attn_mbu:g}), FLOPs / (peak x MFU x {e.attn_mfu:g} x P / (P + {e.attn_tokens_half:g}))) + {roof.attn_layers} layers x {e.attn_layer_s * 1e6:.2f} us; K/V read = what each sequence holds (windows and latents included), P = prompt tokens"
+    )
+    if roof.tp > 1:
+        out.append(
+            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r['link_latency_us']:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
+        )
+        if roof.ep > 1:
+            out.append(
+                f"all-to-all = 2 x {roof.moe_layers} x ({r['link_latency_us']:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
+            )
+    out.append(f"norms and activations = {roof.layers} layers x ({e.layer_s * 1e6:.2f} us + T x {roof.layer_width:,.0f} x {roof.act_bytes} B x {e.elementwise_passes:g} / BW)")
+    out.append(f"prefill at 1 request = {terms(r['prefill_terms_ms'])}")
+    out.append(f"decode step {at_n} (T = {r['decode_concurrency']:,}) = {terms(r['decode_terms_ms'])}; at 1 request {r['itl_ms_at_1_request']:,.3f} ms")
+    out.append(
+        f"wait behind other prompts {at_n} = {r['prefill_steps']:,.2f} steps of up to {r['max_batched_tokens']:,} tokens (mean ceil(k x prompt / budget), k = 1..N) "
+        f"- one prompt's prefill = {r['prefill_wait_ms']:,.1f} ms (in the queue term of TTFT)"
+    )
+    out.append(
+        f"ITL {at_n} = decode step carrying {r['mixed_prefill_tokens_per_step']:,.0f} prefill tokens (N x prompt / output, at most the budget left) = {r['itl_ms_at_concurrency']:,.3f} ms "
+        f"(decode only {r['itl_ms_decode_only']:,.3f} ms)"
+    )
+    return out
 
 
 # --------------------------------------------------------------------------- work counts

@@ -65,6 +65,8 @@ class PlanInputs(BaseModel):
     device_bf16_tflops: float | None = Field(default=None, gt=0, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
+    ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
+    max_batched_tokens: int = Field(default=latency.DEFAULT_BATCH_TOKENS, ge=1, le=1 << 24)  # scheduler token budget per step
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
     workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
@@ -217,6 +219,7 @@ class Plan(Result):
     cost: dict
     work: dict
     notes: tuple[str, ...]
+    roof: latency.Roofline | None = None  # the step-time model behind the estimate (every term)
 
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
@@ -231,7 +234,7 @@ class Plan(Result):
                 "components": ctx.components,
             },
             "kv_cache": self.kv_cache,
-            "latency": self.latency.model_dump(),
+            "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity,
             "roofline": self.roofline,
@@ -258,7 +261,47 @@ def resolve_device(inputs: PlanInputs) -> Device:
     return custom_device(inputs.device_gib, inputs.device_bandwidth_gb_s or 1000.0, inputs.device_bf16_tflops or 100.0)
 
 
-def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int) -> int:
+def at_requests(n: int) -> str:
+    """The label every latency figure carries: "at 1 request" or "at N requests"."""
+    return "at 1 request" if n == 1 else f"at {n:,} requests"
+
+
+def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, specs: tuple, device: Device, resident: int, compute_dtype: str = "bf16") -> latency.Roofline:
+    """The per-GPU step-time model of this plan (every term of :class:`latency.Roofline`)."""
+    tp = inputs.tp
+    per_param = resident * tp / weights.total_params if weights.total_params else 2.0
+    vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
+    moe = bool(weights.num_experts and weights.experts_per_token)
+    return latency.Roofline(
+        weights_bytes=resident,
+        active_params=weights.active_params / tp,
+        attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
+        q_heads=max(1, geo.num_attention_heads // tp),
+        head_dim=geo.head_dim,
+        peak_flops=device.peak_flops(compute_dtype),
+        bandwidth_bytes_s=device.bandwidth_bytes_s,
+        mfu=inputs.mfu,
+        mbu=inputs.mbu,
+        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
+        expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
+        num_experts=weights.num_experts,
+        experts_per_token=weights.experts_per_token,
+        expert_active_params=weights.expert_params * weights.experts_per_token / weights.num_experts / tp if moe else 0.0,
+        lm_head_params=vocab_params,
+        lm_head_bytes=vocab_params * per_param,
+        unread_bytes=0.0 if geo.tie_word_embeddings else vocab_params * per_param,
+        layers=geo.num_layers,
+        moe_layers=geo.num_layers if moe else 0,
+        hidden=geo.hidden_size,
+        layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
+        tp=tp,
+        ep=inputs.ep if moe else 1,
+        link_bytes_s=device.link_bytes_s,
+        link_latency_s=device.link_latency_us * 1e-6,
+        moe_scale=device.moe_efficiency,
+        eff=latency.FITTED,
+    )
+def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 
     Observed latencies are one measurement: the SLO admits everything or nothing. The roofline's
@@ -274,8 +317,9 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
     first_kv = kv_at(ctx.input_tokens + 1)
 
-    def ttft_ms(c: int) -> float:
-        return base + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
+    def ttft_ms(c: int) -> float:  # with the wait behind the other prompts at c requests
+        wait = load_at(c).wait_ms if load_at else 0.0
+        return base + wait + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
 
     hi = max(1, limit_memory // max(1, replicas))
     if ttft_ms(1) > slo:
@@ -362,22 +406,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
     attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
-    roof = latency.Roofline(
-        weights_bytes=resident,
-        active_params=weights.active_params / inputs.tp,
-        attn_layers=attn_layers,
-        q_heads=heads_gpu,
-        head_dim=geo.head_dim,
-        peak_flops=device.peak_flops(compute_dtype),
-        bandwidth_bytes_s=device.bandwidth_bytes_s,
-        mfu=inputs.mfu,
-        mbu=inputs.mbu,
-        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
-        expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
-        num_experts=weights.num_experts,
-        experts_per_token=weights.experts_per_token,
-    )
-
+    if weights.num_experts and inputs.tp % inputs.ep:
+        raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
+    roof = build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
     def kv_at(tokens: int) -> int:
         return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
 
@@ -385,8 +416,14 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     mid = ctx.input_tokens + generated // 2
     kv_mid = kv_at(mid)
 
+    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
+    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
+
+    def load_at(c: int) -> latency.Served:
+        return latency.served(roof, ctx.input_tokens, int(cached), generated, c, kv_mid, mid, inputs.max_batched_tokens)
+
     def itl_ms(c: int) -> float:
-        return roof.decode_step_s(c, kv_mid, mid) * 1000.0
+        return load_at(c).itl_ms
 
     limits = {"memory": limit_memory}
     if inputs.itl_slo_ms is not None:
@@ -403,16 +440,17 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
                     hi = m - 1
             limits["latency_slo"] = lo * replicas
     if inputs.ttft_slo_ms is not None:
-        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks)
+        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks, load_at)
     if inputs.max_num_seqs is not None:
         limits["runtime"] = inputs.max_num_seqs * replicas
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
     admitted, limit, binding, error = capacity.admission(inputs.sequences, limits)
 
-    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
-    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
-    concurrency = max(1, min(inputs.sequences, limit) // replicas) if limit else 1
+    # latency at the requested load on the busiest replica (the same ceil split as memory), even
+    # when the load is not admitted: the plan marks it, never silently shows a smaller load
+    concurrency = per_rep_seqs
+    load = load_at(concurrency)
     est = latency.estimate(
         roof,
         ctx.input_tokens,
@@ -422,6 +460,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         kv_at,
         queue_ms=inputs.queue_ms or 0.0,
         preprocessing_ms=inputs.preprocessing_ms or 0.0,
+        load=load,
     )
     if inputs.observed:
         for name in ("prefill_ms", "first_decode_ms"):
@@ -513,7 +552,21 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
         "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
         "decode_concurrency": concurrency,
+        "load_label": at_requests(concurrency),
+        "load_admitted": admitted,
         "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
+        "itl_ms_at_1_request": load.itl_one_ms,
+        "itl_ms_decode_only": load.itl_decode_ms,
+        "prefill_ms_at_1_request": load.prefill_one_ms,
+        "prefill_wait_ms": load.wait_ms,
+        "prefill_steps": load.steps,
+        "mixed_prefill_tokens_per_step": load.mixed_prefill_tokens_per_step,
+        "max_batched_tokens": inputs.max_batched_tokens,
+        "ep": roof.ep,
+        "decode_terms_ms": {k: v * 1e3 for k, v in roof.decode_terms(concurrency, kv_mid, mid).items()},
+        "prefill_terms_ms": {k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
+        "link_gb_s": device.link_gb_s,
+        "link_latency_us": device.link_latency_us,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
         "prefill_tokens_per_second": est.prefill_tokens_per_second,
         "ttft_slo_met": None if inputs.ttft_slo_ms is None else lat.time_to_first_token_ms <= inputs.ttft_slo_ms,
@@ -580,6 +633,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         cost=cost,
         work=work,
         notes=tuple(notes),
+        roof=roof,
     )
 
 

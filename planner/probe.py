@@ -554,6 +554,10 @@ def calibrate(result: ProbeResult) -> Calibration:
             notes.append(f"measured {name} {raw:.3g} exceeds 1 (the roofline over-counts work for this model): capped at 1")
         elif raw < 1e-3:
             notes.append(f"measured {name} {raw:.3g} is tiny: per-step overheads dominate this small a model or device mismatch; do not plan with it")
+    notes.append(
+        "applied to a plan, MFU rescales the compute of the GEMM, MoE and attention terms and MBU the weight and K/V reads "
+        "(both relative to the fitted shape curves); the fixed per-layer costs, all-reduce and all-to-all are not rescaled"
+    )
     if result.device == "cpu":
         notes.append(f"measured on CPU against {result.roofline_device}'s datasheet: these factors describe this CPU, not that GPU")
     clamp = lambda x: min(1.0, max(_MIN_EFF, x))  # noqa: E731

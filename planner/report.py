@@ -420,11 +420,9 @@ def _formulas(plan: Plan) -> list[str]:
         if generated > 1:
             out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
     else:
-        r = plan.roofline
-        out.append(
-            f"ITL = max((weights + c x K/V) / ({r['bandwidth_gb_s']:,g} GB/s x MBU {r['mbu']:g}), c x FLOPs per token / ({r['peak_tflops']:,g} TFLOP/s x MFU {r['mfu']:g})) "
-            f"with c = {r['decode_concurrency']:,} sequences per replica = {fmt_ms(lat.mean_inter_token_latency_ms)}"
-        )
+        from planner.latency import formula_lines
+
+        out += formula_lines(plan.roofline, plan.roof)
     out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
     out.append(
         f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
@@ -449,120 +447,184 @@ OMISSIONS = (
 # --------------------------------------------------------------------------- PDF
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
-    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+class _Kit:
+    """Styles and table helpers shared by the plan report and the comparison report."""
+
+    def __init__(self) -> None:
+        from reportlab.lib import colors
+        from reportlab.lib.enums import TA_LEFT
+        from reportlab.lib.pagesizes import A4
+        from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+        from reportlab.lib.units import mm
+        from reportlab.platypus import Table, TableStyle
+
+        styles = getSampleStyleSheet()
+        self.body = ParagraphStyle("body", parent=styles["BodyText"], fontSize=8.5, leading=11)
+        self.small = ParagraphStyle("small", parent=self.body, fontSize=7.5, leading=9.5)
+        self.cell = ParagraphStyle("cell", parent=self.body, fontSize=8, leading=10, alignment=TA_LEFT)
+        self.mono = ParagraphStyle("mono", parent=self.body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
+        self.h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
+        self.h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
+        self.grid = TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
+            ]
+        )
+        self.head_grid = TableStyle(self.grid.getCommands() + [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#E8EEF7")), ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold")])
+        self.width = A4[0] - 36 * mm
+        self._table = Table
+
+    def para(self, text: object, style=None):
+        from reportlab.platypus import Paragraph
+
+        return Paragraph(_safe(text), style or self.body)
+
+    def kv_table(self, rows: list[tuple[str, str]]):
+        from reportlab.lib.units import mm
+
+        t = self._table([[self.para(k, self.cell), self.para(v, self.cell)] for k, v in rows], colWidths=[48 * mm, self.width - 48 * mm])
+        t.setStyle(self.grid)
+        return t
+
+    def grid_table(self, rows: list[list[str]], widths: list[float], shade: list[tuple[int, int]] = ()):
+        from reportlab.lib import colors
+
+        t = self._table([[self.para(c, self.cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
+        t.setStyle(self.head_grid)
+        for col, row in shade:
+            t.setStyle([("BACKGROUND", (col, row), (col, row), colors.HexColor("#D9EED5"))])
+        return t
+
+
+def _document(buf, title: str, subject: str, footer_text: str):
+    """An A4 document with the report's margins, and its page footer."""
     from reportlab.lib import colors
-    from reportlab.lib.enums import TA_LEFT
     from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
     from reportlab.lib.units import mm
-    from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
-
-    from planner.share import looks_like_token
-
-    now = now or datetime.now(UTC)
-    styles = getSampleStyleSheet()
-    body = ParagraphStyle("body", parent=styles["BodyText"], fontSize=8.5, leading=11)
-    small = ParagraphStyle("small", parent=body, fontSize=7.5, leading=9.5)
-    cell = ParagraphStyle("cell", parent=body, fontSize=8, leading=10, alignment=TA_LEFT)
-    mono = ParagraphStyle("mono", parent=body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
-    h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
-    h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
-
-    def para(text: object, style=body) -> Paragraph:
-        return Paragraph(_safe(text), style)
-
-    grid = TableStyle(
-        [
-            ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
-            ("VALIGN", (0, 0), (-1, -1), "TOP"),
-            ("TOPPADDING", (0, 0), (-1, -1), 1.5),
-            ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
-        ]
-    )
-    head_grid = TableStyle(grid.getCommands() + [("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#E8EEF7")), ("FONTNAME", (0, 0), (-1, 0), "Helvetica-Bold")])
-    width = A4[0] - 36 * mm
-
-    def kv_table(rows: list[tuple[str, str]]) -> Table:
-        t = Table([[para(k, cell), para(v, cell)] for k, v in rows], colWidths=[48 * mm, width - 48 * mm])
-        t.setStyle(grid)
-        return t
-
-    def grid_table(rows: list[list[str]], widths: list[float]) -> Table:
-        t = Table([[para(c, cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
-        t.setStyle(head_grid)
-        return t
-
-    kv = plan.kv_cache
-    verdict = "admitted" if kv["admitted"] else "REFUSED"
-    story = [
-        para("KV capacity sizing report", h1),
-        para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", small),
-        Spacer(1, 4),
-        para(
-            f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
-            f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
-            f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
-            f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
-            + (
-                f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
-                if plan.cost.get("per_million_output_tokens") is not None
-                else ""
-            )
-        ),
-        para("Model", h2),
-        kv_table(_model_rows(plan, ref)),
-        para("Device", h2),
-        kv_table(_device_rows(plan)),
-        para("Results", h2),
-        kv_table(_result_rows(plan)),
-        KeepTogether([para("Latency by phase", h2), grid_table(_latency_rows(plan), [70 * mm] + [(width - 70 * mm) / (len(_latency_rows(plan)[0]) - 1)] * (len(_latency_rows(plan)[0]) - 1))]),
-        KeepTogether([para("Charts", h2), memory_chart(plan, width=width)]),
-        Spacer(1, 8),
-        kv_context_chart(plan, width=width),
-        Spacer(1, 8),
-        latency_chart(plan, width=width),
-        para("Inputs", h2),
-        para("* differs from the default (shown in parentheses)", small),
-        grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
-        para("Formulas with this plan's numbers", h2),
-    ]
-    story += [para(line, mono) for line in _formulas(plan)]
-    story.append(para("Assumptions", h2))
-    story += [para(f"- {line}", body) for line in ASSUMPTIONS]
-    story += [para(f"- {note}", body) for note in plan.notes]
-    story.append(para("Omissions", h2))
-    story += [para(f"- {line}", body) for line in OMISSIONS]
-    story.append(para("Share link", h2))
-    if share_link and not looks_like_token(share_link):
-        safe = _safe(share_link)
-        story.append(Paragraph(f'<link href="{safe}" color="blue">{safe}</link>', mono))
-        story.append(para("Open the link in the planner to restore every input of this plan.", small))
-    elif share_link:
-        story.append(para("(omitted: the link contained text that looks like an access token)", small))
-    else:
-        story.append(para("(none given)", small))
+    from reportlab.platypus import SimpleDocTemplate
 
     def footer(canvas, doc) -> None:
         canvas.saveState()
         canvas.setFont("Helvetica", 7)
         canvas.setFillColor(colors.HexColor("#666666"))
-        canvas.drawString(18 * mm, 10 * mm, _safe_plain(f"KV capacity sizing report - {ref.label()}"))
+        canvas.drawString(18 * mm, 10 * mm, _safe_plain(footer_text))
         canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"page {doc.page}")
         canvas.restoreState()
 
+    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=18 * mm, rightMargin=18 * mm, topMargin=16 * mm, bottomMargin=16 * mm, title=title, author="KV Capacity Planner", subject=_safe_plain(subject))
+    return doc, footer
+
+
+def _link_story(k: _Kit, share_link: str | None, what: str) -> list:
+    from reportlab.platypus import Paragraph
+
+    from planner.share import looks_like_token
+
+    out = [k.para("Share link", k.h2)]
+    if share_link and not looks_like_token(share_link):
+        safe = _safe(share_link)
+        out.append(Paragraph(f'<link href="{safe}" color="blue">{safe}</link>', k.mono))
+        out.append(k.para(f"Open the link in the planner to restore {what}.", k.small))
+    elif share_link:
+        out.append(k.para("(omitted: the link contained text that looks like an access token)", k.small))
+    else:
+        out.append(k.para("(none given)", k.small))
+    return out
+
+
+def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: str | None = None, *, now: datetime | None = None) -> bytes:
+    """A comparison of 2-4 plans as PDF bytes: one headline per plan, then every row of
+    :func:`planner.compare.compare_rows` with the better plan named (and shaded) per row."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import Spacer
+
+    from planner.compare import compare_rows
+
+    if not 2 <= len(entries) <= 4:
+        raise ValueError("a comparison holds 2 to 4 plans")
+    now = now or datetime.now(UTC)
+    k = _Kit()
+    names = [name for name, _p, _r in entries]
+    rows = compare_rows([(name, plan, ref.label()) for name, plan, ref in entries])
+    story = [
+        k.para("KV capacity comparison", k.h1),
+        k.para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
+        Spacer(1, 4),
+    ]
+    for name, plan, ref in entries:
+        story.append(k.para(f"{name}: {_headline(plan, ref)}"))
+    story.append(k.para("Side by side", k.h2))
+    label_w, better_w = 42 * mm, 34 * mm
+    col_w = (k.width - label_w - better_w) / len(entries)
+    table = [["", *names, "Better"]] + [[r.label, *r.cells, r.verdict(names)] for r in rows]
+    shade = [(1 + j, 1 + i) for i, r in enumerate(rows) for j in r.best]
+    story.append(k.grid_table(table, [label_w] + [col_w] * len(entries) + [better_w], shade))
+    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). Every plan uses the same context, load, SLOs and price.", k.small))
+    story += _link_story(k, share_link, "this comparison")
     buf = io.BytesIO()
-    doc = SimpleDocTemplate(
-        buf,
-        pagesize=A4,
-        leftMargin=18 * mm,
-        rightMargin=18 * mm,
-        topMargin=16 * mm,
-        bottomMargin=16 * mm,
-        title="KV capacity sizing report",
-        author="KV Capacity Planner",
-        subject=_safe_plain(ref.label()),
+    doc, footer = _document(buf, "KV capacity comparison", " vs ".join(ref.label() for _n, _p, ref in entries), "KV capacity comparison")
+    doc.build(story, onFirstPage=footer, onLaterPages=footer)
+    return buf.getvalue()
+
+
+def _headline(plan: Plan, ref: ModelRef) -> str:
+    """One sentence a plan: model, deployment, admission and its binding limit, latency, cost."""
+    kv = plan.kv_cache
+    verdict = "admitted" if kv["admitted"] else "REFUSED"
+    text = (
+        f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+        f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
+        f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+        f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
     )
+    if plan.cost.get("per_million_output_tokens") is not None:
+        text += f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+    return text
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import KeepTogether, Spacer
+
+    now = now or datetime.now(UTC)
+    k = _Kit()
+    para, width = k.para, k.width
+    latency_rows = _latency_rows(plan)
+    story = [
+        para("KV capacity sizing report", k.h1),
+        para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
+        Spacer(1, 4),
+        para(_headline(plan, ref)),
+        para("Model", k.h2),
+        k.kv_table(_model_rows(plan, ref)),
+        para("Device", k.h2),
+        k.kv_table(_device_rows(plan)),
+        para("Results", k.h2),
+        k.kv_table(_result_rows(plan)),
+        KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
+        KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
+        Spacer(1, 8),
+        kv_context_chart(plan, width=width),
+        Spacer(1, 8),
+        latency_chart(plan, width=width),
+        para("Inputs", k.h2),
+        para("* differs from the default (shown in parentheses)", k.small),
+        k.grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
+        para("Formulas with this plan's numbers", k.h2),
+    ]
+    story += [para(line, k.mono) for line in _formulas(plan)]
+    story.append(para("Assumptions", k.h2))
+    story += [para(f"- {line}", k.body) for line in ASSUMPTIONS]
+    story += [para(f"- {note}", k.body) for note in plan.notes]
+    story.append(para("Omissions", k.h2))
+    story += [para(f"- {line}", k.body) for line in OMISSIONS]
+    story += _link_story(k, share_link, "every input of this plan")
+    buf = io.BytesIO()
+    doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
 
@@ -571,4 +633,4 @@ def _safe_plain(text: str) -> str:
     return str(text).encode("cp1252", "replace").decode("cp1252")
 
 
-__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_pdf", "fmt_bytes", "human_bytes"]
+__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_comparison_pdf", "build_pdf", "fmt_bytes", "human_bytes"]

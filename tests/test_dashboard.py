@@ -219,3 +219,95 @@ def test_no_fractional_counts_or_jargon_and_hit_rate_defaults_to_zero():
     assert "per replica" in (metric(at, "Max sequences").proto.delta or "")
     assert "conservative KV-memory plan" not in shown
     assert at.session_state["plan_values"]["prefix_hit_rate"] == 0.0
+
+
+# --------------------------------------------------------------------------- 7. Compare keeps and shares its plans
+
+
+def _compare_with_three_plans() -> AppTest:
+    at = _app()
+    at.switch_page("pages/compare.py").run()
+    at.segmented_control(key="cmp_n").set_value(3).run()
+    at.number_input(key="cmp_tp_2").set_value(2).run()
+    at.number_input(key="cmp_gpu_count_2").set_value(2).run()
+    _clean(at)
+    return at
+
+
+def test_compare_state_survives_a_page_switch_and_is_in_the_link():
+    at = _compare_with_three_plans()
+    link = dict(at.query_params)
+    assert link["cmp"] == "3" and link["cc"] == "plan~H200-141GB~2~2~bf16~vllm", link
+    assert link["n"] == "llama-3.1-8b"  # the base plan travels with it
+    at.switch_page("pages/plan.py").run()
+    at.switch_page("pages/compare.py").run()
+    _clean(at)
+    assert at.segmented_control(key="cmp_n").value == 3
+    assert (at.number_input(key="cmp_tp_2").value, at.number_input(key="cmp_gpu_count_2").value) == (2, 2)
+
+
+def test_compare_link_reopens_the_same_comparison():
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(_compare_with_three_plans().query_params).items()}
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.query_params.update(link)
+    at.switch_page("pages/compare.py")  # a reload of the Compare page's address
+    at.run()
+    _clean(at)
+    assert at.segmented_control(key="cmp_n").value == 3
+    assert at.selectbox(key="cmp_gpu_2").value == "H200-141GB" and at.number_input(key="cmp_tp_2").value == 2
+    assert at.selectbox(key="cmp_kv_dtype_1").value == "fp8"
+
+
+def test_compare_link_with_bad_column_warns_and_falls_back():
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.query_params.update({"v": "1", "m": "preset", "n": "llama-3.1-8b", "cmp": "2", "cb": "plan~NoSuchGPU~1~1~fp8~vllm"})
+    at.switch_page("pages/compare.py")
+    at.run()
+    _clean(at)
+    assert any("NoSuchGPU" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key="cmp_gpu_1").value == "H100-SXM-80GB" and at.selectbox(key="cmp_kv_dtype_1").value == "fp8"
+
+
+def test_compare_names_the_better_plan_per_row():
+    """Plan B (fp8 cache) holds half the K/V bytes: more sequences on the same H100."""
+    at = _app()
+    at.switch_page("pages/compare.py").run()
+    _clean(at)
+    df = at.dataframe[0].value
+    assert df.loc["Max sequences", "Better"] == "B: more sequences"
+    assert df.loc["KV bytes / token", "Better"] == "B: smaller cache"
+    assert df.loc["Admitted", "Better"] == "same" and df.loc["Model", "Better"] == ""
+    assert [b for b in at.get("download_button") if b.proto.label == "Download comparison PDF"]
+
+
+# --------------------------------------------------------------------------- 9. Simulate starts from the plan
+
+
+def test_simulate_runs_the_plan_with_its_tp_dtype_and_replicas():
+    at = _app()
+    at.selectbox(key="kv_dtype").set_value("fp8")
+    _set(at, gpu_count=4, tp=2)
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    summary = " ".join(m.value for m in at.markdown)
+    assert "4 × H100-SXM-80GB, TP 2 (2 replicas), KV fp8, headroom 10 %" in summary, summary
+    df = at.dataframe[0].value
+    assert list(df.columns) == ["fifo", "decode-priority", "chunked", "static reservation"]
+    assert all(v.endswith(" ms") for v in df.loc["TTFT p95"]) and not [e.value for e in at.error]
+
+
+def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():
+    at = _app()
+    at.switch_page("pages/simulate.py").run()
+    at.number_input(key="sim_requests").set_value(40).run()
+    at.switch_page("pages/plan.py").run()
+    _set(at, tp=3)  # 32 attention heads are not divisible by 3: no plan
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    errs = [e.value for e in at.error]
+    assert errs and "GPUs: must be a multiple of TP 3" in errs[0] and "gpu_count" not in errs[0], errs
+    at.switch_page("pages/plan.py").run()
+    _set(at, tp=1)
+    at.switch_page("pages/simulate.py").run()
+    _clean(at)
+    assert at.number_input(key="sim_requests").value == 40

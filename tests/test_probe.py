@@ -141,6 +141,7 @@ def test_runtime_roofline_and_calibration():
 
     applied = cal.apply(PlanInputs())
     assert (applied.mfu, applied.mbu) == (cal.mfu, cal.mbu)
+    assert any("fixed per-layer costs, all-reduce and all-to-all are not rescaled" in n for n in cal.notes)  # says which terms it rescales
     with pytest.raises(PlannerError):
         probe.calibrate(_run(GQA, mode="allocate"))
 

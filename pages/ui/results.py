@@ -267,9 +267,11 @@ def render_formulas(plan: Plan) -> None:
     lines.append(
         f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
     )
-    lines.append(
-        f"\n**ITL** = max((weights {cap['model_resident_bytes']:,} B + c × K/V(n)) / ({fmt_num(r['bandwidth_gb_s'])} GB/s × MBU {r['mbu']:g}), c × FLOPs per token(n) / ({fmt_num(r['peak_tflops'])} TFLOP/s × MFU {r['mfu']:g})) at c = {r['decode_concurrency']:,}, n = input + half the output = **{r['itl_ms_at_concurrency']:,.2f} ms**"
-    )
+    if lat.source != "observed" and plan.roof is not None:
+        from planner.latency import formula_lines
+
+        lines.append("\n**Latency, term by term** (roofline; every figure labelled at 1 request or at N requests):")
+        lines += [f"- {line}" for line in formula_lines(r, plan.roof)]
     lines.append(
         f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
     )

@@ -69,9 +69,27 @@ def apply_values(values: dict[str, Any]) -> None:
     seed_widgets(merged, force=True)
 
 
+def enter_page(name: str) -> None:
+    """Call first thing in every page: notes whether this run entered ``name`` from another page.
+
+    Streamlit may keep stale values for widgets that were not drawn in between, so a page that
+    was entered re-seeds its widgets from the session's state (:func:`entered_page`).
+    """
+    st.session_state["page_entered"] = st.session_state.get("page_current") != name
+    st.session_state["page_current"] = name
+
+
+def entered_page() -> bool:
+    """True on the first run of a page after another page (or the session's first run)."""
+    return bool(st.session_state.get("page_entered", True))
+
+
 def read_widgets() -> dict[str, Any]:
-    """Plan input values from the widget keys (library units), stored back into ``plan_values``."""
-    seed_widgets()
+    """Plan input values from the widget keys (library units), stored back into ``plan_values``.
+
+    Entering the page from another one re-seeds every widget from ``plan_values``.
+    """
+    seed_widgets(force=entered_page() and isinstance(st.session_state.get("plan_values"), dict))
     state = st.session_state
     values: dict[str, Any] = {}
     for name in FIELDS:
@@ -266,3 +284,30 @@ def current() -> tuple[Shown | None, PlannerError | None]:
     if plan is None:
         return None, err
     return Shown(plan, model, ref, notes, active_upload_config()), None
+
+
+# --------------------------------------------------------------------------- Compare's columns
+
+COMPARE_KEY = "compare"
+
+
+def compare_state(base: dict[str, Any]) -> dict[str, Any]:
+    """The Compare page's state: ``{"n": 2..4, "columns": [4 column dicts]}`` (kept across pages)."""
+    from dataclasses import asdict
+
+    from planner.compare import default_columns
+
+    hit = st.session_state.get(COMPARE_KEY)
+    if not isinstance(hit, dict) or len(hit.get("columns") or ()) != 4:
+        hit = {"n": 2, "columns": [asdict(c) for c in default_columns(base)]}
+        st.session_state[COMPARE_KEY] = hit
+    return hit
+
+
+def set_compare_state(n: int, columns: list[dict[str, Any]]) -> None:
+    """Replace Compare's state and its widgets (before the widgets are drawn, or in a callback)."""
+    st.session_state[COMPARE_KEY] = {"n": n, "columns": [dict(c) for c in columns]}
+    st.session_state["cmp_n"] = n
+    for i, col in enumerate(columns):
+        for name, value in col.items():
+            st.session_state[f"cmp_{name}_{i}"] = value

@@ -218,3 +218,43 @@ def render_restore_notice() -> None:
     else:
         st.success(f"Restored the plan from the {notice['origin']}.", icon=":material/link:")
         st.session_state.pop("restore_notice", None)
+
+
+# --------------------------------------------------------------------------- Compare's link
+
+COMPARE_CHECKED = "compare_link_checked"
+
+
+def restore_compare_from_query_params() -> None:
+    """On a session's first run of the Compare page, restore the columns its link carries.
+
+    Call after :func:`restore_from_query_params` (the link's base plan comes first).
+    """
+    from dataclasses import asdict
+
+    from pages.ui.state import compare_state, plan_values, set_compare_state
+    from planner.compare import decode_columns
+
+    state = st.session_state
+    if state.get(COMPARE_CHECKED):
+        return
+    state[COMPARE_CHECKED] = True
+    try:
+        decoded = decode_columns(st.query_params.to_dict(), plan_values())
+    except Exception as exc:  # noqa: BLE001 - a link must never break the page
+        state["compare_notice"] = [f"the comparison in the link could not be read ({type(exc).__name__}); showing the default columns"]
+        return
+    if decoded is None:
+        return
+    columns, warnings = decoded
+    full = [asdict(c) for c in columns] + compare_state(plan_values())["columns"][len(columns) :]
+    set_compare_state(len(columns), full)
+    if warnings:
+        state["compare_notice"] = warnings
+
+
+def compare_params(ref: ModelRef, inputs: PlanInputs, upload_config: dict | None, columns: list) -> dict[str, str]:
+    """The Compare page's link: the base plan's parameters and one parameter a column."""
+    from planner.compare import encode_columns
+
+    return share_params(ref, inputs, upload_config) | encode_columns(columns)

@@ -1,0 +1,158 @@
+"""Compare page parts: one column's controls, the comparison table with a verdict per row, the
+shared chart and the comparison PDF. The rows and verdicts come from :mod:`planner.compare`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from pages.ui import models, state
+from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
+from pages.ui.results import admission_badge
+from planner.compare import CURRENT, FIELDS, LETTERS, Column, compare_rows
+from planner.errors import PlannerError
+from planner.hardware import CATALOG
+from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.plan import Plan
+
+COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2")
+BEST = "background-color: rgba(84, 162, 75, 0.28); font-weight: 600"
+FIELD_SLOTS = {"model": "model", "gpu": "gpu", "device_gib": "gpu", "gpu_count": "gpu_count", "tp": "tp", "kv_dtype": "kv_dtype", "runtime": "runtime"}
+
+
+def _key(name: str, i: int) -> str:
+    return f"cmp_{name}_{i}"
+
+
+def seed_widgets(columns: list[dict[str, Any]], n: int) -> None:
+    """Widget keys from Compare's state: where absent, and all of them when the page is entered
+    from another one (Streamlit may hold stale values for widgets it did not draw in between)."""
+    force = state.entered_page()
+    if force or "cmp_n" not in st.session_state:
+        st.session_state["cmp_n"] = n
+    for i, col in enumerate(columns):
+        for name in FIELDS:
+            if force or _key(name, i) not in st.session_state:
+                st.session_state[_key(name, i)] = col[name]
+
+
+def read_column(i: int) -> dict[str, Any]:
+    return {name: st.session_state[_key(name, i)] for name in FIELDS}
+
+
+def column_controls(i: int, current_label: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """One column's controls; returns the error slots by field."""
+    st.selectbox("Model", [CURRENT, *names], key=_key("model", i), format_func=lambda n: f"Plan page: {current_label}" if n == CURRENT else models.preset_label(n))
+    slot_model = st.container()
+    st.selectbox("GPU", list(CATALOG), key=_key("gpu", i), format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)")
+    slot_gpu = st.container()
+    a, b = st.columns(2)
+    with a:
+        st.number_input("GPUs", min_value=1, max_value=4096, step=1, key=_key("gpu_count", i))
+        slot_count = st.container()
+    with b:
+        st.number_input("TP", min_value=1, max_value=4096, step=1, key=_key("tp", i))
+        slot_tp = st.container()
+    a, b = st.columns(2)
+    with a:
+        st.selectbox("KV dtype", list(KV_DTYPE_BITS), key=_key("kv_dtype", i))
+        slot_kv = st.container()
+    with b:
+        st.selectbox("Runtime", list(RUNTIMES), key=_key("runtime", i))
+        slot_rt = st.container()
+    return {"model": slot_model, "gpu": slot_gpu, "gpu_count": slot_count, "tp": slot_tp, "kv_dtype": slot_kv, "runtime": slot_rt}
+
+
+def column_plan(col: Column, base: dict[str, Any], slots: dict[str, Any]) -> tuple[Plan | None, Any, str]:
+    """The plan of one column (the Plan page's inputs with the column's overrides); an error
+    shows under the control that caused it. Returns (plan or None, model ref or None, label)."""
+    try:
+        if col.model == CURRENT:
+            ref, model, _notes = models.active_model()
+        else:
+            ref, model = models.load_preset(col.model)
+    except PlannerError as exc:
+        with slots["model"]:
+            st.error(state.error_text(exc), icon=":material/error:")
+        return None, None, col.model
+    label = ref.name if ref.kind == "preset" and ref.name else ref.label()
+    values = dict(base) | col.overrides()
+    plan, err = state.build_plan(values, model)
+    if err is not None:
+        key = FIELD_SLOTS.get(state.error_key(err, values) or "")
+        with slots.get(key, slots["model"]) if key else slots["model"]:
+            st.error(state.error_text(err) if key else state.error_sentence(err), icon=":material/error:")
+    return plan, ref, label
+
+
+def column_metrics(plan: Plan, wide: bool) -> None:
+    kv, lat = plan.kv_cache, plan.latency
+    a, b = st.columns(2) if wide else (st.container(), st.container())
+    a.metric("Max sequences", f"{kv['admissible_sequences']:,}", help=f"memory alone: {kv['maximum_sequences_by_memory']:,}")
+    b.metric("Memory per sequence", f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB", help=f"{kv['bytes_per_reserved_sequence']:,} B")
+    a.metric("TTFT", fmt_ms(lat.time_to_first_token_ms))
+    b.metric("ITL", fmt_ms(lat.mean_inter_token_latency_ms))
+    a.metric("KV bytes / token", fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
+    if plan.cost.get("per_million_output_tokens") is not None:
+        b.metric("Cost per hour", fmt_money(plan.cost["deployment_per_hour"]), delta=f"{fmt_money(plan.cost['per_million_output_tokens'])} per M output tokens", delta_color="gray", delta_arrow="off")
+    admission_badge(plan)
+
+
+def comparison_table(results: list[tuple[str, Plan | None, str]]) -> None:
+    """Every row side by side; the better plan of each row is highlighted and named."""
+    import pandas as pd
+
+    names = [n for n, _p, _l in results]
+    rows = compare_rows(results)
+    data = {name: [r.cells[j] for r in rows] for j, name in enumerate(names)}
+    data["Better"] = [r.verdict(names) for r in rows]
+    df = pd.DataFrame(data, index=[r.label for r in rows])
+    best = {r.label: set(r.best) for r in rows}
+
+    def highlight(row):
+        return [BEST if j in best[row.name] else "" for j in range(len(names))] + [""]
+
+    st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3)
+    st.caption("Green: the better plan on that row (more sequences or headroom, lower latency or cost); 'Better' names it.")
+
+
+def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
+    ok = [(n, p) for n, p, _ in results if p is not None]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("Max sequences", "MiB per sequence", "ITL (ms)"))
+    for col, (getter, fmt) in enumerate(
+        (
+            (lambda p: p.kv_cache["admissible_sequences"], lambda v: f"{v:,}"),
+            (lambda p: p.kv_cache["mib_per_reserved_sequence"], fmt_num),
+            (lambda p: p.latency.mean_inter_token_latency_ms, lambda v: f"{v:,.2f}"),
+        ),
+        start=1,
+    ):
+        ys = [getter(p) for _, p in ok]
+        fig.add_trace(
+            go.Bar(x=[n for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(n[-1])] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, hovertemplate="%{x}: %{text}<extra></extra>"),
+            row=1,
+            col=col,
+        )
+    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def comparison_pdf_button(results: list[tuple[str, Plan | None, str]], refs: list, link: str) -> None:
+    """Download the comparison as a PDF (built only when clicked)."""
+    from planner.report import build_comparison_pdf
+
+    entries = [(n, p, r) for (n, p, _l), r in zip(results, refs, strict=True) if p is not None and r is not None]
+    if len(entries) < 2:
+        return
+    st.download_button(
+        "Download comparison PDF",
+        data=lambda: build_comparison_pdf(entries, link),
+        file_name="kv-plan-comparison.pdf",
+        mime="application/pdf",
+        key="cmp_pdf",
+        on_click="ignore",
+        icon=":material/picture_as_pdf:",
+    )

@@ -1,0 +1,200 @@
+"""Simulate page parts: the plan it starts from, the traffic controls (kept in the session), the
+run with a progress bar, and the results formatted like the rest of the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages.ui import state
+from pages.ui.fmt import fmt_ms
+from planner import simulate as sim
+from planner.errors import PlannerError
+
+STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
+DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
+LABELS = {
+    "rate": "Arrival rate (requests/s, whole deployment)",
+    "requests": "Requests",
+    "trace": "Trace (CSV)",
+    "chunk_tokens": "Chunk tokens (chunked policy)",
+    "max_num_batched_tokens": "Max batched tokens per step",
+    "seed": "Seed",
+}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    rate: float
+    requests: int
+    policies: tuple[str, ...]
+    chunk: int
+    budget: int
+    seed: int
+    trace_text: str | None
+
+
+def plan_summary(current: state.Shown) -> None:
+    """What the simulation takes from the plan (one line, and where to change it)."""
+    plan, ref = current.plan, current.ref
+    cap, ctx, inputs = plan.capacity, plan.context, plan.inputs
+    name = ref.name if ref.kind == "preset" and ref.name else ref.label()
+    with st.container(border=True):
+        st.markdown(
+            f"**From the plan:** {name} on {cap['gpu_count']:,} × {plan.device.name}, TP {cap['tp']:,} "
+            f"({cap['replicas']:,} replica{'s' if cap['replicas'] != 1 else ''}), KV {inputs.kv_dtype}, headroom {inputs.headroom_bp / 100:g} %, "
+            f"prompt {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} tokens"
+            + (f", SLOs TTFT {fmt_ms(inputs.ttft_slo_ms)}" if inputs.ttft_slo_ms else "")
+            + (f", ITL {fmt_ms(inputs.itl_slo_ms)}" if inputs.itl_slo_ms else "")
+            + "."
+        )
+        plan_link("Change these on the Plan page")
+
+
+def plan_link(text: str) -> None:
+    """A link to the Plan page (plain text when the page runs outside the app's navigation)."""
+    try:
+        st.page_link("pages/plan.py", label=text, icon=":material/calculate:")
+    except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError when run on its own
+        st.caption(f"{text}.")
+
+
+def _seed() -> None:
+    saved = st.session_state.get(STORE) or {}
+    force = state.entered_page()
+    for key, default in DEFAULTS.items():
+        if force or key not in st.session_state:
+            st.session_state[key] = saved.get(key, default)
+
+
+def traffic_controls(plan) -> Traffic | None:
+    """The traffic controls (their values survive page switches); None when none can run."""
+    _seed()
+    c1, c2, c3 = st.columns(3)
+    c1.number_input(LABELS["rate"], 0.01, 10_000.0, step=0.5, key="sim_rate", help="Poisson arrivals per second across all replicas; each replica receives its share.")
+    c2.number_input(LABELS["requests"], 1, 10_000, step=100, key="sim_requests", help="Requests simulated on one replica.")
+    c3.number_input(LABELS["seed"], 0, 2**31 - 1, key="sim_seed", help="Seed of the arrival times.")
+    c1, c2, c3 = st.columns(3)
+    c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
+    c2.number_input(LABELS["chunk_tokens"], 1, 65_536, step=128, key="sim_chunk")
+    c3.number_input(LABELS["max_num_batched_tokens"], 1, 1_000_000, step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
+    trace = st.file_uploader("Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace")
+    st.session_state[STORE] = {key: st.session_state[key] for key in DEFAULTS}
+    policies = tuple(st.session_state["sim_policies"])
+    if not policies:
+        st.warning("Choose at least one policy.", icon=":material/warning:")
+        return None
+    try:
+        trace_text = trace.getvalue().decode("utf-8") if trace is not None else None
+    except UnicodeDecodeError:
+        st.error(f"{LABELS['trace']}: the file is not UTF-8 text.", icon=":material/error:")
+        return None
+    replicas = max(1, plan.capacity["replicas"])
+    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: str):
+    cost, blocks = sim.from_plan(_plan)
+    ctx = _plan.context
+    requests = sim.parse_trace_csv(traffic.trace_text) if traffic.trace_text else sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
+    cfg = sim.build(
+        sim.SimConfig,
+        block_tokens=_plan.inputs.block_tokens,
+        total_blocks=blocks,
+        max_num_seqs=_plan.inputs.max_num_seqs or 256,
+        max_num_batched_tokens=traffic.budget,
+        chunk_tokens=traffic.chunk,
+        seed=traffic.seed,
+        ttft_slo_ms=_plan.inputs.ttft_slo_ms,
+        itl_slo_ms=_plan.inputs.itl_slo_ms,
+        policy=policy,
+    )
+    if reservation == "static":
+        cfg = cfg.model_copy(update={"reservation": "static", "static_tokens": ctx.maximum_context_tokens})
+    return sim.simulate(requests, cfg, cost), blocks
+
+
+@dataclass
+class Outcome:
+    results: dict[str, Any]
+    static: Any
+    blocks: int
+    ceiling: int
+    error: str | None = None
+
+
+def run(current: state.Shown, traffic: Traffic) -> Outcome:
+    """Each policy, then the static-reservation comparison, with a progress bar between runs."""
+    plan = current.plan
+    key = plan.inputs.model_dump_json() + "|" + current.ref.model_dump_json()
+    steps = [*traffic.policies, "static"]
+    bar = st.progress(0.0, text=f"Simulating {steps[0]}…")
+    results: dict[str, Any] = {}
+    blocks = 0
+    try:
+        for i, name in enumerate(steps):
+            bar.progress(i / len(steps), text=f"Simulating {'the static reservation' if name == 'static' else name} ({i + 1} of {len(steps)})…")
+            if name == "static":
+                static, blocks = _run_one(plan, key, traffic, steps[0], "static")
+            else:
+                results[name], blocks = _run_one(plan, key, traffic, name, "dynamic")
+    except PlannerError as exc:
+        bar.empty()
+        field = str(exc.field)
+        where = LABELS.get(field) or state.error_sentence(exc).split(":")[0]
+        return Outcome({}, None, blocks, 0, f"{where}: {state.error_text(exc)}")
+    bar.empty()
+    return Outcome(results, static, blocks, plan.capacity["sequences_per_replica"])
+
+
+ROWS: tuple[tuple[str, Any], ...] = (
+    ("Completed", lambda r: f"{r.requests_completed:,}"),
+    ("Cancelled", lambda r: f"{r.requests_cancelled:,}"),
+    ("Rejected", lambda r: f"{r.requests_rejected:,}"),
+    ("TTFT p50", lambda r: fmt_ms(r.ttft_ms.p50)),
+    ("TTFT p95", lambda r: fmt_ms(r.ttft_ms.p95)),
+    ("TTFT p99", lambda r: fmt_ms(r.ttft_ms.p99)),
+    ("ITL p50", lambda r: fmt_ms(r.itl_ms.p50)),
+    ("ITL p95", lambda r: fmt_ms(r.itl_ms.p95)),
+    ("ITL p99", lambda r: fmt_ms(r.itl_ms.p99)),
+    ("End-to-end p95", lambda r: fmt_ms(r.e2e_ms.p95)),
+    ("Output tokens/s", lambda r: f"{r.throughput_tokens_per_s:,.0f}"),
+    ("Longest queue wait", lambda r: fmt_ms(r.max_queue_age_ms)),
+    ("Preemptions", lambda r: f"{r.preemptions:,}"),
+    ("Peak KV pool use", lambda r: f"{r.peak_kv_utilisation * 100:,.0f} %"),
+)
+
+
+def show(out: Outcome) -> None:
+    """Metrics, one table (a column per policy, so it fits any width) and two charts."""
+    if out.error:
+        st.error(out.error, icon=":material/error:")
+        return
+    first_name, first = next(iter(out.results.items()))
+    st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"Completed ({first_name})", f"{first.requests_completed:,} of {first.requests_total:,}")
+    c2.metric("Preemptions", f"{first.preemptions:,}")
+    c3.metric("Static reservation: completed", f"{out.static.requests_completed:,} of {out.static.requests_total:,}", help="The same requests when every one reserves the model's whole context up front.")
+    import pandas as pd
+
+    table = {name: [fn(r) for _label, fn in ROWS] for name, r in out.results.items()}
+    table["static reservation"] = [fn(out.static) for _label, fn in ROWS]
+    st.dataframe(pd.DataFrame(table, index=[label for label, _fn in ROWS]), width="stretch", height=35 * (len(ROWS) + 1) + 3)
+    fig = go.Figure()
+    for name, r in out.results.items():
+        if r.kv_utilisation:
+            t, u = zip(*r.kv_utilisation, strict=True)
+            fig.add_scatter(x=t, y=[x * 100 for x in u], mode="lines", name=name)
+    fig.update_layout(title={"text": "KV pool utilisation over time", "font": {"size": 14}}, xaxis_title="time (s)", yaxis_title="blocks in use (%)", height=320, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.25})
+    st.plotly_chart(fig, config={"displaylogo": False}, key="sim_util")
+    fig = go.Figure()
+    for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+        for q in ("p50", "p95", "p99"):
+            fig.add_bar(name=f"{metric[:-3].upper()} {q}", x=list(out.results), y=[getattr(getattr(r, metric), q) for r in out.results.values()])
+    fig.update_layout(title={"text": "Latency percentiles per policy (ms, log scale)", "font": {"size": 14}}, barmode="group", yaxis_type="log", height=360, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.2})
+    st.plotly_chart(fig, config={"displaylogo": False}, key="sim_latency")

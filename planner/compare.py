@@ -1,0 +1,208 @@
+"""Two to four plans side by side: what each column overrides, how a comparison travels in a link,
+and which plan is better on each row (more headroom, lower cost, lower latency).
+
+The Compare page, its share link and the comparison PDF all read :func:`compare_rows`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from planner.capacity import LIMIT_LABELS
+from planner.hardware import CATALOG
+from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.plan import Plan, memory_basis
+
+CURRENT = "plan"  # a column that uses the Plan page's model
+LETTERS = "ABCD"
+MIN_PLANS, MAX_PLANS = 2, 4
+COUNT_KEY = "cmp"  # query parameter: how many plans
+COLUMN_KEYS = tuple(f"c{letter.lower()}" for letter in LETTERS)  # ca..cd: one column each
+SEPARATOR = "~"
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+@dataclass(frozen=True)
+class Column:
+    """What one Compare column overrides of the Plan page's inputs."""
+
+    model: str  # CURRENT or a preset name
+    gpu: str
+    gpu_count: int
+    tp: int
+    kv_dtype: str
+    runtime: str
+
+    def overrides(self) -> dict:
+        return {"gpu": self.gpu, "gpu_count": self.gpu_count, "tp": self.tp, "kv_dtype": self.kv_dtype, "runtime": self.runtime, "device_gib": None}
+
+
+FIELDS = ("model", "gpu", "gpu_count", "tp", "kv_dtype", "runtime")
+
+
+def default_columns(base: Mapping) -> list[Column]:
+    """Starting columns: A is the Plan page's plan; B uses an fp8 cache, C an H200, D twice the TP."""
+    gpu = base["gpu"] if base.get("gpu") in CATALOG else next(iter(CATALOG))
+    a = Column(CURRENT, gpu, int(base["gpu_count"]), int(base["tp"]), base["kv_dtype"], base["runtime"])
+    b = Column(a.model, a.gpu, a.gpu_count, a.tp, "fp8" if a.kv_dtype != "fp8" else "bf16", a.runtime)
+    c = Column(a.model, "H200-141GB" if gpu != "H200-141GB" else "H100-SXM-80GB", a.gpu_count, a.tp, a.kv_dtype, a.runtime)
+    d = Column(a.model, a.gpu, min(4096, a.gpu_count * 2), min(4096, a.tp * 2), a.kv_dtype, a.runtime)
+    return [a, b, c, d]
+
+
+# --------------------------------------------------------------------------- links
+
+
+def encode_columns(columns: list[Column]) -> dict[str, str]:
+    """``cmp=N`` and one ``ca``..``cd`` parameter a column: ``model~gpu~gpus~tp~kv_dtype~runtime``."""
+    out = {COUNT_KEY: str(len(columns))}
+    for key, col in zip(COLUMN_KEYS, columns, strict=False):
+        out[key] = SEPARATOR.join(str(getattr(col, name)) for name in FIELDS)
+    return out
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() and 1 <= int(text) <= 4096 else None
+
+
+_CHECKS: dict[str, Callable[[str], object]] = {
+    "model": lambda t: t if _NAME_RE.fullmatch(t) else None,
+    "gpu": lambda t: t if t in CATALOG else None,
+    "gpu_count": _int,
+    "tp": _int,
+    "kv_dtype": lambda t: t if t in KV_DTYPE_BITS else None,
+    "runtime": lambda t: t if t in RUNTIMES else None,
+}
+
+
+def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Column], list[str]] | None:
+    """The columns a link carries (None when it carries no comparison). Never raises: a bad
+    field falls back to that column's default with a warning."""
+    raw_n = params.get(COUNT_KEY)
+    if raw_n is None and not any(k in params for k in COLUMN_KEYS):
+        return None
+    warnings: list[str] = []
+    defaults = default_columns(base)
+    n = _int(str(raw_n)) if raw_n is not None else None
+    if n is None or not MIN_PLANS <= n <= MAX_PLANS:
+        if raw_n is not None:
+            warnings.append(f"number of plans (cmp) {str(raw_n)[:20]!r} is not 2, 3 or 4; showing 2")
+        n = MIN_PLANS
+    columns = []
+    for i in range(n):
+        key, default = COLUMN_KEYS[i], defaults[i]
+        text = params.get(key)
+        if text is None:
+            columns.append(default)
+            continue
+        parts = str(text).split(SEPARATOR)
+        if len(parts) != len(FIELDS):
+            warnings.append(f"plan {LETTERS[i]} ({key}) needs {len(FIELDS)} parts separated by {SEPARATOR!r}; using the default column")
+            columns.append(default)
+            continue
+        values = {}
+        for name, part in zip(FIELDS, parts, strict=True):
+            value = _CHECKS[name](part)
+            if value is None:
+                warnings.append(f"plan {LETTERS[i]} {name} {part[:40]!r} is not valid; using {getattr(default, name)!r}")
+                value = getattr(default, name)
+            values[name] = value
+        columns.append(Column(**values))
+    return columns, warnings
+
+
+# --------------------------------------------------------------------------- rows and verdicts
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    cells: tuple[str, ...]  # one per plan ("–" where a column has no plan)
+    best: tuple[int, ...] = ()  # indexes of the better plan(s) on this row; empty: no verdict
+    why: str = ""  # "more sequences", "lower cost", ...
+
+    def verdict(self, names: list[str]) -> str:
+        """"B: lower latency", "A, C: more headroom", "same" or ""."""
+        if not self.why:
+            return ""
+        if not self.best:
+            return "same"
+        return f"{', '.join(names[i][-1] for i in self.best)}: {self.why}"
+
+
+def _ms(v: float) -> str:
+    return f"{v:,.2f} ms" if abs(v) < 100 else f"{v:,.1f} ms"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            text = f"{n / size:,.2f}".rstrip("0").rstrip(".")
+            return f"{text} {unit}"
+    return f"{int(n):,} B"
+
+
+def _money(d: float) -> str:
+    return f"${d:,.2f}" if abs(d) >= 1 or d == 0 else f"${d:.4g}"
+
+
+def _cost(p: Plan, key: str) -> float | None:
+    return p.cost.get(key)
+
+
+# (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
+_SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | None] | None, str, str], ...] = (
+    ("Model", lambda p, lab: lab, None, "", ""),
+    ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity['gpu_count']:,}", None, "", ""),
+    ("TP", lambda p, lab: f"{p.capacity['tp']:,}", None, "", ""),
+    ("KV dtype", lambda p, lab: p.inputs.kv_dtype, None, "", ""),
+    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else ""), None, "", ""),
+    ("KV bytes / token", lambda p, lab: _bytes(p.kv_cache["bytes_per_token_per_sequence"]), lambda p: p.kv_cache["bytes_per_token_per_sequence"], "lower", "smaller cache"),
+    ("Memory per sequence", lambda p, lab: f"{p.kv_cache['mib_per_reserved_sequence']:,.2f}".rstrip("0").rstrip(".") + " MiB", lambda p: p.kv_cache["bytes_per_reserved_sequence"], "lower", "less memory per sequence"),
+    ("Weights per GPU", lambda p, lab: _bytes(p.capacity["model_resident_bytes"]), None, "", ""),
+    ("Available for K/V per GPU", lambda p, lab: _bytes(p.capacity["available_for_kv_bytes"]), lambda p: p.capacity["available_for_kv_bytes"], "higher", "more headroom"),
+    ("Max sequences", lambda p, lab: f"{p.kv_cache['admissible_sequences']:,}", lambda p: p.kv_cache["admissible_sequences"], "higher", "more sequences"),
+    ("Memory figure counts", lambda p, lab: memory_basis(p), None, "", ""),
+    ("Bound by", lambda p, lab: LIMIT_LABELS.get(p.kv_cache["binding_constraint"], p.kv_cache["binding_constraint"]), None, "", ""),
+    ("Admitted", lambda p, lab: "yes" if p.kv_cache["admitted"] else "no", lambda p: 1 if p.kv_cache["admitted"] else 0, "higher", "admits the load"),
+    ("TTFT", lambda p, lab: _ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
+    ("ITL", lambda p, lab: _ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
+    ("Decode tokens/s", lambda p, lab: f"{p.roofline['decode_tokens_per_second']:,.0f}", lambda p: p.roofline["decode_tokens_per_second"], "higher", "more throughput"),
+    ("Cost per hour", lambda p, lab: _money(p.cost["deployment_per_hour"]) if _cost(p, "deployment_per_hour") is not None else "–", lambda p: _cost(p, "deployment_per_hour"), "lower", "lower cost"),
+    (
+        "Cost per M output tokens",
+        lambda p, lab: _money(p.cost["per_million_output_tokens"]) if _cost(p, "per_million_output_tokens") is not None else "–",
+        lambda p: _cost(p, "per_million_output_tokens"),
+        "lower",
+        "lower cost",
+    ),
+)
+
+
+def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
+    """Rows of the comparison for ``(name, plan or None, model label)`` per column.
+
+    A row with a direction names the better plan(s); values within 0.5 % of each other tie, and
+    a row where any column lacks the figure (no plan, no price) gives no verdict but "same" only
+    when every plan has it and they all tie.
+    """
+    rows = []
+    for label, text, number, direction, why in _SPECS:
+        cells = tuple(text(p, lab) if p is not None else "–" for _n, p, lab in results)
+        if number is None or not direction:
+            rows.append(Row(label, cells))
+            continue
+        nums = [number(p) if p is not None else None for _n, p, _lab in results]
+        if any(v is None for v in nums):
+            rows.append(Row(label, cells))
+            continue
+        best_value = max(nums) if direction == "higher" else min(nums)
+        tol = abs(best_value) * 0.005
+        best = tuple(i for i, v in enumerate(nums) if abs(v - best_value) <= tol)
+        rows.append(Row(label, cells, () if len(best) == len(nums) else best, why))
+    return rows
+
+
+__all__ = ["COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns"]

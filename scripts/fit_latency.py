@@ -1,0 +1,160 @@
+"""Fit the roofline's shape-dependent efficiencies to AIConfigurator's measured-kernel rows.
+
+    .venv/bin/python scripts/fit_latency.py            # prints the fit, writes docs/latency_fit.md
+
+Data: tests/data/aic_latency_rows.json (scripts/gen_aic_latency_rows.py). Rows used: the "fit"
+split of benchmarks/latency_rows.py (five models on H100, B200 and A100; H200 and two models held
+out). Objective: least squares on log(planner / AIC) of the ITL and the prefill of every fitted
+row, plus, at a third of the weight, the log ratio of each op group (GEMM, attention,
+all-reduce, MoE, logits, other) weighted by its share of the row, so each term is pinned by the
+kernels it stands for rather than by compensating errors. Needs scipy (a dependency of
+aiconfigurator-core); the library does not.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import latency_rows as L  # noqa: E402
+from planner import latency  # noqa: E402
+
+# name, start, lower, upper (efficiency fields of latency.Efficiency, plus mfu, mbu, NVLink latency)
+PARAMS = [
+    ("mfu", 0.75, 0.3, 1.0),
+    ("mbu", 0.8, 0.4, 1.0),
+    ("gemm_tokens_half", 20.0, 0.0, 2000.0),
+    ("gemm_layer_s", 5e-6, 0.0, 1e-4),
+    ("moe_mfu", 0.8, 0.1, 1.5),
+    ("moe_tile", 16.0, 1.0, 256.0),
+    ("moe_tokens_per_expert_half", 100.0, 0.0, 5000.0),
+    ("moe_width_half", 100.0, 0.0, 5000.0),
+    ("moe_mbu", 1.0, 0.3, 1.5),
+    ("moe_layer_s", 25e-6, 0.0, 2e-4),
+    ("attn_mbu", 1.0, 0.3, 1.5),
+    ("attn_mfu", 0.6, 0.05, 1.5),
+    ("attn_tokens_half", 500.0, 0.0, 20000.0),
+    ("attn_layer_s", 12e-6, 0.0, 1e-4),
+    ("layer_s", 9e-6, 0.0, 1e-4),
+    ("elementwise_passes", 10.0, 0.0, 100.0),
+    ("link_efficiency", 0.7, 0.2, 1.0),
+    ("hopper_link_latency_s", 5e-6, 0.0, 5e-5),  # H100 SXM (H200 shares it: same NVLink 4 fabric, held out)
+    ("b200_link_latency_s", 5e-6, 0.0, 5e-5),
+    ("a100_link_latency_s", 6e-6, 0.0, 5e-5),
+    ("b200_moe_efficiency", 1.0, 0.1, 2.0),
+    ("a100_moe_efficiency", 1.0, 0.1, 2.0),
+]
+DEVICE_PARAMS = {
+    "H100-SXM-80GB": ("hopper_link_latency_s", None),
+    "H200-141GB": ("hopper_link_latency_s", None),
+    "B200-180GB": ("b200_link_latency_s", "b200_moe_efficiency"),
+    "A100-SXM-80GB": ("a100_link_latency_s", "a100_moe_efficiency"),
+}
+GROUP_WEIGHT = 1 / 3
+
+
+def roof_for(case: L.Case, x: dict) -> latency.Roofline:
+    eff = latency.Efficiency(**{k: v for k, v in x.items() if k in latency.Efficiency.__dataclass_fields__})
+    link, moe = DEVICE_PARAMS[case.row["gpu"]]
+    return L.with_efficiency(case.roof, eff, x["mfu"], x["mbu"], x[link], x[moe] if moe else 1.0)
+
+
+def residuals(vector: np.ndarray, cases: list[L.Case]) -> np.ndarray:
+    x = dict(zip([p[0] for p in PARAMS], vector, strict=True))
+    out = []
+    for case in cases:
+        roof = roof_for(case, x)
+        r = case.row
+        for terms, total, aic_groups, steps in (
+            (L.decode_terms(case, roof), r["itl_ms"], r["decode_ops_ms_total"], r["osl"] - 1),
+            (L.prefill_terms(case, roof), r["prefill_ms"], r["prefill_ops_ms"], 1),
+        ):
+            groups = L.grouped(terms)
+            out.append(math.log(sum(groups.values()) / total))
+            for name, aic_total in aic_groups.items():
+                aic = aic_total / steps
+                if aic <= 0 or name not in groups:
+                    continue
+                share = aic / total
+                out.append(GROUP_WEIGHT * math.sqrt(share) * math.log(max(groups[name], 1e-9) / aic))
+    return np.array(out)
+
+
+def summary(cases: list[L.Case], x: dict) -> dict[str, tuple[float, float, float, float, int]]:
+    """Per split: (ITL median, ITL worst, prefill median, prefill worst, rows); worst = farthest from 1 either way."""
+    out = {}
+    for name in ("fit", "held-out GPU", "held-out model"):
+        rs = [L.ratios(c, roof_for(c, x)) for c in cases if L.split(c.row) == name]
+        itl, pre = [a for a, _ in rs], [b for _, b in rs]
+        worst = lambda v: max(v, key=lambda q: max(q, 1 / q))  # noqa: E731
+        out[name] = (statistics.median(itl), worst(itl), statistics.median(pre), worst(pre), len(rs))
+    return out
+
+
+def main() -> None:
+    cases = L.cases()
+    fit = [c for c in cases if L.split(c.row) == "fit"]
+    start = np.array([p[1] for p in PARAMS])
+    result = least_squares(
+        residuals, start, bounds=([p[2] for p in PARAMS], [p[3] for p in PARAMS]), args=(fit,), x_scale=np.maximum(np.abs(start), 1e-6), max_nfev=3000, ftol=1e-12, xtol=1e-12, gtol=1e-12
+    )
+    x = dict(zip([p[0] for p in PARAMS], result.x, strict=True))
+    print("fitted:", {k: float(f"{v:.4g}") for k, v in x.items()}, f"cost {result.cost:.4g}, {result.nfev} evaluations")
+    table = summary(cases, x)
+    for name, (im, iw, pm, pw, n) in table.items():
+        print(f"{name:15s} rows {n:3d}  ITL median {im:.3f} worst {iw:.3f}  prefill median {pm:.3f} worst {pw:.3f}")
+    write_doc(cases, x, table, result)
+
+
+def write_doc(cases: list[L.Case], x: dict, table: dict, result) -> None:
+    lines = [
+        "# Roofline efficiency fit (generated by scripts/fit_latency.py; do not edit)",
+        "",
+        f"Data: `tests/data/aic_latency_rows.json`, {len(cases)} rows from {L.load()['source']}.",
+        "Each row is one model, GPU, tensor-parallel size, ISL/OSL (2048/512, 8192/1024) and batch (1, 8, 32, 64);",
+        "targets are AIConfigurator's TPOT at that batch and its static-batch TTFT, plus its per-op-group times.",
+        "",
+        "Split (benchmarks/latency_rows.py): **fit** = Llama-3.1-8B (TP1, 2), Llama-3.1-70B (TP4, 8), Qwen3-8B (TP1, 2),",
+        "Qwen3-30B-A3B (TP1, 2), Mixtral-8x7B (TP2, 4) on H100 SXM, B200 and A100 SXM; **held-out GPU** = all of those on",
+        "H200; **held-out model** = Qwen3-32B (TP2, 4) and Qwen3-235B-A22B (TP8) on every GPU.",
+        "",
+        "Objective: least squares of log(planner / AIC) for ITL and prefill of every fitted row, plus a third of the weight",
+        "on each op group's log ratio scaled by the square root of its share of the row.",
+        f"Optimizer: scipy least_squares (trust region), {result.nfev} evaluations, final cost {result.cost:.4g}.",
+        "",
+        "## Fitted values",
+        "",
+        "| parameter | value | where it lives |",
+        "|---|---|---|",
+    ]
+    for name, value in x.items():
+        where = (
+            "PlanInputs mfu / mbu defaults (latency.DEFAULT_MFU / DEFAULT_MBU)"
+            if name in ("mfu", "mbu")
+            else ("latency.FITTED" if name in latency.Efficiency.__dataclass_fields__ else "hardware.CATALOG (link_latency_us / moe_efficiency)")
+        )
+        lines.append(f"| {name} | {value:.4g} | {where} |")
+    lines += ["", "## Planner / AIC ratio by split (worst = farthest from 1)", "", "| split | rows | ITL median | ITL worst | prefill median | prefill worst |", "|---|---|---|---|---|---|"]
+    for name, (im, iw, pm, pw, n) in table.items():
+        lines.append(f"| {name} | {n} | {im:.3f} | {iw:.3f} | {pm:.3f} | {pw:.3f} |")
+    lines += ["", "## Residuals by model and GPU (median planner / AIC over ISL/OSL and batch)", "", "| model | GPU | TP | split | ITL | prefill |", "|---|---|---|---|---|---|"]
+    groups: dict[tuple, list] = {}
+    for c in cases:
+        r = c.row
+        groups.setdefault((r["model"], r["gpu"], r["tp"], L.split(r)), []).append(L.ratios(c, roof_for(c, x)))
+    for (model, gpu, tp, sp), rs in sorted(groups.items()):
+        lines.append(f"| {model} | {gpu} | {tp} | {sp} | {statistics.median(a for a, _ in rs):.3f} | {statistics.median(b for _, b in rs):.3f} |")
+    (ROOT / "docs").mkdir(exist_ok=True)
+    (ROOT / "docs" / "latency_fit.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

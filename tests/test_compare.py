@@ -1,0 +1,64 @@
+"""planner.compare: columns in links (bad fields fall back with a warning), verdicts per row,
+and the comparison PDF read back with pdftotext."""
+
+from __future__ import annotations
+
+import subprocess
+
+from planner.compare import CURRENT, Column, compare_rows, decode_columns, default_columns, encode_columns
+from planner.plan import PlanInputs, compute_plan, make_inputs
+from planner.report import build_comparison_pdf
+from planner.source import preset_ref
+
+BASE = PlanInputs().model_dump()
+
+
+def test_columns_round_trip_through_a_link():
+    cols = [Column(CURRENT, "H100-SXM-80GB", 1, 1, "bf16", "vllm"), Column("qwen3-8b", "H200-141GB", 4, 2, "fp8", "transformers")]
+    params = encode_columns(cols)
+    assert params == {"cmp": "2", "ca": "plan~H100-SXM-80GB~1~1~bf16~vllm", "cb": "qwen3-8b~H200-141GB~4~2~fp8~transformers"}
+    assert decode_columns(params, BASE) == (cols, [])
+    assert decode_columns({"n": "llama-3.1-8b"}, BASE) is None  # a plain plan link holds no comparison
+
+
+def test_bad_fields_fall_back_field_by_field():
+    cols, warnings = decode_columns({"cmp": "9", "ca": "plan~H100-SXM-80GB~0~1~fp7~vllm", "cb": "too~few"}, BASE)
+    assert len(cols) == 2
+    assert cols[0] == Column(CURRENT, "H100-SXM-80GB", 1, 1, "bf16", "vllm")  # 0 GPUs and fp7: the defaults
+    assert cols[1] == default_columns(BASE)[1]
+    text = " ".join(warnings)
+    assert "cmp" in text and "'0'" in text and "'fp7'" in text and "plan B (cb)" in text
+
+
+def _plans():
+    _ref, model = preset_ref("llama-3.1-8b")
+    a = compute_plan(make_inputs(gpu_hour_price=2.0), model)
+    b = compute_plan(make_inputs(kv_dtype="fp8", gpu_hour_price=2.0), model)
+    return a, b
+
+
+def test_rows_name_the_better_plan():
+    a, b = _plans()
+    rows = {r.label: r for r in compare_rows([("Plan A", a, "llama"), ("Plan B", b, "llama")])}
+    names = ["Plan A", "Plan B"]
+    # fp8 halves 128 KiB to 64 KiB per token: B holds more sequences on the same GPU
+    assert rows["KV bytes / token"].cells == ("128 KiB", "64 KiB") and rows["KV bytes / token"].verdict(names) == "B: smaller cache"
+    assert b.kv_cache["admissible_sequences"] > a.kv_cache["admissible_sequences"]
+    assert rows["Max sequences"].verdict(names) == "B: more sequences"
+    assert rows["Cost per hour"].verdict(names) == "same"  # one GPU at $2 each
+    assert rows["Cost per hour"].cells == ("$2.00", "$2.00")
+    assert rows["GPU"].verdict(names) == ""
+    faster = "A" if a.latency.mean_inter_token_latency_ms < b.latency.mean_inter_token_latency_ms * 0.995 else "B"
+    assert rows["ITL"].verdict(names) in (f"{faster}: lower latency", "same")
+
+
+def test_comparison_pdf_holds_both_plans_and_verdicts(tmp_path):
+    a, b = _plans()
+    ref, _ = preset_ref("llama-3.1-8b")
+    path = tmp_path / "cmp.pdf"
+    path.write_bytes(build_comparison_pdf([("Plan A", a, ref), ("Plan B", b, ref)], "http://localhost:8501/compare?cmp=2"))
+    text = " ".join(subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout.split())
+    assert "KV capacity comparison" in text and "Plan A: preset llama-3.1-8b" in text and "Plan B: preset llama-3.1-8b" in text
+    assert "B: more sequences" in text and "B: smaller cache" in text
+    assert "Cost $2.00 per hour" in text
+    assert "compare?cmp=2" in text

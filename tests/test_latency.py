@@ -1,0 +1,145 @@
+"""Latency model v2: the three bugs of issue 12, served latency against the simulator, the
+roofline against AIConfigurator's committed rows, and the measured backend's refusals."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from benchmarks import latency_rows as L
+from planner import latency, measured
+from planner import simulate as sim
+from planner.cli import main
+from planner.plan import compute_plan, make_inputs, prepare_model
+from planner.presets import load_preset
+
+
+def _plan_json(capsys, *args: str) -> dict:
+    assert main(["plan", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_replicas_split_latency_like_memory(capsys):
+    # 3 sequences over 2 replicas: the busiest replica holds ceil(3 / 2) = 2 (memory reserves 2), so
+    # latency is timed at 2 as well (it used to be floor(3 / 2) = 1)
+    out = _plan_json(capsys, "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--gpu-count", "2", "--sequences", "3")
+    one_gpu_two = _plan_json(capsys, "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--sequences", "2")
+    assert out["roofline"]["decode_concurrency"] == 2
+    assert out["kv_cache"]["kv_bytes_at_requested"] == 2 * out["kv_cache"]["bytes_per_reserved_sequence"]
+    assert out["latency"]["requests_per_replica"] == 2 and out["latency"]["at"] == "at 2 requests"
+    assert out["latency"]["mean_inter_token_latency_ms"] == pytest.approx(one_gpu_two["latency"]["mean_inter_token_latency_ms"])
+
+
+def test_prefill_counts_the_lm_head_for_the_last_token_only():
+    # hand arithmetic: 10 active params of which 4 are the LM head, 100 prompt tokens, no attention
+    roof = latency.Roofline(weights_bytes=1, active_params=10, attn_layers=0, q_heads=1, head_dim=1, peak_flops=1, bandwidth_bytes_s=1, lm_head_params=4)
+    assert roof.prefill_flops(100) == 2 * 6 * 100 + 2 * 4  # = 1208, not 2 x 10 x 100 = 2000
+    # on Llama-3.1-8B (vocab 128256 x hidden 4096 = 525,336,576 head params) a 2,048-token prompt
+    # saves 2 x head x 2,047 FLOPs against counting the head for every token
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=512), prepare_model(load_preset("llama-3.1-8b")))
+    head = 128256 * 4096
+    assert plan.roof.lm_head_params == head
+    every_token = 2.0 * plan.roof.active_params * 2048 + plan.roof._attention_flops(2048, 0)
+    assert every_token - plan.roof.prefill_flops(2048) == 2.0 * head * 2047
+
+
+def test_refused_load_reports_the_requested_load_marked_not_admitted(capsys):
+    out = _plan_json(capsys, "--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", "64")
+    assert out["kv_cache"]["admitted"] is False and out["kv_cache"]["admissible_sequences"] < 64
+    assert out["latency"]["requests_per_replica"] == 64 and out["latency"]["at"] == "at 64 requests"
+    assert out["latency"]["load_admitted"] is False and out["roofline"]["load_admitted"] is False
+    assert out["roofline"]["decode_concurrency"] == 64
+    limit = out["kv_cache"]["admissible_sequences"]
+    at_limit = _plan_json(capsys, "--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", str(limit))
+    assert at_limit["latency"]["load_admitted"] is True
+    assert out["latency"]["mean_inter_token_latency_ms"] > at_limit["latency"]["mean_inter_token_latency_ms"]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "requests", "budget", "output"),
+    [(2048, 1, 8192, 2), (2048, 4, 8192, 2), (2048, 16, 8192, 300), (3000, 10, 8192, 2), (9000, 3, 8192, 300), (512, 40, 2048, 300), (8192, 64, 8192, 2), (100, 256, 8192, 300)],
+)
+def test_prefill_steps_closed_form_matches_the_simulator(prompt, requests, budget, output):
+    # every step costs the same D under FIXED, so the simulated mean TTFT / D is the mean number of
+    # steps until each prompt's first token; requests arrive together (measured here: within 3 %)
+    D = 0.01
+    fixed = sim.StepCost(weights_bytes=1e9, kv_bytes_per_token=0, bandwidth_bytes_per_s=1e11, mbu=1.0, flops_per_token=0, peak_flops=1e15, mfu=1.0)
+    reqs = [sim.Request(id=i, arrival_s=0.0, prompt_tokens=prompt, output_tokens=output) for i in range(requests)]
+    cfg = sim.SimConfig(total_blocks=1_000_000, max_num_batched_tokens=budget, policy="chunked", chunk_tokens=budget, max_num_seqs=1024)
+    result = sim.simulate(reqs, cfg, fixed)
+    simulated_steps = result.ttft_ms.mean / (D * 1e3)
+    closed = latency.prefill_steps(prompt, requests, budget)
+    assert closed == pytest.approx(simulated_steps, rel=0.05)
+
+
+def test_served_ttft_and_itl_grow_with_load():
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=512, sequences=1), prepare_model(load_preset("llama-3.1-8b")))
+    busy = compute_plan(plan.inputs.model_copy(update={"sequences": 32}), prepare_model(load_preset("llama-3.1-8b")))
+    r1, r32 = plan.roofline, busy.roofline
+    assert r1["prefill_wait_ms"] == 0.0 and r1["load_label"] == "at 1 request"
+    # 32 prompts of 2048 tokens at 8192 a step, less the (32 - 1) // 2 = 15 decodes running meanwhile:
+    # prompt k is done at step ceil(2048 k / 8177); the plain sum, next to the closed form's floor sum
+    assert r32["prefill_steps"] == pytest.approx(sum(-(-2048 * k // 8177) for k in range(1, 33)) / 32)
+    assert 4.5 < r32["prefill_steps"] < 5.5
+    assert busy.estimate.queue_ms == pytest.approx(r32["prefill_wait_ms"]) and r32["prefill_wait_ms"] > 3 * r1["prefill_ms_at_1_request"]
+    # 32 sequences each bring a 2,048-token prompt per 512 outputs: 128 prefill tokens ride along each step
+    assert r32["mixed_prefill_tokens_per_step"] == pytest.approx(32 * 2048 / 512)
+    assert r32["itl_ms_at_concurrency"] > r32["itl_ms_decode_only"] > r1["itl_ms_decode_only"]
+
+
+def test_terms_are_all_shown_and_sum_to_the_step():
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=4, gpu_count=4, input_tokens=2048, output_tokens=512, sequences=8), prepare_model(load_preset("qwen3-30b-a3b")))
+    r = plan.roofline
+    assert set(r["decode_terms_ms"]) == {"dense_gemm", "lm_head", "moe", "attention", "allreduce", "other"}
+    assert sum(r["decode_terms_ms"].values()) == pytest.approx(r["itl_ms_decode_only"])
+    assert sum(r["prefill_terms_ms"].values()) == pytest.approx(r["prefill_ms_at_1_request"])
+    # expert parallelism swaps the MoE all-reduce for an all-to-all dispatch and combine
+    ep = compute_plan(plan.inputs.model_copy(update={"ep": 4}), prepare_model(load_preset("qwen3-30b-a3b")))
+    assert "alltoall" in ep.roofline["decode_terms_ms"] and ep.roofline["decode_terms_ms"]["allreduce"] < r["decode_terms_ms"]["allreduce"]
+
+
+def test_all_reduce_is_the_ring_formula():
+    # 2 layers, tp 4, 1 token of hidden 1000 in bf16 over 100 GB/s at efficiency 1 and 5 us a message:
+    # 4 all-reduces x (5 us + 2 x 3/4 x 2000 B / 1e11 B/s) = 4 x 5.03 us
+    roof = latency.Roofline(
+        weights_bytes=0, active_params=0, attn_layers=0, q_heads=1, head_dim=1, peak_flops=1e30, bandwidth_bytes_s=1e30, layers=2, hidden=1000, tp=4, link_bytes_s=1e11, link_latency_s=5e-6
+    )
+    assert roof.decode_terms(1, 0, 1)["allreduce"] == pytest.approx(4 * (5e-6 + 1.5 * 2000 / 1e11))
+
+
+def test_roofline_meets_the_goal_on_aiconfigurator_rows():
+    # committed rows of AIConfigurator 0.12.0 (scripts/gen_aic_latency_rows.py): the issue's goal
+    # (median within 15 %, worst within 1.5x) on the fitted, held-out-GPU and held-out-model rows
+    for split in ("fit", "held-out GPU", "held-out model"):
+        cases = [c for c in L.cases() if L.split(c.row) == split]
+        itl = [L.ratios(c)[0] for c in cases]
+        prefill = [L.ratios(c)[1] for c in cases if c.row["batch"] == 1]
+        for values in (itl, prefill):
+            assert abs(statistics.median(values) - 1) <= 0.15, split
+            assert 1 / 1.5 <= min(values) and max(values) <= 1.5, split
+    rows = L.load()["rows"]
+    assert all(r["measured_share_decode"] > 0.85 for r in rows)  # mostly measured kernels, not AIC fallbacks
+
+
+def test_measured_backend_says_plainly_what_it_does_not_cover():
+    assert "no vLLM kernel data for L4-24GB" in measured.coverage("L4-24GB")
+    assert "int4" in measured.coverage("H100-SXM-80GB", kv_dtype="int4")
+    with pytest.raises(measured.NotCovered, match="MI300X"):
+        measured.estimator(json.dumps(load_preset("llama-3.1-8b"), sort_keys=True), "MI300X-192GB", 1)
+
+
+def test_cli_measured_backend_side_by_side_and_plain_refusal(capsys):
+    # AIConfigurator reads the config from a local folder: no network; first call ~2 s (import + database view)
+    out = _plan_json(capsys, "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--latency-model", "measured")
+    m = out["measured"]
+    assert m["covered"] is True and "h100_sxm" in m["source"] and m["requests"] == 8
+    assert m["roofline_prefill_ms_at_1"] == pytest.approx(out["roofline"]["prefill_ms_at_1_request"])
+    assert all(1 / 1.5 < v < 1.5 for v in m["roofline_over_measured"].values())
+    assert 0.85 < m["measured_share"] <= 1.0
+    refused = _plan_json(capsys, "--preset", "gemma-2-9b", "--gpu", "H100-SXM-80GB", "--latency-model", "measured")
+    assert refused["measured"]["covered"] is False and "Gemma2ForCausalLM is not supported" in refused["measured"]["reason"]
+    assert refused["latency"]["source"] == "roofline estimate"
+    assert main(["plan", "--preset", "llama-3.1-8b", "--gpu", "L4-24GB", "--latency-model", "measured"]) == 0
+    assert "measured     not available: AIConfigurator 0.12.0 has no vLLM kernel data for L4-24GB" in capsys.readouterr().out
