@@ -90,9 +90,9 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     chunk = getattr(hf, "attention_chunk_size", None)
     kinds: list[tuple[str, int | None]] = []
     if names:
-        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked"}
+        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none"}
         for name in names[:n]:
-            kind = table[name]
+            kind = table[name]  # a name missing here stops the case: add it rather than guess
             sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
             kinds.append((kind, sw if kind == "sliding" else (chunk if kind == "chunked" else None)))
     elif pattern:
@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
     p.add_argument("--only", default="", help="substring filter on config file names (default: all)")
+    p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
     args = p.parse_args(argv)
 
     import vllm
@@ -332,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             cases.append(case)
             print(json.dumps({k: case.get(k) for k in ("source", "tp", "kv_cache_dtype", "max_model_len", "num_blocks", "kv_cache_tokens", "max_concurrency", "config_error", "unsupported", "error")}), file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.merge and args.out.is_file():
+        old = json.loads(args.out.read_text())
+        ran = {c["source"] for c in cases}
+        cases = [c for c in old["cases"] if c["source"] not in ran] + cases
+        configs = {**old["configs"], **configs}
     write_fixture(args.out, vllm.__version__, round(time.time() - t0, 1), cases, configs)
     print(f"{len(cases)} cases -> {args.out}", file=sys.stderr)
     return 0
