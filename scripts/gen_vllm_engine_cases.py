@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
-    p.add_argument("--only", default="", help="substring filter on config file names (default: all)")
+    p.add_argument("--only", default="", help="case-insensitive substring filter on config file names (default: all)")
     p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
     args = p.parse_args(argv)
 
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     configs: dict[str, dict] = {}
     t0 = time.time()
     for origin, path in sources:
-        if args.only and args.only not in path.name:
+        if args.only and args.only.lower() not in path.name.lower():
             continue
         config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
         configs[f"{origin}/{path.name}"] = config
