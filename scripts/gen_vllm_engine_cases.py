@@ -236,7 +236,7 @@ def _first_reason(exc: Exception) -> str:
     text = str(exc)
     if "Value error, " in text:
         text = text.split("Value error, ", 1)[1].split(" [type=", 1)[0]
-    return f"{type(exc).__name__}: {text.splitlines()[0][:400]}"
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
 
 def derived_max_model_len(config: dict) -> int | None:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from planner.errors import PlannerError
-from planner.geometry import ModelGeometry, parse_geometry, text_config
+from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
 from planner.kv import KVSpec, kv_specs
 from planner.results import Result
 
@@ -30,6 +30,7 @@ FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block
 FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
+STATE_KINDS = ("mamba", "linear_attention")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,14 @@ RULES: dict[str, Rules] = {
 }
 VLLM_VERSIONS = tuple(RULES)
 DEFAULT_VLLM_VERSION = VLLM_VERSIONS[-1]
+
+
+# architectures vLLM removed, with the last release that served them (vllm/model_executor/models/registry.py)
+DROPPED = {"MPTForCausalLM": "0.28.0"}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 class EngineRefusal(PlannerError):
@@ -145,10 +154,12 @@ def _cfg_int(cfg: dict, keys: tuple[str, ...], default: int) -> int:
 def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
     """Per-layer recurrent state on one GPU as vLLM shapes it (``MambaStateShapeCalculator``):
     conv and SSM state split by TP (Mamba-2 groups padded so every shard holds whole groups);
-    conv state in the 16-bit model dtype, SSM state in ``mamba_ssm_dtype`` when the config
-    names float32."""
+    conv state in the 16-bit model dtype, SSM state as vLLM's per-model config rule says."""
     pages = []
-    ssm_bytes = 4 if str(cfg.get("mamba_ssm_dtype") or "").lower() in ("float32", "fp32") else 2
+    # vllm/model_executor/models/config.py: NemotronH keeps SSM state in the config's
+    # mamba_ssm_cache_dtype, float32 by default; Qwen3.5 in its mamba_ssm_dtype; others in 16-bit
+    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or "float32") if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
+    ssm_bytes = 4 if str(ssm_name or "").lower() in ("float32", "fp32") else 2
     count = geo.counts()
     if geo.mamba is not None:
         d_conv = _cfg_int(cfg, ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel"), 4)
@@ -240,9 +251,26 @@ def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
     return value
 
 
+def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
+    """vLLM resolves the architecture before anything else: dropped ones are refused first."""
+    rules = RULES.get(version)
+    if rules is None:
+        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
+    for arch in geo.architectures:
+        last = DROPPED.get(arch)
+        if last is not None and _version_tuple(rules.version) > _version_tuple(last):
+            raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    if any(layer.kind == "cross" for layer in geo.layers):
+        arch = (geo.architectures or (geo.model_type,))[0]
+        problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
+        raise EngineRefusal("model", arch, f"{arch} {problem}")
+    return rules
+
+
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
+    _check_architecture(geo, version)
     derived = geo.max_position_embeddings
     if max_model_len is None:
         if derived is None:
@@ -298,9 +326,7 @@ def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefi
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    rules = RULES.get(version)
-    if rules is None:
-        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
+    rules = _check_architecture(geo, version)
     _positive("tp", tp, 4096)
     _positive("max_num_batched_tokens", batched, 1 << 31)
     if block_size is not None:
@@ -308,10 +334,6 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
         raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
     planner_dtype = _dtype_bytes(kv_cache_dtype)
-    if any(layer.kind == "cross" for layer in geo.layers):
-        arch = (geo.architectures or (geo.model_type,))[0]
-        problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
-        raise EngineRefusal("model", arch, f"{arch} {problem}")
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
@@ -319,10 +341,11 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     notes: list[str] = []
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
-    specs = _speculative_specs(kv_specs(geo, planner_dtype, tp, "vllm"), speculative_layers)
+    cfg = text_config(config)
+    specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
     block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
-    states = _state_pages(geo, text_config(config), tp) if hybrid else []
+    states = _state_pages(geo, cfg, tp) if hybrid else []
     state_pad = None
     if states and specs:
         block, state_pad = _align_hybrid_block(specs, states, block, mla, align)
@@ -338,6 +361,18 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     # one block across a group: its largest group's layers x the (unified) page
     bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
+
+
+def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
+    """A model-level sliding window at or past the maximum context never binds, so the planner's
+    geometry counts those layers as full; vLLM still gives them a ``SlidingWindowSpec`` (and its
+    extra block), e.g. Phi-3.5-mini's 262,144-token window."""
+    window = cfg.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or cfg.get("use_sliding_window") is False or cfg.get("layer_types") or cfg.get("sliding_window_pattern"):
+        return specs
+    if geo.max_position_embeddings is None or window < geo.max_position_embeddings or geo.model_type in SLIDING_PATTERN_DEFAULTS:
+        return specs
+    return tuple(s.model_copy(update={"kind": "sliding", "window": window}) if s.kind == "full" and not s.latent else s for s in specs)
 
 
 def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, align: bool) -> tuple[int, int]:
@@ -416,10 +451,12 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
     for b, n in layout.split:
         blocks = b.blocks_at(max_model_len, in_flight, align)
         per_request += n * blocks
-        window = None if isinstance(b.spec, StatePage) else b.spec.window
-        kind = b.kind
+        state = isinstance(b.spec, StatePage)
+        window = None if state else b.spec.window
+        # without prefix caching a state's "block" spans the whole request (mamba_block_size = max_model_len)
+        block_size = max_model_len if state and not align else b.block_size
         for i in range(n):  # layers[i::n] go to the i-th group
-            groups.append(EngineGroup(kind, len(range(i, b.layers, n)), b.block_size, b.page_bytes, blocks, window))
+            groups.append(EngineGroup(b.kind, len(range(i, b.layers, n)), block_size, b.page_bytes, blocks, window))
     bytes_per_block = layout.bytes_per_block
 
     def needed_at(length: int) -> int:
@@ -428,7 +465,7 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
     num_blocks = available // bytes_per_block
     concurrency = num_blocks / per_request
-    min_block = min(g.block_size for g in groups)
+    min_block = min((g.block_size for g in groups if g.kind not in STATE_KINDS), default=groups[0].block_size)
     tokens = int(concurrency * max_model_len) if rules.tokens_from_concurrency else num_blocks // len(groups) * min_block
     size = f"GPU KV cache size: {tokens:,} tokens"
     conc = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
