@@ -15,7 +15,10 @@ import sys
 
 import streamlit as st
 
+from pages.ui import style
+
 st.set_page_config(page_title="KV Capacity Planner", page_icon=":material/memory:", layout="wide")
+style.apply()
 
 
 def _cli_preset(argv: list[str]) -> str | None:

@@ -38,16 +38,74 @@ def _ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.4g} ms"
 
 
+# The Probe page's fields by the flag names the library's messages use.
+FLAG_LABELS = {
+    "--tokens": "Tokens",
+    "--batch": "Batch",
+    "--layers-limit": "Layers limit",
+    "--decode-steps": "Decode steps",
+    "--kv-dtype": "KV dtype",
+    "--timeout": "Timeout (s)",
+    "--runtime": "Cache layout",
+    "--mode": "Mode",
+    "--device": "Device",
+    "--static": "StaticCache",
+    "--gpu": "GPU",
+}
+FIELD_LABELS = {"tokens": "Tokens", "batch": "Batch", "layers_limit": "Layers limit", "decode_steps": "Decode steps", "kv_dtype": "KV dtype", "timeout_s": "Timeout (s)", "runtime": "Cache layout", "mode": "Mode", "device": "Device", "static": "StaticCache", "probe": "Probe"}
+FALLBACK_PRESET = "qwen3-0.6b"  # small enough for a runtime probe within the default 2 GiB CPU budget
+MODE_HELP = (
+    "**allocate** builds the cache tensors the planner predicts and measures their bytes: it checks the planner's arithmetic, "
+    "not the engine. **runtime** runs a randomly initialised transformers model (prefill, then decode steps) and measures the "
+    "cache the engine really holds, and its timing."
+)
+
+
+def user_error(exc: PlannerError) -> str:
+    """A probe refusal in the page's words: field labels, never CLI flags or field names."""
+    import re
+
+    reason = re.sub(r"--[a-z][a-z-]*", lambda m: f"“{FLAG_LABELS.get(m.group(0), m.group(0).lstrip('-'))}”", exc.reason)
+    if str(exc.field) == "probe" and "budget" in reason:
+        reason += f"; most of it is the model's weights, so a smaller preset (such as {FALLBACK_PRESET}) or the allocate mode runs here"
+    where = FIELD_LABELS.get(str(exc.field))
+    return f"{where}: {reason}" if where else reason
+
+
+def _fits(name: str, mode: str) -> bool:
+    """Whether the default settings of ``mode`` fit this machine's CPU budget for preset ``name``."""
+    from planner.probe import prepare_probe
+
+    try:
+        prepare_probe(load_preset(name), make_options(mode=mode, device="cpu", tokens=512, batch=1, decode_steps=8 if mode == "runtime" else 0, layers_limit=2))
+    except PlannerError:
+        return False
+    return True
+
+
+def _start_preset(names: list[str]) -> str:
+    """The Plan page's preset when a runtime probe of it fits here, else a small one that does."""
+    ref = st.session_state.get("model_ref") or {}
+    wanted = ref.get("name") if ref.get("kind") == "preset" else DEFAULT_PRESET
+    if wanted in names and _fits(wanted, "runtime"):
+        return wanted
+    return FALLBACK_PRESET if FALLBACK_PRESET in names else names[0]
+
+
 def _controls(disabled_reason: str | None) -> None:
     names = [p.name for p in list_presets()]
     if not names:
         st.warning("No presets found.")
         return
+    if "probe_preset" not in st.session_state:
+        st.session_state["probe_preset"] = _start_preset(names)
+    st.session_state.setdefault("probe_mode", "runtime")
     c1, c2, c3 = st.columns(3)
-    preset = c1.selectbox("Preset", names, index=names.index(DEFAULT_PRESET) if DEFAULT_PRESET in names else 0, key="probe_preset")
-    mode = c2.radio("Mode", MODES, horizontal=True, key="probe_mode", help="allocate: build the cache tensors only; runtime: a random transformers model, prefill and decode")
+    preset = c1.selectbox("Preset", names, key="probe_preset", help="Opens on the Plan page's model when a runtime probe of it fits this machine, else on a small model that does.")
+    mode = c2.radio("Mode", MODES, horizontal=True, key="probe_mode", help=MODE_HELP)
     runtimes = ["transformers"] if mode == "runtime" else ["vllm", "transformers"]
     runtime = c3.selectbox("Cache layout", runtimes, key=f"probe_runtime_{mode}")
+    st.caption(MODE_HELP)
     c1, c2, c3, c4 = st.columns(4)
     device = c1.selectbox("Device", DEVICES, key="probe_device")
     dtypes = list(RUNTIME_DTYPES) if runtime == "transformers" else list(KV_DTYPE_BITS)
@@ -56,7 +114,7 @@ def _controls(disabled_reason: str | None) -> None:
     batch = int(c4.number_input("Batch", min_value=1, max_value=4096, value=1, key="probe_batch"))
     c1, c2, c3, c4 = st.columns(4)
     decode_steps = int(c1.number_input("Decode steps", min_value=0, max_value=4096, value=8, key="probe_decode_steps", disabled=mode != "runtime"))
-    layers = int(c2.number_input("Layers limit (0 = all)", min_value=0, max_value=100_000, value=2, key="probe_layers_limit", help="measure the first K layers; the scaling to the full model is stated"))
+    layers = int(c2.number_input("Layers limit", min_value=0, max_value=100_000, value=2, key="probe_layers_limit", help="Measure the first K layers (0 = all); the scaling to the full model is stated."))
     timeout = float(c3.number_input("Timeout (s)", min_value=1.0, max_value=3600.0, value=120.0, key="probe_timeout"))
     static = c4.checkbox("StaticCache", key="probe_static", disabled=mode != "runtime")
 
@@ -79,7 +137,7 @@ def _controls(disabled_reason: str | None) -> None:
             st.session_state[RESULT_KEY] = result.model_dump(mode="json")
             st.session_state.pop(CALIBRATION_KEY, None)
         except PlannerError as exc:
-            st.error(str(exc))
+            st.error(user_error(exc), icon=":material/error:")
 
 
 def _importer() -> None:
@@ -138,13 +196,16 @@ def _show(result: ProbeResult) -> None:
                 cal = calibrate(result)
                 st.session_state[CALIBRATION_KEY] = {**cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on}
             except PlannerError as exc:
-                st.error(str(exc))
+                st.error(user_error(exc), icon=":material/error:")
         cal_state = st.session_state.get(CALIBRATION_KEY)
         if cal_state:
             c1, c2 = st.columns(2)
             c1.metric("Calibrated MFU", f"{cal_state['mfu']:.4g}", help=f"assumed {result.assumed_mfu:g}")
             c2.metric("Calibrated MBU", f"{cal_state['mbu']:.4g}", help=f"assumed {result.assumed_mbu:g}")
-            st.caption(f"Roofline device {cal_state['device']}; the plan uses these as MFU/MBU (CLI: --mfu {cal_state['mfu']:.4g} --mbu {cal_state['mbu']:.4g}).")
+            if cal_state.get("measured_device") == "cuda":
+                st.caption(f"Measured on {cal_state['device']}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page).")
+            else:
+                st.caption("Measured on a CPU: these figures describe this machine, not a GPU, so the Plan page does not offer them for a GPU plan.")
             for note in cal_state["notes"]:
                 st.warning(note)
     st.download_button("Download probe JSON", result.to_json(), file_name="probe.json", mime="application/json", key="probe_download")

@@ -58,11 +58,17 @@ def nonneg_float(text: str) -> float:
 # --------------------------------------------------------------------------- model source
 
 
+def _catalog_names() -> list[str]:
+    from planner.hardware import CATALOG
+
+    return list(CATALOG)
+
+
 def add_model_source(p: argparse.ArgumentParser, required: bool = True) -> None:
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("--config", metavar="PATH", help="a config.json file")
-    g.add_argument("--preset", metavar="NAME", help="a bundled preset from model_configs/")
-    g.add_argument("--model", metavar="ORG/NAME[@REV]", help="a Hugging Face Hub repo id and optional revision")
+    g.add_argument("--config", metavar="PATH", help="the model: a config.json file on disk (default: none; give one model source)")
+    g.add_argument("--preset", metavar="NAME", help="the model: a bundled preset from model_configs/, e.g. llama-3.1-8b (default: none)")
+    g.add_argument("--model", metavar="ORG/NAME[@REV]", help="the model: a Hugging Face Hub repo id and optional revision; HF_TOKEN for gated repos (default: none)")
 
 
 def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -155,28 +161,41 @@ PLAN_FLOAT_FLAGS = (
 )
 
 
+def plan_flag_help(flag: str) -> str:
+    """Help of a plan flag from :mod:`planner.labels`: what it is, its unit, its default."""
+    from planner.labels import INPUTS
+    from planner.plan import PlanInputs
+
+    field = flag.replace("-", "_")
+    name, unit, what = INPUTS[field]
+    default = PlanInputs.model_fields[field].default
+    shown = "none" if default is None else (f"{default:,}" if isinstance(default, int) and not isinstance(default, bool) else str(default))
+    text = f"{name}: {what}" + (f"; in {unit}" if unit and unit not in ("per replica",) else "") + f" (default: {shown})"
+    return text.replace("%", "%%")
+
+
 def add_plan_options(p: argparse.ArgumentParser) -> None:
     """The plan flags shared by ``plan``, ``simulate`` and ``report``."""
-    p.add_argument("--example", action="store_true", help="the seed's runnable case (later flags override it)")
+    p.add_argument("--example", action="store_true", help="plan the seed's runnable example (16 GiB custom device, observed latencies); later flags override it (default: off)")
     add_model_source(p, required=False)
     for flag in PLAN_INT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_int)
+        p.add_argument(f"--{flag}", type=nonneg_int, metavar="N", help=plan_flag_help(flag))
     for flag in PLAN_POS_FLAGS:
-        p.add_argument(f"--{flag}", type=positive_int)
+        p.add_argument(f"--{flag}", type=positive_int, metavar="N", help=plan_flag_help(flag))
     for flag in PLAN_FLOAT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_float)
-    p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (1000 = 10 %%)")
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS))
-    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"])
-    p.add_argument("--reservation", choices=["dynamic", "static", "paged"])
-    p.add_argument("--runtime", choices=list(RUNTIMES))
-    p.add_argument("--gpu", metavar="NAME")
-    p.add_argument("--ep", type=positive_int, help="expert parallelism within a replica for MoE models (GPUs the experts spread over; divides --tp); default 1 (experts split by tensor parallelism)")
-    p.add_argument("--batch-tokens", type=positive_int, help="scheduler token budget per engine step (vLLM max_num_batched_tokens), tokens; sets the served TTFT wait and ITL prefill chunks; default 8192")
+        p.add_argument(f"--{flag}", type=nonneg_float, metavar="X", help=plan_flag_help(flag))
+    p.add_argument("--headroom-bp", type=nonneg_int, metavar="BP", help=plan_flag_help("headroom-bp"))
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help=plan_flag_help("weight-dtype"))
+    p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help=plan_flag_help("reservation"))
+    p.add_argument("--runtime", choices=list(RUNTIMES), help=plan_flag_help("runtime"))
+    p.add_argument("--gpu", metavar="NAME", help=plan_flag_help("gpu") + "; known: " + ", ".join(_catalog_names()))
+    p.add_argument("--ep", type=positive_int, metavar="N", help="expert parallelism within a replica for MoE models: GPUs the experts spread over, divides --tp (default: 1, experts split by tensor parallelism)")
+    p.add_argument("--batch-tokens", type=positive_int, metavar="N", help="scheduler token budget per engine step (vLLM max_num_batched_tokens), in tokens; sets the served TTFT wait and ITL prefill chunks (default: 8,192)")
     p.add_argument(
         "--latency-model",
         choices=["roofline", "measured"],
-        help="roofline (default): the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (then roofline only)",
+        help="roofline: the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (default: roofline)",
     )
 
 
@@ -509,28 +528,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
     add_model_source(p)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--tokens", type=nonneg_int, default=4096)
-    p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of cached keys and values (default: %(default)s)")
+    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
+    p.add_argument("--tokens", type=nonneg_int, default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
+    p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm", help="whose cache layout to count (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("plan", help="context budget, capacity, admission and latency")
     add_plan_options(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the whole plan as JSON instead of a summary (default: off)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
     add_plan_options(p)
-    p.add_argument("--rate", type=nonneg_float, default=2.0, help="Poisson arrivals per second")
-    p.add_argument("--requests", type=positive_int, default=200)
-    p.add_argument("--trace", metavar="CSV", help="arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo")
-    p.add_argument("--chunk-tokens", type=positive_int, default=512)
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192)
-    p.add_argument("--seed", type=nonneg_int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--rate", type=nonneg_float, default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
+    p.add_argument("--requests", type=positive_int, default=200, metavar="N", help="number of requests to simulate (default: %(default)s)")
+    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens; replaces --rate and --requests (default: none)")
+    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
+    p.add_argument("--chunk-tokens", type=positive_int, default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
+    p.add_argument("--max-batched-tokens", type=positive_int, default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
+    p.add_argument("--seed", type=nonneg_int, default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
 
     add_engine_parser(sub)
@@ -540,28 +559,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="PDF sizing report of a plan")
     add_plan_options(p)
-    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options")
-    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF")
-    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help=f"address of the app for the share link (default {DEFAULT_SHARE_BASE})")
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
+    p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF (required; no default)")
+    p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help="address of the app for the report's share link (default: %(default)s)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
     add_model_source(p)
-    p.add_argument("--mode", choices=MODES, default="allocate")
-    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout: vllm (allocate default) or transformers (runtime mode)")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--tokens", type=positive_int, default=512)
-    p.add_argument("--batch", type=positive_int, default=1)
-    p.add_argument("--decode-steps", type=nonneg_int, default=8)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16")
-    p.add_argument("--layers-limit", type=positive_int, help="measure only the first K layers (kind pattern kept; scaling stated)")
-    p.add_argument("--block-tokens", type=positive_int, default=16, help="vllm layout: positions per block")
-    p.add_argument("--tp", type=positive_int, default=1, help="vllm layout: one GPU's share under tensor parallelism")
-    p.add_argument("--static", action="store_true", help="transformers StaticCache instead of DynamicCache")
-    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline (default: the CUDA device's, else the planner default)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, help="seconds before the probe process is stopped")
-    p.add_argument("--no-warmup", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--mode", choices=MODES, default="allocate", help="allocate: build the predicted cache tensors (checks the arithmetic, not the engine); runtime: run a random transformers model and measure its cache and timing (default: %(default)s)")
+    p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout (default: vllm in allocate mode, transformers in runtime mode)")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="where to measure; auto: CUDA when present, else CPU (default: %(default)s)")
+    p.add_argument("--tokens", type=positive_int, default=512, metavar="N", help="prompt length in tokens (default: %(default)s)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="sequences measured together (default: %(default)s)")
+    p.add_argument("--decode-steps", type=nonneg_int, default=8, metavar="N", help="decode steps after the prefill, runtime mode (default: %(default)s)")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of the cache (default: %(default)s)")
+    p.add_argument("--layers-limit", type=positive_int, metavar="K", help="measure only the first K layers, kind pattern kept and the scaling stated (default: all layers)")
+    p.add_argument("--block-tokens", type=positive_int, default=16, metavar="N", help="vllm layout: token positions per block (default: %(default)s)")
+    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="vllm layout: measure one GPU's share under this tensor parallelism (default: %(default)s)")
+    p.add_argument("--static", action="store_true", help="runtime mode: transformers StaticCache instead of DynamicCache (default: off)")
+    p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline comparison (default: the CUDA device's, else the planner default)")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="S", help="seconds before the probe process is stopped (default: %(default)s)")
+    p.add_argument("--no-warmup", action="store_true", help="skip the warm-up run before timing (default: off, a warm-up runs)")
+    p.add_argument("--json", action="store_true", help="print the probe JSON instead of text (default: off)")
     p.set_defaults(func=cmd_probe)
     return parser
 

@@ -29,6 +29,8 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "device_bandwidth_gb_s": ("Custom bandwidth", "GB/s", "HBM bandwidth of the custom device; empty: 1,000 GB/s"),
     "device_bf16_tflops": ("Custom bf16 peak", "TFLOP/s", "dense bf16 peak of the custom device; empty: 100 TFLOP/s"),
     "gpu_count": ("GPUs", "", "GPUs in the deployment, a multiple of TP"),
+    "ep": ("Expert parallel (EP)", "", "GPUs a MoE model's experts spread over within a replica; divides TP (1: experts split by tensor parallelism)"),
+    "max_batched_tokens": ("Batched tokens per step", "tokens", "scheduler token budget per engine step (vLLM max_num_batched_tokens); sets the served TTFT wait and ITL prefill chunks"),
     "tp": ("Tensor parallel (TP)", "", "GPUs per replica; must divide the attention heads"),
     "headroom_bp": ("Headroom", "basis points", "share of device memory kept free (1,000 = 10 %)"),
     "model_resident_gib": ("Model resident per GPU", "GiB", "weight bytes per GPU; empty: the weights estimate / TP"),

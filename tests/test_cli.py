@@ -141,3 +141,34 @@ def test_conflicting_or_unbounded_input_is_refused(argv, needle):
     proc = run(*argv)
     assert proc.returncode == 2
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_every_flag_of_every_command_has_help_with_its_default():
+    """Issue 14, defect 13: each flag says what it is, its unit and its default.
+
+    Walks every sub-command of ``build_parser()``; a command added later is checked too."""
+    import argparse
+
+    from planner.cli import build_parser
+
+    parser = build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert subs and len(subs[0].choices) >= 5
+    missing = []
+    for name, sub in subs[0].choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = "/".join(action.option_strings) or action.dest
+            text = (action.help or "").strip()
+            if len(text) < 12 or "default" not in text:
+                missing.append(f"{name} {flag}: {text!r}")
+            sub.format_help()  # a stray % in a help string raises here
+    assert not missing, "\n".join(missing)
+
+
+def test_plan_help_gives_units_and_library_defaults():
+    out = run("plan", "--help").stdout
+    flat = " ".join(out.split())
+    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); in basis points (default: 1,000)" in flat
+    assert "--ttft-slo-ms X TTFT SLO: largest acceptable time to first token; empty: none; in ms (default: none)" in flat

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from planner.plan import compute_plan, make_inputs  # noqa: E402
+from planner.plan import PlanInputs, compute_plan, make_inputs  # noqa: E402
 from planner.source import preset_ref  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def test_cpu_calibration_is_not_offered_for_a_gpu_plan():
     assert any("not on a GPU" in c for c in texts(at)), texts(at)
     ttft = metric(at, "TTFT").value
     at.run()
-    assert metric(at, "TTFT").value == ttft and at.session_state["plan_values"]["mfu"] == 0.5
+    assert metric(at, "TTFT").value == ttft and at.session_state["plan_values"]["mfu"] == PlanInputs().mfu
 
 
 def test_gpu_calibration_only_for_the_gpu_it_was_measured_on():
@@ -311,3 +311,25 @@ def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():
     at.switch_page("pages/simulate.py").run()
     _clean(at)
     assert at.number_input(key="sim_requests").value == 40
+
+
+# --------------------------------------------------------------------------- 10. Probe opens on what runs here
+
+
+def test_probe_opens_on_a_setting_that_fits_and_refusals_name_fields():
+    from planner.presets import load_preset
+    from planner.probe import make_options, prepare_probe
+
+    at = _app()
+    at.switch_page("pages/probe.py").run()
+    _clean(at)
+    preset, mode = at.selectbox(key="probe_preset").value, at.radio(key="probe_mode").value
+    assert mode == "runtime"
+    # what the page opens on passes the CPU budget check the probe applies before it starts
+    prepare_probe(load_preset(preset), make_options(mode="runtime", device="cpu", tokens=512, batch=1, decode_steps=8, layers_limit=2))
+    assert any("checks the planner's arithmetic, not the engine" in c.value for c in at.caption)
+    at.selectbox(key="probe_preset").set_value("llama-3.1-8b")
+    at.selectbox(key="probe_device").set_value("cpu").run()
+    at.button(key="probe_run").click().run()  # refused before any process starts
+    errs = [e.value for e in at.error]
+    assert errs and "“Layers limit”" in errs[0] and "--" not in errs[0] and "smaller preset" in errs[0], errs

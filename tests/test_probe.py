@@ -335,6 +335,7 @@ def _app():
 def test_page_runs_probe_and_shows_ratio():
     at = _app().run()
     assert not at.exception
+    at.radio(key="probe_mode").set_value("allocate").run()  # the page opens on runtime; this test allocates
     at.selectbox(key="probe_preset").set_value("llama-3.2-1b")
     at.selectbox(key="probe_device").set_value("cpu")
     at.number_input(key="probe_tokens").set_value(16)

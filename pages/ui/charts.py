@@ -33,16 +33,27 @@ def _hline(y: float, text: str, color: str = "#E45756") -> tuple[dict, dict]:
 
 
 def _figure(traces: list[dict], title: str, lines: list[tuple[dict, dict]] = (), height: int = CHART_HEIGHT, **layout) -> go.Figure:
-    """One Figure built in a single pass (plotly validates each property once)."""
+    """One Figure built in a single pass (plotly validates each property once).
+
+    The title is not drawn inside the figure (``layout.meta["title"]``; :func:`title_of`): the
+    page writes it above the chart, where plotly's toolbar cannot cover it on a phone. The
+    legend sits at the bottom of the figure's container, under the x-axis title, and plotly
+    grows the bottom margin to fit it, so axis titles and legends never overlap.
+    """
     base = {
-        "title": {"text": title, "font": {"size": 14}},
+        "meta": {"title": title},
         "height": height,
-        "margin": {"l": 10, "r": 10, "t": 48, "b": 10},
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0},
+        "margin": {"l": 10, "r": 10, "t": 28, "b": 10},
+        "legend": {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0},
         "shapes": [ln[0] for ln in lines],
         "annotations": [ln[1] for ln in lines] + list(layout.pop("annotations", [])),
     }
     return go.Figure(data=traces, layout=base | layout)
+
+
+def title_of(fig: go.Figure) -> str:
+    meta = fig.layout.meta
+    return str(meta.get("title", "")) if isinstance(meta, dict) else ""
 
 
 def fig_memory(plan: Plan) -> go.Figure:
@@ -83,7 +94,7 @@ def fig_memory(plan: Plan) -> go.Figure:
         uniformtext={"minsize": 9, "mode": "hide"},
         xaxis={"title": {"text": "GiB"}},
         yaxis={"visible": False},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.45, "x": 0, "traceorder": "normal"},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0, "traceorder": "normal"},
         annotations=notes,
     )
 

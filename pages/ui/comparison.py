@@ -52,17 +52,15 @@ def column_controls(i: int, current_label: str, names: tuple[str, ...]) -> dict[
     a, b = st.columns(2)
     with a:
         st.number_input("GPUs", min_value=1, max_value=4096, step=1, key=_key("gpu_count", i))
-        slot_count = st.container()
     with b:
         st.number_input("TP", min_value=1, max_value=4096, step=1, key=_key("tp", i))
-        slot_tp = st.container()
+    slot_count = slot_tp = st.container()  # errors below both, at the column's full width
     a, b = st.columns(2)
     with a:
         st.selectbox("KV dtype", list(KV_DTYPE_BITS), key=_key("kv_dtype", i))
-        slot_kv = st.container()
     with b:
         st.selectbox("Runtime", list(RUNTIMES), key=_key("runtime", i))
-        slot_rt = st.container()
+    slot_kv = slot_rt = st.container()
     return {"model": slot_model, "gpu": slot_gpu, "gpu_count": slot_count, "tp": slot_tp, "kv_dtype": slot_kv, "runtime": slot_rt}
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import streamlit as st
 
 from pages.ui import state as S
@@ -39,9 +42,28 @@ LABELS = {name: label(name) for name in INPUTS} | {
 # --------------------------------------------------------------------------- inputs
 
 
+_SLOTS = threading.local()  # where the error of a control in a two-column row goes
+
+
+@contextmanager
+def _pair():
+    """Two columns of controls; an error of either shows below both, at full width (inside a
+    half-width column a long message wrapped a few characters per line)."""
+    a, b = st.columns(2)
+    slot = st.container()
+    stack = getattr(_SLOTS, "stack", None) or []
+    _SLOTS.stack = [*stack, slot]
+    try:
+        yield a, b
+    finally:
+        _SLOTS.stack = stack
+
+
 def _error_below(key: str, err_key: str | None, err) -> None:
     if err is not None and err_key == key:
-        st.error(S.error_text(err), icon=":material/error:")
+        stack = getattr(_SLOTS, "stack", None)
+        with stack[-1] if stack else st.container():
+            st.error(S.error_text(err), icon=":material/error:")
 
 
 def _num(key: str, err_key, err, *, optional: bool = False, integer: bool = True, min_value=None, max_value=None, step=None, fmt=None, help=None, placeholder=None, disabled=False) -> None:
@@ -100,15 +122,15 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("context", "Context (tokens)", ":material/segment:", False)
     if opened(exp):
         with exp:
-            a, b = st.columns(2)
-            with a:
-                _num("system_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                _num("retrieval_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                _num("user_tokens", err_key, err, min_value=0, max_value=1 << 31)
-            with b:
-                _num("tool_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                _num("history_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                _num("output_tokens", err_key, err, min_value=1, max_value=1 << 31, help="Tokens reserved for the answer.")
+            with _pair() as (a, b):
+                with a:
+                    _num("system_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                    _num("retrieval_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                    _num("user_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                with b:
+                    _num("tool_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                    _num("history_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                    _num("output_tokens", err_key, err, min_value=1, max_value=1 << 31, help="Tokens reserved for the answer.")
             _num("input_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="sum of the parts", help="Leave empty to add up the parts above.")
             cfg_max = geo.max_position_embeddings
             _num("max_context", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder=f"config: {cfg_max:,}" if cfg_max else "required: the config has none", help="Leave empty to use the config's max_position_embeddings.")
@@ -133,16 +155,16 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             _select("gpu", list(S.GPU_OPTIONS), err_key, err, format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)" if g in CATALOG else "Custom memory size…")
             _num("device_gib", err_key, err, integer=False, min_value=S.WIDGET_RANGES["device_gib"][0], max_value=S.WIDGET_RANGES["device_gib"][1], step=1.0, fmt="%.1f", disabled=st.session_state.get("gpu") != S.CUSTOM_GPU, help="Used when GPU is 'Custom'; give its bandwidth and peak below for the latency estimate.")
             if st.session_state.get("gpu") == S.CUSTOM_GPU:
-                a, b = st.columns(2)
+                with _pair() as (a, b):
+                    with a:
+                        _num("device_bandwidth_gb_s", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][0], max_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][1], step=100.0, fmt="%.0f", placeholder="1,000", help="HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.")
+                    with b:
+                        _num("device_bf16_tflops", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bf16_tflops"][0], max_value=S.WIDGET_RANGES["device_bf16_tflops"][1], step=10.0, fmt="%.0f", placeholder="100", help="Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.")
+            with _pair() as (a, b):
                 with a:
-                    _num("device_bandwidth_gb_s", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][0], max_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][1], step=100.0, fmt="%.0f", placeholder="1,000", help="HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.")
+                    _num("gpu_count", err_key, err, min_value=1, max_value=4096, help="A multiple of TP; each replica uses TP GPUs.")
                 with b:
-                    _num("device_bf16_tflops", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bf16_tflops"][0], max_value=S.WIDGET_RANGES["device_bf16_tflops"][1], step=10.0, fmt="%.0f", placeholder="100", help="Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.")
-            a, b = st.columns(2)
-            with a:
-                _num("gpu_count", err_key, err, min_value=1, max_value=4096, help="A multiple of TP; each replica uses TP GPUs.")
-            with b:
-                _num("tp", err_key, err, min_value=1, max_value=4096, help="Must divide the attention heads (and divide or be a multiple of the KV heads).")
+                    _num("tp", err_key, err, min_value=1, max_value=4096, help="Must divide the attention heads (and divide or be a multiple of the KV heads).")
             st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help="Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.")
             _error_below("headroom_pct", err_key, err)
             _select("weight_dtype", list(WEIGHT_DTYPE_BITS), err_key, err, help="auto: the config's torch_dtype and quantization_config.")
@@ -153,13 +175,13 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     if opened(exp):
         with exp:
             _num("sequences", err_key, err, min_value=1, max_value=10_000_000, help="Concurrent sequences across all replicas.")
-            a, b = st.columns(2)
-            with a:
-                _num("itl_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e7, step=1.0, fmt="%.2f", help="Largest acceptable mean inter-token latency.")
-                _num("max_num_seqs", err_key, err, optional=True, min_value=1, max_value=10_000_000, help="The runtime's hard limit per replica (vLLM max_num_seqs).")
-            with b:
-                _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable time to first token.")
-                _num("tenant_quota", err_key, err, optional=True, min_value=1, max_value=10_000_000)
+            with _pair() as (a, b):
+                with a:
+                    _num("itl_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e7, step=1.0, fmt="%.2f", help="Largest acceptable mean inter-token latency.")
+                    _num("max_num_seqs", err_key, err, optional=True, min_value=1, max_value=10_000_000, help="The runtime's hard limit per replica (vLLM max_num_seqs).")
+                with b:
+                    _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable time to first token.")
+                    _num("tenant_quota", err_key, err, optional=True, min_value=1, max_value=10_000_000)
 
     exp = group("sharing", "Prefix sharing and cost", ":material/share:", False)
     if opened(exp):
@@ -185,15 +207,15 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 "To replace the roofline estimate with a measurement, give all three observed phases: prefill, first decode and remaining decode "
                 "(remaining decode is 0 only when one token is generated). Queue and preprocessing add to either."
             )
-            a, b = st.columns(2)
-            with a:
-                _num("queue_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
-                _num("prefill_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
-                _num("remaining_decode_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
-            with b:
-                _num("preprocessing_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
-                _num("first_decode_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
-                _num("generated_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="output reserve")
+            with _pair() as (a, b):
+                with a:
+                    _num("queue_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
+                    _num("prefill_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
+                    _num("remaining_decode_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
+                with b:
+                    _num("preprocessing_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
+                    _num("first_decode_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
+                    _num("generated_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="output reserve")
 
     st.button("Reset inputs to defaults", key="reset_inputs", on_click=S.reset_inputs, icon=":material/restart_alt:", help="The defaults, then this model's deployment suggestions (TP, context) again.")
 

@@ -290,7 +290,14 @@ CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
 
 
 def _chart(fig_fn, *args, key: str, what: str) -> None:
-    safe(lambda: st.plotly_chart(fig_fn(*args), config=charts.PLOT_CONFIG, key=key), what=what)
+    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`)."""
+
+    def draw() -> None:
+        fig = fig_fn(*args)
+        st.markdown(f"**{charts.title_of(fig)}**")
+        st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=key)
+
+    safe(draw, what=what)
 
 
 def card_headline(r: Shown) -> None:
@@ -352,8 +359,12 @@ def _render_vllm_preview(r: Shown) -> None:
     st.code(preview.command, language="bash")
 
 
+@st.fragment
 def card_chart_tabs(r: Shown) -> None:
-    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable)."""
+    """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
+
+    A fragment: switching tabs or the log-scale toggle reruns only this card, not the page.
+    """
     plan, model = r.plan, r.model
     tabs = st.tabs(list(CHART_TABS), key="chart_tab", on_change="rerun")
     if tabs[0].open is not False:

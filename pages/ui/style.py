@@ -1,0 +1,30 @@
+"""The app's few style rules (applied once per run from ``app.py``).
+
+Streamlit cuts long metric values, labels, deltas and badges with an ellipsis; a planner's
+numbers must never be cut, so they wrap instead (checked in Chromium at 1280 and 390 px by
+``tests/test_browser.py``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+CSS = """
+<style>
+[data-testid="stMetricValue"] .stMarkdownEllipsis,
+[data-testid="stMetricValue"] > div,
+[data-testid="stMetricLabel"] .stMarkdownEllipsis,
+[data-testid="stMetricDelta"] .stMarkdownEllipsis,
+.stMarkdownBadge {
+  white-space: normal !important;
+  overflow: visible !important;
+  text-overflow: clip !important;
+  overflow-wrap: anywhere;
+}
+[data-testid="stMetricValue"] { font-size: clamp(1.5rem, 2.4vw, 2.1rem); }
+</style>
+"""
+
+
+def apply() -> None:
+    st.html(CSS)
