@@ -349,11 +349,11 @@ def add_engine_parser(sub) -> None:
     p.add_argument("--no-prefix-caching", action="store_true", help="start vLLM with --no-enable-prefix-caching (default: prefix caching on)")
     p.add_argument("--speculative-layers", type=nonneg_int, default=0, help="draft / MTP layers cached beside the model (default 0)")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--available-kv-bytes", type=positive_int, help="'Available KV cache memory' per GPU in bytes")
-    budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it")
-    budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU ({', '.join(CATALOG)})")
+    budget.add_argument("--available-kv-bytes", type=positive_int, help="'Available KV cache memory' per GPU in bytes (no default: give this, --available-kv-gib or --gpu)")
+    budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
+    budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU, term by term (no default; {', '.join(CATALOG)})")
     p.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
     p.set_defaults(func=cmd_engine)
 
 
