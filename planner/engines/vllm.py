@@ -227,22 +227,29 @@ def vllm_capacity(
         ConfigError: the config itself is invalid.
     """
     geo = geometry if geometry is not None else parse_geometry(config)
-    key = (geo.config_hash, available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
-    hit = _MEMO.get(key)
-    if hit is None:
-        try:
-            hit = _capacity(config, geo, available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
-        except EngineRefusal as exc:
-            hit = exc
-        if len(_MEMO) > 4096:
-            _MEMO.clear()
-        _MEMO[key] = hit
-    if isinstance(hit, EngineRefusal):
-        raise EngineRefusal(hit.field, hit.value, hit.reason)
-    return hit
+    args = (available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
+    return _memoised(_MEMO, 4096, _capacity, config, geo, *args)
 
 
 _MEMO: dict[tuple, VllmCapacity | EngineRefusal] = {}
+
+
+def _memoised(memo: dict, limit: int, compute, config: dict, geo: ModelGeometry, *args):
+    """``compute(config, geo, *args)`` memoised by the config's hash and ``args``; a refusal is
+    remembered too and raised afresh on every hit."""
+    key = (geo.config_hash, *args)
+    hit = memo.get(key)
+    if hit is None:
+        try:
+            hit = compute(config, geo, *args)
+        except EngineRefusal as exc:
+            hit = exc
+        if len(memo) > limit:
+            memo.clear()
+        memo[key] = hit
+    if isinstance(hit, EngineRefusal):
+        raise EngineRefusal(hit.field, hit.value, hit.reason)
+    return hit
 
 
 def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
@@ -310,19 +317,7 @@ _LAYOUTS: dict[tuple, _Layout | EngineRefusal] = {}
 
 
 def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    key = (geo.config_hash, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
-    hit = _LAYOUTS.get(key)
-    if hit is None:
-        try:
-            hit = _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
-        except EngineRefusal as exc:
-            hit = exc
-        if len(_LAYOUTS) > 1024:
-            _LAYOUTS.clear()
-        _LAYOUTS[key] = hit
-    if isinstance(hit, EngineRefusal):
-        raise EngineRefusal(hit.field, hit.value, hit.reason)
-    return hit
+    return _memoised(_LAYOUTS, 1024, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
