@@ -347,16 +347,15 @@ def _render_vllm_preview(r: Shown) -> None:
     if preview.refusal:
         st.error(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     else:
-        st.code("\n".join(preview.log_lines), language=None)
-    st.caption("Available KV cache memory, as vLLM will measure it on one GPU")
-    st.dataframe(
-        [{"term": t.name, "GiB": round(t.bytes / 2**30, 2), "source": t.source} for t in preview.budget.terms] + [{"term": "Available KV cache memory", "GiB": round(preview.budget.available_kv_bytes / 2**30, 2), "source": "the sum"}],
-        hide_index=True, width="stretch",
-    )
+        st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
+    # a markdown table: light to draw, so the charts below are not held up
+    rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
+    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
+        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
     engine = r.plan.kv_cache.get("engine") or {}
     if engine.get("why"):
         st.caption(f"Admission: {engine['why']} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
-    st.code(preview.command, language="bash")
+    st.code(preview.command, language="bash", wrap_lines=True)
 
 
 @st.fragment
@@ -409,7 +408,7 @@ def render_results(r: Shown) -> None:
         card_export(r)
     with right:
         card_memory(r)
-        card_vllm_preview(r)
         card_chart_tabs(r)
+        card_vllm_preview(r)
     card_assumptions(r)
     card_formulas(r)
