@@ -37,7 +37,13 @@ PAGES = (
     ("pages/plan.py", "Plan", ":material/calculate:"),
     ("pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("pages/simulate.py", "Simulate", ":material/monitoring:"),
+    ("pages/size.py", "Size", ":material/dns:"),
     ("pages/probe.py", "Probe", ":material/science:"),
 )
 
-st.navigation([st.Page(path, title=title, icon=icon, default=i == 0) for i, (path, title, icon) in enumerate(PAGES)]).run()
+# A Size share link (``?size_users=...``) opens on the Size page: links always go to the app's root,
+# since opening ``/<page>?...`` directly shows the file list instead of this navigation.
+if "start_page" not in st.session_state:
+    st.session_state["start_page"] = "pages/size.py" if any(k.startswith("size_") for k in st.query_params) else PAGES[0][0]
+start = st.session_state["start_page"]
+st.navigation([st.Page(path, title=title, icon=icon, default=path == start) for path, title, icon in PAGES]).run()

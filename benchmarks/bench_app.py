@@ -209,7 +209,7 @@ def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
             page = ctx.new_page()
             page.goto(f"{url}/")
             value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
-            expect(value).to_have_text("128 KiB", timeout=30_000)
+            expect(value).to_have_text("128 KiB", timeout=120_000)
             page.wait_for_timeout(1500)
             for _ in range(rounds):
                 t = time.perf_counter()

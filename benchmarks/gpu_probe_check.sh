@@ -42,7 +42,7 @@ run() {
   if [ "$left" -lt 15 ]; then echo "$name skipped (time)" | tee -a "$OUT/summary.txt"; return; fi
   local t=$(( left < 60 ? left : 60 ))
   local t0; t0=$(date +%s)
-  timeout $(( t + 10 )) "$PY" -m planner.probe "$@" --device "$DEVICE" --timeout "$t" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
+  timeout $(( t + 10 )) "$PY" -m planner probe "$@" --device "$DEVICE" --timeout "$t" --json > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "$name rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$OUT/summary.txt"
 }
 

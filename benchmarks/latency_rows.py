@@ -3,7 +3,8 @@
 Shared by ``benchmarks/bench_latency_accuracy.py``, ``scripts/fit_latency.py`` and the accuracy
 test. Which rows were fitted and which held out is decided here, once:
 
-* held-out GPU: every H200 row (no H200 row is used by the fit);
+* held-out GPUs: every H200 and L40S row (no row of theirs is used by the fit; L40S keeps the
+  catalog's PCIe link figures and Hopper's MoE efficiency);
 * held-out models: every Qwen3-32B and Qwen3-235B-A22B row (on every GPU);
 * fitted: the other models (Llama-3.1-8B/70B, Qwen3-8B, Qwen3-30B-A3B, Mixtral-8x7B) on H100,
   B200 and A100.
@@ -17,10 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from planner import latency
+from planner.errors import PlannerError
 from planner.plan import compute_plan, make_inputs, prepare_model
 
 ROWS_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "aic_latency_rows.json"
-HELD_OUT_GPUS = frozenset({"H200-141GB"})
+HELD_OUT_GPUS = frozenset({"H200-141GB", "L40S-48GB"})
 HELD_OUT_MODELS = frozenset({"Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B"})
 # planner term -> AIConfigurator op group (scripts/gen_aic_latency_rows.py folds its ops into these)
 TERM_GROUP = {"dense_gemm": "gemm", "lm_head": "logits", "moe": "moe", "attention": "attention", "allreduce": "allreduce", "alltoall": "allreduce", "other": "other"}
@@ -51,23 +53,34 @@ class Case:
 
 
 @lru_cache(maxsize=4096)
-def _case(index: int) -> Case:
+def _case(index: int) -> Case | None:
+    """The row's case, or None where the planner refuses the layout (weights above the GPU's memory)."""
     data = load()
     row = data["rows"][index]
     model = prepare_model(data["configs"][row["model"]])
     inputs = make_inputs(gpu=row["gpu"], tp=row["tp"], gpu_count=row["tp"], input_tokens=row["isl"], output_tokens=row["osl"], sequences=row["batch"], headroom_bp=0, workspace_gib=0)
-    plan = compute_plan(inputs, model)
+    try:
+        plan = compute_plan(inputs, model)
+    except PlannerError:
+        return None
     mid = row["isl"] + row["osl"] // 2
     kv_mid = sum(s.bytes_at(mid) for s in plan.inspect.specs)
     return Case(row=row, roof=plan.roof, kv_mid=kv_mid, mid=mid)
 
 
 def cases() -> list[Case]:
-    return [_case(i) for i in range(len(load()["rows"]))]
+    """Every row the planner can plan (rows whose weights do not fit the GPU are left out)."""
+    return [c for c in (_case(i) for i in range(len(load()["rows"]))) if c is not None]
 
 
-def with_efficiency(roof: latency.Roofline, eff: latency.Efficiency, mfu: float, mbu: float, link_latency_s: float, moe_scale: float) -> latency.Roofline:
-    return dataclasses.replace(roof, eff=eff, mfu=mfu, mbu=mbu, link_latency_s=link_latency_s, moe_scale=moe_scale)
+def with_efficiency(roof: latency.Roofline, eff: latency.Efficiency, mfu: float, mbu: float, link_latency_s: float | None, moe_scale: float | None) -> latency.Roofline:
+    """The case's roofline with other efficiencies (None: keep the catalog's value)."""
+    changes = {"eff": eff, "mfu": mfu, "mbu": mbu}
+    if link_latency_s is not None:
+        changes["link_latency_s"] = link_latency_s
+    if moe_scale is not None:
+        changes["moe_scale"] = moe_scale
+    return dataclasses.replace(roof, **changes)
 
 
 def prefill_terms(case: Case, roof: latency.Roofline | None = None) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Command line: ``python -m planner (inspect|plan|simulate|probe|report) ...``.
+"""Command line: ``python -m planner (inspect|plan|simulate|size|probe|report) ...``.
 
 Bad input exits with code 2 and one line on stderr naming the field, the value and the problem.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from planner.configio import read_config_file
 from planner.errors import PlannerError
-from planner.kv import KV_DTYPE_BITS, RUNTIMES, InspectReport, inspect_config
+from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 
 
 class CLIError(Exception):
@@ -98,6 +98,8 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
         except hub.HubError as exc:
             raise CLIError(str(exc)) from None
         source = {"kind": "hub", "repo_id": model.repo_id, "revision": model.revision, "commit": model.commit_sha, "from_cache": model.from_cache, "weights_source": model.weights_source, "parameter_counts": model.parameter_counts, "notes": list(model.notes)}
+        if model.quantization is not None and "quantization_config" not in model.config:
+            source["quantization"] = model.quantization  # hf_quant_config.json: popped before printing
         return model.config, source
     raise CLIError("give a model: --config PATH, --preset NAME or --model ORG/NAME")
 
@@ -125,7 +127,7 @@ def inspect_summary(r: InspectReport) -> str:
         lines.append("windows           " + ", ".join(f"{k} {w:,}" for k, w in r.windows.items()))
     lines += [
         f"runtime           {r.runtime}: {r.runtime_description}",
-        f"KV dtype          {r.kv_dtype}",
+        f"KV dtype          {r.kv_dtype}" + (f" ({r.kv_dtype_source})" if r.kv_dtype_source != "given" else ""),
         f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
         f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
     ]
@@ -137,7 +139,8 @@ def inspect_summary(r: InspectReport) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     config, source = load_model_source(args)
-    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime)
+    quantization = source.pop("quantization", None)
+    report = inspect_config(config, kv_dtype=args.kv_dtype, tp=args.tp, tokens=args.tokens, runtime=args.runtime, quantization=quantization, mtp=args.mtp)
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
@@ -185,7 +188,9 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     for flag in PLAN_FLOAT_FLAGS:
         p.add_argument(f"--{flag}", type=nonneg_float, metavar="X", help=plan_flag_help(flag))
     p.add_argument("--headroom-bp", type=nonneg_int, metavar="BP", help=plan_flag_help("headroom-bp"))
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), help=plan_flag_help("kv-dtype"))
+    p.add_argument("--mtp", action="store_true", default=None,
+                   help="also count the model's next-token-prediction (MTP) layers, cached when MTP speculative decoding is on (default: off)")
     p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help=plan_flag_help("weight-dtype"))
     p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help=plan_flag_help("reservation"))
     p.add_argument("--runtime", choices=list(RUNTIMES), help=plan_flag_help("runtime"))
@@ -199,27 +204,37 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def model_from_args(args: argparse.Namespace):
+    """(PreparedModel, source) for --example, --config, --preset or --model.
+
+    Raises:
+        CLIError: no model, or --example together with another source.
+    """
+    from planner.plan import example_model, prepare_model
+
+    if args.example and (args.config or args.preset or args.model):
+        raise CLIError("--example plans the seed's own model: drop --config/--preset/--model, or drop --example")
+    if args.config or args.preset or args.model:
+        config, source = load_model_source(args)
+        return prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None)), source
+    if args.example:
+        return example_model(), {"kind": "example", "repo_id": None}
+    raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
+
+
 def plan_from_args(args: argparse.Namespace):
     """(Plan, PreparedModel, source) from parsed plan options.
 
     Raises:
         CLIError / PlannerError: bad flags, an unknown GPU or an inadmissible combination.
     """
-    from planner.plan import EXAMPLE_INPUTS, compute_plan, example_model, make_inputs, prepare_model
+    from planner.plan import EXAMPLE_INPUTS, compute_plan, make_inputs
 
-    if args.example and (args.config or args.preset or args.model):
-        raise CLIError("--example plans the seed's own model: drop --config/--preset/--model, or drop --example")
     if args.gpu is not None and args.device_gib is not None:
         raise CLIError("give either --gpu NAME (catalog) or --device-gib X (custom device), not both")
+    model, source = model_from_args(args)
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
-    if args.config or args.preset or args.model:
-        config, source = load_model_source(args)
-        model = prepare_model(config, source.get("parameter_counts"))
-    elif args.example:
-        model, source = example_model(), {"kind": "example", "repo_id": None}
-    else:
-        raise CLIError("give a model: --example, --config PATH, --preset NAME or --model ORG/NAME")
-    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
+    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "mtp", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
         dest = flag.replace("-", "_")
         value = getattr(args, dest, None)
         if value is not None:
@@ -288,16 +303,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    import time
+
     from planner import simulate as sim
 
     plan, _model, source = plan_from_args(args)
     cost, blocks = sim.from_plan(plan)
     if args.trace:
-        try:
-            text = Path(args.trace).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CLIError(f"--trace {args.trace}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
-        requests = sim.parse_trace_csv(text)
+        requests = sim.read_trace(args.trace)
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.build(
@@ -311,11 +324,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         ttft_slo_ms=plan.inputs.ttft_slo_ms,
         itl_slo_ms=plan.inputs.itl_slo_ms,
+        replicas=args.replicas,
+        router=args.router,
+        time_budget_s=args.time_budget_s,
     )
+    started = time.perf_counter()
     result = sim.simulate(requests, cfg, cost)
-    static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens}), cost)
     out = result.model_dump(mode="json", exclude={"kv_utilisation", "per_request"})
-    out["static_reservation"] = {k: static.model_dump(mode="json")[k] for k in ("requests_completed", "requests_rejected", "throughput_tokens_per_s", "preemptions", "ttft_ms", "e2e_ms")}
+    left = args.time_budget_s - (time.perf_counter() - started)
+    if result.stopped_early is None and left > 0.5:  # the static comparison gets what is left of the budget
+        static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens, "time_budget_s": left}), cost)
+        out["static_reservation"] = {k: static.model_dump(mode="json")[k] for k in ("requests_completed", "requests_rejected", "throughput_tokens_per_s", "preemptions", "ttft_ms", "e2e_ms", "stopped_early")}
     out["pool_blocks"] = blocks
     out["source"] = source
     if args.json:
@@ -326,7 +345,64 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"TTFT p50/p95/p99 {result.ttft_ms.p50:,.1f}/{result.ttft_ms.p95:,.1f}/{result.ttft_ms.p99:,.1f} ms; "
             f"ITL p50/p95/p99 {result.itl_ms.p50:,.1f}/{result.itl_ms.p95:,.1f}/{result.itl_ms.p99:,.1f} ms; "
             f"{result.throughput_tokens_per_s:,.0f} tok/s; {result.preemptions:,} preemptions; pool {blocks:,} blocks"
+            + (f" x {result.replicas} replicas ({result.router})" if result.replicas > 1 else "")
         )
+        print(result.overload.message)
+        if result.stopped_early:
+            print(f"stopped early: {result.stopped_early}")
+    return 0
+
+
+# --------------------------------------------------------------------------- size
+
+
+def _prices_arg(text: str) -> float | dict[str, float]:
+    """``2.5`` (every GPU) or ``H100-SXM-80GB=2.5,H200-141GB=3.9`` (the table fills the rest)."""
+    if "=" not in text:
+        return nonneg_float(text)
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        out[name.strip()] = nonneg_float(value)
+    return out
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    from planner.sizing import resolve_gpus, size
+
+    model, source = model_from_args(args)
+    base = {}
+    for flag in ("input-tokens", "output-tokens", "max-context", "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens", "headroom-bp", "reservation", "runtime", "weight-dtype", "block-tokens"):
+        value = getattr(args, flag.replace("-", "_"))
+        if value is not None:
+            base[flag.replace("-", "_")] = value
+    if args.example:
+        base.setdefault("max_context", 4096)
+    gpus = resolve_gpus([g for g in args.gpus.split(",") if g.strip()]) if args.gpus else None
+    prices = args.gpu_hour_price
+    if isinstance(prices, dict):
+        prices = {resolve_gpus([k])[0]: v for k, v in prices.items()}
+    result = size(
+        model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, gpus=gpus,
+        kv_dtypes=tuple(k.strip() for k in args.kv_dtypes.split(",") if k.strip()), tps=tuple(args.tps), prices=prices, capacity_top=args.capacity_top,
+    )  # fmt: skip
+    recs = result.recommendations[: args.top]
+    if args.json:
+        out = {"answer": result.answer, "recommendations": [r.model_dump(mode="json") for r in recs], "searched": result.searched, "refused": [r.model_dump() for r in result.refused], "source": source}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(result.answer)
+    print(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT ms':>8} {'ITL ms':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    for r in recs:
+        sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
+        print(
+            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
+        )
+    for r in recs:
+        if r.capacity:
+            print(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
+    print(f"searched {result.searched['candidates']} GPU x TP x KV dtype candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
     return 0
 
 
@@ -528,7 +604,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
     add_model_source(p)
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of cached keys and values (default: %(default)s)")
+    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), default="auto",
+                   help="element type of cached keys and values; auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto, else the model dtype (default: %(default)s)")
+    p.add_argument("--mtp", action="store_true",
+                   help="also count the model's next-token-prediction (MTP) layers, which an engine caches when MTP speculative decoding is on (default: off)")
     p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
     p.add_argument("--tokens", type=nonneg_int, default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
     p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm", help="whose cache layout to count (default: %(default)s)")
@@ -543,16 +622,45 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
     add_plan_options(p)
     p.add_argument("--rate", type=nonneg_float, default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
-    p.add_argument("--requests", type=positive_int, default=200, metavar="N", help="number of requests to simulate (default: %(default)s)")
-    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens; replaces --rate and --requests (default: none)")
+    p.add_argument("--requests", type=positive_int, default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
+    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, at most 8 MiB; replaces --rate and --requests (default: none)")
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=positive_int, default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=positive_int, default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
     p.add_argument("--seed", type=nonneg_int, default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
+    p.add_argument("--replicas", type=positive_int, default=1, metavar="N", help="identical engine replicas behind the router, each with the plan's GPUs (default: %(default)s)")
+    p.add_argument("--router", choices=["round-robin", "least-outstanding-tokens"], default="round-robin", help="how requests are spread over the replicas (default: %(default)s)")
+    p.add_argument("--time-budget-s", type=positive_float, default=20.0, metavar="S", help="wall-clock seconds after which the simulation stops and says so (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
 
     add_engine_parser(sub)
+
+    p = sub.add_parser("size", help="how many GPUs, of which kind, at which TP, for a workload under SLOs")
+    p.add_argument("--example", action="store_true", help="size the seed's runnable model (default: off)")
+    add_model_source(p, required=False)
+    p.add_argument("--users", type=nonneg_int, help="concurrent users, i.e. sequences held at once; give this or --rate (default: none)")
+    p.add_argument("--rate", type=nonneg_float, help="arrival rate in requests per second; give this or --users (default: none)")
+    p.add_argument("--input-tokens", type=positive_int, help="prompt tokens per request (default: the sum of the context components, 2,048)")
+    p.add_argument("--output-tokens", type=positive_int, help="output tokens per request (default 512)")
+    p.add_argument("--max-context", type=positive_int, help="maximum context in tokens (default: the model's)")
+    for flag in ("system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens"):
+        p.add_argument(f"--{flag}", type=nonneg_int, help=f"context component: {flag.replace('-tokens', '')} tokens, used when --input-tokens is not given (default: the plan's)")
+    p.add_argument("--ttft-p95-ms", type=positive_float, help="p95 time-to-first-token SLO in ms (default: none)")
+    p.add_argument("--itl-p95-ms", type=positive_float, help="p95 inter-token latency SLO in ms (default: none)")
+    p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
+    p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
+    p.add_argument("--tps", type=positive_int, nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
+    p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
+    p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (default 1000 = 10 %%)")
+    p.add_argument("--block-tokens", type=positive_int, help="KV block size in tokens (default 16)")
+    p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help="KV reservation (default dynamic)")
+    p.add_argument("--runtime", choices=list(RUNTIMES), help="runtime semantics (default vllm)")
+    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help="weight dtype (default auto: the config's)")
+    p.add_argument("--capacity-top", type=nonneg_int, default=0, help="run the simulator's capacity search (bisection on rate) on this many top recommendations (default 0)")
+    p.add_argument("--top", type=positive_int, default=10, help="recommendations to print (default 10)")
+    p.add_argument("--json", action="store_true", help="print recommendations and searched as JSON (default: off)")
+    p.set_defaults(func=cmd_size)
 
     from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
     from planner.report import DEFAULT_SHARE_BASE

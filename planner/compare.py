@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from planner.capacity import LIMIT_LABELS
 from planner.hardware import CATALOG
-from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.plan import Plan, memory_basis
 
 CURRENT = "plan"  # a column that uses the Plan page's model
@@ -72,7 +72,7 @@ _CHECKS: dict[str, Callable[[str], object]] = {
     "gpu": lambda t: t if t in CATALOG else None,
     "gpu_count": _int,
     "tp": _int,
-    "kv_dtype": lambda t: t if t in KV_DTYPE_BITS else None,
+    "kv_dtype": lambda t: t if t in KV_DTYPE_CHOICES else None,
     "runtime": lambda t: t if t in RUNTIMES else None,
 }
 
@@ -157,7 +157,7 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("Model", lambda p, lab: lab, None, "", ""),
     ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity['gpu_count']:,}", None, "", ""),
     ("TP", lambda p, lab: f"{p.capacity['tp']:,}", None, "", ""),
-    ("KV dtype", lambda p, lab: p.inputs.kv_dtype, None, "", ""),
+    ("KV dtype", lambda p, lab: p.inspect.kv_dtype, None, "", ""),
     ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else ""), None, "", ""),
     ("KV bytes / token", lambda p, lab: _bytes(p.kv_cache["bytes_per_token_per_sequence"]), lambda p: p.kv_cache["bytes_per_token_per_sequence"], "lower", "smaller cache"),
     ("Memory per sequence", lambda p, lab: f"{p.kv_cache['mib_per_reserved_sequence']:,.2f}".rstrip("0").rstrip(".") + " MiB", lambda p: p.kv_cache["bytes_per_reserved_sequence"], "lower", "less memory per sequence"),

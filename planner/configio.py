@@ -11,7 +11,12 @@ import json
 
 from planner.errors import ConfigError
 
-MAX_CONFIG_BYTES = 1024 * 1024  # 1 MiB: the largest real configs are a few tens of KiB
+# 16 MiB. Most configs are a few KiB, but checkpoints with long per-layer quantization lists are
+# larger: the largest measured is nvidia/MiniMax-M3-NVFP4's config.json at 3,087,083 bytes (and its
+# hf_quant_config.json at 3,081,956), as vendored by aiconfigurator-core 0.12.0. 16 MiB leaves
+# five times that headroom while bounding the work: json.loads of 16 MiB takes about 0.3 s here.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_CONFIG_LABEL = "16 MiB"
 MAX_DEPTH = 32
 
 
@@ -29,12 +34,12 @@ def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
     """Parse config JSON text into a dict.
 
     Raises:
-        ConfigError: the text is over 1 MiB, not UTF-8, not valid JSON, not a JSON object,
+        ConfigError: the text is over :data:`MAX_CONFIG_BYTES` (16 MiB), not UTF-8, not valid JSON, not a JSON object,
             or nested more than 32 levels deep.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(source, f"{len(raw):,} bytes", f"config is larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB)")
+        raise ConfigError(source, f"{len(raw):,} bytes", f"config is larger than {MAX_CONFIG_BYTES:,} bytes ({MAX_CONFIG_LABEL})")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -57,7 +62,7 @@ def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
 
 
 def read_config_file(path, *, source: str) -> dict:
-    """Read and parse a config file, reading at most 1 MiB + 1 byte (so /dev/zero is refused).
+    """Read and parse a config file, reading at most 16 MiB + 1 byte (so /dev/zero is refused).
 
     Raises:
         ConfigError: the file is too large or not a valid config (see :func:`parse_config_text`).

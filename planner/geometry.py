@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +31,7 @@ MAX_DIM = 1 << 20
 MAX_POSITIONS = 1 << 31
 
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
+INDEXER_QUANT_BLOCK = 128  # vLLM 0.33 DeepseekV32IndexerCache: one fp32 scale per 128 fp8 values
 
 # layer_types names used by transformers and the Hub, mapped to our kinds
 LAYER_TYPE_NAMES: dict[str, str] = {
@@ -48,7 +48,14 @@ LAYER_TYPE_NAMES: dict[str, str] = {
     "mamba": "mamba",
     "mamba2": "mamba",
     "cross_attention": "cross",
+    # GLM-5.2/5.3 (GlmMoeDsaForCausalLM): MLA with DeepSeek sparse attention; the latent grows
+    # per token like full attention, the indexer cache is counted separately (IndexerSpec)
+    "deepseek_sparse_attention": "full",
 }
+
+# Nemotron 3 Ultra (NemotronHForCausalLM) lists its blocks by name in layers_block_type instead
+# of hybrid_override_pattern; vLLM 0.33 nemotron_h.py maps the same names to its layer classes.
+BLOCK_TYPE_NAMES: dict[str, str] = {"mamba": "mamba", "attention": "full", "moe": "none", "mlp": "none"}
 
 # Class defaults of interleaved local/global families: every Nth layer is global.
 SLIDING_PATTERN_DEFAULTS = {"gemma2": 2, "gemma3_text": 6, "gemma3": 6, "cohere2": 4}
@@ -85,6 +92,63 @@ class MLASpec(BaseModel):
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
+class IndexerSpec(BaseModel):
+    """Lightning indexer of DeepSeek sparse attention (DeepSeek-V3.2, GLM-5.x, DeepSeek-V4).
+
+    vLLM 0.33 ``deepseek_v2.py`` ``DeepseekV32IndexerCache.get_kv_cache_spec`` caches one key of
+    ``index_head_dim`` fp8 values plus a 4-byte fp32 scale per 128 values for every token of every
+    layer that owns an indexer, whatever ``--kv-cache-dtype`` says (132 bytes for 128 dims).
+    """
+
+    model_config = _FROZEN
+
+    head_dim: int
+    n_heads: int
+    layers: tuple[int, ...]  # decoder layers that own an indexer cache (GLM-5.2 "shared" layers reuse one)
+    element_bytes: int = 0  # 0: fp8 keys + fp32 scales (DeepSeek); 2: plain bf16 keys (MiniMax-M3)
+
+    @property
+    def bytes_per_token_per_layer(self) -> int:
+        if self.element_bytes:
+            return self.head_dim * self.element_bytes
+        return self.head_dim + -(-self.head_dim // INDEXER_QUANT_BLOCK) * 4
+
+    @property
+    def dtype(self) -> str:
+        return "bf16" if self.element_bytes == 2 else "fp8"
+
+
+class CompressedSpec(BaseModel):
+    """DeepSeek-V4 compressed sparse attention (``compress_ratios``, ``sliding_window``).
+
+    vLLM 0.33 ``layers/deepseek_v4_attention.py``: every layer keeps a sliding-window cache
+    (``DeepseekV4SWACache``) of the last ``window`` tokens, and a layer with compress ratio r > 1
+    also keeps one compressed entry per r tokens (``DeepseekV4MLAAttention``, C4A / C128A). Both
+    hold one ``head_dim`` head in vLLM's fixed FP8 sparse layout: (head_dim - rope) fp8 NoPE values,
+    rope bf16 values, one scale byte per 64 NoPE values and one pad byte (584 B for 512 / 64),
+    whatever ``--kv-cache-dtype`` says. Ratio-4 layers also own an indexer whose keys are
+    compressed by 4 (``DeepseekV4Indexer``, 132 B per entry).
+    """
+
+    model_config = _FROZEN
+
+    window: int
+    head_dim: int
+    rope_dim: int
+    ratios: tuple[int, ...]  # per decoder layer; 0 (or 1) means sliding window only
+    mtp_ratios: tuple[int, ...] = ()
+    index_head_dim: int = 0  # 0: no indexer
+
+    @property
+    def index_entry_bytes(self) -> int:
+        return self.index_head_dim + -(-self.index_head_dim // INDEXER_QUANT_BLOCK) * 4
+
+    @property
+    def entry_bytes(self) -> int:
+        nope = self.head_dim - self.rope_dim
+        return nope + self.rope_dim * 2 + nope // 64 + 1
+
+
 class StateSpec(BaseModel):
     """Recurrent state of one Mamba or linear-attention layer, per sequence, in elements."""
 
@@ -93,6 +157,7 @@ class StateSpec(BaseModel):
     conv_elements: int
     ssm_elements: int
     description: str
+    ssm_element_bytes: int = 2  # 4 when the config asks for a float32 SSM cache (mamba_ssm_cache_dtype)
 
 
 class ModelGeometry(BaseModel):
@@ -117,7 +182,13 @@ class ModelGeometry(BaseModel):
     mla: MLASpec | None = None
     mamba: StateSpec | None = None
     linear: StateSpec | None = None
+    indexer: IndexerSpec | None = None
+    compressed: CompressedSpec | None = None
     layers: tuple[LayerSpec, ...]
+    # layers of the multi-token-prediction (MTP) modules (num_nextn_predict_layers): an engine
+    # caches them only when MTP speculative decoding is on (vLLM --speculative-config method=mtp)
+    mtp_layers: tuple[LayerSpec, ...] = ()
+    mtp_indexer_layers: int = 0
     notes: tuple[str, ...] = ()
     config_hash: str = ""
 
@@ -289,6 +360,49 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
 
     layer_types = cfg.get("layer_types")
     pattern = cfg.get("hybrid_override_pattern")
+    block_types = cfg.get("layers_block_type")
+    mimo_pattern = cfg.get("hybrid_layer_pattern")
+    block_configs = cfg.get("block_configs")
+    linear_cfg = cfg.get("linear_attn_config")
+    # an explicit per-layer list wins over the Llama 4 chunk and the sliding-pattern class defaults
+    explicit = any(v is not None for v in (block_types, mimo_pattern, block_configs)) or isinstance(linear_cfg, dict) or isinstance(cfg.get("compress_ratios"), list)
+    if block_types is not None and layer_types is None:
+        # Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name
+        names = _str_list(block_types, n, f"{where}layers_block_type")
+        for i, name in enumerate(names):
+            if name not in BLOCK_TYPE_NAMES:
+                raise ConfigError(f"{where}layers_block_type[{i}]", name, f"unknown block type; known: {', '.join(BLOCK_TYPE_NAMES)}")
+            kinds[i] = BLOCK_TYPE_NAMES[name]
+        notes.append("layers_block_type: only 'attention' layers hold K/V; 'mamba' layers hold recurrent state; 'moe'/'mlp' layers hold nothing")
+    elif mimo_pattern is not None and layer_types is None:
+        # MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py, hybrid_layer_pattern[i] == 1 is a sliding-window layer
+        if not isinstance(mimo_pattern, list) or len(mimo_pattern) != n:
+            raise ConfigError(f"{where}hybrid_layer_pattern", mimo_pattern if not isinstance(mimo_pattern, list) else f"{len(mimo_pattern)} entries", f"must list exactly num_hidden_layers={n} flags")
+        for i, flag in enumerate(mimo_pattern):
+            if flag not in (0, 1) or isinstance(flag, bool):
+                raise ConfigError(f"{where}hybrid_layer_pattern[{i}]", flag, "must be 0 (full attention) or 1 (sliding window)")
+            kinds[i] = "sliding" if flag else "full"
+        notes.append("hybrid_layer_pattern: 1 marks a sliding-window layer with its own swa_* heads, 0 a full-attention layer")
+    elif block_configs is not None and layer_types is None:
+        # Llama-3.x-Nemotron (DeciLM, model_type nemotron-nas): vLLM 0.33 nemotron_nas.py skips the
+        # attention of a no_op block and builds num_attention_heads // n_heads_in_group KV heads otherwise
+        for i, block in enumerate(_block_configs(block_configs, n, where)):
+            attn = block.get("attention") or {}
+            if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
+                kinds[i] = "none"
+        notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
+    elif isinstance(cfg.get("compress_ratios"), list) and layer_types is None:
+        # DeepSeek-V4: every layer has a sliding-window cache; the compressed part is CompressedSpec
+        kinds = ["sliding"] * n
+    elif isinstance(linear_cfg, dict) and layer_types is None:
+        # Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
+        # (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA
+        kda = linear_cfg.get("kda_layers")
+        if not isinstance(kda, list) or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in kda):
+            raise ConfigError(f"{where}linear_attn_config.kda_layers", kda, f"must list 1-based layer numbers from 1 to {n}")
+        for v in kda:
+            kinds[v - 1] = "linear_attention"
+        notes.append(f"linear_attn_config: {len(set(kda))} Kimi Delta Attention layers hold recurrent state, the other {n - len(set(kda))} are MLA")
     if layer_types is not None:
         if not isinstance(layer_types, list):
             raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
@@ -298,7 +412,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
             if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
                 raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
             kinds[i] = LAYER_TYPE_NAMES[name]
-    elif pattern is not None:
+    elif pattern is not None and not explicit:
         if not isinstance(pattern, str) or len(pattern) != n:
             raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
         table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
@@ -307,6 +421,8 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
                 raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
             kinds[i] = table[ch]
         notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
+    elif explicit:
+        pass
     elif _present(cfg, "attn_layer_period") or model_type == "jamba":
         period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
         offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
@@ -321,7 +437,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
 
     # Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers
     chunk = cfg.get("attention_chunk_size")
-    if chunk is not None and layer_types is None:
+    if chunk is not None and layer_types is None and not explicit:
         chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
         no_rope = cfg.get("no_rope_layers")
         if no_rope is None or no_rope == []:
@@ -345,8 +461,12 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
 
     # sliding windows
     window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
+    if window is not None and model_type.startswith("gemma4") and cfg.get("use_bidirectional_attention") == "all":
+        # transformers Gemma4TextConfig: bidirectional models keep an exclusive window of W // 2 + 1
+        window = window // 2 + 1
+        notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
     use_sliding = _bool_field(cfg, "use_sliding_window", True, where)
-    if window is not None and use_sliding and layer_types is None and "sliding" not in kinds:
+    if window is not None and use_sliding and layer_types is None and not explicit and "sliding" not in kinds:
         every = cfg.get("sliding_window_pattern")
         if every is None:
             every = SLIDING_PATTERN_DEFAULTS.get(model_type)
@@ -363,7 +483,7 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
             if model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
                 continue
             kinds[i] = "sliding"
-    elif window is not None and not use_sliding and layer_types is None:
+    elif window is not None and not use_sliding and layer_types is None and not explicit:
         notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
     if "sliding" in kinds:
         if window is None:
@@ -400,6 +520,24 @@ def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str
     return kinds, windows
 
 
+def _str_list(value: object, n: int, field: str) -> list[str]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ConfigError(field, value if not isinstance(value, list) else f"{len(value)} entries", f"must list exactly {n} layer type names")
+    for i, name in enumerate(value):
+        if not isinstance(name, str):
+            raise ConfigError(f"{field}[{i}]", name, "must be a layer type name")
+    return value
+
+
+def _block_configs(value: object, n: int, where: str) -> list[dict]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ConfigError(f"{where}block_configs", value if not isinstance(value, list) else f"{len(value)} entries", f"must list exactly num_hidden_layers={n} blocks")
+    for i, block in enumerate(value):
+        if not isinstance(block, dict) or not isinstance(block.get("attention", {}), dict):
+            raise ConfigError(f"{where}block_configs[{i}]", type(block).__name__, "must be an object with an 'attention' object")
+    return value
+
+
 def _mla(cfg: dict, where: str) -> MLASpec | None:
     if not (_present(cfg, "kv_lora_rank") and _present(cfg, "qk_rope_head_dim")):
         return None
@@ -422,7 +560,15 @@ def _mamba_state(cfg: dict, hidden: int, where: str) -> StateSpec:
         groups = _int_field(cfg, "n_groups", where=where) if _present(cfg, "n_groups") else 1
         d_inner = nheads * head_dim
         conv = (d_inner + 2 * groups * d_state) * (d_conv - 1)
-        return StateSpec(conv_elements=conv, ssm_elements=nheads * head_dim * d_state, description=f"Mamba-2: {nheads} heads x {head_dim} x state {d_state}, conv {d_conv}")
+        # vLLM 0.33 model_executor/models/config.py NemotronHForCausalLMConfig: with
+        # --mamba-ssm-cache-dtype auto a Nemotron-H SSM state takes the config's
+        # mamba_ssm_cache_dtype, float32 when the config names none; other Mamba-2 models keep
+        # the model dtype (MambaStateDtypeCalculator._mamba_state_dtype)
+        default = "float32" if str(cfg.get("model_type", "")).startswith("nemotron_h") else None
+        ssm_dtype = cfg.get("mamba_ssm_cache_dtype", default)
+        ssm_bytes = 4 if ssm_dtype == "float32" else 2
+        return StateSpec(conv_elements=conv, ssm_elements=nheads * head_dim * d_state, ssm_element_bytes=ssm_bytes,
+                         description=f"Mamba-2: {nheads} heads x {head_dim} x state {d_state}, conv {d_conv}" + (", float32 SSM state" if ssm_bytes == 4 else ""))
     expand = _int_field(cfg, "mamba_expand", where=where) if _present(cfg, "mamba_expand") else 2
     d_inner = expand * hidden
     return StateSpec(conv_elements=d_inner * (d_conv - 1), ssm_elements=d_inner * d_state, description=f"Mamba: d_inner {d_inner} x state {d_state}, conv {d_conv}")
@@ -440,6 +586,179 @@ def _linear_state(cfg: dict, where: str) -> StateSpec:
     return StateSpec(conv_elements=conv, ssm_elements=v_heads * k_dim * v_dim, description=f"linear attention: {v_heads} value heads x {k_dim} x {v_dim}, conv {conv_k}")
 
 
+def _layer_shapes(cfg: dict, kinds: list[str], base: tuple[int, int, int], heads: int, where: str, notes: list[str]) -> list[tuple[int, int, int]]:
+    """(KV heads, K dim, V dim) of each layer, for families whose layers differ in shape."""
+    shapes = [base] * len(kinds)
+    kv_heads, head_dim, v_head_dim = base
+    gemma4 = str(cfg.get("model_type", "")).startswith("gemma4")
+    if gemma4 or _present(cfg, "global_head_dim") or _present(cfg, "num_global_key_value_heads"):
+        # Gemma 4: vLLM 0.33 gemma4.py Gemma4DecoderLayer gives full-attention layers head_dim =
+        # global_head_dim and, when attention_k_eq_v, num_global_key_value_heads KV heads. k_eq_v
+        # layers ship only K weights; vLLM loads them into both the K and V slots of qkv_proj and
+        # caches both, and transformers' Gemma4 attention stores value_states = key_states in the
+        # cache as well, so both runtimes hold K and V. (transformers Gemma4TextConfig)
+        # transformers 5.20 Gemma4TextConfig.__post_init__ turns these into per_layer_config overrides
+        # of the full layers (global_head_dim defaults to 512 there)
+        global_dim = _int_field(cfg, "global_head_dim", where=where) if _present(cfg, "global_head_dim") else (512 if gemma4 else head_dim)
+        k_eq_v = _bool_field(cfg, "attention_k_eq_v", False, where)
+        global_heads = _int_field(cfg, "num_global_key_value_heads", hi=MAX_HEADS, where=where) if k_eq_v and _present(cfg, "num_global_key_value_heads") else kv_heads
+        if heads % global_heads:
+            raise ConfigError(f"{where}num_global_key_value_heads", global_heads, f"does not divide num_attention_heads={heads}")
+        shapes = [(global_heads, global_dim, global_dim) if k == "full" else base for k in kinds]
+        notes.append(f"full-attention layers: {global_heads} KV heads x {global_dim} (global_head_dim), sliding layers: {kv_heads} x {head_dim}"
+                     + ("; attention_k_eq_v: V is a copy of K, still cached as both K and V" if k_eq_v else ""))
+    elif _present(cfg, "swa_num_key_value_heads") or _present(cfg, "swa_head_dim"):
+        # MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py builds sliding layers from the swa_* fields
+        swa_heads = _int_field(cfg, "swa_num_key_value_heads", hi=MAX_HEADS, where=where) if _present(cfg, "swa_num_key_value_heads") else kv_heads
+        swa_k = _int_field(cfg, "swa_head_dim", where=where) if _present(cfg, "swa_head_dim") else head_dim
+        swa_v = _int_field(cfg, "swa_v_head_dim", where=where) if _present(cfg, "swa_v_head_dim") else swa_k
+        full_v = _int_field(cfg, "v_head_dim", where=where) if _present(cfg, "v_head_dim") else v_head_dim  # V narrower than K
+        shapes = [(swa_heads, swa_k, swa_v) if k == "sliding" else (kv_heads, head_dim, full_v) for k in kinds]
+        notes.append(f"sliding layers: {swa_heads} KV heads, K {swa_k} / V {swa_v} (swa_*); full layers: {kv_heads} KV heads, K {head_dim} / V {full_v}")
+    block_configs = cfg.get("block_configs")
+    if isinstance(block_configs, list) and len(block_configs) == len(kinds):
+        for i, block in enumerate(block_configs):
+            group = (block.get("attention") or {}).get("n_heads_in_group")
+            if kinds[i] == "none":
+                continue
+            if group is None:
+                raise ConfigError(f"{where}block_configs[{i}].attention.n_heads_in_group", None, "an attention layer needs n_heads_in_group")
+            group = _int_field({"n_heads_in_group": group}, "n_heads_in_group", hi=MAX_HEADS, where=f"{where}block_configs[{i}].attention.")
+            if heads % group:
+                raise ConfigError(f"{where}block_configs[{i}].attention.n_heads_in_group", group, f"does not divide num_attention_heads={heads}")
+            shapes[i] = (heads // group, head_dim, v_head_dim)
+    return shapes
+
+
+def _indexer(cfg: dict, n: int, kinds: list[str], where: str, notes: list[str]) -> IndexerSpec | None:
+    """The lightning-indexer cache of DeepSeek sparse attention, when the config has one.
+
+    vLLM 0.33 deepseek_v2.py builds an indexer on every layer when the config has index_topk
+    (DeepSeek-V3.2, GLM-5 glm_moe_dsa); GLM-5.2/5.3 list indexer_types per layer and only "full"
+    layers compute (and cache) their own top-k, "shared" layers reuse the previous one.
+    """
+    sparse = cfg.get("sparse_attention_config")
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention") is True and not _present(cfg, "index_topk"):
+        return _minimax_indexer(sparse, n, kinds, where, notes)
+    if not (_present(cfg, "index_topk") and _present(cfg, "index_head_dim")):
+        return None
+    head_dim = _int_field(cfg, "index_head_dim", where=where)
+    n_heads = _int_field(cfg, "index_n_heads", hi=MAX_HEADS, where=where) if _present(cfg, "index_n_heads") else 1
+    types = cfg.get("indexer_types")
+    pattern = cfg.get("index_topk_pattern")
+    if _present(cfg, "index_topk_freq") or pattern is not None:
+        # vLLM 0.33 models/deepseek_v32/attention.py: a layer skips its own top-k (and builds no
+        # indexer) when max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0, or where
+        # index_topk_pattern[i] == "S"; GLM-5.2's indexer_types say the same in words
+        freq = _int_field(cfg, "index_topk_freq", where=where) if _present(cfg, "index_topk_freq") else 1
+        offset = _int_field(cfg, "index_skip_topk_offset", lo=0, hi=MAX_LAYERS, where=where) if _present(cfg, "index_skip_topk_offset") else 2
+        if pattern is not None and not isinstance(pattern, (list, str)):
+            raise ConfigError(f"{where}index_topk_pattern", pattern, "must be a list or string of 'S' (shared) / other per layer")
+        def skips(i: int) -> bool:
+            if pattern is None:
+                return max(i - offset + 1, 0) % freq != 0
+            return i < len(pattern) and pattern[i] == "S"
+        owners = tuple(i for i, k in enumerate(kinds) if k == "full" and not skips(i))
+        types = ["full" if i in owners else "shared" for i in range(n)]
+    elif types is not None:
+        names = _str_list(types, n, f"{where}indexer_types")
+        for i, name in enumerate(names):
+            if name not in ("full", "shared"):
+                raise ConfigError(f"{where}indexer_types[{i}]", name, "must be 'full' or 'shared'")
+        owners = tuple(i for i, name in enumerate(names) if name == "full" and kinds[i] == "full")
+    else:
+        owners = tuple(i for i, k in enumerate(kinds) if k == "full")
+    spec = IndexerSpec(head_dim=head_dim, n_heads=n_heads, layers=owners)
+    shared = "" if types is None else f" ({n - len(owners)} 'shared' layers reuse another layer's)"
+    notes.append(f"sparse-attention indexer: {len(owners)} layers cache a {head_dim}-dim fp8 key + scale, {spec.bytes_per_token_per_layer} B per token each{shared}")
+    return spec
+
+
+def _compressed(cfg: dict, n: int, head_dim: int, where: str, notes: list[str]) -> CompressedSpec | None:
+    """DeepSeek-V4's compress_ratios (n entries, plus one per MTP layer in the released configs)."""
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list):
+        return None
+    if len(ratios) < n:
+        raise ConfigError(f"{where}compress_ratios", f"{len(ratios)} entries", f"must list at least num_hidden_layers={n} ratios")
+    for i, r in enumerate(ratios):
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0 or r > MAX_POSITIONS:
+            raise ConfigError(f"{where}compress_ratios[{i}]", r, "must be a non-negative integer (0: sliding window only)")
+    window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS) or 128
+    rope = _optional_int(cfg, "qk_rope_head_dim", where=where) or 64
+    if rope >= head_dim:
+        raise ConfigError(f"{where}qk_rope_head_dim", rope, f"must be below head_dim={head_dim}")
+    index_dim = _optional_int(cfg, "index_head_dim", where=where) or 0
+    spec = CompressedSpec(window=window, head_dim=head_dim, rope_dim=rope, ratios=tuple(ratios[:n]), mtp_ratios=tuple(ratios[n:]), index_head_dim=index_dim)
+    by_ratio = Counter(r for r in spec.ratios if r > 1)
+    parts = ", ".join(f"{c} layers 1 entry per {r} tokens" for r, c in sorted(by_ratio.items()))
+    notes.append(f"DeepSeek-V4 compressed sparse attention: every layer keeps the last {window} tokens, {parts}; "
+                 f"{spec.entry_bytes} B per entry in vLLM's FP8 sparse layout whatever the KV dtype; ratio-4 layers add a "
+                 f"{index_dim}-dim indexer compressed by 4; the compressors keep fp32 states over their last 8 or 128 tokens; "
+                 "hash layers (num_hash_layers) only change MoE routing")
+    return spec
+
+
+def _minimax_indexer(sparse: dict, n: int, kinds: list[str], where: str, notes: list[str]) -> IndexerSpec:
+    """MiniMax-M3 sparse attention: vLLM 0.33 models/minimax_m3 (MiniMaxM3IndexerCache) keeps one
+    key-only index vector of sparse_index_dim per token on each layer whose sparse_attention_freq
+    is non-zero, in bf16 unless --attention-config sets indexer_kv_dtype."""
+    w = f"{where}sparse_attention_config."
+    dim = _int_field(sparse, "sparse_index_dim", where=w) if _present(sparse, "sparse_index_dim") else 128
+    heads = _int_field(sparse, "sparse_num_index_heads", hi=MAX_HEADS, where=w) if _present(sparse, "sparse_num_index_heads") else 1
+    freq = sparse.get("sparse_attention_freq")
+    if freq is None:
+        owners = tuple(i for i, k in enumerate(kinds) if k == "full")
+    elif not isinstance(freq, list) or len(freq) != n:
+        raise ConfigError(f"{w}sparse_attention_freq", freq if not isinstance(freq, list) else f"{len(freq)} entries", f"must list exactly num_hidden_layers={n} flags")
+    else:
+        owners = tuple(i for i, f in enumerate(freq) if f and kinds[i] == "full")
+    notes.append(f"sparse attention: {len(owners)} layers keep a {dim}-dim bf16 index key per token ({dim * 2} B each)")
+    return IndexerSpec(head_dim=dim, n_heads=heads, layers=owners, element_bytes=2)
+
+
+def _mtp_layers(cfg: dict, layers: list[LayerSpec], indexer: IndexerSpec | None, where: str, notes: list[str]) -> tuple[tuple[LayerSpec, ...], int]:
+    """The cached layers of the next-token-prediction modules (num_nextn_predict_layers).
+
+    Each MTP module of DeepSeek-V3/V3.2, GLM-5, Kimi and MiMo is one more decoder layer shaped like
+    the model's last full-attention layer (vLLM 0.33 deepseek_mtp.py, glm4_moe_mtp.py); Nemotron-H
+    lists the module's blocks in mtp_layers_block_type (vLLM 0.33 nemotron_h_mtp.py).
+    """
+    count = _optional_int(cfg, "num_nextn_predict_layers", lo=0, hi=64, where=where) or 0
+    if not count:
+        return (), 0
+    full = [layer for layer in layers if layer.kind == "full"]
+    if not full:
+        return (), 0
+    template = full[-1]
+    per_module = 1
+    block_types = cfg.get("mtp_layers_block_type")
+    if isinstance(block_types, list):
+        per_module = sum(1 for name in block_types if name == "attention")
+    n = len(layers)
+    mtp = tuple(LayerSpec(index=n + i, kind="full", kv_heads=template.kv_heads, k_head_dim=template.k_head_dim, v_head_dim=template.v_head_dim) for i in range(count * per_module))
+    mtp_indexer = len(mtp) if indexer is not None else 0
+    if mtp:
+        notes.append(f"{len(mtp)} MTP layer(s) (num_nextn_predict_layers {count}) are cached only with MTP speculative decoding on")
+    return mtp, mtp_indexer
+
+
+def _kda_state(linear_cfg: dict, where: str) -> StateSpec:
+    """Kimi Delta Attention state per layer and sequence, in elements.
+
+    vLLM 0.33 kimi_linear.py / MambaStateShapeCalculator.kda_state_shape: three short-conv states
+    (q, k, v) of num_heads x head_dim x (kernel - 1) and a num_heads x head_dim x head_dim
+    recurrent state.
+    """
+    w = f"{where}linear_attn_config."
+    heads = _int_field(linear_cfg, "num_heads", hi=MAX_HEADS, where=w) if _present(linear_cfg, "num_heads") else 32
+    dim = _int_field(linear_cfg, "head_dim", where=w) if _present(linear_cfg, "head_dim") else 128
+    kernel = _int_field(linear_cfg, "short_conv_kernel_size", where=w) if _present(linear_cfg, "short_conv_kernel_size") else 4
+    # MambaStateDtypeCalculator.kda_state_dtype: the recurrent state is float32 under "auto"
+    return StateSpec(conv_elements=3 * heads * dim * (kernel - 1), ssm_elements=heads * dim * dim, ssm_element_bytes=4,
+                     description=f"Kimi Delta Attention: {heads} heads x {dim} x {dim} (float32), conv {kernel}")
+
+
 def parse_geometry(config: dict) -> ModelGeometry:
     """Derive the per-layer KV geometry of a config dict.
 
@@ -451,19 +770,33 @@ def parse_geometry(config: dict) -> ModelGeometry:
     """
     if not isinstance(config, dict):
         raise ConfigError("config", type(config).__name__, "must be a JSON object")
-    return _parse_cached(json.dumps(config, sort_keys=True, default=str, allow_nan=True))
+    # one canonical text serves as the cache key's source and as config_hash (configs of several
+    # MiB are keyed by their digest, so the cache never holds their text)
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    hit = _GEOMETRIES.get(digest)
+    if hit is None:
+        hit = _parse(json.loads(canonical), digest)
+        if len(_GEOMETRIES) >= 256:
+            _GEOMETRIES.pop(next(iter(_GEOMETRIES)))
+        _GEOMETRIES[digest] = hit
+    return hit
 
 
-@lru_cache(maxsize=256)
-def _parse_cached(canonical: str) -> ModelGeometry:
-    config = json.loads(canonical)
+_GEOMETRIES: dict[str, ModelGeometry] = {}
+
+
+def _parse(config: dict, digest: str) -> ModelGeometry:
     cfg, path, notes = select_text_config(config)
     where = f"{path}." if path else ""
     model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
 
     found = _first(cfg, _REQUIRED_ALIASES["layers"], where=where, hi=MAX_LAYERS)
+    if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
+        # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
+        found = ("layers_block_type", len(cfg["layers_block_type"]))
     if not found:
-        raise ConfigError(f"{where}num_hidden_layers", None, "missing: no layer count (num_hidden_layers, n_layer, n_layers or num_layers)")
+        raise ConfigError(f"{where}num_hidden_layers", None, "missing: no layer count (num_hidden_layers, n_layer, n_layers, num_layers or a layers_block_type list)")
     n_layers = found[1]
     found = _first(cfg, _REQUIRED_ALIASES["heads"], where=where, hi=MAX_HEADS)
     if not found:
@@ -500,21 +833,22 @@ def _parse_cached(canonical: str) -> ModelGeometry:
 
     kinds, windows = _layer_kinds(cfg, n_layers, model_type, where, notes, max_pos)
     mamba = _mamba_state(cfg, hidden, where) if "mamba" in kinds else None
-    linear = _linear_state(cfg, where) if "linear_attention" in kinds else None
+    linear = None
+    if "linear_attention" in kinds:
+        linear = _kda_state(cfg["linear_attn_config"], where) if isinstance(cfg.get("linear_attn_config"), dict) else _linear_state(cfg, where)
 
+    shapes = _layer_shapes(cfg, kinds, (kv_heads, head_dim, v_head_dim), heads, where, notes)
     layers = []
     for i, (kind, window) in enumerate(zip(kinds, windows, strict=True)):
         cached = kind in ("full", "sliding", "chunked", "cross")
-        layers.append(
-            LayerSpec(
-                index=i,
-                kind=kind,
-                window=window,
-                kv_heads=kv_heads if cached else 0,
-                k_head_dim=head_dim if cached else 0,
-                v_head_dim=v_head_dim if cached else 0,
-            )
-        )
+        layer_heads, k_dim, v_dim = shapes[i] if cached else (0, 0, 0)
+        layers.append(LayerSpec(index=i, kind=kind, window=window, kv_heads=layer_heads, k_head_dim=k_dim, v_head_dim=v_dim))
+    cached_heads = {layer.kv_heads for layer in layers if layer.kv_heads}
+    if mla is None and cached_heads and kv_heads not in cached_heads:
+        kv_heads = max(cached_heads)  # e.g. Nemotron-NAS: num_key_value_heads is null, the blocks say
+    compressed = _compressed(cfg, n_layers, head_dim, where, notes)
+    indexer = None if compressed else _indexer(cfg, n_layers, kinds, where, notes)
+    mtp_layers, mtp_indexer = _mtp_layers(cfg, layers, indexer, where, notes)
     if not any(layer.kind in ("full", "sliding", "chunked", "mla") for layer in layers) and not (mamba or linear):
         raise ConfigError(f"{where}layer_types", "no attention layers", "the config has no layer that holds a cache or state")
 
@@ -553,9 +887,13 @@ def _parse_cached(canonical: str) -> ModelGeometry:
         mla=mla,
         mamba=mamba,
         linear=linear,
+        indexer=indexer,
+        compressed=compressed,
         layers=tuple(layers),
+        mtp_layers=mtp_layers,
+        mtp_indexer_layers=mtp_indexer,
         notes=tuple(notes),
-        config_hash=config_hash(config),
+        config_hash=digest,
     )
 
 

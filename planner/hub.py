@@ -38,7 +38,7 @@ from huggingface_hub import errors as hf_errors  # noqa: E402
 from tqdm.auto import tqdm as _tqdm
 
 from planner import __version__
-from planner.configio import MAX_CONFIG_BYTES, parse_config_text
+from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
 from planner.errors import ConfigError
 
 __all__ = [
@@ -119,7 +119,7 @@ class HubOfflineError(HubError):
 
 
 class InvalidHubConfigError(HubError):
-    """``config.json`` is not JSON, over 1 MiB, not an object, or lacks the required fields."""
+    """``config.json`` is not JSON, over 16 MiB, not an object, or lacks the required fields."""
 
 
 class RemoteCodeRequiredError(HubError):
@@ -473,7 +473,7 @@ def _fetch_config_online(repo_id: str, revision: str, token: str | None, deadlin
         )
     if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
         raise InvalidHubConfigError(
-            f"config.json of {repo_id}@{meta.commit_hash[:12]} is {meta.size:,} bytes, over the 1 MiB limit "
+            f"config.json of {repo_id}@{meta.commit_hash[:12]} is {meta.size:,} bytes, over the {MAX_CONFIG_LABEL} limit "
             "for a config: it was not downloaded; load a config file instead."
         )
     if cancel.is_set():
@@ -601,7 +601,7 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
         ConfigNotFoundError: the repo has no ``config.json`` at that revision.
         HubTimeoutError: no answer within ``timeout_s`` and nothing cached on disk.
         HubOfflineError: offline mode or network failure and nothing cached on disk.
-        InvalidHubConfigError: ``config.json`` is over 1 MiB, not JSON, not an object, or lacks a
+        InvalidHubConfigError: ``config.json`` is over 16 MiB, not JSON, not an object, or lacks a
             layer and head count with an unknown ``model_type``.
         RemoteCodeRequiredError: the config only makes sense with repository code (``auto_map``
             without the fields); that code is never run.

@@ -244,7 +244,7 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
     inputs, r = plan.inputs, plan.roofline
     n = r["decode_concurrency"]
     weight_dtype = "fp8" if inputs.weight_dtype == "fp8" else "bf16"
-    kv = inputs.kv_dtype
+    kv = plan.inspect.kv_dtype  # "auto" resolved from the checkpoint
     if plan.device.name not in SYSTEMS and plan.device.source == "user-provided":
         return Comparison(covered=False, reason=f"a custom device has no measured kernels in AIConfigurator {VERSION}", requests=n)
     why = coverage(plan.device.name, kv, weight_dtype)

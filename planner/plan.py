@@ -18,7 +18,7 @@ from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
-from planner.kv import InspectReport, inspect_geometry
+from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
 from planner.results import Result
 from planner.weights import WeightsEstimate, estimate_weights
 
@@ -53,7 +53,8 @@ class PlanInputs(BaseModel):
     output_tokens: int = Field(default=512, ge=1, le=1 << 31)
     encoder_tokens: int = Field(default=0, ge=0, le=1 << 24)  # image tokens cached by cross-attention layers
     max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
-    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
+    kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
+    mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
     runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
     vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
@@ -151,6 +152,11 @@ class PreparedModel(BaseModel):
     geometry: ModelGeometry
     repo_id: str | None = None
     parameter_counts: dict[str, int] | None = None  # safetensors dtype -> elements (Hub metadata)
+    quantization: dict | None = None  # hf_quant_config.json, when config.json has no quantization_config
+
+    def kv_dtype(self, requested: str) -> tuple[str, str]:
+        """(KV dtype, source): ``requested``, or what ``"auto"`` resolves to for this checkpoint."""
+        return resolve_kv_dtype(requested, self.config, self.quantization)
 
     def weights(self, weight_dtype: str) -> WeightsEstimate:
         key = (self.geometry.config_hash, weight_dtype, tuple(sorted((self.parameter_counts or {}).items())))
@@ -182,18 +188,22 @@ def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> Weigh
 _PREPARED: dict[str, PreparedModel] = {}
 
 
-def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None) -> PreparedModel:
+def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, quantization: dict | None = None) -> PreparedModel:
     """Parse and cache a config (by content hash), with the checkpoint's parameter counts if known.
+
+    ``quantization`` is the checkpoint's ``hf_quant_config.json`` (read when config.json has no
+    ``quantization_config``); ``kv_dtype="auto"`` resolves from it.
 
     Raises:
         ConfigError: the config is invalid.
     """
-    key = config_hash({"config": config, "counts": parameter_counts})
+    quantization = quantization if "quantization_config" not in config else None
+    key = config_hash({"config": config, "counts": parameter_counts}) + (config_hash(quantization) if quantization else "")
     hit = _PREPARED.get(key)
     if hit is None:
         geo = parse_geometry(config)
         repo = config.get("_name_or_path")
-        hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None)
+        hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None, quantization=quantization)
         if len(_PREPARED) > 256:
             _PREPARED.clear()
         _PREPARED[key] = hit
@@ -349,7 +359,10 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     ctx = context_budget(parts, inputs.output_tokens, max_ctx, inputs.input_tokens)
 
     device = resolve_device(inputs)
-    report = inspect_geometry(geo, inputs.kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime)
+    kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)
+    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp)
+    if kv_source != "given":
+        report = report.model_copy(update={"kv_dtype_source": kv_source})
     specs = report.specs
     weights = model.weights(inputs.weight_dtype)
     res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
@@ -508,7 +521,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "admitted": admitted,
         "kv_bytes_at_requested": per_rep_seqs * per_seq - saved_per_replica,
         "runtime": inputs.runtime,
-        "kv_dtype": inputs.kv_dtype,
+        "kv_dtype": kv_dtype,
+        "kv_dtype_source": kv_source,
         "steady_state_sequences": steady_max,
     }
     if engine is not None:
@@ -637,7 +651,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     )
 
 
-VLLM_KV_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
+VLLM_KV_DTYPES = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 
 
 def memory_basis(plan: Plan) -> str:

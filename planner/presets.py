@@ -63,6 +63,17 @@ _FAMILIES: dict[str, str] = {
     "dbrx": "DBRX",
     "chatglm": "GLM",
     "glm": "GLM",
+    "glm_moe_dsa": "GLM",
+    "gemma4": "Gemma",
+    "gemma4_text": "Gemma",
+    "deepseek_v32": "DeepSeek",
+    "deepseek_v4": "DeepSeek",
+    "kimi_k3": "Kimi",
+    "kimi_linear": "Kimi",
+    "qwen3_5_moe": "Qwen",
+    "qwen3_5": "Qwen",
+    "minimax_m3": "MiniMax",
+    "minimax_m2": "MiniMax",
 }
 
 

@@ -180,7 +180,7 @@ def kv_context_chart(plan: Plan, width: float = 480, height: float = 210):
         lines.append([(x, (sum(held(i, s, x) for i, s in enumerate(specs)) + state) / mib) for x in xs])
         labels.append("total" + (f" incl. {human_bytes(state)} recurrent state" if state else "") + (" (chunked at peak)" if envelope else ""))
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[1]} ({plan.inputs.kv_dtype}, per GPU)", width, height)
+    _title(d, f"{CHART_TITLES[1]} ({plan.inspect.kv_dtype}, per GPU)", width, height)
     lp = LinePlot()
     lp.x, lp.y, lp.width, lp.height = 60, 30 + 11 * ((len(labels) + 1) // 2), width - 80, height - 60 - 11 * ((len(labels) + 1) // 2)
     lp.data = lines
@@ -380,7 +380,7 @@ def _formulas(plan: Plan) -> list[str]:
     kv, cap, ctx, res, lat = plan.kv_cache, plan.capacity, plan.context, plan.reservation, plan.latency
     out: list[str] = []
     specs = [s for s in plan.inspect.specs if s.kind != "cross"]
-    bits = KV_DTYPE_BITS.get(plan.inputs.kv_dtype)
+    bits = KV_DTYPE_BITS.get(plan.inspect.kv_dtype)
     for s in specs:
         line = f"K/V per token, {s.kind}{' ' + format(s.window, ',') if s.window else ''}: {s.num_layers} layers x {s.bytes_per_token_per_layer:,} B = {s.bytes_per_token:,} B"
         if bits and s.kv_heads_per_gpu * (s.k_head_dim + s.v_head_dim) * bits == s.bytes_per_token_per_layer * 8:
@@ -585,8 +585,45 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     return text
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None) -> bytes:
-    """The sizing report as PDF bytes (A4, vector charts, no browser)."""
+SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "TTFT ms", "ITL ms", "req/s", "sim req/s")
+
+
+def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
+    """Header and one row per recommendation (the PDF's sizing table)."""
+    rows = [list(SIZING_COLUMNS)]
+    for r in sizing.recommendations[:top]:
+        sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
+        rows.append([r.gpu, str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+                     f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
+    return rows
+
+
+def _sizing_story(k: _Kit, sizing) -> list:
+    """The "Sizing" section: the answer, the ranked alternatives and the capacity notes."""
+    rows = sizing_rows(sizing)
+    first = 30 * 72 / 25.4  # 30 mm for the GPU name
+    story = [k.para("Sizing", k.h2), k.para(sizing.answer), k.grid_table(rows, [first] + [(k.width - first) / (len(rows[0]) - 1)] * (len(rows[0]) - 1))]
+    searched = sizing.searched
+    story.append(
+        k.para(
+            f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
+            "TTFT and ITL are the latency model's at the workload's concurrency; 'sim req/s' is the simulator's capacity search where it ran. "
+            "Prices: planner/prices.py (sourced and dated) unless given.",
+            k.small,
+        )
+    )
+    for r in sizing.recommendations[:12]:
+        if r.capacity:
+            story.append(k.para(f"Capacity search {r.gpu} TP {r.tp} x {r.replicas}: {r.capacity.note}", k.small))
+    return story
+
+
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None, sizing=None) -> bytes:
+    """The sizing report as PDF bytes (A4, vector charts, no browser).
+
+    ``sizing`` (a :class:`planner.sizing.SizingResult`) adds a "Sizing" section after the
+    headline: the answer and the ranked alternatives; ``plan`` is then the recommended deployment's.
+    """
     from reportlab.lib.units import mm
     from reportlab.platypus import KeepTogether, Spacer
 
@@ -599,6 +636,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para(f"Generated {now.strftime('%Y-%m-%d %H:%M UTC')} by KV Capacity Planner", k.small),
         Spacer(1, 4),
         para(_headline(plan, ref)),
+        *(_sizing_story(k, sizing) if sizing is not None else []),
         para("Model", k.h2),
         k.kv_table(_model_rows(plan, ref)),
         para("Device", k.h2),

@@ -9,9 +9,9 @@ Only controls that differ from ``PlanInputs()`` defaults are written. Tokens and
 never written (a :class:`ModelRef` holds none; free-text values that look like a token are
 dropped), and an embedded config that contains token-looking text is not embedded.
 
-Query keys (schema version 1; keys are stable, never reuse one for another meaning)::
+Query keys (schema version 2; keys are stable, never reuse one for another meaning)::
 
-    v      schema version (1)
+    v      schema version (2; version-1 links are read too)
     -- model reference (ModelRef) --
     m      kind: preset | hub | upload | example
     n      name (preset name or uploaded file name)
@@ -32,10 +32,13 @@ Query keys (schema version 1; keys are stable, never reuse one for another meani
     ten    tenants                price gpu_hour_price       mfu   mfu
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
-    gen    generated_tokens       vv    vllm_version
+    gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
+    mtp    mtp (1/0)              vv    vllm_version
+    Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
+    still means bf16, so old links decode as they did.
 
 Unknown query keys are ignored (the app may add its own). Plan files use the full field
-names (``{"schema": "kv-capacity-plan", "version": 1, "model": {...}, "inputs": {...},
+names (``{"schema": "kv-capacity-plan", "version": 2, "model": {...}, "inputs": {...},
 "config": {...}}``).
 """
 
@@ -58,7 +61,8 @@ from planner.geometry import config_hash
 from planner.plan import PlanInputs, _cross_field_problem
 from planner.source import ModelRef
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READ_VERSIONS = (1, 2)
 SCHEMA_NAME = "kv-capacity-plan"
 MAX_EMBED_CHARS = 2048  # an embedded config's encoded text must be shorter than this
 MAX_CFG_PARAM_CHARS = 64 * 1024  # longer `cfg` text is refused before decoding
@@ -90,6 +94,8 @@ INPUT_KEYS: dict[str, str] = {
     "device_bf16_tflops": "tf",
     "gpu_count": "gpus",
     "tp": "tp",
+    "ep": "ep",
+    "max_batched_tokens": "mbt",
     "headroom_bp": "hr",
     "model_resident_gib": "mres",
     "workspace_gib": "ws",
@@ -110,7 +116,11 @@ INPUT_KEYS: dict[str, str] = {
     "first_decode_ms": "fd",
     "remaining_decode_ms": "rd",
     "generated_tokens": "gen",
+    "mtp": "mtp",
 }
+# What a version-1 link or plan file meant when it left a field out, where that differs from
+# today's PlanInputs default: before version 2 the KV dtype defaulted to bf16, not "auto".
+LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"}}
 REF_KEYS: dict[str, str] = {"kind": "m", "name": "n", "repo_id": "r", "revision": "rv", "commit": "c", "config_hash": "h"}
 KEY_FIELDS: dict[str, str] = {v: k for k, v in INPUT_KEYS.items()}
 
@@ -177,7 +187,7 @@ def _base_type(annotation: object) -> tuple[type | None, tuple[str, ...] | None,
         annotation = rest[0]
     if typing.get_origin(annotation) is typing.Literal:
         return str, tuple(typing.get_args(annotation)), nullable
-    return annotation if annotation in (int, float, str) else None, None, nullable
+    return annotation if annotation in (int, float, str, bool) else None, None, nullable
 
 
 def _bounds(name: str) -> dict[str, float]:
@@ -194,8 +204,8 @@ def _fmt_bound(x: float) -> str:
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def _default_text(name: str) -> str:
-    default = PlanInputs.model_fields[name].default
+def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
+    default = LEGACY_DEFAULTS.get(version, {}).get(name, PlanInputs.model_fields[name].default)
     if name == "headroom_bp":
         return f"the default {default:,} bp ({default / 100:g} %)"
     if default is None:
@@ -205,6 +215,8 @@ def _default_text(name: str) -> str:
             "device_gib": "the catalog GPU",
             "model_resident_gib": "the weights estimate",
         }.get(name, "not set") + ")"
+    if isinstance(default, bool):
+        return f"the default {'1 (on)' if default else '0 (off)'}"
     return f"the default {_num_text(default) if isinstance(default, (int, float)) else default}"
 
 
@@ -220,6 +232,10 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
         if not isinstance(raw, str) or raw not in choices:
             return None, f"is not one of {', '.join(choices)}"
         return raw, None
+    if base is bool:
+        if from_text:
+            return ({"1": True, "0": False}.get(raw.strip()), None) if isinstance(raw, str) and raw.strip() in ("1", "0") else (None, "is not 1 or 0")
+        return (raw, None) if isinstance(raw, bool) else (None, "is not true or false")
     if base is str:
         if not isinstance(raw, str) or not raw.strip():
             return None, "must be a non-empty name"
@@ -280,7 +296,9 @@ def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
             warnings.append(f"{label(name)} {_shown(value)} is an unknown GPU; using {_default_text(name)}")
 
 
-def _build_inputs(values: dict, label, warnings: list[str]) -> PlanInputs:
+def _build_inputs(values: dict, label, warnings: list[str], version: int = SCHEMA_VERSION) -> PlanInputs:
+    for name, legacy in LEGACY_DEFAULTS.get(version, {}).items():
+        values.setdefault(name, legacy)
     _resolve_cross_field(values, label, warnings)
     try:
         return PlanInputs(**values)
@@ -443,6 +461,8 @@ def encode_query(ref: ModelRef, inputs: PlanInputs, upload_config: dict | None =
             if looks_like_token(value):
                 continue
             params[INPUT_KEYS[name]] = value
+        elif isinstance(value, bool):
+            params[INPUT_KEYS[name]] = "1" if value else "0"
         else:
             params[INPUT_KEYS[name]] = _num_text(value)  # type: ignore[arg-type]
     return params
@@ -489,12 +509,15 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
     if not flat:
         return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings)
 
-    version = flat.pop("v", None)
-    if version is None:
+    version_text = flat.pop("v", None)
+    version = SCHEMA_VERSION
+    if version_text is None:
         warnings.append(f"the link has no version (v); reading it as version {SCHEMA_VERSION}")
-    elif version.strip() != str(SCHEMA_VERSION):
-        warnings.append(f"link version (v) {_shown(version)} is not supported (this planner reads version {SCHEMA_VERSION}); using the defaults")
+    elif version_text.strip() not in {str(v) for v in READ_VERSIONS}:
+        warnings.append(f"link version (v) {_shown(version_text)} is not supported (this planner reads versions {', '.join(map(str, READ_VERSIONS))}); using the defaults")
         return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings)
+    else:
+        version = int(version_text.strip())
 
     ref_raw = {name: flat[key] for name, key in REF_KEYS.items() if key in flat}
     ref = _build_ref(ref_raw, lambda name: REF_KEYS[name], warnings)
@@ -502,22 +525,22 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
     def label(name: str) -> str:
         return f"{name} ({INPUT_KEYS[name]})"
 
-    inputs = _checked_inputs(((name, flat[key]) for name, key in INPUT_KEYS.items() if key in flat), label, warnings, from_text=True)
+    inputs = _checked_inputs(((name, flat[key]) for name, key in INPUT_KEYS.items() if key in flat), label, warnings, from_text=True, version=version)
 
     upload_config, needs = _restore_upload(ref, flat.get("cfg"), "cfg", warnings, link=True)
     return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
 
 
-def _checked_inputs(items, label, warnings: list[str], *, from_text: bool) -> PlanInputs:
+def _checked_inputs(items, label, warnings: list[str], *, from_text: bool, version: int = SCHEMA_VERSION) -> PlanInputs:
     """Plan inputs from (field, raw value) pairs: each bad value falls back to its default with a warning."""
     values: dict[str, object] = {}
     for name, raw in items:
         value, reason = check_field(name, raw, from_text=from_text)
         if reason:
-            warnings.append(f"{label(name)} {_shown(raw)} {reason}; using {_default_text(name)}")
+            warnings.append(f"{label(name)} {_shown(raw)} {reason}; using {_default_text(name, version)}")
         else:
             values[name] = value
-    return _build_inputs(values, label, warnings)
+    return _build_inputs(values, label, warnings, version)
 
 
 def _restore_upload(ref: ModelRef | None, cfg: object, where: str, warnings: list[str], *, link: bool) -> tuple[dict | None, bool]:
@@ -601,8 +624,8 @@ def load_plan_file(text: str | bytes) -> DecodedState:
     if doc.get("schema") != SCHEMA_NAME:
         raise PlannerError("plan file", doc.get("schema"), f"is not a KV capacity plan (schema must be {SCHEMA_NAME!r})")
     version = doc.get("version")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
-        raise PlannerError("plan file version", version, f"this planner reads plan files of version {SCHEMA_VERSION}")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        raise PlannerError("plan file version", version, f"this planner reads plan files of versions {', '.join(map(str, READ_VERSIONS))}")
 
     warnings: list[str] = []
     known_top = {"schema", "version", "model", "inputs", "config"}
@@ -639,7 +662,7 @@ def load_plan_file(text: str | bytes) -> DecodedState:
             else:
                 warnings.append(f"unknown input {_shown(key)}; ignored")
 
-    inputs = _checked_inputs(known(), label, warnings, from_text=False)
+    inputs = _checked_inputs(known(), label, warnings, from_text=False, version=version)
     upload_config, needs = _restore_upload(ref, doc.get("config"), "config", warnings, link=False)
     return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
 

@@ -77,7 +77,7 @@ def hub_ref(repo_id: str, revision: str = "main", token: str | None = None) -> t
     from planner import hub
 
     fetched = hub.fetch_model(repo_id, revision, token=token)
-    model = prepare_model(fetched.config, fetched.parameter_counts)
+    model = prepare_model(fetched.config, fetched.parameter_counts, fetched.quantization)
     ref = ModelRef(kind="hub", repo_id=fetched.repo_id, revision=fetched.revision, commit=fetched.commit_sha, config_hash=model.geometry.config_hash)
     return ref, model, fetched
 

@@ -79,6 +79,10 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     shared_inter = _get(cfg, "shared_expert_intermediate_size", default=moe_inter * shared if shared else 0)
     first_dense = _get(cfg, "first_k_dense_replace")
     moe_every = _get(cfg, "decoder_sparse_step", "moe_layer_freq", "expert_layer_period", "interleave_moe_layer_step", default=1)
+    # latent MoE (Nemotron 3 Ultra moe_latent_size, Kimi K3 routed_expert_hidden_size): routed
+    # experts work in a narrower space, entered and left through two h x latent projections
+    expert_h = _get(cfg, "moe_latent_size", "routed_expert_hidden_size", default=h)
+    latent_proj = 2 * h * expert_h if expert_h != h else 0
     if geo.model_type.startswith("llama4"):  # one shared expert of the expert size; dense layers use intermediate_size_mlp
         shared_inter = moe_inter
         inter = _get(cfg, "intermediate_size_mlp", default=inter)
@@ -101,9 +105,9 @@ def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
         if geo.model_type.startswith("nemotron_h") and layer.kind != "none":
             mlp_total = mlp_active = 0  # Nemotron-H: mixer-only layers
         elif is_moe:
-            per_expert = mats * h * moe_inter
+            per_expert = mats * expert_h * moe_inter
             routed = n_experts * per_expert
-            shared_p = mats * h * shared_inter
+            shared_p = mats * h * shared_inter + latent_proj
             mlp_total = routed + shared_p + h * n_experts
             mlp_active = top_k * per_expert + shared_p + h * n_experts
             experts += routed

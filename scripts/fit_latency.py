@@ -57,6 +57,7 @@ DEVICE_PARAMS = {
     "H200-141GB": ("hopper_link_latency_s", None),
     "B200-180GB": ("b200_link_latency_s", "b200_moe_efficiency"),
     "A100-SXM-80GB": ("a100_link_latency_s", "a100_moe_efficiency"),
+    "L40S-48GB": (None, None),  # held out: the catalog's PCIe figures
 }
 GROUP_WEIGHT = 1 / 3
 
@@ -64,7 +65,7 @@ GROUP_WEIGHT = 1 / 3
 def roof_for(case: L.Case, x: dict) -> latency.Roofline:
     eff = latency.Efficiency(**{k: v for k, v in x.items() if k in latency.Efficiency.__dataclass_fields__})
     link, moe = DEVICE_PARAMS[case.row["gpu"]]
-    return L.with_efficiency(case.roof, eff, x["mfu"], x["mbu"], x[link], x[moe] if moe else 1.0)
+    return L.with_efficiency(case.roof, eff, x["mfu"], x["mbu"], x[link] if link else None, x[moe] if moe else (None if case.row["gpu"] == "L40S-48GB" else 1.0))
 
 
 def residuals(vector: np.ndarray, cases: list[L.Case]) -> np.ndarray:
@@ -124,7 +125,7 @@ def write_doc(cases: list[L.Case], x: dict, table: dict, result) -> None:
         "",
         "Split (benchmarks/latency_rows.py): **fit** = Llama-3.1-8B (TP1, 2), Llama-3.1-70B (TP4, 8), Qwen3-8B (TP1, 2),",
         "Qwen3-30B-A3B (TP1, 2), Mixtral-8x7B (TP2, 4) on H100 SXM, B200 and A100 SXM; **held-out GPU** = all of those on",
-        "H200; **held-out model** = Qwen3-32B (TP2, 4) and Qwen3-235B-A22B (TP8) on every GPU.",
+        "H200 and L40S; **held-out model** = Qwen3-32B (TP2, 4) and Qwen3-235B-A22B (TP8) on every GPU (rows whose weights do not fit the GPU are left out).",
         "",
         "Objective: least squares of log(planner / AIC) for ITL and prefill of every fitted row, plus a third of the weight",
         "on each op group's log ratio scaled by the square root of its share of the row.",

@@ -37,7 +37,7 @@ MODELS = [
     ("Qwen/Qwen3-8B", (1, 2), ()),
     ("mistralai/Mixtral-8x7B-v0.1", (2, 4), ()),
 ]
-GPUS = ["H100-SXM-80GB", "H200-141GB", "B200-180GB", "A100-SXM-80GB"]
+GPUS = ["H100-SXM-80GB", "H200-141GB", "B200-180GB", "A100-SXM-80GB", "L40S-48GB"]
 GRID_GPUS = {"H100-SXM-80GB", "H200-141GB"}
 SHAPES = [(2048, 512), (8192, 1024)]
 BATCHES = [1, 8, 32, 64]

@@ -219,7 +219,7 @@ def test_reset_restores_defaults():
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     at.button(key="reset_inputs").click().run()
     _clean(at)
-    assert at.selectbox(key="kv_dtype").value == "bf16"
+    assert at.selectbox(key="kv_dtype").value == "auto"  # resolves to the checkpoint's bfloat16
     assert metric(at, "KV bytes / token") == "128 KiB"
 
 

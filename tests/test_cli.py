@@ -134,7 +134,7 @@ def test_hub_weights_come_from_safetensors_metadata(fake_hub):
     [
         (["plan", "--example", "--preset", "deepseek-v3"], "--example plans the seed's own model"),
         (["plan", "--preset", "llama-3.1-8b", "--gpu", "T4-16GB", "--device-gib", "100"], "not both"),
-        (["inspect", "--config", "/dev/zero"], "larger than 1,048,576 bytes"),
+        (["inspect", "--config", "/dev/zero"], "larger than 16,777,216 bytes"),
     ],
 )
 def test_conflicting_or_unbounded_input_is_refused(argv, needle):

@@ -24,7 +24,7 @@ def test_columns_round_trip_through_a_link():
 def test_bad_fields_fall_back_field_by_field():
     cols, warnings = decode_columns({"cmp": "9", "ca": "plan~H100-SXM-80GB~0~1~fp7~vllm", "cb": "too~few"}, BASE)
     assert len(cols) == 2
-    assert cols[0] == Column(CURRENT, "H100-SXM-80GB", 1, 1, "bf16", "vllm")  # 0 GPUs and fp7: the defaults
+    assert cols[0] == Column(CURRENT, "H100-SXM-80GB", 1, 1, "auto", "vllm")  # 0 GPUs and fp7: the defaults (KV dtype auto)
     assert cols[1] == default_columns(BASE)[1]
     text = " ".join(warnings)
     assert "cmp" in text and "'0'" in text and "'fp7'" in text and "plan B (cb)" in text

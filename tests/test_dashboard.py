@@ -237,7 +237,7 @@ def _compare_with_three_plans() -> AppTest:
 def test_compare_state_survives_a_page_switch_and_is_in_the_link():
     at = _compare_with_three_plans()
     link = dict(at.query_params)
-    assert link["cmp"] == "3" and link["cc"] == "plan~H200-141GB~2~2~bf16~vllm", link
+    assert link["cmp"] == "3" and link["cc"] == "plan~H200-141GB~2~2~auto~vllm", link
     assert link["n"] == "llama-3.1-8b"  # the base plan travels with it
     at.switch_page("pages/plan.py").run()
     at.switch_page("pages/compare.py").run()
@@ -333,3 +333,12 @@ def test_probe_opens_on_a_setting_that_fits_and_refusals_name_fields():
     at.button(key="probe_run").click().run()  # refused before any process starts
     errs = [e.value for e in at.error]
     assert errs and "“Layers limit”" in errs[0] and "--" not in errs[0] and "smaller preset" in errs[0], errs
+
+
+def test_every_plan_input_has_a_label():
+    """The app, the PDF, error messages and CLI help name inputs from planner/labels.py: a new
+    PlanInputs field needs its label there (else users would read the raw field name)."""
+    from planner.labels import INPUTS, humanize
+
+    assert set(PlanInputs.model_fields) <= set(INPUTS), set(PlanInputs.model_fields) - set(INPUTS)
+    assert humanize("give prefill_ms and tp 2") == "give “Observed prefill (ms)” and TP 2"

@@ -177,8 +177,11 @@ def test_nemotron_h_pattern_and_jamba_and_qwen3_next():
     r = inspect_config(nem)
     assert r.layers == {"full": 2, "mamba": 6, "none": 6}
     assert r.kv_bytes_per_token == 2 * 2 * 8 * 128 * 2
-    # Mamba-2 state per layer: conv (128x64 + 2x8x128) x 3 + ssm 128 x 64 x 128, in bf16, x 6 layers
-    assert r.state_bytes_per_sequence == 6 * ((8192 + 2048) * 3 + 128 * 64 * 128) * 2
+    # Mamba-2 state per layer: conv (128x64 + 2x8x128) x 3 in bf16 + ssm 128 x 64 x 128 in float32
+    # (vLLM's Nemotron-H default when the config names no mamba_ssm_cache_dtype), x 6 layers
+    assert r.state_bytes_per_sequence == 6 * ((8192 + 2048) * 3 * 2 + 128 * 64 * 128 * 4)
+    bf16_ssm = inspect_config({**nem, "mamba_ssm_cache_dtype": "bfloat16"})
+    assert bf16_ssm.state_bytes_per_sequence == 6 * ((8192 + 2048) * 3 + 128 * 64 * 128) * 2
     jamba = dense(layers=32, model_type="jamba", attn_layer_period=8, attn_layer_offset=4)
     assert parse_geometry(jamba).counts() == {"full": 4, "mamba": 28}
     q3n = dense(layers=48, model_type="qwen3_next", full_attention_interval=4, head_dim=256, kv=2)
@@ -314,8 +317,8 @@ def test_bad_config_text(text, why):
 
 
 def test_oversized_config_refused():
-    big = json.dumps({"num_hidden_layers": 2, "pad": "x" * (1024 * 1024)})
-    with pytest.raises(ConfigError, match="larger than 1,048,576 bytes"):
+    big = json.dumps({"num_hidden_layers": 2, "pad": "x" * (16 * 1024 * 1024)})
+    with pytest.raises(ConfigError, match="larger than 16,777,216 bytes"):
         parse_config_text(big)
 
 

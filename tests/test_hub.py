@@ -216,11 +216,11 @@ def test_config_not_an_object(hub):
 
 
 def test_oversized_config_refused_before_download(hub):
-    big = b'{"model_type": "llama", "pad": "' + b"x" * (1024 * 1024 + 10) + b'"}'
+    big = b'{"model_type": "llama", "pad": "' + b"x" * (16 * 1024 * 1024 + 10) + b'"}'
     hub.add_repo("org/huge", {"config.json": big})
     with pytest.raises(InvalidHubConfigError) as err:
         fetch_model("org/huge")
-    assert "1 MiB" in str(err.value)
+    assert "16 MiB" in str(err.value)
     assert hub.count("HEAD", "config.json") == 1
     assert hub.count("GET", "config.json") == 0  # refused from the HEAD size, never downloaded
 

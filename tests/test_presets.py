@@ -134,10 +134,56 @@ CASES: dict[str, tuple[str, int, dict[str, int], int, int]] = {
     # ChatGLM: num_layers 40, multi_query_group_num 2, kv_channels 128 (4096/32):
     # 2 x 40 x 2 x 128 x 2 B = 40,960; x 4096 = 167,772,160
     "glm-4-9b": ("THUDM/glm-4-9b-chat", 40_960, {"full": 40}, 4096, 167_772_160),
+    # --- 2026 families (configs as vendored by aiconfigurator-core 0.12.0) -----------------------
+    # Gemma 4 26B-A4B: layer_types 5 sliding : 1 full -> full at 5, 11, 17, 23, 29 = 5 full, 25
+    # sliding (W 1024). Full layers: attention_k_eq_v -> num_global_key_value_heads 2 x
+    # global_head_dim 512, K and V both cached: 2 x 2 x 512 x 2 B = 4096 per layer x 5 = 20,480.
+    # Sliding: 2 x 8 x 256 x 2 B = 8192 per layer. At T=8000: 20,480 x 8000 = 163,840,000
+    # + 25 x 8192 x 1024 = 209,715,200 -> 373,555,200
+    "gemma-4-26b-a4b": ("google/gemma-4-26B-A4B", 20_480, {"full": 5, "sliding": 25}, 8000, 373_555_200),
+    # GLM-5 (DSA): 78 MLA layers x (512 + 64) x 2 B = 89,856 + indexer 78 x (128 fp8 + 128/128 x 4 B
+    # scale = 132) = 10,296 -> 100,152; x 8000 = 801,216,000
+    "glm-5": ("zai-org/GLM-5", 100_152, {"full": 78}, 8000, 801_216_000),
+    # Nemotron 3 Ultra: layers_block_type of 108 = 48 mamba, 12 attention, 48 moe (no cache);
+    # 2 x 12 x 2 KV heads x 128 x 2 B = 12,288; x 8000 = 98,304,000
+    "nemotron-3-ultra": ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", 12_288, {"full": 12, "mamba": 48, "none": 48}, 8000, 98_304_000),
+    # Kimi K3: kda_layers (1-based) 69 KDA layers, the other 24 MLA: 24 x (512 + 64) x 2 B = 27,648;
+    # x 8000 = 221,184,000
+    "kimi-k3": ("moonshotai/Kimi-K3", 27_648, {"full": 24, "linear_attention": 69}, 8000, 221_184_000),
+    # Qwen3.5-397B-A17B: full every 4th of 60 = 15 full, 45 linear; 2 x 15 x 2 KV heads x 256 x 2 B
+    # = 30,720; x 8000 = 245,760,000
+    "qwen3.5-397b-a17b": ("Qwen/Qwen3.5-397B-A17B", 30_720, {"full": 15, "linear_attention": 45}, 8000, 245_760_000),
+    # DeepSeek-V4-Flash: 43 layers, compress_ratios[:43] = 0, 0, then 4/128 alternating -> 21 C4A,
+    # 20 C128A layers; one 512-dim head in vLLM's FP8 sparse layout: 448 fp8 + 64 x 2 B rope + 448/64
+    # scale bytes + 1 pad = 584 B per entry, whatever the KV dtype. Per token: 21 x 584 / 4 = 3066
+    # + 20 x 584 / 128 = 91.25 (rounded up: 92) + indexer 21 x 132 / 4 = 693 -> 3851.
+    # At T=8000: window 43 x 584 x 128 = 3,214,336 + 21 x 584 x 2000 = 24,528,000
+    # + 20 x 584 x 62 (8000 // 128) = 724,160 + 21 x 132 x 2000 = 5,544,000, plus the compressors'
+    # fp32 states (2 x coff x head_dim x 4 B over the last coff x ratio tokens): C4 21 x 8192 x 8 =
+    # 1,376,256 + C128 20 x 4096 x 128 = 10,485,760 + indexer 21 x 2048 x 8 = 344,064 -> 46,216,576
+    "deepseek-v4-flash": ("deepseek-ai/DeepSeek-V4-Flash", 3851, {"sliding": 43}, 8000, 46_216_576),
+    # MiniMax-M3: 60 layers x 2 x 4 KV heads x 128 x 2 B = 122,880, plus the sparse-attention index
+    # keys on the 57 layers whose sparse_attention_freq is 1: 57 x 128 x 2 B (bf16) = 14,592
+    # -> 137,472; x 8000 = 1,099,776,000
+    "minimax-m3": ("MiniMaxAI/MiniMax-M3", 137_472, {"full": 60}, 8000, 1_099_776_000),
+}
+
+# recurrent state per sequence (bf16 conv/SSM unless the config asks for a float32 SSM cache)
+STATE: dict[str, int] = {
+    # 48 Mamba-2 layers: conv (256 x 64 + 2 x 8 groups x 128) x 3 = 55,296 x 2 B = 110,592;
+    # SSM 256 heads x 64 x 128 = 2,097,152 x 4 B (mamba_ssm_cache_dtype float32) = 8,388,608;
+    # 48 x 8,499,200 = 407,961,600
+    "nemotron-3-ultra": 407_961_600,
+    # 69 KDA layers: conv 3 x 96 heads x 128 x 3 = 110,592 x 2 B = 221,184; recurrent 96 x 128 x 128
+    # = 1,572,864 x 4 B (float32, vLLM's KDA default) = 6,291,456; 69 x 6,512,640 = 449,372,160
+    "kimi-k3": 449_372_160,
+    # 45 Gated DeltaNet layers: conv (2 x 16 x 128 + 64 x 128) x 3 = 36,864; SSM 64 x 128 x 128 =
+    # 1,048,576; (36,864 + 1,048,576) x 2 B x 45 = 97,689,600
+    "qwen3.5-397b-a17b": 97_689_600,
 }
 
 # presets with recurrent layers: their state is reported separately and must be positive
-RECURRENT = {"jamba-v0.1", "qwen3-next-80b-a3b", "nemotron-h-8b"}
+RECURRENT = {"jamba-v0.1", "qwen3-next-80b-a3b", "nemotron-h-8b", *STATE}
 
 
 def _nonzero(counts: dict[str, int]) -> dict[str, int]:
@@ -173,7 +219,9 @@ def test_preset_kv_numbers(name):
     assert r.kv_bytes_per_token == per_token
     assert _nonzero(dict(r.layers)) == layers
     assert r.kv_bytes_at_tokens == at_tokens
-    if name in RECURRENT:
+    if name in STATE:
+        assert r.state_bytes_per_sequence == STATE[name]
+    elif name in RECURRENT:
         assert r.state_bytes_per_sequence > 0
     else:
         assert r.state_bytes_per_sequence == 0

@@ -57,6 +57,8 @@ def _value_strategy(name: str) -> st.SearchStrategy:
     base = next((a for a in args if a is not type(None)), ann) if args and typing.get_origin(ann) is not typing.Literal else ann
     if typing.get_origin(base) is typing.Literal:
         strat = st.sampled_from(typing.get_args(base))
+    elif base is bool:
+        strat = st.booleans()
     elif base is int:
         b = _bounds(name)
         strat = st.integers(min_value=b.get("ge", b.get("gt", 0) + 1), max_value=b["le"])
@@ -163,7 +165,7 @@ def test_url_round_trip_restores_every_field(inputs, ref):
 def test_plan_file_round_trip_restores_every_field(inputs, ref):
     text = plan_file_json(ref, inputs)
     doc = json.loads(text)
-    assert doc["schema"] == "kv-capacity-plan" and doc["version"] == 1
+    assert doc["schema"] == "kv-capacity-plan" and doc["version"] == 2
     state = load_plan_file(text)
     assert state.inputs == inputs
     assert state.ref == ref
@@ -172,7 +174,7 @@ def test_plan_file_round_trip_restores_every_field(inputs, ref):
 
 
 def test_only_non_default_inputs_are_written():
-    assert encode_query(EX_REF, PlanInputs()) == {"v": "1", "m": "example", "h": EX_REF.config_hash}
+    assert encode_query(EX_REF, PlanInputs()) == {"v": "2", "m": "example", "h": EX_REF.config_hash}
     params = encode_query(EX_REF, EXAMPLE_INPUTS)
     # EXAMPLE_INPUTS sets device 16 GiB, model 4 GiB and the observed timings; 1,000 bp headroom,
     # 1 GiB workspace and 8 sequences are the defaults, so they are not written.
@@ -184,7 +186,7 @@ def test_only_non_default_inputs_are_written():
 def test_example_link_is_compact_and_exact():
     url = share_url(BASE, encode_query(EX_REF, EXAMPLE_INPUTS))
     assert url == (
-        f"http://localhost:8501/?v=1&m=example&h={EX_REF.config_hash}"
+        f"http://localhost:8501/?v=2&m=example&h={EX_REF.config_hash}"
         "&dev=16&mres=4&q=20&pre=10&pf=400&fd=20&rd=2560&gen=129"
     )
     assert len(url) < 200
@@ -222,7 +224,8 @@ TAMPERED = [
     ("tp", "9" * 5000, f"tp (tp) '{'9' * 37}...' is far out of range"),  # shown cut to 37 characters + ...
     ("mfu", "0", "mfu (mfu) '0' is out of range (must be > 0 and <= 1)"),
     ("hit", "1.5", "prefix_hit_rate (hit) '1.5' is out of range (must be >= 0 and <= 1)"),
-    ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of fp32, fp16, bf16, fp8, int8, int4; using the default bf16"),
+    ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of auto, fp32, fp16, bf16, fp8, int8, int4; using the default auto"),
+    ("mtp", "yes", "mtp (mtp) 'yes' is not 1 or 0; using the default 0 (off)"),
     ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, transformers"),
     ("res", "<script>", "reservation (res) '<script>' is not one of dynamic, static, paged"),
     ("gpu", "Z100", "gpu (gpu) 'Z100' is an unknown GPU; using the default H100-SXM-80GB"),
@@ -234,7 +237,7 @@ TAMPERED = [
 
 @pytest.mark.parametrize(("key", "value", "expected"), TAMPERED)
 def test_tampered_value_falls_back_field_by_field(key, value, expected):
-    state = decode_query({"v": "1", "m": "example", key: value, "seq": "20"})
+    state = decode_query({"v": "2", "m": "example", key: value, "seq": "20"})
     field = next(f for f, k in INPUT_KEYS.items() if k == key)
     assert getattr(state.inputs, field) == PlanInputs.model_fields[field].default
     assert state.inputs.sequences == 20  # the good field next to it is kept
@@ -256,17 +259,34 @@ def test_custom_device_makes_any_gpu_name_valid():
     assert (state.inputs.gpu, state.inputs.device_gib, state.warnings) == ("MyChip", 48.0, [])
 
 
-@pytest.mark.parametrize("version", ["2", "0", "abc", "1.0", ""])
+@pytest.mark.parametrize("version", ["3", "0", "abc", "1.0", ""])
 def test_unknown_version_gives_defaults_and_a_warning(version):
     state = decode_query({"v": version, "seq": "20", "m": "example"})
     assert state.inputs == PlanInputs() and state.ref is None
-    assert state.warnings == [f"link version (v) {version!r} is not supported (this planner reads version 1); using the defaults"]
+    assert state.warnings == [f"link version (v) {version!r} is not supported (this planner reads versions 1, 2); using the defaults"]
 
 
-def test_missing_version_is_read_as_version_1_with_a_warning():
+def test_missing_version_is_read_as_version_2_with_a_warning():
     state = decode_query({"seq": "20"})
     assert state.inputs.sequences == 20
-    assert state.warnings[0] == "the link has no version (v); reading it as version 1"
+    assert state.warnings[0] == "the link has no version (v); reading it as version 2"
+
+
+def test_version_1_links_and_files_keep_their_bf16_kv_dtype():
+    # before version 2 the KV dtype defaulted to bf16: an old link without kvd still plans bf16
+    assert decode_query({"v": "1", "m": "example", "seq": "20"}).inputs.kv_dtype == "bf16"
+    assert decode_query({"v": "1", "m": "example", "kvd": "fp8"}).inputs.kv_dtype == "fp8"
+    state = decode_query({"v": "1", "m": "example", "kvd": "fp7"})
+    assert state.inputs.kv_dtype == "bf16" and "using the default bf16" in state.warnings[0]
+    doc = {"schema": "kv-capacity-plan", "version": 1, "model": {"kind": "example"}, "inputs": {"sequences": 3}}
+    assert load_plan_file(json.dumps(doc)).inputs.kv_dtype == "bf16"
+    # version 2: absent means today's default, auto (resolved from the checkpoint)
+    assert decode_query({"v": "2", "m": "example"}).inputs.kv_dtype == "auto"
+    assert load_plan_file(json.dumps({**doc, "version": 2})).inputs.kv_dtype == "auto"
+    # a v2 link of a bf16 plan says so, and MTP travels as 1/0
+    params = encode_query(EX_REF, PlanInputs(kv_dtype="bf16", mtp=True))
+    assert (params["kvd"], params["mtp"]) == ("bf16", "1")
+    assert decode_query(params).inputs == PlanInputs(kv_dtype="bf16", mtp=True)
 
 
 def test_empty_and_foreign_params_give_defaults_silently():
@@ -475,7 +495,7 @@ def test_a_token_in_a_link_is_refused_and_not_echoed():
         ("[1, 2]", "must be a JSON object"),
         ('{"schema": "something-else", "version": 1}', "is not a KV capacity plan"),
         ('{"version": 1, "inputs": {}}', "is not a KV capacity plan"),
-        ('{"schema": "kv-capacity-plan", "version": 2}', "plan file version=2: this planner reads plan files of version 1"),
+        ('{"schema": "kv-capacity-plan", "version": 3}', "plan file version=3: this planner reads plan files of versions 1, 2"),
         ('{"schema": "kv-capacity-plan", "version": true}', "version"),
         ("[" * 100_000, "nested too deeply"),
         ('{"schema": "kv-capacity-plan", "pad": "' + "x" * (1 << 20) + '"}', "larger than 1,048,576 bytes"),
@@ -510,7 +530,7 @@ def test_bad_fields_in_a_plan_file_fall_back_with_warnings():
 
 
 def test_plan_file_with_wrong_types_for_sections():
-    doc = {"schema": "kv-capacity-plan", "version": 1, "model": "gemma", "inputs": [1, 2]}
+    doc = {"schema": "kv-capacity-plan", "version": 2, "model": "gemma", "inputs": [1, 2]}
     state = load_plan_file(json.dumps(doc))
     assert state.ref is None and state.inputs == PlanInputs()
     assert state.warnings == ["model 'gemma' is not an object; using the default model", "inputs [1, 2] is not an object; using the defaults"]
@@ -529,7 +549,7 @@ def test_plan_file_of_the_example_is_readable_json():
     doc = json.loads(plan_file_json(EX_REF, EXAMPLE_INPUTS))
     assert doc == {
         "schema": "kv-capacity-plan",
-        "version": 1,
+        "version": 2,
         "model": {"kind": "example", "config_hash": EX_REF.config_hash},
         "inputs": {"device_gib": 16.0, "model_resident_gib": 4.0, "queue_ms": 20.0, "preprocessing_ms": 10.0, "prefill_ms": 400.0, "first_decode_ms": 20.0, "remaining_decode_ms": 2560.0, "generated_tokens": 129},
     }

@@ -59,7 +59,7 @@ def errors(at: AppTest) -> list[str]:
 
 
 def share_link(at: AppTest) -> str:
-    codes = [c.value for c in at.code if "?v=1" in c.value]
+    codes = [c.value for c in at.code if "?v=2" in c.value]
     assert len(codes) == 1, [c.value for c in at.code]
     return codes[0]
 
@@ -99,8 +99,9 @@ def test_seed_example_link_restores_the_plan():
     assert at.selectbox(key="gpu").value == "custom" and at.number_input(key="device_gib").value == 16.0
     # the address bar now holds the same plan (plus the example's config hash)
     written = at.query_params
-    assert {k: v for k, v in written.items() if k != "h"} == _params(SEED_LINK)
-    assert share_link(at).startswith("http://localhost:8501/?v=1&m=example&")
+    # rewritten as a version-2 link: the version-1 link's absent kvd meant bf16, now said outright
+    assert {k: v for k, v in written.items() if k != "h"} == _params(SEED_LINK) | {"v": "2", "kvd": "bf16"}
+    assert share_link(at).startswith("http://localhost:8501/?v=2&m=example&")
 
 
 def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
@@ -112,7 +113,7 @@ def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
     assert not errors(at), errors(at)
     m = metrics(at)
     assert (m["KV bytes / token"], m["Max sequences"]) == ("128 KiB", "179")  # the default plan
-    assert at.query_params["v"] == "1" and "hr" not in at.query_params and "tp" not in at.query_params
+    assert at.query_params["v"] == "2" and "hr" not in at.query_params and "tp" not in at.query_params
     at.button(key="dismiss_restore").click().run()
     assert not warnings(at)
 
@@ -120,7 +121,7 @@ def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
 @pytest.mark.parametrize(
     ("query", "expect"),
     [
-        ({"v": "2", "kvd": "fp8"}, "not supported"),
+        ({"v": "3", "kvd": "fp8"}, "not supported"),
         ({"v": "1", "m": "preset", "n": "no-such-model", "kvd": "fp8"}, "not a bundled preset"),
         ({"v": "1", "m": "hub"}, "without a Hub id"),
         ({"v": "1", "m": "upload", "h": "zz", "cfg": "!!!"}, "not a 64-character hex"),
@@ -149,7 +150,7 @@ def test_out_of_range_for_a_control_is_clamped_with_a_warning():
 
 def test_widget_changes_are_written_to_the_query_string():
     at = _app()
-    assert at.query_params["v"] == "1" and at.query_params["m"] == "preset" and at.query_params["n"] == "llama-3.1-8b"
+    assert at.query_params["v"] == "2" and at.query_params["m"] == "preset" and at.query_params["n"] == "llama-3.1-8b"
     assert "kvd" not in at.query_params  # only what differs from the defaults
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     at.slider(key="headroom_pct").set_value(20.0).run()

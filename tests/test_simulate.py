@@ -91,7 +91,7 @@ def test_invariant_checker_catches_a_leaking_allocator(monkeypatch):
         def allocate(self, lease, n=1):
             super().allocate(lease, n + 1 if n == 1 and self.free_count > 1 else n)
 
-    monkeypatch.setattr(sim, "BlockAllocator", Leaky)
+    monkeypatch.setattr(sim.block_pool, "BlockAllocator", Leaky)
     with pytest.raises(SimulationInvariantError):
         simulate([req(0, 0.0, 16, 20)], SimConfig(total_blocks=64), FIXED, check_invariants=True)
 

@@ -15,7 +15,7 @@ from pages.ui.results import admission_badge
 from planner.compare import CURRENT, FIELDS, LETTERS, Column, compare_rows
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
-from planner.kv import KV_DTYPE_BITS, RUNTIMES
+from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.plan import Plan
 
 COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2")
@@ -57,7 +57,7 @@ def column_controls(i: int, current_label: str, names: tuple[str, ...]) -> dict[
     slot_count = slot_tp = st.container()  # errors below both, at the column's full width
     a, b = st.columns(2)
     with a:
-        st.selectbox("KV dtype", list(KV_DTYPE_BITS), key=_key("kv_dtype", i))
+        st.selectbox("KV dtype", list(KV_DTYPE_CHOICES), key=_key("kv_dtype", i), help="auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto")
     with b:
         st.selectbox("Runtime", list(RUNTIMES), key=_key("runtime", i))
     slot_kv = slot_rt = st.container()

@@ -10,6 +10,7 @@ import streamlit as st
 from pages.ui import state as S
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
 from planner.engines.vllm import VLLM_VERSIONS
+from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
 from planner.labels import INPUTS, label
@@ -23,9 +24,9 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "runtime", "vllm_version", "reservation", "block_tokens"),
-    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
+    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
+    "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
@@ -40,6 +41,16 @@ LABELS = {name: label(name) for name in INPUTS} | {
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+def _kv_dtype_label(model: PreparedModel, choice: str) -> str:
+    if choice != "auto":
+        return f"{choice} ({KV_DTYPE_BITS[choice]}-bit)"
+    try:
+        dtype, source = model.kv_dtype("auto")
+    except PlannerError as exc:
+        return f"auto ({exc.reason})"
+    return f"auto → {dtype} ({source.removeprefix('auto: ')})"
 
 
 _SLOTS = threading.local()  # where the error of a control in a two-column row goes
@@ -140,7 +151,11 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     exp = group("cache", "KV cache", ":material/memory:", True)
     if opened(exp):
         with exp:
-            _select("kv_dtype", list(KV_DTYPE_BITS), err_key, err, format_func=lambda d: f"{d} ({KV_DTYPE_BITS[d]}-bit)", help="Element type of cached keys and values; int8/int4 add a scale and zero-point per 64 elements.")
+            _select("kv_dtype", ["auto", *KV_DTYPE_BITS], err_key, err, format_func=lambda d: _kv_dtype_label(model, d),
+                    help="Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's --kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements.")
+            if model.geometry.mtp_layers or (model.geometry.compressed and model.geometry.compressed.mtp_ratios):
+                st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
+                _error_below("mtp", err_key, err)
             _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("vllm_version", list(VLLM_VERSIONS), err_key, err, disabled=st.session_state.get("runtime") != "vllm", help="Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.")
             _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
@@ -165,6 +180,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("gpu_count", err_key, err, min_value=1, max_value=4096, help="A multiple of TP; each replica uses TP GPUs.")
                 with b:
                     _num("tp", err_key, err, min_value=1, max_value=4096, help="Must divide the attention heads (and divide or be a multiple of the KV heads).")
+            _num("ep", err_key, err, min_value=1, max_value=4096, help="MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP. 1: experts split by TP.")
             st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help="Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.")
             _error_below("headroom_pct", err_key, err)
             _select("weight_dtype", list(WEIGHT_DTYPE_BITS), err_key, err, help="auto: the config's torch_dtype and quantization_config.")
@@ -182,6 +198,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 with b:
                     _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable time to first token.")
                     _num("tenant_quota", err_key, err, optional=True, min_value=1, max_value=10_000_000)
+            _num("max_batched_tokens", err_key, err, min_value=1, max_value=1 << 24, help="Tokens the scheduler runs per engine step (vLLM max_num_batched_tokens): a prompt waits behind the others' chunks (TTFT) and new prompts' chunks ride in decode steps (ITL).")
 
     exp = group("sharing", "Prefix sharing and cost", ":material/share:", False)
     if opened(exp):

@@ -280,7 +280,7 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
         if errors.get(source):
             st.error(errors[source], icon=":material/error:")
     elif source == "Upload config.json":
-        uploaded = st.file_uploader("config.json", type=["json"], key="config_upload", help="A Hugging Face config.json (at most 1 MiB).")
+        uploaded = st.file_uploader("config.json", type=["json"], key="config_upload", help="A Hugging Face config.json (at most 16 MiB).")
         _handle_upload(uploaded)
         if errors.get(source):
             st.error(errors[source], icon=":material/error:")

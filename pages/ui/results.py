@@ -1,8 +1,9 @@
 """Result cards of the Plan page, one function a card.
 
-A new card is a new ``card_*`` function here, called from ``pages/plan.py``'s ``render_results``
-in the place it should appear. Each card takes the plan (and what else it needs) and draws
-itself; :func:`safe` keeps an unexpected error in one card from breaking the page.
+A new card is a new ``card_*(r: Shown)`` function here, called from :func:`render_results` (at
+the bottom of this file) in the place it should appear. Each card takes the shown plan (plan,
+model, reference, notes, uploaded config) and draws itself; :func:`safe` keeps an unexpected
+error in one card from breaking the page.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ ASSUMPTIONS = (
 )
 
 
-
-
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
     """Run a render function; an unexpected error becomes one line, never a traceback."""
     try:
@@ -45,8 +44,6 @@ def safe(render, *args, what: str = "this section", **kwargs) -> None:
         st.error(f"Cannot draw {what}: {exc}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the UI must never show a traceback
         st.error(f"Cannot draw {what}: {type(exc).__name__}: {exc}", icon=":material/error:")
-
-
 
 
 # --------------------------------------------------------------------------- shared result pieces
@@ -68,8 +65,20 @@ def admission_badge(plan: Plan) -> None:
         st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
         st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+        size_link(plan)
     limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
     st.caption(f"Limits on concurrent sequences: {limits}.")
+
+
+def size_link(plan: Plan) -> None:
+    """A refused plan links to the Size page for its load (users and SLOs)."""
+    params = {"size_users": str(plan.kv_cache["requested_sequences"])}
+    params["size_itl"] = f"{plan.inputs.itl_slo_ms or 0:g}"
+    params["size_ttft"] = f"{plan.inputs.ttft_slo_ms or 0:g}"
+    try:
+        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache['requested_sequences']:,} sequences", icon=":material/dns:", query_params=params)
+    except Exception:  # noqa: BLE001 - the page is not registered (a page run on its own, as in some tests)
+        st.caption("The Size page answers how many GPUs this load needs.")
 
 
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
@@ -97,6 +106,13 @@ def first_paint_pause() -> None:
 # --------------------------------------------------------------------------- results
 
 
+def _load_delta(at: str, slo: float | None, met: bool) -> dict:
+    """A latency metric's delta: the load it is timed at ("at N requests"), and the SLO verdict."""
+    if slo is None:
+        return {"delta": at, "delta_color": "gray", "delta_arrow": "off"}
+    return {"delta": f"{at} · {'meets' if met else 'misses'} {fmt_ms(slo)} SLO", "delta_color": "green" if met else "red", "delta_arrow": "off"}
+
+
 def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
@@ -108,12 +124,12 @@ def render_metrics(plan: Plan) -> None:
         delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
         help_text = (
             f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
-            f"then flat ({plan.inputs.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
+            f"then flat ({plan.inspect.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
         )
     else:
         value = fmt_bytes(growing)
         delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
-        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inputs.kv_dtype}, TP {plan.inputs.tp})" + (
+        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inspect.kv_dtype}, TP {plan.inputs.tp})" + (
             f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
             + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
             if capped
@@ -123,33 +139,44 @@ def render_metrics(plan: Plan) -> None:
     row2 = st.columns(3)
     requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
     per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
+    binding = kv["binding_constraint"]
+    if cap["replicas"] > 1:
+        max_delta = f"memory: {per_replica_text}"
+    elif binding != "memory":
+        max_delta = f"memory alone: {kv['maximum_sequences_by_memory']:,}"
+    else:
+        max_delta = None
     row1[0].metric(
         "Max sequences",
         f"{admissible:,}",
-        delta=per_replica_text if cap["replicas"] > 1 else None,
+        delta=max_delta,
         delta_color="gray",
         delta_arrow="off",
         help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
+    at = plan.roofline["load_label"] + ("" if plan.roofline["load_admitted"] else " (not admitted)")
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        delta=None if ttft_slo is None else (f"meets {fmt_ms(ttft_slo)} SLO" if met else f"misses {fmt_ms(ttft_slo)} SLO"),
-        delta_color="green" if met else "red",
-        delta_arrow="off",
-        help=f"Time to first token ({lat.source}).",
+        **_load_delta(at, ttft_slo, bool(met)),
+        help=f"Time to first token {at} ({lat.source})"
+        + (
+            ""
+            if lat.source == "observed"
+            else f", including {fmt_ms(plan.roofline['prefill_wait_ms'])} waiting behind the other prompts; at 1 request the prefill is {fmt_ms(plan.roofline['prefill_ms_at_1_request'])}."
+        )
+        + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
     )
     itl_slo = plan.inputs.itl_slo_ms
     itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        delta=None if itl_slo is None else (f"meets {fmt_ms(itl_slo)} SLO" if itl_ok else f"misses {fmt_ms(itl_slo)} SLO"),
-        delta_color="green" if itl_ok else "red",
-        delta_arrow="off",
-        help=f"Mean inter-token latency at {plan.roofline['decode_concurrency']:,} concurrent sequences per replica ({lat.source}).",
+        **_load_delta(at, itl_slo, itl_ok),
+        help=f"Mean inter-token latency {at} per replica ({lat.source})"
+        + ("." if lat.source == "observed" else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(plan.roofline['itl_ms_at_1_request'])}."),
     )
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     row2[1].metric(
@@ -175,7 +202,14 @@ def render_metrics(plan: Plan) -> None:
             ),
         )
     else:
-        row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.")
+        row2[2].metric(
+            "Cost per hour",
+            "–",
+            delta="give a GPU-hour price",
+            delta_color="gray",
+            delta_arrow="off",
+            help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.",
+        )
 
 
 def _source_rows(ref) -> list[tuple[str, str]]:
@@ -208,6 +242,7 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
             ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
+            ("KV dtype", f"{ins.kv_dtype}" + (f" ({ins.kv_dtype_source})" if ins.kv_dtype_source != "given" else "")),
             ("Recurrent state / sequence", fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
             _weights_row(plan),
@@ -217,9 +252,8 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
         st.markdown("\n".join(f"- **{k}:** {v}" for k, v in rows))
         groups = []
         for s in ins.specs:
-            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.latent else "")
-            shape = f"latent {s.k_head_dim:,}" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,})"
-            groups.append(f"- **{label} ×{s.num_layers:,}:** {shape} → {s.bytes_per_token_per_layer:,} B per token per layer, **{s.bytes_per_token:,} B** per token")
+            label = s.kind + (f" (window {s.window:,})" if s.window else "") + (" · MLA latent" if s.cache == "latent" else f" · {s.cache}" if s.cache != "kv" else "")
+            groups.append(f"- **{label} ×{s.num_layers:,}:** {s.shape} → {s.bytes_per_token_per_layer:,} B per {'entry' if s.compress_ratio > 1 else 'token'} per layer, **{s.bytes_per_token:,} B** per token")
         if groups:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
         cache_notes = [n for n in notes if "served from the local cache" in n]
@@ -230,29 +264,28 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             st.caption("Notes: " + " · ".join(all_notes))
 
 
-
 def render_formulas(plan: Plan) -> None:
     kv, cap, ctx, lat, r = plan.kv_cache, plan.capacity, plan.context, plan.latency, plan.roofline
     ins = plan.inspect
     lines = ["**K/V bytes per token** (one sequence, one GPU) = Σ over layer groups of layers × bytes per token per layer"]
     for s in ins.specs:
-        what = f"latent of {s.k_head_dim:,} elements" if s.latent else f"{s.kv_heads_per_gpu:,} KV heads × (K {s.k_head_dim:,} + V {s.v_head_dim:,}) elements"
+        what = s.shape
         grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
         lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
     lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
-    lines.append(
-        f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}"
-    )
+    lines.append(f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}")
     mode = kv["reservation"]
-    basis = {"dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens", "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}", "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)"}[mode]
+    basis = {
+        "dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens",
+        "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}",
+        "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)",
+    }[mode]
     waste = kv["paged_waste_bytes"] or kv["static_waste_bytes"]
     lines.append(
         f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
         + (f", of which {waste:,} B reserved but unfilled" if waste else "")
     )
-    lines.append(
-        f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})"
-    )
+    lines.append(f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})")
     lines.append(
         f"\n**Available for K/V** = usable − weights {cap['model_resident_bytes']:,} B ({cap['model_resident_source']}) − workspace {cap['workspace_bytes']:,} B = **{cap['available_for_kv_bytes']:,} B** ({fmt_bytes(cap['available_for_kv_bytes'])})"
     )
@@ -283,7 +316,6 @@ def render_formulas(plan: Plan) -> None:
     st.markdown("\n".join(lines))
 
 
-
 # --------------------------------------------------------------------------- cards
 
 CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
@@ -304,6 +336,41 @@ def card_headline(r: Shown) -> None:
     """The headline metrics and the admission badge."""
     render_metrics(r.plan)
     admission_badge(r.plan)
+
+
+def card_latency_models(r: Shown) -> None:
+    """Roofline or roofline + measured kernels (AIConfigurator) side by side with their ratio."""
+    plan = r.plan
+    if plan.latency.source == "observed":
+        return
+    measured_on = st.toggle(
+        "Latency model: roofline + measured kernels",
+        key="latency_model_measured",
+        value=False,
+        help="Off: the planner's roofline (fitted to measured kernels). On: also NVIDIA AIConfigurator's database of measured kernel timings (vLLM), side by side; where it has no data for this GPU, model family or dtype, it says so and the roofline stands.",
+    )
+    if not measured_on:
+        return
+    from planner import measured  # lazy: the first paint never loads it
+
+    with st.spinner("Loading AIConfigurator's measured kernels (first time about 2 s)…"):
+        cmp = measured.compare(plan, r.model)
+    if not cmp.covered:
+        st.info(f"Measured kernels not available: {cmp.reason}. Showing the roofline only.", icon=":material/info:")
+        return
+    n = plan.roofline["load_label"]
+    ratio = cmp.difference()
+    rows = [
+        ("Prefill, one prompt (at 1 request)", cmp.roofline_prefill_ms_at_1, cmp.prefill_ms_at_1, ratio.get("prefill_at_1")),
+        ("ITL (at 1 request)", cmp.roofline_itl_ms_at_1, cmp.itl_ms_at_1, ratio.get("itl_at_1")),
+        (f"ITL, static batch ({n})", cmp.roofline_itl_ms_at_n, cmp.itl_ms_at_n, ratio.get("itl_at_n")),
+    ]
+    st.table(
+        {"figure": [x[0] for x in rows], "roofline": [fmt_ms(x[1]) for x in rows], "measured": [fmt_ms(x[2]) for x in rows], "roofline ÷ measured": [f"{x[3]:.2f}×" if x[3] else "–" for x in rows]}
+    )
+    st.caption(
+        f"Measured: {cmp.source}; {cmp.measured_share:.0%} of the decode time from measured rows (the rest AIConfigurator's own estimates). Static batches on both sides; the headline TTFT/ITL add the served queue and prefill chunks."
+    )
 
 
 def card_geometry(r: Shown) -> None:
@@ -401,6 +468,7 @@ def render_results(r: Shown) -> None:
     To add a card, write a ``card_*`` function above and call it here where it belongs.
     """
     card_headline(r)
+    safe(card_latency_models, r, what="the measured-kernel comparison")
     first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:

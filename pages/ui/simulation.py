@@ -112,6 +112,7 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
         ttft_slo_ms=_plan.inputs.ttft_slo_ms,
         itl_slo_ms=_plan.inputs.itl_slo_ms,
         policy=policy,
+        time_budget_s=10,
     )
     if reservation == "static":
         cfg = cfg.model_copy(update={"reservation": "static", "static_tokens": ctx.maximum_context_tokens})
@@ -166,6 +167,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
     ("Longest queue wait", lambda r: fmt_ms(r.max_queue_age_ms)),
     ("Preemptions", lambda r: f"{r.preemptions:,}"),
     ("Peak KV pool use", lambda r: f"{r.peak_kv_utilisation * 100:,.0f} %"),
+    ("Verdict", lambda r: ("overloaded" if r.overload.overloaded else "keeps up" if r.overload.arrival_rate_per_s else "no verdict") + (", thrashing" if r.overload.thrashing else "") + (", stopped early" if r.stopped_early else "")),
 )
 
 
@@ -176,6 +178,11 @@ def show(out: Outcome) -> None:
         return
     first_name, first = next(iter(out.results.items()))
     st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")
+    for name, r in out.results.items():  # the overload verdict (planner.simulate.verdict) and early stops
+        if r.overload.overloaded or r.overload.thrashing:
+            st.warning(f"{name}: {r.overload.message}", icon=":material/warning:")
+        if r.stopped_early:
+            st.warning(f"{name}: stopped early: {r.stopped_early}.", icon=":material/timer_off:")
     c1, c2, c3 = st.columns(3)
     c1.metric(f"Completed ({first_name})", f"{first.requests_completed:,} of {first.requests_total:,}")
     c2.metric("Preemptions", f"{first.preemptions:,}")

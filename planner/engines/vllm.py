@@ -609,7 +609,7 @@ def vllm_preview(plan, model) -> VllmPreview:
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
     """
     inputs = plan.inputs
-    dtype = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
+    dtype = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
     if dtype is None:
         raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
     utilization = (10_000 - inputs.headroom_bp) / 10_000

@@ -1,0 +1,56 @@
+"""How long one engine step takes: a roofline over the bytes read and the FLOPs done."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StepCost(BaseModel):
+    """Roofline step-time model: the duration of one engine step (per GPU).
+
+    ``step_time_s = max(bytes / (bandwidth x mbu), flops / (peak x mfu)) + overhead`` with
+    ``bytes = weights + kv_bytes_per_token x kv_tokens_read`` and
+    ``flops = flops_per_token x new_tokens + attn_flops_per_token_ctx x ctx_token_pairs``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    weights_bytes: float = Field(ge=0)
+    kv_bytes_per_token: float = Field(ge=0)
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    mbu: float = Field(default=0.6, gt=0, le=1)
+    flops_per_token: float = Field(ge=0)
+    attn_flops_per_token_ctx: float = Field(default=0.0, ge=0)
+    peak_flops: float = Field(gt=0)
+    mfu: float = Field(default=0.5, gt=0, le=1)
+    overhead_s: float = Field(default=0.0, ge=0)
+
+    def step_time_s(self, new_tokens: int, kv_tokens_read: int, ctx_token_pairs: int = 0) -> float:
+        t_mem = (self.weights_bytes + self.kv_bytes_per_token * kv_tokens_read) / (self.bandwidth_bytes_per_s * self.mbu)
+        t_cmp = (self.flops_per_token * new_tokens + self.attn_flops_per_token_ctx * ctx_token_pairs) / (self.peak_flops * self.mfu)
+        return max(t_mem, t_cmp) + self.overhead_s
+
+
+def from_plan(plan) -> tuple[StepCost, int]:
+    """(step cost, KV pool blocks per replica) for a :class:`planner.plan.Plan`.
+
+    The step cost uses the plan's roofline inputs (weights per GPU, MFU/MBU, device peak and
+    bandwidth); K/V bytes per token are the plan's bytes at its reserved length divided by that
+    length (so sliding layers count their capped share), and the pool is the plan's memory for
+    K/V split into blocks of the plan's block size.
+    """
+    res, cap, roof = plan.reservation, plan.capacity, plan.roofline
+    per_token = max(1, res.used_kv_bytes // max(1, res.tokens))
+    cost = StepCost(
+        weights_bytes=cap["model_resident_bytes"],
+        kv_bytes_per_token=per_token,
+        bandwidth_bytes_per_s=plan.device.bandwidth_bytes_s,
+        mbu=plan.inputs.mbu,
+        flops_per_token=2.0 * plan.weights.active_params / plan.inputs.tp,
+        attn_flops_per_token_ctx=4.0 * roof["q_heads_per_gpu"] * plan.inspect.head_dim * roof["attention_layers"],
+        peak_flops=roof["peak_tflops"] * 1e12,
+        mfu=plan.inputs.mfu,
+    )
+    block = plan.inputs.block_tokens
+    blocks = max(1, cap["available_for_kv_bytes"] // (per_token * block))
+    return cost, blocks

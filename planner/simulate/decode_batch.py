@@ -1,0 +1,105 @@
+"""The decode batch: running sequences that advance one token per step, kept lazily.
+
+Touching every decoding sequence every step would make a step cost O(running sequences). The
+batch instead keeps a global ``tick`` (decode steps so far) and, per member, the tick at which it
+joined with its token counters at that moment; a member's counters are worked out only when it
+leaves. What must happen to a member on a given tick is scheduled in advance: crossing a block
+boundary (it needs one more KV block before that step) and its end (done or cancelled after that
+step). Scheduled events carry the member's ``version`` so that a member who left (preempted,
+skipped) and came back does not act on stale ones.
+"""
+
+from __future__ import annotations
+
+from planner.simulate.request import SimRequest
+
+
+class DecodeBatch:
+    __slots__ = ("members", "tick", "context_tokens", "last_tick_s", "block_tokens", "dynamic", "_crossings", "_ends")
+
+    def __init__(self, block_tokens: int, dynamic: bool) -> None:
+        self.members: dict[SimRequest, None] = {}  # insertion order = join order
+        self.tick = 0
+        self.context_tokens = 0  # sum of the members' cached tokens (K/V read per decode step)
+        self.last_tick_s = 0.0  # when the last decode step ended
+        self.block_tokens = block_tokens
+        self.dynamic = dynamic  # blocks grow with the sequence (else reserved up front)
+        self._crossings: dict[int, list[tuple[SimRequest, int]]] = {}  # tick -> members needing a block before it
+        self._ends: dict[int, list[tuple[SimRequest, int]]] = {}  # tick -> members ending after it
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __contains__(self, r: SimRequest) -> bool:
+        return r in self.members
+
+    def cached_tokens(self, r: SimRequest) -> int:
+        return r.base_computed + self.tick - r.base_tick
+
+    def join(self, r: SimRequest, end_generated: int) -> None:
+        """``r`` decodes from this tick on until it has ``end_generated`` tokens."""
+        tick = self.tick
+        cached = r.computed
+        r.base_tick = tick
+        r.base_generated = r.generated
+        r.base_computed = cached
+        self.members[r] = None
+        self.context_tokens += cached
+        end = tick + (end_generated - r.generated)
+        _add(self._ends, end, r)
+        if self.dynamic:
+            # cached % block == 0 is handled by the replica this tick; the next crossing is a block later
+            crossing = tick + (self.block_tokens - cached % self.block_tokens)
+            if crossing < end:
+                _add(self._crossings, crossing, r)
+
+    def leave(self, r: SimRequest) -> None:
+        """Take ``r`` out, writing back the tokens it generated while in the batch."""
+        steps = self.tick - r.base_tick
+        cached = r.base_computed + steps
+        r.generated = r.base_generated + steps
+        r.computed = cached
+        if steps:
+            r.last_token_s = self.last_tick_s
+        self.context_tokens -= cached
+        del self.members[r]
+        r.version += 1
+
+    def newest(self) -> SimRequest:
+        return next(reversed(self.members))
+
+    def crossings_now(self) -> list[SimRequest]:
+        """Members whose next token needs a new block in the coming step."""
+        due = self._crossings.pop(self.tick, None)
+        if not due:
+            return []
+        members = self.members
+        return [r for r, v in due if r.version == v and r in members]
+
+    def next_crossing_in_a_block(self, r: SimRequest) -> None:
+        tick = self.tick + self.block_tokens
+        ev = self._crossings.get(tick)
+        if ev is None:
+            self._crossings[tick] = [(r, r.version)]
+        else:
+            ev.append((r, r.version))
+
+    def advance(self, t: float) -> list[SimRequest]:
+        """Every member produced one token in the step that ended at ``t``; returns the members
+        whose run ends with it (still members: the caller makes them leave)."""
+        self.context_tokens += len(self.members)
+        self.tick += 1
+        self.last_tick_s = t
+        due = self._ends.pop(self.tick, None)
+        if not due:
+            return []
+        members = self.members
+        return [r for r, v in due if r.version == v and r in members]
+
+
+def _add(events: dict[int, list[tuple[SimRequest, int]]], tick: int, r: SimRequest) -> None:
+    ev = events.get(tick)
+    if ev is None:
+        events[tick] = [(r, r.version)]
+    else:
+        ev.append((r, r.version))

@@ -1,0 +1,304 @@
+"""The event loop: requests arrive in time order, a router picks a replica, replicas step.
+
+Each replica keeps its own clock. Before a request is handed to a replica, that replica is run
+up to the request's arrival (every replica, for a router that looks at their load), so a step
+never sees a request that has not arrived; an idle replica's clock jumps to the arrival. After
+the last arrival every replica runs until its requests have ended.
+
+Budgets (refused up front with a PlannerError, or stopped cleanly with ``stopped_early`` set in
+the result): at most ``MAX_REQUESTS`` requests and ``MAX_TOTAL_TOKENS`` prompt + output tokens;
+at most ``MAX_STEPS`` engine steps and ``SimConfig.time_budget_s`` seconds of wall time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+from planner.errors import PlannerError
+from planner.simulate import block_pool
+from planner.simulate.cost import StepCost
+from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
+from planner.simulate.replica import Replica
+from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, REJECTED, SimRequest
+from planner.simulate.router import ROUTER_CLASSES
+from planner.simulate.stats import _downsample, percentiles, weighted_percentiles
+from planner.simulate.verdict import overload_verdict
+
+CHECK_EVERY_STEPS = 512  # wall-clock budget checked this often
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _Budget:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = time.perf_counter()
+        self.steps = 0
+
+    def check(self, replicas: list[Replica]) -> None:
+        steps = sum(rep.steps for rep in replicas)
+        if steps >= MAX_STEPS:
+            raise _Stop(f"step budget of {MAX_STEPS:,} engine steps reached")
+        if time.perf_counter() - self.start > self.seconds:
+            raise _Stop(f"time budget of {self.seconds:g} s reached")
+
+
+def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False) -> SimResult:
+    """Run the serving simulation (see the package docstring).
+
+    ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
+    verifies the block and sequence bookkeeping after every step (slow; for tests) and raises
+    :class:`SimulationInvariantError` on the first inconsistency.
+
+    Raises:
+        PlannerError: too many requests or tokens for the budget, duplicate ids, a static
+            reservation or shared prefix larger than the pool, an unknown cancellation id.
+    """
+    reqs = _prepare(requests, cfg)
+    static_blocks = _static_blocks(reqs, cfg)
+    replicas = [Replica(k, cfg, cost, static_blocks, block_pool.BlockAllocator) for k in range(cfg.replicas)]
+    _mark_rejections(reqs, cfg, replicas[0], static_blocks)
+    for rep in replicas:
+        rep.t = reqs[0].arrival_s if reqs else 0.0
+        rep.check_invariants = check_invariants
+    router = ROUTER_CLASSES[cfg.router](replicas)
+    budget = _Budget(cfg.time_budget_s)
+    n = len(reqs)
+    mid = n // 2
+    queue = [0, 0]
+    stopped = None
+    try:
+        for r in reqs:
+            a = r.arrival_s
+            if router.needs_current_load or r.index in (mid, n - 1):
+                for rep in replicas:
+                    _run_until(rep, a, budget, replicas)
+                rep = router.choose(r)
+            else:
+                rep = router.choose(r)
+                _run_until(rep, a, budget, replicas)
+            rep.add(r)
+            if r.index in (mid, n - 1):
+                queue[r.index != mid] = sum(len(x.waiting) for x in replicas)
+        for rep in replicas:
+            _drain(rep, budget, replicas)
+    except _Stop as stop:
+        stopped = stop.reason
+    return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
+
+
+def _run_until(rep: Replica, t: float, budget: _Budget, replicas: list[Replica]) -> None:
+    while rep.t < t:
+        if not rep.step():
+            rep.t = t  # idle: the clock jumps to the arrival
+            return
+        if rep.steps % CHECK_EVERY_STEPS == 0:
+            budget.check(replicas)
+
+
+def _drain(rep: Replica, budget: _Budget, replicas: list[Replica]) -> None:
+    while rep.finished < rep.requests:
+        if not rep.step():
+            raise RuntimeError(f"simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
+        if rep.steps % CHECK_EVERY_STEPS == 0:
+            budget.check(replicas)
+
+
+# ---------------------------------------------------------------------------------- set-up
+
+
+def _prepare(requests: list[Request], cfg: SimConfig) -> list[SimRequest]:
+    if len(requests) > MAX_REQUESTS:
+        raise PlannerError("requests", len(requests), f"at most {MAX_REQUESTS:,} requests per simulation")
+    total = sum(r.prompt_tokens + r.output_tokens for r in requests)
+    if total > MAX_TOTAL_TOKENS:
+        raise PlannerError("requests", f"{total:,} tokens", f"at most {MAX_TOTAL_TOKENS:,} prompt + output tokens per simulation")
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    seen: set[int] = set()
+    for r in ordered:
+        if r.id in seen:
+            raise PlannerError("requests", r.id, "duplicate request id")
+        seen.add(r.id)
+    reqs = [SimRequest(k, r.id, float(r.arrival_s), r.prompt_tokens, r.output_tokens) for k, r in enumerate(ordered)]
+    n = len(reqs)
+    # Prefix caching: requests drawn with probability prefix_share whose prompt extends past the prefix.
+    if cfg.prefix_share > 0 and cfg.prefix_tokens // cfg.block_tokens:
+        if cfg.prefix_tokens // cfg.block_tokens >= cfg.total_blocks:
+            raise PlannerError("prefix_tokens", cfg.prefix_tokens, f"the prefix alone needs {cfg.prefix_tokens // cfg.block_tokens:,} blocks of a {cfg.total_blocks:,}-block pool")
+        prng = random.Random(f"prefix-{cfg.seed}")
+        for r in reqs:
+            r.uses_prefix = prng.random() < cfg.prefix_share and r.prompt_tokens > cfg.prefix_tokens
+    # Cancellations: drawn at cancel_rate, then the explicit ones.
+    if cfg.cancel_rate > 0:
+        crng = random.Random(f"cancel-{cfg.seed}")
+        for r in reqs:
+            u = crng.random()
+            stage = crng.randrange(4)
+            if u < cfg.cancel_rate:
+                r.cancel_stage = stage + 1
+    if cfg.cancellations:
+        by_id = {r.id: r for r in reqs}
+        for c in cfg.cancellations:
+            r = by_id.get(c.request_id)
+            if r is None:
+                raise PlannerError("cancellations", c.request_id, "no request has this id")
+            r.cancel_stage = CANCEL_STAGE[c.stage]
+            if c.after_tokens is not None:
+                r.cancel_after = c.after_tokens
+    for r in reqs:
+        if r.cancel_stage == CANCEL_IN_DECODE and r.cancel_after == 0:
+            r.cancel_after = max(2, r.output_tokens // 2)
+    assert len(reqs) == n
+    return reqs
+
+
+def _static_tokens(reqs: list[SimRequest], cfg: SimConfig) -> int:
+    return cfg.static_tokens if cfg.static_tokens is not None else max((r.prompt_tokens + r.output_tokens for r in reqs), default=1)
+
+
+def _static_blocks(reqs: list[SimRequest], cfg: SimConfig) -> int:
+    """Blocks every admitted request leases up front under static reservation."""
+    static_tokens = _static_tokens(reqs, cfg)
+    blocks = -(-static_tokens // cfg.block_tokens)
+    if cfg.reservation == "static" and blocks > cfg.total_blocks:
+        raise PlannerError("static_tokens", static_tokens, f"a static reservation needs {blocks:,} blocks but the pool has {cfg.total_blocks:,}")
+    return blocks
+
+
+def _mark_rejections(reqs: list[SimRequest], cfg: SimConfig, replica: Replica, static_blocks: int) -> None:
+    """Requests that can never run are rejected on arrival."""
+    dynamic = cfg.reservation == "dynamic"
+    static_tokens = _static_tokens(reqs, cfg)
+    for r in reqs:
+        if not replica.policy.can_ever_run(r.prompt_tokens):
+            r.rejected = True  # a whole prompt must fit one step's token budget
+        elif dynamic and -(-(r.prompt_tokens + r.output_tokens - 1) // cfg.block_tokens) > cfg.total_blocks:
+            r.rejected = True  # its final K/V exceeds the whole pool
+        elif not dynamic and r.prompt_tokens + r.output_tokens > static_tokens:
+            r.rejected = True  # longer than the static reservation
+
+
+# ---------------------------------------------------------------------------------- results
+
+
+def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], router: str, queue: list[int], stopped: str | None, record_requests: bool) -> SimResult:
+    n = len(reqs)
+    start = reqs[0].arrival_s if n else 0.0
+    makespan = max(rep.t for rep in replicas) - start if n else 0.0
+    ttft: list[float] = []
+    e2e: list[float] = []
+    tpot: list[float] = []
+    finish_times: list[float] = []
+    good = completed = cancelled = rejected = unfinished = 0
+    queue_age = 0.0
+    ttft_slo = cfg.ttft_slo_ms / 1e3 if cfg.ttft_slo_ms is not None else math.inf
+    itl_slo = cfg.itl_slo_ms / 1e3 if cfg.itl_slo_ms is not None else math.inf
+    for r in reqs:
+        st = r.status
+        if st == REJECTED:
+            rejected += 1
+            continue
+        if r.admitted_s >= 0 and r.admitted_s - r.arrival_s > queue_age:
+            queue_age = r.admitted_s - r.arrival_s
+        if r.first_token_s >= 0:
+            ttft.append(r.first_token_s - r.arrival_s)
+        if st == DONE:
+            completed += 1
+            finish_times.append(r.finished_s)
+            e2e.append(r.finished_s - r.arrival_s)
+            tp = (r.finished_s - r.first_token_s) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+            if r.output_tokens > 1:
+                tpot.append(tp)
+            if r.first_token_s - r.arrival_s <= ttft_slo and tp <= itl_slo:
+                good += 1
+        elif r.finished:
+            cancelled += 1
+            finish_times.append(r.finished_s)
+        else:
+            unfinished += 1
+    itl_values: list[float] = []
+    itl_weights: list[int] = []
+    for rep in replicas:
+        itl_values.extend(rep.itl_values)
+        itl_weights.extend(rep.itl_weights)
+    busiest = max(replicas, key=lambda rep: max(rep.sample_used, default=0))
+    peak = max(busiest.sample_used, default=0)
+    total_blocks = cfg.total_blocks
+    prefill = sum(rep.prefill_tokens for rep in replicas)
+    verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], prefill, sum(rep.preempted_tokens for rep in replicas))
+    output_tokens = sum(rep.output_tokens for rep in replicas)
+    records = [_record(r) for r in reqs] if record_requests else None
+    if stopped:
+        stopped = f"{stopped} at simulated t = {makespan:,.3f} s with {unfinished:,} of {n:,} requests unfinished; results cover the requests that ended"
+    return SimResult(
+        policy=cfg.policy,
+        batching=cfg.batching,
+        reservation=cfg.reservation,
+        requests_total=n,
+        requests_completed=completed,
+        requests_cancelled=cancelled,
+        requests_rejected=rejected,
+        ttft_ms=percentiles(ttft, 1e3),
+        itl_ms=weighted_percentiles(itl_values, itl_weights, 1e3),
+        e2e_ms=percentiles(e2e, 1e3),
+        tpot_ms=percentiles(tpot, 1e3),
+        output_tokens=output_tokens,
+        prefill_tokens=prefill,
+        prefill_tokens_wasted=sum(rep.wasted_tokens for rep in replicas),
+        throughput_tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
+        goodput_requests_per_s=good / makespan if makespan > 0 else 0.0,
+        goodput_fraction=good / n if n else 0.0,
+        max_queue_age_ms=queue_age * 1e3,
+        preemptions=sum(rep.preemptions for rep in replicas),
+        prefix_hits=sum(rep.prefix_hits for rep in replicas),
+        blocks_in_use_at_end=sum(rep.pool.in_use for rep in replicas),
+        peak_blocks_in_use=peak,
+        peak_kv_utilisation=peak / total_blocks,
+        kv_utilisation=_downsample(busiest.sample_t, busiest.sample_used, total_blocks),
+        leases_opened=sum(rep.pool.opened for rep in replicas),
+        leases_released=sum(rep.pool.released for rep in replicas),
+        blocks_allocated=sum(rep.pool.allocated for rep in replicas),
+        blocks_freed=sum(rep.pool.freed for rep in replicas),
+        step_count=sum(rep.steps for rep in replicas),
+        makespan_s=makespan,
+        overload=verdict,
+        replicas=cfg.replicas,
+        router=router,
+        per_replica=[
+            ReplicaSummary(
+                replica=rep.number,
+                requests=rep.requests,
+                completed=sum(1 for r in reqs if r.replica == rep.number and r.status == DONE),
+                preemptions=rep.preemptions,
+                peak_kv_utilisation=max(rep.sample_used, default=0) / total_blocks,
+                step_count=rep.steps,
+            )
+            for rep in replicas
+        ],
+        requests_unfinished=unfinished,
+        stopped_early=stopped,
+        per_request=records,
+    )
+
+
+def _record(r: SimRequest) -> RequestRecord:
+    done = r.status == DONE
+    return RequestRecord(
+        id=r.id,
+        arrival_s=r.arrival_s,
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
+        outcome=OUTCOME.get(r.status, "unfinished"),
+        tokens_generated=r.generated,
+        queue_ms=(r.admitted_s - r.arrival_s) * 1e3 if r.admitted_s >= 0 else None,
+        ttft_ms=(r.first_token_s - r.arrival_s) * 1e3 if r.first_token_s >= 0 else None,
+        e2e_ms=(r.finished_s - r.arrival_s) * 1e3 if done else None,
+        tpot_ms=(r.finished_s - r.first_token_s) / (r.output_tokens - 1) * 1e3 if done and r.output_tokens > 1 else None,
+        preemptions=r.preemptions,
+        replica=r.replica,
+    )

@@ -1,0 +1,71 @@
+"""Percentiles of latency samples and the down-sampled KV utilisation series."""
+
+from __future__ import annotations
+
+import math
+
+from planner.simulate.model import KV_SAMPLES, Percentiles
+
+_EMPTY = Percentiles(p50=0.0, p95=0.0, p99=0.0, mean=0.0, min=0.0, max=0.0, count=0)
+
+
+def _rank(n: int, q: float) -> int:
+    return min(n - 1, max(0, math.ceil(q * n) - 1))
+
+
+def percentiles(values: list[float], scale: float = 1.0) -> Percentiles:
+    """Nearest-rank p50/p95/p99, mean, min and max of ``values`` times ``scale``."""
+    n = len(values)
+    if not n:
+        return _EMPTY
+    v = sorted(values)
+    return Percentiles(
+        p50=v[_rank(n, 0.50)] * scale,
+        p95=v[_rank(n, 0.95)] * scale,
+        p99=v[_rank(n, 0.99)] * scale,
+        mean=math.fsum(v) / n * scale,
+        min=v[0] * scale,
+        max=v[-1] * scale,
+        count=n,
+    )
+
+
+def weighted_percentiles(values: list[float], weights: list[int], scale: float = 1.0) -> Percentiles:
+    """Nearest-rank percentiles of ``values`` where value ``k`` occurs ``weights[k]`` times."""
+    total = sum(weights)
+    if not total:
+        return _EMPTY
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [(_rank(total, q), q) for q in (0.50, 0.95, 0.99)]
+    found: dict[float, float] = {}
+    cum = 0
+    r = 0
+    for k in order:
+        cum += weights[k]
+        while r < len(ranks) and ranks[r][0] < cum:
+            found[ranks[r][1]] = values[k]
+            r += 1
+        if r == len(ranks):
+            break
+    mean = math.fsum(v * w for v, w in zip(values, weights, strict=True)) / total
+    return Percentiles(
+        p50=found[0.50] * scale,
+        p95=found[0.95] * scale,
+        p99=found[0.99] * scale,
+        mean=mean * scale,
+        min=values[order[0]] * scale,
+        max=values[order[-1]] * scale,
+        count=total,
+    )
+
+
+def _downsample(ts: list[float], us: list[int], total: int, points: int = KV_SAMPLES) -> list[tuple[float, float]]:
+    n = len(ts)
+    if n <= points:
+        return [(ts[k], us[k] / total) for k in range(n)]
+    out = []
+    for j in range(points):
+        lo = j * n // points
+        hi = (j + 1) * n // points
+        out.append((ts[hi - 1], max(us[lo:hi]) / total))  # bucket maximum keeps peaks visible
+    return out

@@ -1,0 +1,436 @@
+"""Sizing: how many GPUs, of which kind, at which tensor parallelism, for a workload under SLOs.
+
+For every candidate GPU x TP x KV dtype, one replica (``tp`` GPUs) is planned with
+:func:`planner.plan.compute_plan`; its admissible concurrency ``max_num_seqs`` is the smallest of
+the memory ceiling (the engine's own admission), the ITL SLO (the latency model's decode step),
+the TTFT SLO and any runtime limit. The workload then fixes the replica count:
+
+* ``users`` concurrent sequences: ``replicas = ceil(users / max_num_seqs)``;
+* ``rate`` requests/s: a replica sustains ``min(c / e2e, 1 / (prefill + first decode + output x ITL / c))``
+  requests/s at concurrency ``c`` (Little's law, and the GPU time each request takes), and
+  ``replicas = ceil(rate / that)``.
+
+The count is then checked with the whole deployment's plan and moved until it is minimal: the
+deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
+hour, then cost per million output tokens. Expert parallelism is not searched: the latency model
+has no expert-parallel cost yet.
+
+:func:`capacity_search` refines a recommendation with the simulator: the highest Poisson rate at
+which p95 TTFT and ITL stay inside the SLOs and the queue does not grow, by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.errors import PlannerError
+from planner.hardware import CATALOG
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
+from planner.prices import PRICE_TABLE
+
+TP_CANDIDATES = (1, 2, 4, 8)
+KV_DTYPES = ("bf16", "fp8")
+MAX_REPLICAS = 1024
+MAX_USERS = 10_000_000
+MAX_RATE = 1e6
+CAPACITY_TOLERANCE = 0.10  # bisection stops when the bracket is within 10 % of its top
+CAPACITY_MAX_RUNS = 6
+SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of a deployment
+# Plan inputs the search sets itself; the rest of ``base`` passes through.
+# Observed latencies describe one measured deployment, not the candidates: they are dropped too.
+_SEARCHED = (
+    "gpu", "tp", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
+    "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
+)  # fmt: skip
+
+Progress = Callable[[float, str], None]
+
+
+class CapacityResult(BaseModel):
+    """Highest request rate the deployment sustains in the simulator (bisection on rate)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_rate_per_s: float  # 0 when even the lowest rate tried misses the SLOs
+    runs: int
+    tolerance: float  # relative width of the final bracket
+    requests_per_run: int
+    ttft_p95_ms: float | None  # at max_rate_per_s
+    itl_p95_ms: float | None
+    note: str
+
+
+class Recommendation(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    gpu: str
+    tp: int
+    replicas: int
+    gpu_count: int
+    kv_dtype: str
+    max_num_seqs: int  # admissible concurrency per replica (the engine setting)
+    sequences_per_replica: int  # the workload's concurrency per replica
+    cost_per_hour: float
+    cost_per_million_tokens: float  # output tokens
+    ttft_p95_ms: float  # latency model at the workload's concurrency (no queueing)
+    itl_p95_ms: float
+    sustainable_rate: float  # requests/s the deployment sustains at max_num_seqs per replica
+    binding_constraint: str  # what limits max_num_seqs: memory, latency_slo, ttft_slo, runtime, throughput
+    gpu_hour_price: float
+    price_source: str
+    plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
+    capacity: CapacityResult | None = None
+
+
+class Refusal(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    gpu: str
+    tp: int
+    kv_dtype: str
+    reason: str
+
+
+class SizingResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    recommendations: list[Recommendation]
+    searched: dict
+    refused: list[Refusal]
+    answer: str
+
+
+def _check_request(users: int | None, rate_per_s: float | None, ttft_p95_ms: float | None, itl_p95_ms: float | None) -> None:
+    if (users is None) == (rate_per_s is None):
+        raise PlannerError("workload", None, "give either users (concurrent sequences) or rate (requests per second), not both or neither")
+    if users is not None and (isinstance(users, bool) or not isinstance(users, int) or not 1 <= users <= MAX_USERS):
+        raise PlannerError("users", users, f"must be a whole number of concurrent users from 1 to {MAX_USERS:,}")
+    if rate_per_s is not None and (not isinstance(rate_per_s, (int, float)) or not math.isfinite(rate_per_s) or not 0 < rate_per_s <= MAX_RATE):
+        raise PlannerError("rate", rate_per_s, f"must be a request rate above 0 and at most {MAX_RATE:,.0f} per second")
+    for name, v in (("ttft_p95_ms", ttft_p95_ms), ("itl_p95_ms", itl_p95_ms)):
+        if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 1e7):
+            raise PlannerError(name, v, "must be a latency above 0 and at most 10,000,000 ms")
+    if ttft_p95_ms is not None and itl_p95_ms is not None and ttft_p95_ms < itl_p95_ms:
+        raise PlannerError("ttft_p95_ms", ttft_p95_ms, f"is below the ITL SLO of {itl_p95_ms:g} ms: the first token takes a prefill and a decode step, so it can never come sooner than the next ones")
+
+
+def resolve_prices(gpus: list[str], prices: dict[str, float] | float | None) -> dict[str, tuple[float, str]]:
+    """Price per GPU-hour and its source for each GPU: a single number for all, a name -> price
+    map (the table fills the rest), or the table (:data:`planner.prices.PRICE_TABLE`)."""
+    out = {}
+    for g in gpus:
+        if isinstance(prices, (int, float)) and not isinstance(prices, bool):
+            out[g] = (float(prices), "given")
+        elif isinstance(prices, dict) and g in prices:
+            out[g] = (float(prices[g]), "given")
+        else:
+            row = PRICE_TABLE[g]
+            out[g] = (row.usd_per_gpu_hour, f"{row.source}, {row.as_of}")
+    return out
+
+
+def resolve_gpus(gpus: list[str] | None) -> list[str]:
+    """Catalog names for ``gpus`` (case-insensitive); the whole catalog when None.
+
+    Raises:
+        PlannerError: an unknown GPU name.
+    """
+    if not gpus:
+        return list(CATALOG)
+    lower = {k.lower(): k for k in CATALOG}
+    out = []
+    for g in gpus:
+        name = lower.get(str(g).strip().lower())
+        if name is None:
+            raise PlannerError("gpus", str(g)[:80], f"unknown GPU; known: {', '.join(CATALOG)}")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+class _Candidate:
+    """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
+
+    def __init__(
+        self, model: PreparedModel, base: dict, gpu: str, tp: int, kv: str, price: float, price_source: str, users: int | None, rate: float | None, ttft_slo: float | None, itl_slo: float | None
+    ) -> None:
+        self.model = model
+        self.gpu, self.tp, self.kv, self.price, self.price_source = gpu, tp, kv, price, price_source
+        self.users, self.rate, self.ttft_slo, self.itl_slo = users, rate, ttft_slo, itl_slo
+        self.values = {**{k: v for k, v in base.items() if k not in _SEARCHED}, "gpu": gpu, "tp": tp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price}
+
+    def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None) -> Plan:
+        return compute_plan(make_inputs(**self.values, gpu_count=self.tp * replicas, sequences=sequences, max_num_seqs=max_num_seqs), self.model)
+
+    def evaluate(self) -> Recommendation | str:
+        try:
+            one = self.plan(1, 1)
+        except PlannerError as exc:
+            return exc.reason.split(";")[0]
+        kv = one.kv_cache
+        limit, binding = kv["admissible_sequences"], kv["binding_constraint"]
+        if limit < 1:
+            if binding == "latency_slo":
+                return f"ITL at one sequence is {one.latency.mean_inter_token_latency_ms:,.1f} ms, above the {self.itl_slo:g} ms SLO"
+            return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
+        if self.ttft_slo is not None:
+            if one.latency.time_to_first_token_ms > self.ttft_slo:
+                return f"TTFT at one sequence is {one.latency.time_to_first_token_ms:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
+            if self.plan(1, limit).latency.time_to_first_token_ms > self.ttft_slo:
+                lo, hi = 1, limit  # largest concurrency whose TTFT is inside the SLO (TTFT grows with it)
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if self.plan(1, mid).latency.time_to_first_token_ms <= self.ttft_slo:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                limit, binding = lo, "ttft_slo"
+        at_limit = self.plan(1, limit).latency
+        e2e_s = at_limit.end_to_end_ms / 1e3
+        little = limit / e2e_s if e2e_s > 0 else math.inf
+        # GPU time one request takes: its own prefill (not the wait behind others in TTFT) and its share of decode steps
+        busy_s = (at_limit.prefill_ms + at_limit.first_decode_ms + at_limit.mean_inter_token_latency_ms * max(0, self._output() - 1) / limit) / 1e3
+        gpu_bound = 1 / busy_s if busy_s > 0 else math.inf
+        per_replica_rate = min(little, gpu_bound)
+        if self.rate is not None and gpu_bound < little:
+            binding = "throughput"
+        need = math.ceil(self.users / limit) if self.users is not None else math.ceil(self.rate / per_replica_rate)
+        replicas = self._minimal(max(1, need), limit, per_replica_rate)
+        if isinstance(replicas, str):
+            return replicas
+        load = self._load(replicas, per_replica_rate, limit)
+        final = self.plan(replicas, load, limit)
+        lat = final.latency
+        per_hour = self.price * self.tp * replicas
+        if self.users is not None:
+            tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
+        else:
+            tokens_per_s = self.rate * self._output()
+        per_million = per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else math.inf
+        return Recommendation(
+            gpu=self.gpu,
+            tp=self.tp,
+            replicas=replicas,
+            gpu_count=self.tp * replicas,
+            kv_dtype=self.kv,
+            max_num_seqs=limit,
+            sequences_per_replica=-(-load // replicas),
+            cost_per_hour=round(per_hour, 4),
+            cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
+            ttft_p95_ms=lat.time_to_first_token_ms,
+            itl_p95_ms=lat.mean_inter_token_latency_ms,
+            sustainable_rate=per_replica_rate * replicas,
+            binding_constraint=binding,
+            gpu_hour_price=self.price,
+            price_source=self.price_source,
+            plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": self.tp * replicas, "sequences": load, "max_num_seqs": limit},
+        )
+
+    def _output(self) -> int:
+        return int(self._plan_context().reserved_output_tokens)
+
+    def _plan_context(self):
+        if not hasattr(self, "_ctx"):
+            self._ctx = self.plan(1, 1).context
+        return self._ctx
+
+    def _load(self, replicas: int, per_replica_rate: float, limit: int) -> int:
+        """Concurrent sequences the workload puts on the deployment."""
+        if self.users is not None:
+            return self.users
+        e2e_s = self.plan(1, limit).latency.end_to_end_ms / 1e3
+        return max(1, min(replicas * limit, math.ceil(self.rate * e2e_s)))
+
+    def holds(self, replicas: int, limit: int, per_replica_rate: float) -> bool:
+        """The deployment of ``replicas`` admits the load inside both SLOs."""
+        if self.rate is not None and replicas * per_replica_rate < self.rate * (1 - 1e-9):
+            return False
+        p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
+        lat = p.latency
+        return p.kv_cache["admitted"] and (self.ttft_slo is None or lat.time_to_first_token_ms <= self.ttft_slo) and (self.itl_slo is None or lat.mean_inter_token_latency_ms <= self.itl_slo)
+
+    def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
+        while not self.holds(replicas, limit, per_replica_rate):
+            replicas += 1
+            if replicas > MAX_REPLICAS:
+                return f"needs more than {MAX_REPLICAS:,} replicas"
+        while replicas > 1 and self.holds(replicas - 1, limit, per_replica_rate):
+            replicas -= 1
+        if replicas > MAX_REPLICAS:
+            return f"needs {replicas:,} replicas, more than {MAX_REPLICAS:,}"
+        return replicas
+
+
+def size(
+    model: PreparedModel,
+    base: dict | None = None,
+    *,
+    users: int | None = None,
+    rate_per_s: float | None = None,
+    ttft_p95_ms: float | None = None,
+    itl_p95_ms: float | None = None,
+    gpus: list[str] | None = None,
+    kv_dtypes: tuple[str, ...] | list[str] = KV_DTYPES,
+    tps: tuple[int, ...] | list[int] = TP_CANDIDATES,
+    prices: dict[str, float] | float | None = None,
+    capacity_top: int = 0,
+    capacity_requests: int | None = None,
+    progress: Progress | None = None,
+    _fallback: bool = True,
+) -> SizingResult:
+    """Rank the deployments that hold the workload (see the module docstring).
+
+    ``base`` holds any other plan inputs (context components or ``input_tokens``,
+    ``output_tokens``, ``max_context``, ``reservation``, ``headroom_bp``, ...).
+    ``capacity_top`` runs :func:`capacity_search` on that many of the best recommendations.
+
+    Raises:
+        PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
+            dtype, contradictory SLOs, or no candidate holds the workload (the message names the
+            cheapest deployment over the whole catalog that would, when there is one).
+    """
+    base = dict(base or {})
+    _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms)
+    names = resolve_gpus(gpus)
+    for kv in kv_dtypes:
+        if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
+            raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
+    make_inputs(**{k: v for k, v in base.items() if k not in _SEARCHED})  # bad base inputs fail here, once
+    price_of = resolve_prices(names, prices)
+    recs: list[Recommendation] = []
+    refused: list[Refusal] = []
+    combos = [(g, tp, kv) for g in names for tp in tps for kv in kv_dtypes]
+    for k, (g, tp, kv) in enumerate(combos):
+        if progress:
+            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}")
+        out = _Candidate(model, base, g, tp, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
+        if isinstance(out, str):
+            refused.append(Refusal(gpu=g, tp=tp, kv_dtype=kv, reason=out))
+        else:
+            recs.append(out)
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.kv_dtype))
+    workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
+    if not recs:
+        hint = ""
+        if _fallback and gpus and set(names) != set(CATALOG):
+            try:
+                wider = size(model, base, users=users, rate_per_s=rate_per_s, ttft_p95_ms=ttft_p95_ms, itl_p95_ms=itl_p95_ms, kv_dtypes=kv_dtypes, tps=tps, prices=prices, _fallback=False)
+                hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
+            except PlannerError:
+                hint = "; no GPU in the catalog holds it either"
+        last = {r.gpu: r for r in refused}  # per GPU, its largest TP and last KV dtype: the nearest miss
+        reasons = "; ".join(f"{r.gpu} at TP {r.tp}: {r.reason}" for r in list(last.values())[:3]) + ("; ..." if len(last) > 3 else "")
+        raise PlannerError("gpus", ",".join(names)[:80], f"no deployment holds {workload} under the SLOs ({reasons}){hint}")
+    if capacity_top:
+        top = recs[:capacity_top]
+        for k, rec in enumerate(top):
+
+            def step(frac: float, msg: str, k: int = k) -> None:
+                if progress:
+                    progress(0.5 + 0.5 * (k + frac) / len(top), f"capacity search {k + 1}/{len(top)}: {msg}")
+
+            cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step)
+            recs[k] = rec.model_copy(update={"capacity": cap})
+    if progress:
+        progress(1.0, "done")
+    best = recs[0]
+    ctx = compute_plan(make_inputs(**best.plan_values), model).context
+    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"TTFT {_ms(best.ttft_p95_ms)}"]
+    answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
+    searched = {
+        "gpus": names,
+        "tps": list(tps),
+        "kv_dtypes": list(kv_dtypes),
+        "candidates": len(combos),
+        "feasible": len(recs),
+        "refused": len(refused),
+        "workload": {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, "context_tokens": ctx.reserved_total_tokens},
+        "ranking": "cost per hour, then cost per million output tokens",
+    }
+    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 10 else f"{x:.2g} ms"
+
+
+def _describe(r: Recommendation) -> str:
+    reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
+    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
+
+
+def capacity_search(
+    model: PreparedModel,
+    rec: Recommendation,
+    ttft_p95_ms: float | None,
+    itl_p95_ms: float | None,
+    *,
+    requests: int | None = None,
+    tolerance: float = CAPACITY_TOLERANCE,
+    max_runs: int = CAPACITY_MAX_RUNS,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> CapacityResult:
+    """Highest Poisson rate at which the simulated deployment keeps p95 TTFT and ITL inside the
+    SLOs, finishes every request and is not overloaded (Vidur-style search: bracket, then bisect
+    until the bracket is within ``tolerance`` of its top or ``max_runs`` simulations ran).
+
+    The replicas are identical, so at most ``SIM_REPLICAS`` of them are simulated behind the
+    least-outstanding-tokens router with their share of the arrivals, and the rate found is scaled
+    back to the whole deployment (a larger pool balances at least as well, so this errs low). Each
+    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill; prompts and
+    outputs are the plan's.
+    """
+    from planner import simulate as sim
+
+    plan = compute_plan(make_inputs(**rec.plan_values), model)
+    cost, blocks = sim.from_plan(plan)
+    n = requests or 160
+    replicas = rec.replicas
+    simulated = min(replicas, SIM_REPLICAS)
+    cfg = sim.SimConfig(
+        block_tokens=plan.inputs.block_tokens,
+        total_blocks=blocks,
+        max_num_seqs=rec.max_num_seqs,
+        policy="chunked",
+        replicas=simulated,
+        router="least-outstanding-tokens",
+        time_budget_s=10,
+    )
+    prompt, output = plan.context.input_tokens, plan.context.reserved_output_tokens
+    seen: dict[float, tuple[bool, float, float]] = {}
+
+    def run(rate: float) -> bool:
+        r = sim.simulate(sim.poisson_requests(rate * simulated / replicas, n, prompt, output, seed=seed), cfg, cost)
+        ok = (
+            r.requests_completed == n
+            and not r.overload.overloaded
+            and r.stopped_early is None
+            and (ttft_p95_ms is None or r.ttft_ms.p95 <= ttft_p95_ms)
+            and (itl_p95_ms is None or r.itl_ms.p95 <= itl_p95_ms)
+        )
+        seen[rate] = (ok, r.ttft_ms.p95, r.itl_ms.p95)
+        if progress:
+            progress(min(1.0, len(seen) / max_runs), f"{rate:,.3g} req/s {'holds' if ok else 'misses'}")
+        return ok
+
+    lo, hi = 0.0, max(rec.sustainable_rate, 1e-3)
+    while len(seen) < max_runs and run(hi):  # bracket: double until a rate fails
+        lo, hi = hi, hi * 2
+    while len(seen) < max_runs and hi - lo > tolerance * hi:
+        mid = (lo + hi) / 2
+        if run(mid):
+            lo = mid
+        else:
+            hi = mid
+    width = (hi - lo) / hi if hi > 0 else 0.0
+    if lo > 0:
+        _ok, ttft, itl = seen[lo]
+        note = f"{len(seen)} simulations of {n:,} requests on {simulated} of {replicas} replica{'s' if replicas > 1 else ''}; holds at {lo:,.3g} req/s, misses at {hi:,.3g} req/s (bracket {width:.0%})"
+        return CapacityResult(max_rate_per_s=lo, runs=len(seen), tolerance=width, requests_per_run=n, ttft_p95_ms=ttft, itl_p95_ms=itl, note=note)
+    low = min(seen)
+    note = f"{len(seen)} simulations of {n:,} requests on {simulated} of {replicas} replica{'s' if replicas > 1 else ''}; misses the SLOs even at {low:,.3g} req/s (p95 TTFT {seen[low][1]:,.0f} ms, p95 ITL {seen[low][2]:,.1f} ms)"
+    return CapacityResult(max_rate_per_s=0.0, runs=len(seen), tolerance=width, requests_per_run=n, ttft_p95_ms=None, itl_p95_ms=None, note=note)

@@ -1,0 +1,100 @@
+"""The Size page (AppTest) and the sizing section of the PDF report."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def _size_page(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()  # the Plan page, as on a fresh start
+    at.query_params.update(query or {})  # a link to the Size page (or the refused plan's page link)
+    at.switch_page("pages/size.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_size_page_answers_on_a_fresh_start():
+    at = _size_page()
+    # One sentence at the top: the cheapest minimal deployment for the opening workload.
+    answer = at.success[0].value
+    assert "holds 100 concurrent users" in answer and "TP " in answer and "$" in answer
+    table = at.dataframe[0].value
+    assert len(table) > 3
+    assert list(table["$/h"]) == sorted(table["$/h"])  # ranked by cost per hour
+    first = table.iloc[0]
+    assert answer.startswith(f"**{first['GPUs']} × {first['GPU']}, TP {first['TP']}")
+    # "open as plan" opens the Plan page with that deployment
+    q = parse_qs(urlsplit(first["plan"]).query)
+    assert q["gpu"] == [first["GPU"]] and q["seq"] == ["100"] and q.get("gpus", ["1"]) == [str(first["GPUs"])]
+    # the address bar is the share link: the plan's model plus the size parameters
+    assert at.query_params["size_users"] == ["100"] or at.query_params["size_users"] == "100"
+    link = next(c.value for c in at.code if "size_users=" in c.value)
+    assert parse_qs(urlsplit(link).query)["n"] == ["llama-3.1-8b"]
+
+
+def test_size_share_link_opens_on_the_size_page():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"m": "preset", "n": "qwen3-8b", "size_users": "250", "size_itl": "40"})
+    at.run()
+    assert not at.exception
+    assert "holds 250 concurrent users" in at.success[0].value and "qwen3-8b" in at.caption[0].value
+
+
+def test_size_page_follows_its_controls_and_link():
+    at = _size_page({"size_users": "400", "size_itl": "30", "size_gpus": "H100-SXM-80GB,H200-141GB"})
+    answer = at.success[0].value
+    assert "holds 400 concurrent users" in answer and ("H100" in answer or "H200" in answer)
+    assert set(at.dataframe[0].value["GPU"]) <= {"H100-SXM-80GB", "H200-141GB"}
+    assert all(at.dataframe[0].value["ITL ms"] <= 30)
+    at.radio(key="size_mode").set_value("Requests per second").run()
+    at.number_input(key="size_rate").set_value(4.0).run()
+    assert not at.exception and "holds 4 requests/s" in at.success[0].value
+
+
+def test_size_page_refuses_impossible_slo_in_words():
+    at = _size_page({"size_users": "10", "size_itl": "0.05"})
+    assert not at.success
+    assert "no deployment holds 10 concurrent users" in at.error[0].value
+
+
+def test_refused_plan_links_to_the_size_page():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"m": "preset", "n": "llama-3.1-8b", "seq": "5000"})  # far above one H100's ceiling
+    at.run()
+    assert not at.exception
+    links = [el for el in at.get("page_link")]
+    assert links, "a refused plan offers the Size page"
+    link = links[0].proto
+    assert link.page == "size" and link.label == "Size a deployment for 5,000 sequences"
+    assert parse_qs(link.query_string)["size_users"] == ["5000"]
+    # following it: the Size page sizes that load for the plan's model
+    at.query_params.update(parse_qs(link.query_string))
+    at.switch_page("pages/size.py").run()
+    assert not at.exception and "holds 5,000 concurrent users" in at.success[0].value
+
+
+def test_pdf_sizing_section(tmp_path):
+    from planner.plan import compute_plan, make_inputs
+    from planner.report import build_pdf
+    from planner.sizing import size
+    from planner.source import preset_ref
+
+    ref, model = preset_ref("llama-3.1-8b")
+    result = size(model, {"input_tokens": 2048, "output_tokens": 512}, users=64, itl_p95_ms=30, gpus=["H100-SXM-80GB", "L40S-48GB"])
+    best = result.recommendations[0]
+    pdf = tmp_path / "s.pdf"
+    pdf.write_bytes(build_pdf(compute_plan(make_inputs(**best.plan_values), model), ref, "http://localhost:8501/size?size_users=64", sizing=result))
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Sizing" in text and "holds 64 concurrent users" in text
+    assert f"{best.gpu}" in text and f"{best.cost_per_hour:,.2f}" in text

@@ -1,0 +1,222 @@
+"""planner.sizing and ``python -m planner size``: minimal, ranked deployments that plan and
+simulate confirm.
+
+Three scenarios: a 70B model for 200 concurrent users at an 8k context (ITL p95 <= 50 ms, TTFT
+<= 2 s); an 8B model at 5 requests/s; and the seed example model for 40 users on the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner import simulate as sim
+from planner.errors import PlannerError
+from planner.plan import compute_plan, example_model, make_inputs
+from planner.prices import PRICE_TABLE
+from planner.sizing import capacity_search, size
+from planner.source import preset_ref
+
+ROOT = Path(__file__).resolve().parents[1]
+CTX_8K = {"input_tokens": 7680, "output_tokens": 512}
+
+
+@pytest.fixture(scope="module")
+def llama70():
+    return preset_ref("llama-3.1-70b")[1]
+
+
+@pytest.fixture(scope="module")
+def llama8():
+    return preset_ref("llama-3.1-8b")[1]
+
+
+def _holds(model, rec, users=None, ttft=None, itl=None, replicas=None) -> bool:
+    """The plan of ``rec`` with ``replicas`` admits the users inside both SLOs."""
+    values = dict(rec.plan_values)
+    if replicas is not None:
+        values["gpu_count"] = rec.tp * replicas
+    p = compute_plan(make_inputs(**values), model)
+    lat = p.latency
+    return p.kv_cache["admitted"] and (ttft is None or lat.time_to_first_token_ms <= ttft) and (itl is None or lat.mean_inter_token_latency_ms <= itl)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "base", "users", "ttft", "itl"),
+    [("llama70", CTX_8K, 200, 2000.0, 50.0), ("llama8", {"input_tokens": 2048, "output_tokens": 512}, 64, 1000.0, 30.0)],
+)
+def test_users_scenarios_are_minimal_ranked_and_plan_confirms(request, fixture, base, users, ttft, itl):
+    model = request.getfixturevalue(fixture)
+    result = size(model, base, users=users, ttft_p95_ms=ttft, itl_p95_ms=itl)
+    recs = result.recommendations
+    assert recs, result.refused
+    costs = [(r.cost_per_hour, r.cost_per_million_tokens) for r in recs]
+    assert costs == sorted(costs)  # ranked by cost per hour, then per million tokens
+    for rec in recs[:5]:
+        # plan agrees: the deployment admits the users inside the SLOs, with the same numbers
+        p = compute_plan(make_inputs(**rec.plan_values), model)
+        assert p.kv_cache["admitted"] and p.capacity["replicas"] == rec.replicas and p.capacity["gpu_count"] == rec.gpu_count == rec.tp * rec.replicas
+        assert p.latency.mean_inter_token_latency_ms == pytest.approx(rec.itl_p95_ms) and rec.itl_p95_ms <= itl
+        assert p.latency.time_to_first_token_ms == pytest.approx(rec.ttft_p95_ms) and rec.ttft_p95_ms <= ttft
+        assert rec.sequences_per_replica == math.ceil(users / rec.replicas) <= rec.max_num_seqs
+        assert rec.cost_per_hour == pytest.approx(PRICE_TABLE[rec.gpu].usd_per_gpu_hour * rec.gpu_count)
+        # minimal: one replica fewer does not hold the workload
+        if rec.replicas > 1:
+            assert not _holds(model, rec, ttft=ttft, itl=itl, replicas=rec.replicas - 1)
+    assert result.answer.startswith(f"{recs[0].gpu_count} × {recs[0].gpu}, TP {recs[0].tp}")
+    assert f"holds {users:,} concurrent users" in result.answer
+
+
+def test_rate_scenario_and_simulate_agrees(llama8):
+    # 5 requests/s of 2,048 + 512 tokens on H100s: the recommended deployment, simulated at that
+    # rate, keeps up (no overload verdict, every request done); at 4x the sustainable rate it is
+    # overloaded.
+    result = size(llama8, {"input_tokens": 2048, "output_tokens": 512}, rate_per_s=5.0, ttft_p95_ms=1000, itl_p95_ms=40, gpus=["H100-SXM-80GB"])
+    rec = result.recommendations[0]
+    assert rec.sustainable_rate >= 5.0
+    p = compute_plan(make_inputs(**rec.plan_values), llama8)
+    cost, blocks = sim.from_plan(p)
+    cfg = sim.SimConfig(block_tokens=16, total_blocks=blocks, max_num_seqs=rec.max_num_seqs, replicas=rec.replicas, router="least-outstanding-tokens")
+    ok = sim.simulate(sim.poisson_requests(5.0, 400, 2048, 512, seed=1), cfg, cost)
+    assert ok.requests_completed == 400 and not ok.overload.overloaded
+    over = sim.simulate(sim.poisson_requests(4 * rec.sustainable_rate, 400, 2048, 512, seed=1), cfg, cost)
+    assert over.overload.overloaded
+    # the same deployment with one replica fewer cannot carry 5 requests/s by the model's own rate
+    assert rec.sustainable_rate / rec.replicas * (rec.replicas - 1) < 5.0
+
+
+def test_example_model_on_the_catalog():
+    model = example_model()
+    result = size(model, {"input_tokens": 2048, "output_tokens": 512, "max_context": 4096}, users=40, itl_p95_ms=60)
+    rec = result.recommendations[0]
+    assert _holds(model, rec, itl=60)
+    if rec.replicas > 1:
+        assert not _holds(model, rec, itl=60, replicas=rec.replicas - 1)
+    assert result.searched["candidates"] == 14 * 4 * 2 and result.searched["feasible"] == len(result.recommendations)
+
+
+def test_more_users_never_need_fewer_gpus(llama8):
+    base = {"input_tokens": 2048, "output_tokens": 512}
+    tops = [size(llama8, base, users=u, itl_p95_ms=30, gpus=["H100-SXM-80GB", "L40S-48GB", "A100-SXM-80GB"]) for u in (8, 32, 128, 512, 2048)]
+    costs = [t.recommendations[0].cost_per_hour for t in tops]
+    assert costs == sorted(costs) and costs[0] < costs[-1]
+    # per deployment shape too: the same GPU x TP x KV never needs fewer replicas for more users
+    shape = {(r.gpu, r.tp, r.kv_dtype): r.replicas for r in tops[2].recommendations}
+    for r in tops[3].recommendations:
+        if (r.gpu, r.tp, r.kv_dtype) in shape:
+            assert r.replicas >= shape[(r.gpu, r.tp, r.kv_dtype)]
+
+
+def test_looser_slo_never_costs_more(llama70):
+    costs = [size(llama70, CTX_8K, users=100, itl_p95_ms=itl).recommendations[0].cost_per_hour for itl in (25.0, 40.0, 80.0, None)]
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+
+
+def test_capacity_search_brackets_the_rate(llama8):
+    result = size(llama8, {"input_tokens": 1024, "output_tokens": 128}, users=16, itl_p95_ms=30, ttft_p95_ms=800, gpus=["H100-SXM-80GB"], kv_dtypes=("bf16",), tps=(1,))
+    rec = result.recommendations[0]
+    cap = capacity_search(llama8, rec, 800, 30, requests=120)
+    assert cap.runs <= 6 and cap.requests_per_run == 120
+    assert cap.max_rate_per_s > 0
+    assert cap.tolerance <= 0.10 or cap.runs == 6
+    assert cap.ttft_p95_ms <= 800 and cap.itl_p95_ms <= 30
+    assert "simulations of 120 requests" in cap.note
+
+
+# ---------------------------------------------------------------------------------- bad input
+
+
+def test_no_gpu_fits_names_the_smallest_that_would(llama70):
+    with pytest.raises(PlannerError) as err:
+        size(llama70, {}, users=10, gpus=["T4-16GB", "A10-24GB"], tps=(1, 2, 4))
+    msg = str(err.value)
+    assert "no deployment holds 10 concurrent users" in msg and "exceeds usable" in msg
+    wider = size(llama70, {}, users=10, tps=(1, 2, 4)).recommendations[0]
+    assert f"the smallest deployment that would: {wider.gpu_count} × {wider.gpu}, TP {wider.tp}" in msg
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"users": 0}, "users"),
+        ({"users": 10, "rate_per_s": 1.0}, "workload"),
+        ({}, "workload"),
+        ({"rate_per_s": float("inf")}, "rate"),
+        ({"users": 10, "gpus": ["Z100"]}, "gpus"),
+        ({"users": 10, "ttft_p95_ms": 10.0, "itl_p95_ms": 50.0}, "ttft_p95_ms"),
+        ({"users": 10, "itl_p95_ms": -1.0}, "itl_p95_ms"),
+        ({"users": 10, "kv_dtypes": ("fp7",)}, "kv_dtypes"),
+    ],
+)
+def test_bad_input_is_refused_with_the_field(llama8, kwargs, field):
+    with pytest.raises(PlannerError) as err:
+        size(llama8, {}, **kwargs)
+    assert err.value.field == field
+
+
+def test_price_table_rows_have_source_and_date():
+    from planner.hardware import CATALOG
+
+    assert set(PRICE_TABLE) == set(CATALOG)
+    for row in PRICE_TABLE.values():
+        assert row.usd_per_gpu_hour > 0 and row.source and len(row.as_of) == 10
+
+
+# ---------------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "planner", "size", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_cli_size_json_contract():
+    proc = _cli(
+        "--preset", "llama-3.1-70b", "--users", "200", "--input-tokens", "7680", "--output-tokens", "512", "--itl-p95-ms", "50", "--ttft-p95-ms", "2000", "--gpus", "H100-SXM-80GB,H200-141GB", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    keys = {
+        "gpu",
+        "tp",
+        "replicas",
+        "gpu_count",
+        "kv_dtype",
+        "max_num_seqs",
+        "sequences_per_replica",
+        "cost_per_hour",
+        "cost_per_million_tokens",
+        "ttft_p95_ms",
+        "itl_p95_ms",
+        "sustainable_rate",
+        "binding_constraint",
+    }
+    assert keys <= set(out["recommendations"][0])
+    assert out["searched"]["gpus"] == ["H100-SXM-80GB", "H200-141GB"] and out["searched"]["candidates"] == 16
+    first = out["recommendations"][0]
+    plan = subprocess.run(
+        [sys.executable, "-m", "planner", "plan", "--preset", "llama-3.1-70b", "--gpu", first["gpu"], "--tp", str(first["tp"]), "--gpu-count", str(first["gpu_count"]),
+         "--kv-dtype", first["kv_dtype"], "--sequences", "200", "--input-tokens", "7680", "--output-tokens", "512", "--itl-slo-ms", "50", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    summary = json.loads(plan.stdout)
+    assert summary["kv_cache"]["admitted"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--preset", "llama-3.1-8b", "--users", "0"), "users=0"),
+        (("--preset", "llama-3.1-8b", "--users", "5", "--gpus", "Z100"), "unknown GPU"),
+        (("--preset", "llama-3.1-8b", "--users", "5", "--ttft-p95-ms", "10", "--itl-p95-ms", "50"), "below the ITL SLO"),
+        (("--preset", "llama-3.1-8b", "--users", "5", "--rate", "2"), "either users"),
+    ],
+)
+def test_cli_size_bad_input_one_line(args, needle):
+    proc = _cli(*args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr
