@@ -412,7 +412,7 @@ def _render_vllm_preview(r: Shown) -> None:
 
     preview = vllm_preview(r.plan, r.model)
     if preview.refusal:
-        st.error(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
+        st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     else:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
     # a markdown table: light to draw, so the charts below are not held up
