@@ -252,6 +252,27 @@ class KVSpec(BaseModel):
     def paged_bytes(self, tokens: int, block_tokens: int) -> int:
         return self.blocks(tokens, block_tokens) * self.page_bytes(block_tokens)
 
+    def layer_page_bytes(self, block_tokens: int) -> int:
+        """Bytes of one block of ``block_tokens`` positions in one layer of this group."""
+        return self.bytes_per_token_per_layer * block_tokens
+
+    def admission_blocks(self, max_model_len: int, block_tokens: int, in_flight_tokens: int) -> int:
+        """Blocks one layer reserves for a request at ``max_model_len`` in a paged engine.
+
+        Mirrors vLLM's ``max_memory_usage_bytes`` / ``max_admission_blocks_per_request``
+        (vllm/v1/kv_cache_interface.py): full attention holds every position; a sliding layer
+        holds ``window - 1`` positions plus the tokens scheduled but not yet settled, plus one
+        block because the window need not start on a block boundary; a chunked layer holds one
+        chunk plus the in-flight tokens.
+        """
+        if self.kind == "sliding" and self.window:
+            return -(-min(self.window - 1 + in_flight_tokens, max_model_len) // block_tokens) + 1
+        if self.kind == "chunked" and self.window:
+            return -(-min(self.window + in_flight_tokens, max_model_len) // block_tokens)
+        if self.kind == "cross":
+            return 0
+        return -(-max_model_len // block_tokens)
+
 
 class InspectReport(BaseModel):
     """Everything ``inspect`` prints: K/V bytes on one GPU for one sequence."""

@@ -33,7 +33,7 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
-    mtp    mtp (1/0)
+    mtp    mtp (1/0)              vv    vllm_version
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
 
@@ -85,6 +85,7 @@ INPUT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",
     "gpu": "gpu",

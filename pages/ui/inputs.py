@@ -10,6 +10,7 @@ import streamlit as st
 from pages.ui import state as S
 from pages.ui.safe_text import md
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
+from planner.engines.vllm import VLLM_VERSIONS
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
@@ -24,7 +25,7 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -157,6 +158,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
                 _error_below("mtp", err_key, err)
             _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
+            _select("vllm_version", list(VLLM_VERSIONS), err_key, err, disabled=st.session_state.get("runtime") != "vllm", help="Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.")
             _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(BLOCK_SIZES)
             if st.session_state.get("block_tokens") not in sizes:

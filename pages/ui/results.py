@@ -18,7 +18,7 @@ from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
-from planner.plan import Plan
+from planner.plan import Plan, memory_basis
 
 ASSUMPTIONS = (
     ("Allocator rounding", "PyTorch's caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks cached; not counted."),
@@ -153,7 +153,7 @@ def render_metrics(plan: Plan) -> None:
         delta=max_delta,
         delta_color="gray",
         delta_arrow="off",
-        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}); {requested:,} requested.",
+        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
@@ -398,6 +398,34 @@ def card_memory(r: Shown) -> None:
     st.caption(" · ".join(extra))
 
 
+def card_vllm_preview(r: Shown) -> None:
+    """What vLLM will print at start-up for this plan, the budget behind it and the command line."""
+    plan = r.plan
+    if plan.inputs.runtime != "vllm":
+        return
+    with st.container(border=True):
+        st.markdown(f"**vLLM start-up preview** · vLLM {plan.inputs.vllm_version}")
+        safe(_render_vllm_preview, r, what="the vLLM start-up preview")
+
+
+def _render_vllm_preview(r: Shown) -> None:
+    from planner.engines.vllm import vllm_preview
+
+    preview = vllm_preview(r.plan, r.model)
+    if preview.refusal:
+        st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
+    else:
+        st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
+    # a markdown table: light to draw, so the charts below are not held up
+    rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
+    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
+        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
+    engine = r.plan.kv_cache.get("engine") or {}
+    if engine.get("why"):
+        st.caption(f"Admission: {engine['why']} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
+    st.code(preview.command, language="bash", wrap_lines=True)
+
+
 @st.fragment
 def card_chart_tabs(r: Shown) -> None:
     """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
@@ -450,5 +478,6 @@ def render_results(r: Shown) -> None:
     with right:
         card_memory(r)
         card_chart_tabs(r)
+        card_vllm_preview(r)
     card_assumptions(r)
     card_formulas(r)
