@@ -96,6 +96,7 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 
 
 def main() -> None:
+    state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
     urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
     for key, value in DEFAULTS.items():
         st.session_state.setdefault(key, value)
