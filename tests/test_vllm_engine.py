@@ -116,6 +116,22 @@ def test_bad_arguments_are_planner_errors():
         assert err.value.field == field and not isinstance(err.value, EngineRefusal)
 
 
+def test_architectures_vllm_does_not_register_are_refused_but_planned():
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    # vLLM 0.33's registry has MiniMaxM3SparseForCausalLM, not the checkpoint's MiniMaxM3ForCausalLM
+    config = load_preset("minimax-m3")
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(config, available_kv_bytes=1 << 36, tp=8)
+    assert err.value.field == "model" and "['MiniMaxM3ForCausalLM'] are not supported for now" in err.value.reason
+    # the plan keeps the planner's own paged figure and says why the engine's does not apply
+    plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8), prepare_model(config))
+    engine = plan.kv_cache["engine"]
+    assert engine["applies"] is False and "not supported for now" in engine["reason"]
+    assert plan.kv_cache["maximum_sequences_by_memory"] > 0
+
+
 # --------------------------------------------------------------------------- CLI
 
 

@@ -58,6 +58,9 @@ DEFAULT_VLLM_VERSION = VLLM_VERSIONS[-1]
 
 # architectures vLLM removed, with the last release that served them (vllm/model_executor/models/registry.py)
 DROPPED = {"MPTForCausalLM": "0.28.0"}
+# architectures of real 2026 checkpoints that no supported vLLM version registers (vLLM 0.33 has the
+# look-alikes MiniMaxM3SparseForCausalLM and Step3p7ForConditionalGeneration, not these names)
+NOT_REGISTERED = frozenset({"MiniMaxM3ForCausalLM", "Step3p7FlashForCausalLM"})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -267,6 +270,10 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
         last = DROPPED.get(arch)
         if last is not None and _version_tuple(rules.version) > _version_tuple(last):
             raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
+    if unknown and len(unknown) == len(geo.architectures):
+        # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
+        raise EngineRefusal("model", unknown[0], f"Model architectures {unknown} are not supported for now (vLLM {rules.version} registers no such architecture)")
     if any(layer.kind == "cross" for layer in geo.layers):
         arch = (geo.architectures or (geo.model_type,))[0]
         problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
