@@ -170,9 +170,10 @@ def write_doc(cases: list[L.Case], x: dict, table: dict, results) -> None:
         "Stage 2: with those fixed, L40S's per-device figures on the L40S fit rows only, ITL and prefill totals only (no op-group",
         "terms: AIC's L40S groups time small GEMMs faster than its HBM allows, e.g. Qwen3-30B-A3B TP2 decode GEMMs 1.23 ms vs",
         "1.81 ms of HBM reads at MBU 0.736, L2-resident weights; with the group terms the worst L40S fit row is 1.525x).",
-        "L40S is PCIe only: AIConfigurator's measured",
-        "all-reduce there depends on the TP size far more than one link figure allows, so bandwidth and per-message latency",
-        "are fitted per TP size 2, 4, 8; a TP uses the smallest fitted size at least as large). The L40S link GB/s are the",
+        "L40S is PCIe only and AIConfigurator's measured all-reduce there depends on the TP size far more than one link figure",
+        "allows (the ring formula's bus bandwidth is ~19 GB/s at TP2, ~3.7 at TP4, ~1.9 at TP8: pairs share a PCIe switch, larger",
+        "groups cross the host), so bandwidth and per-message latency are fitted per TP size 2, 4, 8; a TP uses the smallest fitted",
+        "size at least as large. A latency at its lower bound 0 means the bandwidth term alone accounts for the rows. The L40S link GB/s are the",
         f"figures the ring formula multiplies by link_efficiency {x['link_efficiency']:.3g}: effective bus bandwidth = value x {x['link_efficiency']:.3g}.",
         f"Optimizer: scipy least_squares (trust region), {results[0].nfev} + {results[1].nfev} evaluations, final cost {results[0].cost:.4g} + {results[1].cost:.4g}.",
         "",
@@ -191,7 +192,7 @@ def write_doc(cases: list[L.Case], x: dict, table: dict, results) -> None:
                 else ("hardware.CATALOG L40S (allreduce_by_tp / compute_efficiency / moe_efficiency)" if name.startswith("l40s") else "hardware.CATALOG (link_latency_us / moe_efficiency)")
             )
         )
-        lines.append(f"| {name} | {value:.4g} | {where} |")
+        lines.append(f"| {name} | {value if abs(value) > 1e-12 else 0.0:.4g} | {where} |")
     lines += ["", "## Planner / AIC ratio by split (worst = farthest from 1)", "", "| split | rows | ITL median | ITL worst | prefill median | prefill worst |", "|---|---|---|---|---|---|"]
     for name, (im, iw, pm, pw, n) in table.items():
         lines.append(f"| {name} | {n} | {im:.3f} | {iw:.3f} | {pm:.3f} | {pw:.3f} |")
