@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from planner.configio import parse_config_text
-from planner.geometry import _parse_cached, parse_geometry
+from planner.geometry import _GEOMETRIES, parse_geometry
 from planner.kv import inspect_geometry
 from planner.plan import EXAMPLE_INPUTS, compute_plan, example_model, grid
 from planner.presets import PRESETS_DIR
@@ -37,7 +37,7 @@ def main() -> None:
         parse_geometry(cfg)
 
     def parse_all_uncached() -> None:
-        _parse_cached.cache_clear()
+        _GEOMETRIES.clear()
         for cfg in configs:
             inspect_geometry(parse_geometry(cfg), tokens=4096)
 
