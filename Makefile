@@ -10,7 +10,7 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-.PHONY: install system-deps run test lint bench
+.PHONY: install system-deps run serve test lint bench
 install: $(VENV)/.installed
 
 # Debian chromium (browser tests, kaleido) and poppler-utils (PDF checks), when missing
@@ -22,6 +22,15 @@ system-deps:
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false -- --preset $(PRESET)
+
+# Shared deployment (README, "Shared deployment"): every interface, probe off, Hub fetches
+# rate-limited per session, error details kept in the server log; XSRF protection and the upload
+# cap come from .streamlit/config.toml.
+# Health check: GET /_stcore/health answers "ok".
+HOST ?= 0.0.0.0
+HUB_REQUESTS_PER_MIN ?= 20
+serve: install
+	KVP_DISABLE_PROBE=1 KVP_HUB_REQUESTS_PER_MIN=$(HUB_REQUESTS_PER_MIN) $(VENV)/bin/streamlit run app.py --server.headless true --server.address $(HOST) --server.port $(PORT) --client.showErrorDetails none --browser.gatherUsageStats false -- --preset $(PRESET)
 
 test: install system-deps
 	$(VENV)/bin/ruff check .

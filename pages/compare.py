@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui import comparison, export, models, results, state, urlstate
+from pages.ui.safe_text import md
 from planner.compare import LETTERS, Column
 from planner.share import share_url
 
@@ -22,9 +23,9 @@ def main() -> None:
     base = dict(state.plan_values())
     ref, _model, _notes = models.active_model()
     current_label = ref.name if ref.kind == "preset" and ref.name else ref.label()
-    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs, price…) for **{current_label}** and overrides the model, GPU, TP, KV dtype and runtime.")
+    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs, price…) for **{md(current_label)}** and overrides the model, GPU, TP, KV dtype and runtime.")
     for warning in st.session_state.pop("compare_notice", None) or ():
-        st.warning(f"Link: {warning}", icon=":material/warning:")
+        st.warning(f"Link: {md(warning)}", icon=":material/warning:")
     saved = state.compare_state(base)
     comparison.seed_widgets(saved["columns"], saved["n"])
     n = st.segmented_control("Plans", [2, 3, 4], key="cmp_n", required=True, format_func=lambda k: f"{k} plans") or 2
@@ -61,4 +62,4 @@ def main() -> None:
 try:
     main()
 except Exception as exc:  # noqa: BLE001 - never show a traceback
-    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}", icon=":material/error:")
+    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {md(exc)}", icon=":material/error:")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui import inputs, models, results, state, suggest, urlstate
+from pages.ui.safe_text import md
 
 
 def main() -> None:
@@ -45,4 +46,4 @@ def main() -> None:
 try:
     main()
 except Exception as exc:  # noqa: BLE001 - never show a traceback
-    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}", icon=":material/error:")
+    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {md(exc)}", icon=":material/error:")

@@ -16,6 +16,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from pages.ui.safe_text import md  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.kv import KV_DTYPE_BITS  # noqa: E402
 from planner.presets import DEFAULT_PRESET, list_presets, load_preset  # noqa: E402
@@ -137,7 +138,7 @@ def _controls(disabled_reason: str | None) -> None:
             st.session_state[RESULT_KEY] = result.model_dump(mode="json")
             st.session_state.pop(CALIBRATION_KEY, None)
         except PlannerError as exc:
-            st.error(user_error(exc), icon=":material/error:")
+            st.error(md(user_error(exc)), icon=":material/error:")
 
 
 def _importer() -> None:
@@ -148,17 +149,17 @@ def _importer() -> None:
     try:
         result = load_probe_json(uploaded.getvalue())
     except PlannerError as exc:
-        st.error(f"Cannot import {uploaded.name}: {exc}")
+        st.error(f"Cannot import {md(uploaded.name)}: {md(exc)}")
         return
     st.session_state[RESULT_KEY] = result.model_dump(mode="json")
     st.session_state.pop(CALIBRATION_KEY, None)
-    st.success(f"Imported {uploaded.name}.")
+    st.success(f"Imported {md(uploaded.name)}.")
 
 
 def _show(result: ProbeResult) -> None:
-    st.subheader(f"{result.model} — {result.mode} / {result.runtime} on {result.device} {result.device_name}".rstrip())
+    st.subheader(md(f"{result.model} — {result.mode} / {result.runtime} on {result.device} {result.device_name}".rstrip()))
     if not result.ok:
-        st.error(f"No measurement: {result.error}")
+        st.error(f"No measurement: {md(result.error)}")
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Predicted K/V", _bytes(result.predicted_kv_bytes), help=f"{result.predicted_kv_bytes:,} bytes")
     c2.metric("Measured K/V", _bytes(result.measured_kv_bytes), help=None if result.measured_kv_bytes is None else f"{result.measured_kv_bytes:,} bytes")
@@ -186,7 +187,7 @@ def _show(result: ProbeResult) -> None:
     if rows:
         st.table(rows)
     st.markdown("**Why the numbers are what they are**")
-    st.markdown("\n".join(f"- {line}" for line in result.explanation) or "-")
+    st.markdown("\n".join(f"- {md(line)}" for line in result.explanation) or "-")
     if result.layers:
         with st.expander("Per-layer cache"):
             st.dataframe([row.model_dump(mode="json") for row in result.layers], hide_index=True)
@@ -196,18 +197,18 @@ def _show(result: ProbeResult) -> None:
                 cal = calibrate(result)
                 st.session_state[CALIBRATION_KEY] = {**cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on}
             except PlannerError as exc:
-                st.error(user_error(exc), icon=":material/error:")
+                st.error(md(user_error(exc)), icon=":material/error:")
         cal_state = st.session_state.get(CALIBRATION_KEY)
         if cal_state:
             c1, c2 = st.columns(2)
             c1.metric("Calibrated MFU", f"{cal_state['mfu']:.4g}", help=f"assumed {result.assumed_mfu:g}")
             c2.metric("Calibrated MBU", f"{cal_state['mbu']:.4g}", help=f"assumed {result.assumed_mbu:g}")
             if cal_state.get("measured_device") == "cuda":
-                st.caption(f"Measured on {cal_state['device']}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page).")
+                st.caption(f"Measured on {md(cal_state['device'])}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page).")
             else:
                 st.caption("Measured on a CPU: these figures describe this machine, not a GPU, so the Plan page does not offer them for a GPU plan.")
             for note in cal_state["notes"]:
-                st.warning(note)
+                st.warning(md(note))
     st.download_button("Download probe JSON", result.to_json(), file_name="probe.json", mime="application/json", key="probe_download")
 
 
@@ -227,7 +228,7 @@ def main() -> None:
         try:
             _show(ProbeResult.model_validate(data))
         except ValueError as exc:
-            st.error(f"Stored probe result is invalid: {exc}")
+            st.error(f"Stored probe result is invalid: {md(exc)}")
             st.session_state.pop(RESULT_KEY, None)
 
 

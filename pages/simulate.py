@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui import simulation, state
+from pages.ui.safe_text import md
 
 
 def main() -> None:
@@ -21,7 +22,7 @@ def main() -> None:
     )
     current, err = state.current()
     if current is None:
-        st.error(f"The Plan page's inputs give no plan, so there is nothing to simulate: {state.error_sentence(err)}", icon=":material/error:")
+        st.error(f"The Plan page's inputs give no plan, so there is nothing to simulate: {md(state.error_sentence(err))}", icon=":material/error:")
         simulation.plan_link("Fix it on the Plan page")
         return
     simulation.plan_summary(current)
@@ -34,4 +35,4 @@ def main() -> None:
 try:
     main()
 except Exception as exc:  # noqa: BLE001 - never show a traceback
-    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}", icon=":material/error:")
+    st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {md(exc)}", icon=":material/error:")

@@ -96,6 +96,7 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 
 
 def main() -> None:
+    state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
     urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
     for key, value in DEFAULTS.items():
         st.session_state.setdefault(key, value)
@@ -168,7 +169,7 @@ def main() -> None:
         inputs = make_inputs(**r.plan_values)
         rows.append(
             {
-                "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
+                "GPU": r.gpu, "TP": r.tp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "TTFT ms": round(r.ttft_p95_ms), "ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,

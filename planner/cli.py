@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from planner.configio import read_config_file
-from planner.errors import PlannerError
+from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
+from planner.limits import ensure_finite_json, parse_number_text
 
 
 class CLIError(Exception):
@@ -30,12 +30,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _number(text: str, cast: type, *, positive: bool) -> int | float:
     """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0."""
-    try:
-        value = cast(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be {'a positive' if positive else 'a finite, non-negative'} {'integer' if cast is int else 'number'}")
+    value = parse_number_text(text, integer=cast is int)
+    if value is None:
+        kind = "an integer (ASCII digits only)" if cast is int else "a finite number (e.g. 0.5 or 1e-3)"
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} is not {kind}")
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)} must be {'a positive' if positive else 'a non-negative'} {'integer' if cast is int else 'number'}")
     return value
 
 
@@ -53,6 +53,16 @@ def positive_float(text: str) -> float:
 
 def nonneg_float(text: str) -> float:
     return _number(text, float, positive=False)
+
+
+def print_json(out: dict) -> None:
+    """Print a result as strict JSON: a non-finite number is refused, never printed as Infinity.
+
+    Raises:
+        PlannerError: naming the first non-finite number.
+    """
+    ensure_finite_json(out)
+    print(json.dumps(out, indent=2, default=str, allow_nan=False))
 
 
 # --------------------------------------------------------------------------- model source
@@ -144,7 +154,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         out = report.model_dump(mode="json")
         out["source"] = source
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(inspect_summary(report))
     return 0
@@ -293,7 +303,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out["latency_model"] = args.latency_model or "roofline"
         if comparison is not None:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
-        print(json.dumps(out, indent=2, default=str))
+        print_json(out)
     else:
         print(plan_summary(plan, comparison))
     return 0
@@ -338,7 +348,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out["pool_blocks"] = blocks
     out["source"] = source
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         print(
             f"{result.policy}: {result.requests_completed:,} completed, {result.requests_cancelled:,} cancelled, {result.requests_rejected:,} rejected; "
@@ -406,6 +416,73 @@ def cmd_size(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- engine
+
+
+def add_engine_parser(sub) -> None:
+    from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, VLLM_VERSIONS
+    from planner.hardware import CATALOG
+
+    p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
+    add_model_source(p)
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size (GPUs per replica; default 1)")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: the 16-bit model dtype)")
+    p.add_argument("--block-size", type=positive_int, help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
+    p.add_argument("--max-model-len", type=positive_int, help="tokens per request (default: the model's max_position_embeddings)")
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
+    p.add_argument("--max-num-seqs", type=positive_int, default=1024, help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default 1,024)")
+    p.add_argument("--vllm-version", choices=list(VLLM_VERSIONS), default=DEFAULT_VLLM_VERSION, help=f"vLLM release whose rules apply (default {DEFAULT_VLLM_VERSION})")
+    p.add_argument("--no-prefix-caching", action="store_true", help="start vLLM with --no-enable-prefix-caching (default: prefix caching on)")
+    p.add_argument("--speculative-layers", type=nonneg_int, default=0, help="draft / MTP layers cached beside the model (default 0)")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--available-kv-bytes", type=positive_int, help="'Available KV cache memory' per GPU in bytes (no default: give this, --available-kv-gib or --gpu)")
+    budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
+    budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU, term by term (no default; {', '.join(CATALOG)})")
+    p.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+    p.set_defaults(func=cmd_engine)
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    from planner.engines.vllm import EngineRefusal, predict_budget, serve_command, vllm_capacity
+    from planner.hardware import get_device
+    from planner.plan import prepare_model
+
+    config, source = load_model_source(args)
+    model = prepare_model(config, source.get("parameter_counts"))
+    budget = None
+    if args.gpu is not None:
+        device = get_device(args.gpu)
+        weights = model.weights("auto")
+        budget = predict_budget(device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source)
+        available = budget.available_kv_bytes
+    else:
+        available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
+    try:
+        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
+    except EngineRefusal as exc:
+        print(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
+        return 2
+    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs if args.gpu else None, user_block_size=args.block_size)
+    if args.json:
+        out = r.summary()
+        out["budget"] = budget.summary() if budget else {"available_kv_bytes": available, "terms": [{"name": "given", "bytes": available, "source": "--available-kv-bytes / --available-kv-gib"}]}
+        out["serve_command"] = command
+        out["source"] = source
+        print(json.dumps(out, indent=2))
+        return 0
+    if budget:
+        for t in budget.terms:
+            print(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
+        print(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
+    groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
+    print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
+    for line in r.log_lines:
+        print(line)
+    print(command)
+    return 0
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -468,17 +545,18 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
         path = Path(args.plan)
         try:
-            if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+            with path.open("rb") as fh:  # read at most 1 MiB + 1 byte: /dev/zero or a FIFO cannot fill memory
+                data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+            if len(data) > MAX_PLAN_FILE_BYTES:
                 raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-            data = path.read_bytes()
         except OSError as exc:
             raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
         state = load_plan_file(data)
-        for warning in state.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
         if state.ref is None:
-            raise CLIError(f"--plan {args.plan}: the file names no usable model")
+            raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
+        for warning in state.warnings:  # only once the plan stands: a refusal stays one line
+            print(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)
@@ -566,6 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget-s", type=positive_float, default=20.0, metavar="S", help="wall-clock seconds after which the simulation stops and says so (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
+
+    add_engine_parser(sub)
 
     p = sub.add_parser("size", help="how many GPUs, of which kind, at which TP, for a workload under SLOs")
     p.add_argument("--example", action="store_true", help="size the seed's runnable model (default: off)")

@@ -7,6 +7,25 @@ message next to the widget that caused it.
 
 from __future__ import annotations
 
+import math
+
+SHOWN_CHARS = 80  # a value in a message is cut to this many characters
+
+
+def shorten(value: object, width: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``width`` characters; a huge integer is shown by its digit count.
+
+    Never raises (Python refuses ``str()`` of integers over 4,300 digits).
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{'-' if value < 0 else ''}<an integer of about {digits:,} digits>"
+    try:
+        shown = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile object's repr must not break the message
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
 
 class PlannerError(ValueError):
     """Bad input: ``field`` names what was wrong, ``value`` what was given, ``reason`` why."""
@@ -15,10 +34,8 @@ class PlannerError(ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        super().__init__(f"{field}={shown}: {reason}")
+        name = str(field) if len(str(field)) <= SHOWN_CHARS else str(field)[: SHOWN_CHARS - 3] + "..."
+        super().__init__(f"{name}={shorten(value)}: {reason}")
 
 
 class ConfigError(PlannerError):

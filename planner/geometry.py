@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -21,14 +20,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from planner.errors import ConfigError
+from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache, check_number
 
 LayerKind = Literal["full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none"]
 KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linear_attention", "none")
 
-MAX_LAYERS = 100_000
-MAX_HEADS = 65_536
-MAX_DIM = 1 << 20
-MAX_POSITIONS = 1 << 31
+# MAX_LAYERS, MAX_HEADS, MAX_DIM, MAX_POSITIONS: ranges documented in planner/limits.py
 
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 INDEXER_QUANT_BLOCK = 128  # vLLM 0.33 DeepseekV32IndexerCache: one fp32 scale per 128 fp8 values
@@ -207,19 +204,7 @@ def _present(cfg: dict, key: str) -> bool:
 
 def _int_field(cfg: dict, key: str, *, lo: int = 1, hi: int = MAX_DIM, where: str = "") -> int:
     """Read an integer field; accept 4096.0 but not 4096.5, True, "4096" or NaN."""
-    value = cfg[key]
-    name = f"{where}{key}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, value, "must be an integer")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise ConfigError(name, value, "must be a whole number")
-        value = int(value)
-    if value < lo:
-        raise ConfigError(name, value, f"must be at least {lo}")
-    if value > hi:
-        raise ConfigError(name, value, f"is absurdly large (limit {hi:,})")
-    return value
+    return int(check_number(f"{where}{key}", cfg[key], lo=lo, hi=hi, integer=True, error=ConfigError))
 
 
 def _bool_field(cfg: dict, key: str, default: bool, where: str) -> bool:
@@ -586,6 +571,15 @@ def _linear_state(cfg: dict, where: str) -> StateSpec:
     return StateSpec(conv_elements=conv, ssm_elements=v_heads * k_dim * v_dim, description=f"linear attention: {v_heads} value heads x {k_dim} x {v_dim}, conv {conv_k}")
 
 
+def _check_cache_size(kinds: list[str], kv_heads: int, head_dim: int, v_head_dim: int, mamba: StateSpec | None, linear: StateSpec | None, where: str) -> None:
+    """Refuse a geometry whose fp32 K/V per token, or recurrent state per sequence, exceeds 1 TiB."""
+    cached = sum(1 for k in kinds if k in ("full", "sliding", "chunked", "cross"))
+    per_token = 4 * cached * kv_heads * (head_dim + v_head_dim)
+    if per_token > MAX_KV_BYTES_PER_TOKEN:
+        raise ConfigError(f"{where}num_hidden_layers", len(kinds), f"with {kv_heads:,} KV heads x head_dim {head_dim:,} the cache would hold {per_token:.3g} bytes per token (limit 1 TiB): the geometry is implausible")
+    state = 4 * sum(kinds.count(kind) * (spec.conv_elements + spec.ssm_elements) for spec, kind in ((mamba, "mamba"), (linear, "linear_attention")) if spec)
+    if state > MAX_KV_BYTES_PER_TOKEN:
+        raise ConfigError(f"{where}num_hidden_layers", len(kinds), f"the recurrent state would hold {state:.3g} bytes per sequence (limit 1 TiB): the geometry is implausible")
 def _layer_shapes(cfg: dict, kinds: list[str], base: tuple[int, int, int], heads: int, where: str, notes: list[str]) -> list[tuple[int, int, int]]:
     """(KV heads, K dim, V dim) of each layer, for families whose layers differ in shape."""
     shapes = [base] * len(kinds)
@@ -777,13 +771,12 @@ def parse_geometry(config: dict) -> ModelGeometry:
     hit = _GEOMETRIES.get(digest)
     if hit is None:
         hit = _parse(json.loads(canonical), digest)
-        if len(_GEOMETRIES) >= 256:
-            _GEOMETRIES.pop(next(iter(_GEOMETRIES)))
-        _GEOMETRIES[digest] = hit
-    return hit
+        _GEOMETRIES.put(digest, hit)
+    return hit  # type: ignore[return-value]
 
 
-_GEOMETRIES: dict[str, ModelGeometry] = {}
+# parsed geometries by config digest, bounded in bytes (a 10,000-layer geometry holds ~11 MB)
+_GEOMETRIES = ByteBudgetCache(32 << 20)
 
 
 def _parse(config: dict, digest: str) -> ModelGeometry:
@@ -837,6 +830,7 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     if "linear_attention" in kinds:
         linear = _kda_state(cfg["linear_attn_config"], where) if isinstance(cfg.get("linear_attn_config"), dict) else _linear_state(cfg, where)
 
+    _check_cache_size(kinds, kv_heads, head_dim, v_head_dim, mamba, linear, where)
     shapes = _layer_shapes(cfg, kinds, (kv_heads, head_dim, v_head_dim), heads, where, notes)
     layers = []
     for i, (kind, window) in enumerate(zip(kinds, windows, strict=True)):

@@ -40,6 +40,7 @@ from tqdm.auto import tqdm as _tqdm
 from planner import __version__
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
 from planner.errors import ConfigError
+from planner.limits import ByteBudgetCache, RateLimiter
 
 __all__ = [
     "ConfigNotFoundError",
@@ -228,6 +229,46 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
     return repo_id, constants.DEFAULT_REVISION
 
 
+# --------------------------------------------------------------------------- per-session rate limit
+DEFAULT_REQUESTS_PER_MIN = 20
+_LIMITER: RateLimiter | None = None
+_LIMITER_LOCK = threading.Lock()
+
+
+def requests_per_minute() -> int:
+    """Hub fetches one caller (an app session) may start per minute: ``KVP_HUB_REQUESTS_PER_MIN``.
+
+    Default 20; 0 turns the limit off. A value that is not a plain non-negative integer is
+    logged and the default used. Raises nothing.
+    """
+    raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
+    if not raw:
+        return DEFAULT_REQUESTS_PER_MIN
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
+        return DEFAULT_REQUESTS_PER_MIN
+    return int(raw)
+
+
+def request_wait_s(caller: str) -> float:
+    """0.0 and the request is counted, or the seconds ``caller`` must wait (nothing counted).
+
+    The app calls this with its session id before each Hub fetch, so one session cannot make the
+    shared server hammer the Hub. Raises nothing.
+    """
+    global _LIMITER
+    limit = requests_per_minute()
+    if limit <= 0:
+        return 0.0
+    with _LIMITER_LOCK:
+        if _LIMITER is None or _LIMITER.per_window != limit:
+            _LIMITER = RateLimiter(limit, 60.0)
+        limiter = _LIMITER
+    if limiter.allow(caller):
+        return 0.0
+    return max(limiter.retry_after(caller), 0.1)
+
+
 # --------------------------------------------------------------------------- token
 def resolve_token(explicit: str | None = None) -> str | None:
     """Return the token to use: ``explicit`` (e.g. the session's password field), else ``HF_TOKEN``, else None.
@@ -247,7 +288,7 @@ def _token_key(token: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- in-process TTL cache
-_CACHE: dict[tuple[str, str, str | None], tuple[float, HubModel]] = {}
+_CACHE = ByteBudgetCache(32 << 20)  # key -> (expiry, HubModel), bounded in bytes (planner/limits.py)
 _CACHE_LOCK = threading.Lock()
 
 
@@ -278,10 +319,10 @@ def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
         entry = _CACHE.get(key)
         if entry is None:
             return None
-        if entry[0] <= now:
-            del _CACHE[key]
+        if entry[0] <= now:  # type: ignore[index]
+            _CACHE.pop(key)
             return None
-        return _copy_model(entry[1])
+        return _copy_model(entry[1])  # type: ignore[index]
 
 
 def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
@@ -291,7 +332,7 @@ def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
     if ttl <= 0:
         return
     with _CACHE_LOCK:
-        _CACHE[key] = (time.monotonic() + ttl, _copy_model(model))
+        _CACHE.put(key, (time.monotonic() + ttl, _copy_model(model)))
 
 
 def clear_cache() -> None:

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.errors import PlannerError
 from planner.geometry import CompressedSpec, ModelGeometry, parse_geometry
+from planner.limits import ByteBudgetCache
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
 Runtime = Literal["vllm", "transformers", "transformers-latent"]
@@ -251,6 +252,27 @@ class KVSpec(BaseModel):
     def paged_bytes(self, tokens: int, block_tokens: int) -> int:
         return self.blocks(tokens, block_tokens) * self.page_bytes(block_tokens)
 
+    def layer_page_bytes(self, block_tokens: int) -> int:
+        """Bytes of one block of ``block_tokens`` positions in one layer of this group."""
+        return self.bytes_per_token_per_layer * block_tokens
+
+    def admission_blocks(self, max_model_len: int, block_tokens: int, in_flight_tokens: int) -> int:
+        """Blocks one layer reserves for a request at ``max_model_len`` in a paged engine.
+
+        Mirrors vLLM's ``max_memory_usage_bytes`` / ``max_admission_blocks_per_request``
+        (vllm/v1/kv_cache_interface.py): full attention holds every position; a sliding layer
+        holds ``window - 1`` positions plus the tokens scheduled but not yet settled, plus one
+        block because the window need not start on a block boundary; a chunked layer holds one
+        chunk plus the in-flight tokens.
+        """
+        if self.kind == "sliding" and self.window:
+            return -(-min(self.window - 1 + in_flight_tokens, max_model_len) // block_tokens) + 1
+        if self.kind == "chunked" and self.window:
+            return -(-min(self.window + in_flight_tokens, max_model_len) // block_tokens)
+        if self.kind == "cross":
+            return 0
+        return -(-max_model_len // block_tokens)
+
 
 class InspectReport(BaseModel):
     """Everything ``inspect`` prints: K/V bytes on one GPU for one sequence."""
@@ -375,7 +397,7 @@ def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
     return -(-total // tp)
 
 
-_REPORTS: dict[tuple, InspectReport] = {}
+_REPORTS = ByteBudgetCache(16 << 20)  # bounded in bytes (planner/limits.py)
 
 
 def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm", mtp: bool = False) -> InspectReport:
@@ -390,10 +412,8 @@ def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, to
     hit = _REPORTS.get(key)
     if hit is None:
         hit = _inspect(geo, kv_dtype, tp, tokens, runtime, mtp)
-        if len(_REPORTS) > 4096:
-            _REPORTS.clear()
-        _REPORTS[key] = hit
-    return hit
+        _REPORTS.put(key, hit)
+    return hit  # type: ignore[return-value]
 
 
 def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: str, mtp: bool = False) -> InspectReport:

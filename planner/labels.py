@@ -22,6 +22,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "mtp": ("MTP speculative decoding", "", "also cache the model's next-token-prediction layers (num_nextn_predict_layers), as an engine does with MTP speculative decoding"),
     "weight_dtype": ("Weight dtype", "", "element type of the weights; auto: the config's torch_dtype and quantization"),
     "runtime": ("Runtime semantics", "", "whose cache layout to count: vllm (paged), transformers or transformers-latent"),
+    "vllm_version": ("vLLM version", "", "vLLM release whose start-up sizing and admission runtime vllm follows"),
     "reservation": ("Reservation mode", "", "dynamic (input + output), static (maximum context) or paged (whole blocks)"),
     "block_tokens": ("Block size", "tokens", "tokens per paged block"),
     "gpu": ("GPU", "", "catalog accelerator"),

@@ -13,12 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner import capacity, latency
+from planner import capacity, latency, limits
 from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
 from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
+from planner.limits import ByteBudgetCache
 from planner.results import Result
 from planner.weights import WeightsEstimate, estimate_weights
 
@@ -57,12 +58,13 @@ class PlanInputs(BaseModel):
     mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
     runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
+    vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU
-    device_gib: float | None = Field(default=None, gt=0, le=4096)  # custom device size
-    device_bandwidth_gb_s: float | None = Field(default=None, gt=0, le=100_000)  # custom device HBM bandwidth
-    device_bf16_tflops: float | None = Field(default=None, gt=0, le=100_000)  # custom device dense peak
+    device_gib: float | None = Field(default=None, ge=limits.MIN_DEVICE_GIB, le=4096)  # custom device size
+    device_bandwidth_gb_s: float | None = Field(default=None, ge=limits.MIN_BANDWIDTH_GB_S, le=100_000)  # custom device HBM bandwidth
+    device_bf16_tflops: float | None = Field(default=None, ge=limits.MIN_TFLOPS, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
     ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
@@ -79,12 +81,12 @@ class PlanInputs(BaseModel):
     prefix_hit_rate: float = Field(default=0.0, ge=0, le=1)  # nothing assumed cached until the user says
     tenants: int = Field(default=1, ge=1, le=1_000_000)  # prefixes are shared within a tenant only
     gpu_hour_price: float | None = Field(default=None, ge=0, le=1e6)
-    mfu: float = Field(default=latency.DEFAULT_MFU, gt=0, le=1)
-    mbu: float = Field(default=latency.DEFAULT_MBU, gt=0, le=1)
+    mfu: float = Field(default=latency.DEFAULT_MFU, ge=limits.MIN_UTILISATION, le=1)
+    mbu: float = Field(default=latency.DEFAULT_MBU, ge=limits.MIN_UTILISATION, le=1)
     queue_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     preprocessing_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
-    prefill_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
-    first_decode_ms: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    prefill_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
+    first_decode_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
     remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
 
@@ -164,13 +166,11 @@ class PreparedModel(BaseModel):
             hit = estimate_weights(self.config, self.geometry, weight_dtype)
             if weight_dtype == "auto" and self.parameter_counts:
                 hit = measured_weights(hit, self.parameter_counts)
-            if len(_WEIGHTS_CACHE) > 1024:
-                _WEIGHTS_CACHE.clear()
-            _WEIGHTS_CACHE[key] = hit
-        return hit
+            _WEIGHTS_CACHE.put(key, hit)
+        return hit  # type: ignore[return-value]
 
 
-_WEIGHTS_CACHE: dict[tuple, WeightsEstimate] = {}
+_WEIGHTS_CACHE = ByteBudgetCache(4 << 20)  # bounded in bytes (planner/limits.py)
 
 # bytes per element of safetensors dtypes (packed 4-bit formats are stored in U8/I32 containers,
 # so element counts x container size are the exact stored bytes)
@@ -184,7 +184,7 @@ def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> Weigh
     return estimate.model_copy(update={"bytes": size, "expert_bytes": int(estimate.expert_bytes * size / estimate.bytes) if estimate.bytes else 0, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
 
 
-_PREPARED: dict[str, PreparedModel] = {}
+_PREPARED = ByteBudgetCache(32 << 20)  # parsed configs by content hash, bounded in bytes
 
 
 def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, quantization: dict | None = None) -> PreparedModel:
@@ -203,10 +203,9 @@ def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, 
         geo = parse_geometry(config)
         repo = config.get("_name_or_path")
         hit = PreparedModel(config=config, geometry=geo, repo_id=repo if isinstance(repo, str) and repo else None, parameter_counts=parameter_counts or None, quantization=quantization)
-        if len(_PREPARED) > 256:
-            _PREPARED.clear()
-        _PREPARED[key] = hit
-    return hit
+        hit.weights("auto")  # the weights fields are checked here too, so a bad config fails on load
+        _PREPARED.put(key, hit)
+    return hit  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +401,18 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     saved_per_replica = max(0, per_rep_seqs - copies) * saved
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     limit_memory = shared_max if saved else memory_max
+    steady_max = memory_max
+    # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
+    engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
+    if engine is not None and engine["applies"] and engine["refusal"]:
+        per_replica = memory_max = shared_max = limit_memory = 0
+    elif engine is not None and engine["applies"]:
+        # runtime vllm admits as vLLM does: a request reserves its blocks for all reserved tokens
+        engine_pool = engine["num_blocks"] * engine["bytes_per_block"]
+        per_replica = engine["max_sequences_per_replica"]
+        memory_max = per_replica * replicas
+        shared_max = capacity.max_sequences_shared(engine_pool, engine["bytes_per_request"], saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
+        limit_memory = shared_max if saved else memory_max
 
     # ---- roofline
     heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
@@ -511,7 +522,10 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "runtime": inputs.runtime,
         "kv_dtype": kv_dtype,
         "kv_dtype_source": kv_source,
+        "steady_state_sequences": steady_max,
     }
+    if engine is not None:
+        kv_cache["engine"] = engine
     if error:
         kv_cache["admission_error"] = error
     cap = {
@@ -635,6 +649,66 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         notes=tuple(notes),
         roof=roof,
     )
+
+
+VLLM_KV_DTYPES = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}
+
+
+def memory_basis(plan: Plan) -> str:
+    """Whose reservation the memory figure counts, for every place that shows it:
+    "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
+    engine = plan.kv_cache.get("engine")
+    if engine and engine.get("applies"):
+        return f"vLLM {engine['vllm_version']} block reservation; steady state {plan.kv_cache['steady_state_sequences']:,}"
+    return f"{plan.inputs.runtime} steady state"
+
+
+def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
+    """vLLM's view of the plan: the per-request reservation it admits with (at the reserved
+    tokens), the start-up log it prints (at the maximum context), and why it differs from the
+    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all."""
+    from planner.engines.vllm import EngineRefusal, vllm_capacity
+
+    version = inputs.vllm_version
+    dtype = VLLM_KV_DTYPES.get(inputs.kv_dtype)
+    if dtype is None:
+        return {"applies": False, "vllm_version": version, "reason": f"vLLM has no {inputs.kv_dtype} KV cache; the steady-state figure applies"}
+    args = dict(geometry=model.geometry, available_kv_bytes=available, tp=inputs.tp, kv_cache_dtype=dtype, block_size=None if inputs.block_tokens == 16 else inputs.block_tokens, vllm_version=version)
+    out: dict = {"applies": True, "vllm_version": version}
+    try:
+        startup = vllm_capacity(model.config, max_model_len=ctx.maximum_context_tokens, **args)
+    except EngineRefusal as exc:
+        if exc.field == "model":  # an architecture this release cannot run at all
+            return {"applies": False, "vllm_version": version, "reason": f"{exc.reason}; the steady-state paged figure applies"}
+        startup = exc
+    if isinstance(startup, EngineRefusal):
+        out.update(log_lines=[], startup_max_concurrency=None, startup_kv_cache_tokens=None, startup_refusal=startup.reason)
+    else:
+        out.update(log_lines=list(startup.log_lines), startup_max_concurrency=startup.max_concurrency, startup_kv_cache_tokens=startup.kv_cache_tokens, startup_refusal=None)
+    try:
+        at = vllm_capacity(model.config, max_model_len=ctx.reserved_total_tokens, **args)
+    except EngineRefusal as exc:
+        out.update(num_blocks=0, bytes_per_block=0, bytes_per_request=0, blocks_per_request=0, max_sequences_per_replica=0, groups="", refusal=exc.reason,
+                   why=f"vLLM {version} cannot hold one request of {ctx.reserved_total_tokens:,} tokens: {exc.reason}")
+        return out
+    per_replica = int(at.max_concurrency)
+    kinds = {g.kind for g in at.groups}
+    reasons = []
+    if "sliding" in kinds or "chunked" in kinds:
+        reasons.append(f"sliding and chunked layers keep window - 1 + {at.max_in_flight_tokens:,} in-flight tokens plus a block")
+    if kinds & {"mamba", "linear_attention"}:
+        reasons.append(f"each recurrent layer holds {next(g.blocks_per_request for g in at.groups if g.kind in ('mamba', 'linear_attention'))} state blocks padded to one attention page")
+    if len(at.groups) > 1 and any(g.layers < at.group_size for g in at.groups):
+        reasons.append(f"groups are padded to {at.group_size} layers")
+    if not reasons:
+        reasons.append(f"whole {at.block_size}-token blocks are reserved")
+    out.update(
+        num_blocks=at.num_blocks, bytes_per_block=at.bytes_per_block, bytes_per_request=at.bytes_per_request, blocks_per_request=at.blocks_per_request,
+        max_sequences_per_replica=per_replica, max_concurrency_at_reserved_tokens=at.max_concurrency, block_size=at.block_size,
+        groups=", ".join(f"{g.layers} {g.kind}" + (f" ({g.window:,})" if g.window else "") for g in at.groups), refusal=None,
+        why=f"vLLM {version} admits a request only when blocks for all {ctx.reserved_total_tokens:,} reserved tokens are free in every KV-cache group ({'; '.join(reasons)}); the steady-state figure counts what a running sequence holds.",
+    )
+    return out
 
 
 @lru_cache(maxsize=1)

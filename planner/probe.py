@@ -59,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry, text_config
 from planner.kv import KV_DTYPE_BITS, QUANT_GROUP, kv_specs
+from planner.limits import MIN_UTILISATION
 
 FORMAT = "kvp-probe/1"
 ENV_DISABLE = "KVP_DISABLE_PROBE"
@@ -528,7 +529,7 @@ class Calibration(BaseModel):
         return make_inputs(**{**inputs.model_dump(exclude_none=True), "mfu": self.mfu, "mbu": self.mbu})
 
 
-_MIN_EFF = 1e-6
+_MIN_EFF = MIN_UTILISATION  # the plan inputs' floor (planner/limits.py)
 
 
 def calibrate(result: ProbeResult) -> Calibration:

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
 from planner.labels import label as input_label
-from planner.plan import Plan, PlanInputs
+from planner.plan import Plan, PlanInputs, memory_basis
 from planner.source import ModelRef
 
 DEFAULT_SHARE_BASE = "http://localhost:8501/"
@@ -290,7 +290,7 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Model resident per GPU", f"{fmt_bytes(cap['model_resident_bytes'])} ({cap['model_resident_source']})"),
         ("Workspace per GPU", fmt_bytes(cap["workspace_bytes"])),
         ("Available for K/V per GPU", fmt_bytes(cap["available_for_kv_bytes"])),
-        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,})"),
+        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,}; {memory_basis(plan)})"),
     ]
     if plan.prefix["shared_blocks"]:
         rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))

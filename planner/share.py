@@ -33,7 +33,7 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
-    mtp    mtp (1/0)
+    mtp    mtp (1/0)              vv    vllm_version
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
 
@@ -85,6 +85,7 @@ INPUT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",
     "gpu": "gpu",
@@ -618,6 +619,8 @@ def load_plan_file(text: str | bytes) -> DecodedState:
         raise PlannerError("plan file", f"line {exc.lineno} column {exc.colno}", f"is not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise PlannerError("plan file", "nesting", "is nested too deeply to be a plan file") from None
+    except ValueError:  # an integer literal of more than 4,300 digits
+        raise PlannerError("plan file", "number", "holds a number with more than 4,300 digits; no plan value is that large") from None
     if not isinstance(doc, dict):
         raise PlannerError("plan file", type(doc).__name__, "must be a JSON object with schema 'kv-capacity-plan'")
     if doc.get("schema") != SCHEMA_NAME:

@@ -12,8 +12,8 @@ the TTFT SLO and any runtime limit. The workload then fixes the replica count:
 
 The count is then checked with the whole deployment's plan and moved until it is minimal: the
 deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
-hour, then cost per million output tokens. Expert parallelism is not searched: the latency model
-has no expert-parallel cost yet.
+hour, then cost per million output tokens. For MoE models expert parallelism is
+searched too: EP 1 and EP = TP inside each replica (the latency model's all-to-all cost).
 
 :func:`capacity_search` refines a recommendation with the simulator: the highest Poisson rate at
 which p95 TTFT and ITL stay inside the SLOs and the queue does not grow, by bisection.
@@ -42,7 +42,7 @@ SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of 
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
 # Observed latencies describe one measured deployment, not the candidates: they are dropped too.
 _SEARCHED = (
-    "gpu", "tp", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
+    "gpu", "tp", "ep", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
 )  # fmt: skip
 
@@ -70,6 +70,7 @@ class Recommendation(BaseModel):
     tp: int
     replicas: int
     gpu_count: int
+    ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp)
     kv_dtype: str
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
     sequences_per_replica: int  # the workload's concurrency per replica
@@ -92,6 +93,7 @@ class Refusal(BaseModel):
     tp: int
     kv_dtype: str
     reason: str
+    ep: int = 1
 
 
 class SizingResult(BaseModel):
@@ -155,12 +157,24 @@ class _Candidate:
     """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
 
     def __init__(
-        self, model: PreparedModel, base: dict, gpu: str, tp: int, kv: str, price: float, price_source: str, users: int | None, rate: float | None, ttft_slo: float | None, itl_slo: float | None
+        self,
+        model: PreparedModel,
+        base: dict,
+        gpu: str,
+        tp: int,
+        ep: int,
+        kv: str,
+        price: float,
+        price_source: str,
+        users: int | None,
+        rate: float | None,
+        ttft_slo: float | None,
+        itl_slo: float | None,
     ) -> None:
         self.model = model
-        self.gpu, self.tp, self.kv, self.price, self.price_source = gpu, tp, kv, price, price_source
+        self.gpu, self.tp, self.ep, self.kv, self.price, self.price_source = gpu, tp, ep, kv, price, price_source
         self.users, self.rate, self.ttft_slo, self.itl_slo = users, rate, ttft_slo, itl_slo
-        self.values = {**{k: v for k, v in base.items() if k not in _SEARCHED}, "gpu": gpu, "tp": tp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price}
+        self.values = {**{k: v for k, v in base.items() if k not in _SEARCHED}, "gpu": gpu, "tp": tp, "ep": ep, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price}
 
     def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None) -> Plan:
         return compute_plan(make_inputs(**self.values, gpu_count=self.tp * replicas, sequences=sequences, max_num_seqs=max_num_seqs), self.model)
@@ -213,6 +227,7 @@ class _Candidate:
         return Recommendation(
             gpu=self.gpu,
             tp=self.tp,
+            ep=self.ep,
             replicas=replicas,
             gpu_count=self.tp * replicas,
             kv_dtype=self.kv,
@@ -302,16 +317,17 @@ def size(
     price_of = resolve_prices(names, prices)
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
-    combos = [(g, tp, kv) for g in names for tp in tps for kv in kv_dtypes]
-    for k, (g, tp, kv) in enumerate(combos):
+    moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
+    combos = [(g, tp, ep, kv) for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    for k, (g, tp, ep, kv) in enumerate(combos):
         if progress:
             progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}")
-        out = _Candidate(model, base, g, tp, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
+        out = _Candidate(model, base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
         if isinstance(out, str):
-            refused.append(Refusal(gpu=g, tp=tp, kv_dtype=kv, reason=out))
+            refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out))
         else:
             recs.append(out)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.kv_dtype))
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
     if not recs:
         hint = ""
@@ -343,6 +359,7 @@ def size(
     searched = {
         "gpus": names,
         "tps": list(tps),
+        "eps": "1 and tp (MoE models)" if moe else "1 (dense model)",
         "kv_dtypes": list(kv_dtypes),
         "candidates": len(combos),
         "feasible": len(recs),
@@ -359,7 +376,8 @@ def _ms(x: float) -> str:
 
 def _describe(r: Recommendation) -> str:
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
-    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
+    ep = f", EP {r.ep}" if r.ep > 1 else ""
+    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.errors import ConfigError, PlannerError
 from planner.geometry import ModelGeometry, text_config
+from planner.limits import MAX_DIM, MAX_PARAMS, check_number
 
 WEIGHT_DTYPE_BITS = {"auto": 0.0, "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
 NON_GATED = {"gpt2", "gpt_bigcode", "falcon", "phi", "mpt", "gptj", "gpt_neox", "opt", "bloom", "starcoder2", "nemotron_h", "nemotron"}
@@ -34,10 +35,15 @@ class WeightsEstimate(BaseModel):
 
 
 def _get(cfg: dict, *keys: str, default: int = 0) -> int:
+    """The first positive number among ``keys`` (finite and within its planner/limits.py range).
+
+    Raises:
+        ConfigError: the value is Infinity, NaN or implausibly large (e.g. ``1e308``).
+    """
     for k in keys:
         v = cfg.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-            return int(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not (v <= 0):  # NaN is checked too
+            return int(check_number(k, v, lo=0, hi=MAX_DIM, error=ConfigError))
     return default
 
 
@@ -129,6 +135,8 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
     if weight_dtype not in WEIGHT_DTYPE_BITS:
         raise PlannerError("weight_dtype", weight_dtype, f"unknown weight dtype; choose one of {', '.join(WEIGHT_DTYPE_BITS)}")
     total, active, experts = count_params(config, geo)
+    if total > MAX_PARAMS:
+        raise ConfigError("config", f"{total:.3g} parameters", f"is absurdly large (limit {MAX_PARAMS:.0e} parameters): check the layer, width and expert counts")
     n_experts, top_k = _moe_shape(_moe_cfg(config))
 
     def made(size: float, expert_bits: float, **kw) -> WeightsEstimate:
@@ -147,7 +155,7 @@ def estimate_weights(config: dict, geo: ModelGeometry, weight_dtype: str = "auto
         method = str(q.get("quant_method", "")).lower()
         if method == "fp8" or q.get("fmt") in ("e4m3", "e5m2"):
             block = q.get("weight_block_size") or [128, 128]
-            scale_bits = 32.0 / (block[0] * block[1]) if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block) else 0.0
+            scale_bits = 32.0 / (block[0] * block[1]) if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and 0 < b <= MAX_DIM for b in block) else 0.0
             bits = 8.0 + scale_bits
             body = total - (geo.vocab_size or 0) * geo.hidden_size * (1 if geo.tie_word_embeddings else 2)
             size = body * bits / 8 + (total - body) * base_bits / 8

@@ -91,7 +91,7 @@ def test_example_report_carries_the_plans_numbers(example):
     assert "Usable memory per GPU 15,461,882,265 B (14.4 GiB) after 10 % headroom" in text
     assert "Available for K/V per GPU 10,093,173,145 B (9.4 GiB)" in text
     # floor(10,093,173,145 / 335,544,320) = floor(30.08) = 30
-    assert "Maximum sequences by memory 30 (30 per replica x 1)" in text
+    assert "Maximum sequences by memory 30 (30 per replica x 1; vLLM 0.33 block reservation; steady state 30)" in text
     assert "Admissible sequences 30 (bound by KV-cache memory)" in text
     assert "Admission ADMITTED" in text
     # TTFT 20 + 10 + 400 + 20 = 450 ms; ITL 2,560 / 128 = 20 ms; end-to-end 450 + 2,560 = 3,010 ms
@@ -135,7 +135,10 @@ def test_preset_report_identity_and_sliding_layers(gemma):
     # the float32 checkpoint is served in 16-bit) and 1 GiB workspace = 57,753,468,928;
     # floor(57,753,468,928 / 880,803,840) = floor(65.57) = 65
     assert "available for K/V = 77,309,411,328 - 19,555,942,400 = 57,753,468,928 B" in text
-    assert "Maximum sequences by memory 65 (65 per replica x 1)" in text
+    # vLLM 0.33 admits the same 65: 21 sliding + 21 full layers, 16-token pages of 131,072 B,
+    # 21 x 131,072 = 2,752,512 B a block, 20,982 blocks; a request reserves 160 full blocks and
+    # cdiv(min(4,095 + 16,384, 2,560), 16) + 1 = 161 sliding blocks: floor(20,982 / 321) = 65
+    assert "Maximum sequences by memory 65 (65 per replica x 1; vLLM 0.33 block reservation; steady state 65)" in text
     assert "(roofline estimate)" in text
 
 

@@ -198,11 +198,11 @@ def test_share_url_replaces_query_and_fragment():
 
 
 def test_non_integral_floats_round_trip_exactly():
-    inputs = PlanInputs(mfu=0.1 + 0.2, device_gib=1e-300, gpu="anything", workspace_gib=99_999.99999999999)
+    inputs = PlanInputs(mfu=0.1 + 0.2, device_gib=0.1 + 0.7, gpu="anything", workspace_gib=99_999.99999999999)
     params = encode_query(EX_REF, inputs)
     assert params["mfu"] == "0.30000000000000004"  # repr of 0.1 + 0.2
     state = decode_query(params)
-    assert (state.inputs.mfu, state.inputs.device_gib, state.inputs.workspace_gib) == (0.1 + 0.2, 1e-300, 99_999.99999999999)
+    assert (state.inputs.mfu, state.inputs.device_gib, state.inputs.workspace_gib) == (0.1 + 0.2, 0.1 + 0.7, 99_999.99999999999)
 
 
 # --------------------------------------------------------------------------- tampered links
@@ -216,13 +216,13 @@ TAMPERED = [
     ("dev", "inf", "device_gib (dev) 'inf' is not a finite number"),
     ("dev", "-Infinity", "device_gib (dev) '-Infinity' is not a finite number"),
     ("dev", "1e999", "device_gib (dev) '1e999' is not a finite number"),  # float('1e999') is inf
-    ("dev", "0", "device_gib (dev) '0' is out of range (must be > 0 and <= 4,096)"),
+    ("dev", "0", "device_gib (dev) '0' is out of range (must be >= 0.01 and <= 4,096)"),
     ("dev", "16GiB", "device_gib (dev) '16GiB' is not a number"),
     ("dev", "1_6", "device_gib (dev) '1_6' is not a number"),  # Python's float() would accept it
     ("tp", "2.5", "tp (tp) '2.5' is not a whole number"),
     ("tp", "", "tp (tp) '' is not a whole number"),
     ("tp", "9" * 5000, f"tp (tp) '{'9' * 37}...' is far out of range"),  # shown cut to 37 characters + ...
-    ("mfu", "0", "mfu (mfu) '0' is out of range (must be > 0 and <= 1)"),
+    ("mfu", "0", "mfu (mfu) '0' is out of range (must be >= 1e-06 and <= 1)"),
     ("hit", "1.5", "prefix_hit_rate (hit) '1.5' is out of range (must be >= 0 and <= 1)"),
     ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of auto, fp32, fp16, bf16, fp8, int8, int4; using the default auto"),
     ("mtp", "yes", "mtp (mtp) 'yes' is not 1 or 0; using the default 0 (off)"),

@@ -220,3 +220,17 @@ def test_cli_size_json_contract():
 def test_cli_size_bad_input_one_line(args, needle):
     proc = _cli(*args)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr
+
+
+def test_moe_searches_expert_parallelism_and_plan_agrees():
+    # Qwen3-30B-A3B is MoE: each TP > 1 is tried with EP 1 and EP = TP. 2 GPUs x (TP 1 + TP 2, 4, 8
+    # twice) x 2 KV dtypes = 28 candidates; a dense model gets 2 x 4 x 2 = 16.
+    model = preset_ref("qwen3-30b-a3b")[1]
+    result = size(model, {"input_tokens": 2048, "output_tokens": 512}, users=100, itl_p95_ms=40, ttft_p95_ms=2000, gpus=["H100-SXM-80GB", "H200-141GB"])
+    assert result.searched["candidates"] == 28
+    with_ep = [r for r in result.recommendations if r.ep > 1]
+    assert with_ep and all(r.tp % r.ep == 0 for r in with_ep)
+    rec = with_ep[0]
+    p = compute_plan(make_inputs(**rec.plan_values), model)
+    assert p.inputs.ep == rec.ep and p.kv_cache["admitted"]
+    assert p.latency.mean_inter_token_latency_ms == pytest.approx(rec.itl_p95_ms)

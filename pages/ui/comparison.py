@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 from pages.ui import models, state
 from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.results import admission_badge
+from pages.ui.safe_text import md
 from planner.compare import CURRENT, FIELDS, LETTERS, Column, compare_rows
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
@@ -74,7 +75,7 @@ def column_plan(col: Column, base: dict[str, Any], slots: dict[str, Any]) -> tup
             ref, model = models.load_preset(col.model)
     except PlannerError as exc:
         with slots["model"]:
-            st.error(state.error_text(exc), icon=":material/error:")
+            st.error(md(state.error_text(exc)), icon=":material/error:")
         return None, None, col.model
     label = ref.name if ref.kind == "preset" and ref.name else ref.label()
     values = dict(base) | col.overrides()
@@ -82,7 +83,7 @@ def column_plan(col: Column, base: dict[str, Any], slots: dict[str, Any]) -> tup
     if err is not None:
         key = FIELD_SLOTS.get(state.error_key(err, values) or "")
         with slots.get(key, slots["model"]) if key else slots["model"]:
-            st.error(state.error_text(err) if key else state.error_sentence(err), icon=":material/error:")
+            st.error(md(state.error_text(err) if key else state.error_sentence(err)), icon=":material/error:")
     return plan, ref, label
 
 

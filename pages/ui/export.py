@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 
 import streamlit as st
 
+from pages.ui.safe_text import md
 from pages.ui.urlstate import load_plan_upload, plan_file_text, share_params
+from planner.limits import ByteBudgetCache
 from planner.plan import Plan
 from planner.share import share_url
 from planner.source import ModelRef
@@ -32,8 +33,7 @@ def base_url() -> str:
     return DEFAULT_BASE_URL
 
 
-_PDF_CACHE: dict[tuple, bytes] = {}
-_PDF_LOCK = threading.Lock()
+_PDF_CACHE = ByteBudgetCache(16 << 20)  # recent reports, bounded in bytes (planner/limits.py)
 
 
 def pdf_report(plan: Plan, ref: ModelRef, link: str) -> bytes:
@@ -41,15 +41,11 @@ def pdf_report(plan: Plan, ref: ModelRef, link: str) -> bytes:
     from planner.report import build_pdf
 
     key = (ref.model_dump_json(), plan.inputs.model_dump_json(), link, datetime.now(UTC).date().isoformat())
-    with _PDF_LOCK:
-        hit = _PDF_CACHE.get(key)
+    hit = _PDF_CACHE.get(key)
     if hit is not None:
-        return hit
+        return hit  # type: ignore[return-value]
     data = build_pdf(plan, ref, link)
-    with _PDF_LOCK:
-        if len(_PDF_CACHE) >= 16:
-            _PDF_CACHE.clear()
-        _PDF_CACHE[key] = data
+    _PDF_CACHE.put(key, data)
     return data
 
 
@@ -101,6 +97,6 @@ def render_share(plan: Plan, ref, config: dict | None) -> None:
             help="A plan file downloaded here (or by the CLI): the model and every input are restored; bad fields fall back to their defaults with a warning.",
         )
         if st.session_state.get("plan_file_error"):
-            st.error(st.session_state["plan_file_error"], icon=":material/error:")
+            st.error(md(st.session_state["plan_file_error"]), icon=":material/error:")
 
 

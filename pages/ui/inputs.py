@@ -8,7 +8,9 @@ from contextlib import contextmanager
 import streamlit as st
 
 from pages.ui import state as S
+from pages.ui.safe_text import md
 from planner.capacity import BLOCK_SIZES, RESERVATIONS
+from planner.engines.vllm import VLLM_VERSIONS
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
@@ -23,7 +25,7 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -73,7 +75,7 @@ def _error_below(key: str, err_key: str | None, err) -> None:
     if err is not None and err_key == key:
         stack = getattr(_SLOTS, "stack", None)
         with stack[-1] if stack else st.container():
-            st.error(S.error_text(err), icon=":material/error:")
+            st.error(md(S.error_text(err)), icon=":material/error:")
 
 
 def _num(key: str, err_key, err, *, optional: bool = False, integer: bool = True, min_value=None, max_value=None, step=None, fmt=None, help=None, placeholder=None, disabled=False) -> None:
@@ -156,6 +158,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
                 _error_below("mtp", err_key, err)
             _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
+            _select("vllm_version", list(VLLM_VERSIONS), err_key, err, disabled=st.session_state.get("runtime") != "vllm", help="Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.")
             _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(BLOCK_SIZES)
             if st.session_state.get("block_tokens") not in sizes:
@@ -240,5 +243,5 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
 def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
-    msg = f"**{where}**: {S.error_text(err)}" if where else S.error_sentence(err)
-    st.error(msg + ("  \nShowing the last good plan (" + good.ref.label() + ")." if good else ""), icon=":material/error:")
+    msg = f"**{where}**: {md(S.error_text(err))}" if where else md(S.error_sentence(err))
+    st.error(msg + ("  \nShowing the last good plan (" + md(good.ref.label()) + ")." if good else ""), icon=":material/error:")

@@ -4,10 +4,12 @@ active model of the session (``model_ref`` / ``model_config`` in ``st.session_st
 from __future__ import annotations
 
 import hashlib
+import secrets
 from typing import Any
 
 import streamlit as st
 
+from pages.ui.safe_text import md
 from planner.configio import parse_config_text
 from planner.errors import PlannerError
 from planner.plan import PreparedModel, prepare_model
@@ -53,17 +55,13 @@ def load_choice(name: str) -> tuple[ModelRef, PreparedModel]:
     return example_ref() if name == EXAMPLE else load_preset(name)
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _prepared(config_key: str, _config: dict, _counts: dict | None) -> PreparedModel:
-    return prepare_model(_config, _counts)
-
-
 def prepared_from_config(config: dict, key: str | None = None, counts: dict | None = None) -> PreparedModel:
-    """A prepared model for a config dict (plus safetensors parameter counts), cached by content hash."""
-    key = key or hashlib.sha256(repr(sorted(config.items())).encode()).hexdigest()
-    if counts:
-        key += ":" + hashlib.sha256(repr(sorted(counts.items())).encode()).hexdigest()
-    return _prepared(key, config, counts)
+    """A prepared model for a config dict (plus safetensors parameter counts).
+
+    Cached by content hash in :func:`planner.plan.prepare_model`'s byte-bounded cache, not in a
+    Streamlit cache counted in entries: 64 entries of 10,000-layer models held 700 MB.
+    """
+    return prepare_model(config, counts)
 
 
 def start_preset() -> str:
@@ -205,6 +203,10 @@ def fetch_hub(repo_id: str, revision: str, explicit_token: str | None) -> bool:
     except ImportError as exc:  # the Hub module is optional at run time
         _source_errors()[source] = f"Hub support is not available in this installation ({exc.name or exc})."
         return False
+    wait = hub.request_wait_s(st.session_state.setdefault("_session_key", secrets.token_hex(16)))
+    if wait:
+        _source_errors()[source] = f"Too many Hub requests from this session (at most {hub.requests_per_minute()} a minute); try again in {wait:.0f} s."
+        return False
     try:
         ref, model, fetched = hub_ref(repo_id, revision, hub_token(explicit_token))
     except hub.HubError as exc:
@@ -260,12 +262,12 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
         )
         if st.session_state.get("start_preset") and st.session_state["start_preset"] not in names and not st.session_state.get("start_warned"):
             st.session_state["start_warned"] = True
-            st.warning(f"Unknown preset {st.session_state['start_preset']!r} on the command line; opened {start_preset()} instead.")
+            st.warning(md(f"Unknown preset {st.session_state['start_preset']!r} on the command line; opened {start_preset()} instead."))
         name = st.session_state.get("preset") or start_preset()
         try:
             ref, _model = load_choice(name)
         except PlannerError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
         else:
             _set_active(ref, None)
     elif source == "Hugging Face Hub":
@@ -278,22 +280,22 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             with st.spinner(HUB_SPINNER):
                 _fetch_hub(st.session_state.get("hub_repo", ""), st.session_state.get("hub_revision", "main"), st.session_state.get("hub_token", ""))
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
     elif source == "Upload config.json":
         uploaded = st.file_uploader("config.json", type=["json"], key="config_upload", help="A Hugging Face config.json (at most 16 MiB).")
         _handle_upload(uploaded)
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
         expected = st.session_state.get("expected_upload")
         if expected and not _loaded().get(source):
-            st.warning(expected_upload_text(expected), icon=":material/upload_file:")
+            st.warning(md(expected_upload_text(expected)), icon=":material/upload_file:")
         if st.session_state.get("upload_mismatch"):
-            st.warning(st.session_state["upload_mismatch"], icon=":material/warning:")
+            st.warning(md(st.session_state["upload_mismatch"]), icon=":material/warning:")
     else:
         text = st.text_area("Config JSON", key="config_paste", height=160, placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}', help="Paste a config.json; applied when the field loses focus (Ctrl+Enter).")
         _handle_paste(text)
         if errors.get(source):
-            st.error(errors[source], icon=":material/error:")
+            st.error(md(errors[source]), icon=":material/error:")
 
     if source != "Preset":
         hit = _loaded().get(source)
@@ -303,7 +305,7 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             st.caption("No config loaded from this source yet: still showing the previous model.")
     ref, model, notes = active_model()
     if source != "Preset" or ref.kind != "preset":
-        st.caption(f"Active model: {ref.label()}")
+        st.caption(f"Active model: {md(ref.label())}")
     return ref, model, notes
 
 

@@ -15,9 +15,10 @@ import streamlit as st
 
 from pages.ui import charts, export
 from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
+from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
-from planner.plan import Plan
+from planner.plan import Plan, memory_basis
 
 ASSUMPTIONS = (
     ("Allocator rounding", "PyTorch's caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks cached; not counted."),
@@ -41,9 +42,9 @@ def safe(render, *args, what: str = "this section", **kwargs) -> None:
     try:
         render(*args, **kwargs)
     except PlannerError as exc:
-        st.error(f"Cannot draw {what}: {exc}", icon=":material/error:")
+        st.error(f"Cannot draw {what}: {md(exc)}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the UI must never show a traceback
-        st.error(f"Cannot draw {what}: {type(exc).__name__}: {exc}", icon=":material/error:")
+        st.error(f"Cannot draw {what}: {type(exc).__name__}: {md(exc)}", icon=":material/error:")
 
 
 # --------------------------------------------------------------------------- shared result pieces
@@ -152,7 +153,7 @@ def render_metrics(plan: Plan) -> None:
         delta=max_delta,
         delta_color="gray",
         delta_arrow="off",
-        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}); {requested:,} requested.",
+        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
     ttft_slo = plan.inputs.ttft_slo_ms
     met = plan.roofline.get("ttft_slo_met")
@@ -216,33 +217,33 @@ def _source_rows(ref) -> list[tuple[str, str]]:
     """Where the config came from: the Hub commit or the upload's hash (presets say it in the title)."""
     rows: list[tuple[str, str]] = []
     if ref.kind == "hub":
-        rows.append(("Hub model", f"`{ref.repo_id}` (revision `{ref.revision or 'main'}`)"))
-        rows.append(("Pinned commit", f"`{ref.commit}`" if ref.commit else "not resolved"))
+        rows.append(("Hub model", f"{md(ref.repo_id)} (revision {md(ref.revision or 'main')})"))
+        rows.append(("Pinned commit", md(ref.commit) if ref.commit else "not resolved"))
     elif ref.kind == "upload":
-        rows.append(("Uploaded config", f"{ref.name or 'config.json'}, sha256 `{str(ref.config_hash)[:16]}…`"))
+        rows.append(("Uploaded config", f"{md(ref.name or 'config.json')}, sha256 {md(str(ref.config_hash)[:16])}…"))
     return rows
 
 
 def _weights_row(plan: Plan) -> tuple[str, str]:
     w = plan.weights
     source = "safetensors metadata" if str(w.source).startswith("safetensors") else "config estimate"
-    return ("Weights", f"{fmt_bytes(w.bytes)} ({w.dtype_label}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({w.source})"))
+    return ("Weights", f"{fmt_bytes(w.bytes)} ({md(w.dtype_label)}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({md(w.source)})"))
 
 
 def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
     ins, w = plan.inspect, plan.weights
     with st.container(border=True):
-        st.markdown(f"**Geometry** · {ref.label()}")
+        st.markdown(f"**Geometry** · {md(ref.label())}")
         layers = ", ".join(f"{n} {k}" for k, n in ins.layers.items())
         rows = [
             *_source_rows(ref),
-            ("Model type", f"`{ins.model_type}`" + (f" (from `{ins.config_path}`)" if ins.config_path else "")),
+            ("Model type", md(ins.model_type) + (f" (from {md(ins.config_path)})" if ins.config_path else "")),
             ("Layers", layers or "–"),
             ("KV heads per GPU", f"{ins.kv_heads_per_gpu:,} (TP {ins.tp})"),
             ("Head dims (K / V)", f"{ins.head_dim:,} / {ins.v_head_dim:,}"),
             ("Windows", ", ".join(f"{k}: {v:,} tokens" for k, v in ins.windows.items()) or "none"),
             ("MLA latent", f"{ins.mla_latent_dim:,} elements" if ins.mla_latent_dim else "none"),
-            ("KV dtype", f"{ins.kv_dtype}" + (f" ({ins.kv_dtype_source})" if ins.kv_dtype_source != "given" else "")),
+            ("KV dtype", f"{ins.kv_dtype}" + (f" ({md(ins.kv_dtype_source)})" if ins.kv_dtype_source != "given" else "")),
             ("Recurrent state / sequence", fmt_bytes(ins.state_bytes_per_sequence) if ins.state_bytes_per_sequence else "none"),
             ("Parameters", f"{w.total_params:,} total, {w.active_params:,} active"),
             _weights_row(plan),
@@ -258,10 +259,10 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
             st.markdown("**Cached layer groups** (one GPU, " + ins.kv_dtype + ")\n" + "\n".join(groups))
         cache_notes = [n for n in notes if "served from the local cache" in n]
         for n in cache_notes:
-            st.caption(f":material/cached: {n[:1].upper() + n[1:]}: the Hub was not asked again; the commit above is the cached one.")
+            st.caption(f":material/cached: {md(n[:1].upper() + n[1:])}: the Hub was not asked again; the commit above is the cached one.")
         all_notes = [n for n in (*notes, *plan.notes) if n not in cache_notes]
         if all_notes:
-            st.caption("Notes: " + " · ".join(all_notes))
+            st.caption("Notes: " + " · ".join(md(n) for n in all_notes))
 
 
 def render_formulas(plan: Plan) -> None:
@@ -397,6 +398,34 @@ def card_memory(r: Shown) -> None:
     st.caption(" · ".join(extra))
 
 
+def card_vllm_preview(r: Shown) -> None:
+    """What vLLM will print at start-up for this plan, the budget behind it and the command line."""
+    plan = r.plan
+    if plan.inputs.runtime != "vllm":
+        return
+    with st.container(border=True):
+        st.markdown(f"**vLLM start-up preview** · vLLM {plan.inputs.vllm_version}")
+        safe(_render_vllm_preview, r, what="the vLLM start-up preview")
+
+
+def _render_vllm_preview(r: Shown) -> None:
+    from planner.engines.vllm import vllm_preview
+
+    preview = vllm_preview(r.plan, r.model)
+    if preview.refusal:
+        st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
+    else:
+        st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
+    # a markdown table: light to draw, so the charts below are not held up
+    rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
+    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
+        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
+    engine = r.plan.kv_cache.get("engine") or {}
+    if engine.get("why"):
+        st.caption(f"Admission: {engine['why']} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
+    st.code(preview.command, language="bash", wrap_lines=True)
+
+
 @st.fragment
 def card_chart_tabs(r: Shown) -> None:
     """The chart tabs; only the open tab's charts are built (on_change="rerun" makes .open reliable).
@@ -449,5 +478,6 @@ def render_results(r: Shown) -> None:
     with right:
         card_memory(r)
         card_chart_tabs(r)
+        card_vllm_preview(r)
     card_assumptions(r)
     card_formulas(r)

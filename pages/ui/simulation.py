@@ -11,6 +11,7 @@ import streamlit as st
 
 from pages.ui import state
 from pages.ui.fmt import fmt_ms
+from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
 
@@ -44,7 +45,7 @@ def plan_summary(current: state.Shown) -> None:
     name = ref.name if ref.kind == "preset" and ref.name else ref.label()
     with st.container(border=True):
         st.markdown(
-            f"**From the plan:** {name} on {cap['gpu_count']:,} × {plan.device.name}, TP {cap['tp']:,} "
+            f"**From the plan:** {md(name)} on {cap['gpu_count']:,} × {plan.device.name}, TP {cap['tp']:,} "
             f"({cap['replicas']:,} replica{'s' if cap['replicas'] != 1 else ''}), KV {inputs.kv_dtype}, headroom {inputs.headroom_bp / 100:g} %, "
             f"prompt {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} tokens"
             + (f", SLOs TTFT {fmt_ms(inputs.ttft_slo_ms)}" if inputs.ttft_slo_ms else "")
@@ -174,7 +175,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
 def show(out: Outcome) -> None:
     """Metrics, one table (a column per policy, so it fits any width) and two charts."""
     if out.error:
-        st.error(out.error, icon=":material/error:")
+        st.error(md(out.error), icon=":material/error:")
         return
     first_name, first = next(iter(out.results.items()))
     st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")

@@ -11,10 +11,9 @@ import streamlit as st
 
 CSS = """
 <style>
-[data-testid="stMetricValue"] .stMarkdownEllipsis,
-[data-testid="stMetricValue"] > div,
-[data-testid="stMetricLabel"] .stMarkdownEllipsis,
-[data-testid="stMetricDelta"] .stMarkdownEllipsis,
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] *,
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *,
+[data-testid="stMetricDelta"], [data-testid="stMetricDelta"] *,
 .stMarkdownBadge {
   white-space: normal !important;
   overflow: visible !important;

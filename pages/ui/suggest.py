@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages.ui.safe_text import md
 from pages.ui.state import apply_values, build_plan, plan_values, read_widgets
 from planner.errors import PlannerError
 from planner.plan import PreparedModel
@@ -109,7 +110,7 @@ def render_suggestion(ref: ModelRef, model: PreparedModel, err: PlannerError | N
     applied = state.get(APPLIED_KEY)
     if applied and applied["after"] == plan_values():
         with st.container(key="suggestion_applied_box"):
-            st.info(applied["text"], icon=":material/auto_fix_high:")
+            st.info(md(applied["text"]), icon=":material/auto_fix_high:")
             st.button("Undo", key="suggestion_undo", on_click=_undo, icon=":material/undo:", help="Put the inputs back as they were; the plan then shows why they do not work.")
         return
     state.pop(APPLIED_KEY, None)
@@ -118,8 +119,8 @@ def render_suggestion(ref: ModelRef, model: PreparedModel, err: PlannerError | N
         return
     updates, why = hit
     if not updates:
-        st.warning(_because(why)[:1].upper() + _because(why)[1:] + ".", icon=":material/auto_fix_high:")
+        st.warning(md(_because(why)[:1].upper() + _because(why)[1:] + "."), icon=":material/auto_fix_high:")
         return
     with st.container(key="suggestion_offer_box"):
-        st.info(f"Suggestion: set {', '.join(_changes(plan_values(), updates))} because {_because(why)}.", icon=":material/lightbulb:")
+        st.info(md(f"Suggestion: set {', '.join(_changes(plan_values(), updates))} because {_because(why)}."), icon=":material/lightbulb:")
         st.button("Apply suggestion", key="suggestion_apply", on_click=_apply, args=(updates,), icon=":material/auto_fix_high:")

@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from pages.ui.models import EXAMPLE, HUB_SPINNER, _loaded, _remember, _set_active, active_model, fetch_hub, load_choice, start_preset
+from pages.ui.safe_text import md
 from pages.ui.state import CUSTOM_GPU, DEFAULT_VALUES, apply_values, build_plan, clamp_to_widgets
 from pages.ui.suggest import RESTORED
 from planner.errors import PlannerError
@@ -211,7 +212,7 @@ def render_restore_notice() -> None:
         with st.container(key="restore_warnings"):
             st.warning(
                 f"Restored the plan from the {notice['origin']}, with {len(warnings)} correction{'s' if len(warnings) > 1 else ''}:\n"
-                + "\n".join(f"- {w}" for w in warnings),
+                + "\n".join(f"- {md(w)}" for w in warnings),
                 icon=":material/warning:",
             )
             st.button("Dismiss", key="dismiss_restore", on_click=lambda: st.session_state.pop("restore_notice", None))

@@ -1,0 +1,630 @@
+"""vLLM's start-up KV-cache sizing, predicted without vLLM: groups, pages, blocks, log lines.
+
+:func:`vllm_capacity` follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py):
+one cache spec per layer (:meth:`planner.kv.KVSpec.admission_blocks` and
+:meth:`~planner.kv.KVSpec.layer_page_bytes` for attention, :class:`StatePage` for Mamba and
+linear attention), the block size the backend picks (``Platform.update_block_size_for_backend``,
+vllm/platforms/interface.py), the KV-cache groups (``get_kv_cache_groups``,
+vllm/v1/core/kv_cache_planning.py), ``num_blocks``, the refusal check, and the two numbers of
+the start-up log (``get_kv_cache_capacity``, vllm/v1/core/kv_cache_utils.py).
+
+The rules that changed between releases are keyed by version in :data:`RULES`
+(0.10, 0.19, 0.24, 0.33; the newest is the default). The backends are those vLLM selects on a
+Hopper GPU: FLASH_ATTN (16-token blocks), FLASHMLA for MLA (64-token blocks), FlashInfer's
+gated-delta-net prefill (checkpoints on a 64-token grid).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.errors import PlannerError
+from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
+from planner.kv import KVSpec, kv_specs
+from planner.results import Result
+
+GIB = 1 << 30
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
+FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only
+GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
+STATE_KINDS = ("mamba", "linear_attention")
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What one vLLM release does differently at start-up."""
+
+    version: str
+    tokens_from_concurrency: bool  # 0.24+: tokens = int(concurrency x max_model_len)
+    concurrent_batches: int  # batches in flight: 2 once async scheduling is the default (0.33)
+    hybrid_prefix_caching: bool  # 0.33 keeps prefix caching on for Mamba hybrids ("align" mode)
+    reserve_null_block: bool  # 0.33 checks one request against num_blocks - 1 (the null block)
+    one_log_line: bool  # 0.33 prints size and concurrency in one line
+    mllama: bool  # Mllama (cross-attention) still has a vLLM implementation (dropped after 0.10.2)
+
+
+RULES: dict[str, Rules] = {
+    "0.10": Rules("0.10", False, 1, False, False, False, True),
+    "0.19": Rules("0.19", False, 1, False, False, False, False),
+    "0.24": Rules("0.24", True, 1, False, False, False, False),
+    "0.33": Rules("0.33", True, 2, True, True, True, False),
+}
+VLLM_VERSIONS = tuple(RULES)
+DEFAULT_VLLM_VERSION = VLLM_VERSIONS[-1]
+
+
+# architectures vLLM removed, with the last release that served them (vllm/model_executor/models/registry.py)
+DROPPED = {"MPTForCausalLM": "0.28.0"}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+class EngineRefusal(PlannerError):
+    """vLLM would refuse to start with these settings; ``reason`` is vLLM's own message."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatePage:
+    """Mamba / linear-attention layers: one fixed-size state per request, held in pool blocks."""
+
+    kind: str  # "mamba" or "linear_attention"
+    num_layers: int
+    state_bytes: int  # conv + SSM state of one layer on one GPU
+    checkpoint_alignment: int  # token grid of prefill checkpoints in "align" mode
+
+    def admission_blocks(self, prefix_caching: bool) -> int:
+        """vLLM ``MambaSpec.max_memory_usage_bytes``: one state, or in "align" mode (prefix
+        caching) the running state, the last cached one and one prefill checkpoint."""
+        return 3 if prefix_caching else 1
+
+
+@dataclass(frozen=True, slots=True)
+class EngineGroup(Result):
+    """One KV-cache group: layers sharing one block table."""
+
+    kind: str  # full, sliding, chunked, mla, mamba, linear_attention
+    layers: int
+    block_size: int
+    page_bytes: int  # one layer's page (one block of block_size tokens, or one padded state)
+    blocks_per_request: int
+    window: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VllmCapacity(Result):
+    """What vLLM computes and prints at start-up for one model, GPU budget and setting."""
+
+    vllm_version: str
+    tp: int
+    kv_cache_dtype: str
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_in_flight_tokens: int
+    prefix_caching: bool
+    available_kv_bytes: int
+    groups: tuple[EngineGroup, ...]
+    group_size: int  # layers per group: the smallest layer count of any spec
+    bytes_per_block: int  # one block across a whole group: group_size x page bytes
+    num_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def bytes_per_request(self) -> int:
+        """Pool bytes one request at max_model_len reserves (what vLLM admits with)."""
+        return self.blocks_per_request * self.bytes_per_block
+
+    def summary(self) -> dict:
+        out = self.model_dump()
+        out["groups"] = [g.model_dump() for g in self.groups]
+        out["log_lines"] = list(self.log_lines)
+        out["notes"] = list(self.notes)
+        out["bytes_per_request"] = self.bytes_per_request
+        return out
+
+
+# --------------------------------------------------------------------------- layer specs
+
+
+def _dtype_bytes(kv_cache_dtype: str) -> str:
+    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is the 16-bit serving dtype
+    (vLLM serves float32 checkpoints in bfloat16)."""
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+    return "fp8" if kv_cache_dtype.startswith("fp8") else "bf16"
+
+
+def _cfg_int(cfg: dict, keys: tuple[str, ...], default: int) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return default
+
+
+def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
+    """Per-layer recurrent state on one GPU as vLLM shapes it (``MambaStateShapeCalculator``):
+    conv and SSM state split by TP (Mamba-2 groups padded so every shard holds whole groups);
+    conv state in the 16-bit model dtype, SSM state as vLLM's per-model config rule says."""
+    pages = []
+    # vllm/model_executor/models/config.py: NemotronH keeps SSM state in the config's
+    # mamba_ssm_cache_dtype, float32 by default; Qwen3.5 in its mamba_ssm_dtype; others in 16-bit
+    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or "float32") if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
+    ssm_bytes = 4 if str(ssm_name or "").lower() in ("float32", "fp32") else 2
+    count = geo.counts()
+    if geo.mamba is not None:
+        d_conv = _cfg_int(cfg, ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel"), 4)
+        d_state = _cfg_int(cfg, ("mamba_d_state", "ssm_state_size", "state_size"), 16)
+        if "mamba_num_heads" in cfg and "mamba_head_dim" in cfg:  # Mamba-2
+            heads, head_dim = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
+            groups = _cfg_int(cfg, ("n_groups",), 1)
+            groups += 0 if groups % tp == 0 else tp - groups
+            conv = (heads * head_dim + 2 * groups * d_state) // tp * (d_conv - 1)
+            ssm = heads // tp * head_dim * d_state
+        else:  # Mamba-1 (Jamba)
+            inner = _cfg_int(cfg, ("mamba_expand",), 2) * geo.hidden_size // tp
+            conv, ssm = inner * (d_conv - 1), inner * d_state
+        pages.append(StatePage("mamba", count["mamba"], conv * 2 + ssm * ssm_bytes, 1))
+    if geo.linear is not None:
+        k_heads, v_heads = _cfg_int(cfg, ("linear_num_key_heads",), 16), _cfg_int(cfg, ("linear_num_value_heads",), 32)
+        k_dim, v_dim = _cfg_int(cfg, ("linear_key_head_dim",), 128), _cfg_int(cfg, ("linear_value_head_dim",), 128)
+        conv = (2 * k_heads * k_dim + v_heads * v_dim) // tp * (_cfg_int(cfg, ("linear_conv_kernel_dim",), 4) - 1)
+        ssm = v_heads // tp * v_dim * k_dim
+        pages.append(StatePage("linear_attention", count["linear_attention"], conv * 2 + ssm * ssm_bytes, GDN_CHECKPOINT_ALIGNMENT))
+    return pages
+
+
+def _kind(spec: KVSpec) -> str:
+    return "mla" if spec.latent else spec.kind
+
+
+def _speculative_specs(specs: tuple[KVSpec, ...], layers: int) -> tuple[KVSpec, ...]:
+    """Draft / MTP layers cached beside the model: full-attention layers of the model's shape,
+    in the model's own full-attention group (vLLM leaves ``is_draft`` out of spec equality)."""
+    if not layers:
+        return specs
+    i = next((n for n, s in enumerate(specs) if s.kind == "full"), None)
+    if i is None:
+        return (*specs, specs[0].model_copy(update={"kind": "full", "window": None, "num_layers": layers}))
+    return (*specs[:i], specs[i].model_copy(update={"num_layers": specs[i].num_layers + layers}), *specs[i + 1 :])
+
+
+# --------------------------------------------------------------------------- the computation
+
+
+def vllm_capacity(
+    config: dict,
+    *,
+    available_kv_bytes: int,
+    tp: int = 1,
+    kv_cache_dtype: str = "auto",
+    block_size: int | None = None,
+    max_model_len: int | None = None,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    prefix_caching: bool = True,
+    speculative_layers: int = 0,
+    geometry: ModelGeometry | None = None,
+) -> VllmCapacity:
+    """vLLM's KV-cache groups, ``num_blocks``, token capacity and maximum concurrency (memoised).
+
+    ``available_kv_bytes`` is what vLLM logs as "Available KV cache memory" (per GPU).
+    ``geometry`` is ``parse_geometry(config)`` when the caller already has it.
+
+    Raises:
+        PlannerError: invalid arguments (unknown version or dtype, bad tp, sizes below 1).
+        EngineRefusal: a setting vLLM refuses at start-up (``max_model_len`` above the model's,
+            one request does not fit, an architecture this version dropped), with vLLM's reason.
+        ConfigError: the config itself is invalid.
+    """
+    geo = geometry if geometry is not None else parse_geometry(config)
+    args = (available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
+    return _memoised(_MEMO, 4096, _capacity, config, geo, *args)
+
+
+_MEMO: dict[tuple, VllmCapacity | EngineRefusal] = {}
+
+
+def _memoised(memo: dict, limit: int, compute, config: dict, geo: ModelGeometry, *args):
+    """``compute(config, geo, *args)`` memoised by the config's hash and ``args``; a refusal is
+    remembered too and raised afresh on every hit."""
+    key = (geo.config_hash, *args)
+    hit = memo.get(key)
+    if hit is None:
+        try:
+            hit = compute(config, geo, *args)
+        except EngineRefusal as exc:
+            hit = exc
+        if len(memo) > limit:
+            memo.clear()
+        memo[key] = hit
+    if isinstance(hit, EngineRefusal):
+        raise EngineRefusal(hit.field, hit.value, hit.reason)
+    return hit
+
+
+def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
+        raise PlannerError(field, value, f"must be an integer from 1 to {hi:,}")
+    return value
+
+
+def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
+    """vLLM resolves the architecture before anything else: dropped ones are refused first."""
+    rules = RULES.get(version)
+    if rules is None:
+        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
+    for arch in geo.architectures:
+        last = DROPPED.get(arch)
+        if last is not None and _version_tuple(rules.version) > _version_tuple(last):
+            raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    if any(layer.kind == "cross" for layer in geo.layers):
+        arch = (geo.architectures or (geo.model_type,))[0]
+        problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
+        raise EngineRefusal("model", arch, f"{arch} {problem}")
+    return rules
+
+
+def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
+    if isinstance(available, bool) or not isinstance(available, int):
+        raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
+    _check_architecture(geo, version)
+    derived = geo.max_position_embeddings
+    if max_model_len is None:
+        if derived is None:
+            raise PlannerError("max_model_len", None, "the config has no max_position_embeddings: give --max-model-len")
+        max_model_len = derived
+    _positive("max_model_len", max_model_len, 1 << 31)
+    if derived is not None and max_model_len > derived:
+        raise EngineRefusal(
+            "max_model_len", max_model_len,
+            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len (max_position_embeddings={float(derived)} or model_max_length=None "
+            "in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
+            "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
+            "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.",
+        )
+    layout = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    return _assemble(layout, available, max_model_len)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Everything that depends on the model and the engine settings, not on memory or length."""
+
+    rules: Rules
+    tp: int
+    kv_cache_dtype: str
+    batched: int
+    in_flight: int
+    prefix_caching: bool
+    align: bool
+    split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
+    group_size: int
+    bytes_per_block: int
+    notes: tuple[str, ...]
+
+
+_LAYOUTS: dict[tuple, _Layout | EngineRefusal] = {}
+
+
+def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
+    return _memoised(_LAYOUTS, 1024, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+
+
+def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
+    rules = _check_architecture(geo, version)
+    _positive("tp", tp, 4096)
+    _positive("max_num_batched_tokens", batched, 1 << 31)
+    if block_size is not None:
+        _positive("block_size", block_size, 1 << 20)
+    if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
+        raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
+    planner_dtype = _dtype_bytes(kv_cache_dtype)
+    if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
+        raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
+    hybrid = geo.mamba is not None or geo.linear is not None
+    align = prefix_caching and hybrid and rules.hybrid_prefix_caching
+    notes: list[str] = []
+    if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
+        notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
+    cfg = text_config(config)
+    specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
+    mla = geo.mla is not None
+    block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
+    states = _state_pages(geo, cfg, tp) if hybrid else []
+    state_pad = None
+    if states and specs:
+        block, state_pad = _align_hybrid_block(specs, states, block, mla, align)
+    buckets = _buckets(geo, specs, states, state_pad, block)
+    if len(buckets) == 1:  # one spec: one group of every layer
+        group_size = buckets[0].layers
+    else:  # vLLM: group size = the smallest layer count, or the largest when within 1.5x
+        group_size = min(b.layers for b in buckets)
+        most = max(b.layers for b in buckets)
+        if most < group_size * 1.5:
+            group_size = most
+    split = tuple((b, -(-b.layers // group_size)) for b in buckets)
+    # one block across a group: its largest group's layers x the (unified) page
+    bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
+
+
+def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
+    """A model-level sliding window at or past the maximum context never binds, so the planner's
+    geometry counts those layers as full; vLLM still gives them a ``SlidingWindowSpec`` (and its
+    extra block), e.g. Phi-3.5-mini's 262,144-token window."""
+    window = cfg.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or cfg.get("use_sliding_window") is False or cfg.get("layer_types") or cfg.get("sliding_window_pattern"):
+        return specs
+    if geo.max_position_embeddings is None or window < geo.max_position_embeddings or geo.model_type in SLIDING_PATTERN_DEFAULTS:
+        return specs
+    return tuple(s.model_copy(update={"kind": "sliding", "window": window}) if s.kind == "full" and not s.latent else s for s in specs)
+
+
+def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, align: bool) -> tuple[int, int]:
+    """``Platform._align_hybrid_block_size``: grow the attention block until one attention page
+    holds the largest state; states are then padded to exactly one attention page."""
+    per_token = max(s.bytes_per_token_per_layer for s in specs)
+    state = max(p.state_bytes for p in states)
+    kernel = max(FLASH_ATTN_BLOCK, block)
+    if mla:
+        kernel = max(kernel, 128)  # TRTLLM/FlashInfer MLA decode kernels
+    if align:
+        kernel = math.lcm(kernel, *(p.checkpoint_alignment for p in states))
+    attn_block = kernel * -(-state // (kernel * per_token))
+    attn_block = FLASH_ATTN_BLOCK * -(-attn_block // FLASH_ATTN_BLOCK)
+    block = max(block, attn_block)
+    return block, block * per_token
+
+
+@dataclass(frozen=True, slots=True)
+class _Bucket:
+    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM."""
+
+    spec: KVSpec | StatePage
+    first_layer: int
+    block_size: int
+    page_bytes: int
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+
+    @property
+    def layers(self) -> int:
+        return self.spec.num_layers
+
+    def blocks_at(self, length: int, in_flight: int, align: bool) -> int:
+        if isinstance(self.spec, StatePage):
+            return self.spec.admission_blocks(align)
+        return self.spec.admission_blocks(length, self.block_size, in_flight)
+
+
+def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
+    first: dict[tuple[str, int | None], int] = {}
+    for layer in geo.layers:
+        first.setdefault((layer.kind, layer.window), layer.index)
+    return first
+
+
+def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int) -> list[_Bucket]:
+    """One bucket per spec, pages unified as ``unify_kv_cache_spec_page_size`` does: a smaller
+    attention page that divides the largest grows its block by the ratio, any other smaller
+    page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
+    first = _first_layers(geo)
+    sliding_block = max(FLASH_ATTN_BLOCK, block // FLASH_ATTN_BLOCK * FLASH_ATTN_BLOCK)  # FLASH_ATTN MultipleOf(16)
+    raw: list[_Bucket] = []
+    for s in specs:
+        b = sliding_block if s.kind == "sliding" else block
+        raw.append(_Bucket(s, first.get((s.kind, s.window), len(geo.layers)), b, s.layer_page_bytes(b)))
+    for p in states:
+        raw.append(_Bucket(p, first.get((p.kind, None), 0), block, state_pad or p.state_bytes))
+    largest = max(b.page_bytes for b in raw)
+    out = []
+    for b in raw:
+        if b.page_bytes != largest and isinstance(b.spec, KVSpec) and largest % b.page_bytes == 0:
+            b = _Bucket(b.spec, b.first_layer, b.block_size * (largest // b.page_bytes), largest)
+        elif b.page_bytes != largest:
+            b = _Bucket(b.spec, b.first_layer, b.block_size, largest)
+        out.append(b)
+    return sorted(out, key=lambda b: b.first_layer)
+
+
+def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
+    rules, in_flight, align = layout.rules, layout.in_flight, layout.align
+    groups: list[EngineGroup] = []
+    per_request = 0
+    for b, n in layout.split:
+        blocks = b.blocks_at(max_model_len, in_flight, align)
+        per_request += n * blocks
+        state = isinstance(b.spec, StatePage)
+        window = None if state else b.spec.window
+        # without prefix caching a state's "block" spans the whole request (mamba_block_size = max_model_len)
+        block_size = max_model_len if state and not align else b.block_size
+        for i in range(n):  # layers[i::n] go to the i-th group
+            groups.append(EngineGroup(b.kind, len(range(i, b.layers, n)), block_size, b.page_bytes, blocks, window))
+    bytes_per_block = layout.bytes_per_block
+
+    def needed_at(length: int) -> int:
+        return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in layout.split)
+
+    _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
+    num_blocks = available // bytes_per_block
+    concurrency = num_blocks / per_request
+    min_block = min((g.block_size for g in groups if g.kind not in STATE_KINDS), default=groups[0].block_size)
+    tokens = int(concurrency * max_model_len) if rules.tokens_from_concurrency else num_blocks // len(groups) * min_block
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    conc = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
+    lines = (f"{size}, {conc}",) if rules.one_log_line else (size, conc)
+    return VllmCapacity(
+        rules.version, layout.tp, layout.kv_cache_dtype, min_block, max_model_len, layout.batched, in_flight, layout.prefix_caching, available,
+        tuple(groups), layout.group_size, bytes_per_block, num_blocks, per_request, concurrency, tokens, lines, layout.notes,
+    )
+
+
+DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_len: int, needed_at) -> None:
+    """``_check_enough_kv_cache_memory``: one request at max_model_len must fit (0.33 keeps the
+    null block out of the budget); the message is vLLM's, with its binary-searched estimate."""
+    check = available - bytes_per_block if rules.reserve_null_block else available
+    if check <= 0:
+        raise EngineRefusal("available_kv_bytes", available, "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). " + DOCS)
+    needed = needed_at(max_model_len)
+    if needed <= check:
+        return
+    estimate = 0
+    if needed_at(1) <= check:
+        lo, hi = 1, max_model_len
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if needed_at(mid) <= check:
+                estimate, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+    hint = f"Based on the available memory, the estimated maximum model length is {estimate}. " if estimate > 0 else ""
+    if rules.reserve_null_block:  # 0.33's wording (vllm/v1/core/kv_cache_planning.py)
+        text = (
+            f"To serve at least one request with the model's max seq len ({max_model_len}), ({round(needed / GIB, 2)} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({round(check / GIB, 2)} GiB). {hint}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
+            f"or decreasing `max_model_len` when initializing the engine. {DOCS}"
+        )
+    else:  # the wording of the 0.10-0.24 releases (vllm/v1/core/kv_cache_utils.py)
+        text = (
+            f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({check / GIB:.2f} GiB). {hint}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+        )
+    raise EngineRefusal("max_model_len", max_model_len, text)
+
+
+# --------------------------------------------------------------------------- memory budget
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetTerm(Result):
+    name: str
+    bytes: int  # positive: what the budget starts from; negative: what start-up takes from it
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class VllmBudget(Result):
+    """Predicted "Available KV cache memory" per GPU: requested memory less what start-up takes."""
+
+    terms: tuple[BudgetTerm, ...]
+    available_kv_bytes: int
+
+    def summary(self) -> dict:
+        return {"available_kv_bytes": self.available_kv_bytes, "available_kv_gib": round(self.available_kv_bytes / GIB, 2), "terms": [t.model_dump() for t in self.terms]}
+
+
+CUDA_GRAPH_BYTES = 768 << 20  # graphs captured for decode batch sizes up to 512 (vLLM's default list)
+NON_TORCH_BYTES = 512 << 20  # CUDA context, cuBLAS workspaces
+NCCL_BYTES = 256 << 20  # NCCL buffers once tp > 1
+SAMPLER_SEQS = 1024  # vLLM's dummy sampler run: max_num_seqs default of `vllm serve` on H100-class GPUs
+
+
+def predict_budget(device_bytes: int, utilization: float, weights_bytes: int, geometry: ModelGeometry, *, tp: int = 1, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = SAMPLER_SEQS, device_source: str = "", weights_source: str = "", measured: dict[str, int] | None = None) -> VllmBudget:
+    """What vLLM's ``determine_available_memory`` will find (vllm/v1/worker/gpu_worker.py):
+    ``device x gpu_memory_utilization`` less the weights, the profiling run's peak activations at
+    ``max_num_batched_tokens``, CUDA-graph memory and non-torch memory, per GPU.
+
+    ``measured`` (term name -> bytes, e.g. from a probe run on a GPU) replaces the estimates.
+
+    Raises:
+        PlannerError: utilization outside (0, 1] or a non-positive device size.
+    """
+    if not 0 < utilization <= 1:
+        raise PlannerError("gpu_memory_utilization", utilization, "must be above 0 and at most 1")
+    if device_bytes <= 0:
+        raise PlannerError("device_bytes", device_bytes, "must be positive")
+    geo = geometry
+    inter = (geo.intermediate_size or 4 * geo.hidden_size) // tp
+    qkv = (geo.num_attention_heads + 2 * geo.num_kv_heads) * geo.head_dim // tp
+    # one layer's live tensors at the peak: residual + normed input, QKV, gate/up and the activated
+    # product, in 16-bit; then the sampler's float32 logits for max_num_seqs dummy requests
+    activations = max_num_batched_tokens * 2 * (2 * geo.hidden_size + qkv + 3 * inter)
+    logits = max_num_seqs * (geo.vocab_size or 32000) * 4
+    requested = int(device_bytes * utilization)
+    terms = [
+        BudgetTerm("device memory", device_bytes, device_source or "device catalog"),
+        BudgetTerm(f"x gpu_memory_utilization {utilization:g}", requested - device_bytes, "vLLM --gpu-memory-utilization: the share of the device vLLM may use"),
+        BudgetTerm("weights per GPU", -(-weights_bytes // tp), weights_source or "weights estimate" + (f" / tp {tp}" if tp > 1 else "")),
+        BudgetTerm("profiling peak activations", activations, f"estimate: one layer's hidden, QKV and gated-MLP tensors at {max_num_batched_tokens:,} batched tokens (16-bit)"),
+        BudgetTerm("sampler logits", logits, f"estimate: float32 logits of {max_num_seqs:,} dummy requests x {geo.vocab_size or 32000:,} vocabulary"),
+        BudgetTerm("CUDA graphs", CUDA_GRAPH_BYTES, "assumed: typical capture for decode batch sizes up to 512"),
+        BudgetTerm("non-torch memory", NON_TORCH_BYTES + (NCCL_BYTES if tp > 1 else 0), "assumed: CUDA context and cuBLAS workspaces" + (", NCCL buffers" if tp > 1 else "")),
+    ]
+    for name, value in (measured or {}).items():
+        terms = [BudgetTerm(t.name, value, "measured by the probe on a GPU") if t.name == name else t for t in terms]
+    taken = sum(t.bytes for t in terms[2:])
+    terms = [terms[0], terms[1], *(BudgetTerm(t.name, -t.bytes, t.source) for t in terms[2:])]
+    return VllmBudget(terms=tuple(terms), available_kv_bytes=requested - taken)
+
+
+def serve_command(model: str, capacity: VllmCapacity, *, gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None, user_block_size: int | None = None) -> str:
+    """The ``vllm serve`` line that reproduces a plan (flags at their defaults are left out)."""
+    parts = ["vllm serve", model, f"--tensor-parallel-size {capacity.tp}", f"--max-model-len {capacity.max_model_len}"]
+    if gpu_memory_utilization is not None:
+        parts.append(f"--gpu-memory-utilization {gpu_memory_utilization:g}")
+    if capacity.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {capacity.kv_cache_dtype}")
+    if max_num_seqs is not None:
+        parts.append(f"--max-num-seqs {max_num_seqs}")
+    if capacity.max_num_batched_tokens != DEFAULT_MAX_NUM_BATCHED_TOKENS:
+        parts.append(f"--max-num-batched-tokens {capacity.max_num_batched_tokens}")
+    if user_block_size is not None:
+        parts.append(f"--block-size {user_block_size}")
+    if not capacity.prefix_caching:
+        parts.append("--no-enable-prefix-caching")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class VllmPreview(Result):
+    """The Plan page's start-up preview: vLLM's predicted budget, its log lines, the command."""
+
+    budget: VllmBudget
+    log_lines: tuple[str, ...]
+    refusal: str | None
+    command: str
+
+
+def vllm_preview(plan, model) -> VllmPreview:
+    """What ``vllm serve`` will print for a plan under runtime vllm: the budget vLLM will find
+    on one GPU at ``gpu_memory_utilization = 1 - headroom``, the start-up log at the plan's
+    maximum context, and the command line that reproduces the plan.
+
+    Raises:
+        PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
+    """
+    inputs = plan.inputs
+    dtype = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
+    if dtype is None:
+        raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
+    utilization = (10_000 - inputs.headroom_bp) / 10_000
+    cap = plan.capacity
+    budget = predict_budget(cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"])
+    block = None if inputs.block_tokens == 16 else inputs.block_tokens
+    length = plan.context.maximum_context_tokens
+    try:
+        r = vllm_capacity(model.config, geometry=model.geometry, available_kv_bytes=budget.available_kv_bytes, tp=inputs.tp, kv_cache_dtype=dtype, block_size=block, max_model_len=length, vllm_version=inputs.vllm_version)
+        lines, refusal = r.log_lines, None
+        command = serve_command(model.repo_id or "MODEL", r, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
+    except EngineRefusal as exc:
+        lines, refusal = (), exc.reason
+        parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]
+        if dtype != "auto":
+            parts.append(f"--kv-cache-dtype {dtype}")
+        command = " ".join(parts)
+    return VllmPreview(budget=budget, log_lines=tuple(lines), refusal=refusal, command=command)

@@ -1,0 +1,353 @@
+"""Regenerate ``tests/data/vllm_engine_cases.json`` with vLLM's own KV-cache sizing code.
+
+Run it in a throw-away venv that holds vLLM (never in CI, never in the project's venv)::
+
+    python3 -m venv /work/venvs/vllm033 && /work/venvs/vllm033/bin/pip install vllm==0.33.0
+    HF_HUB_OFFLINE=1 /work/venvs/vllm033/bin/python scripts/gen_vllm_engine_cases.py
+
+For every config in ``$KVP_REFERENCE_DIR/configs`` (default ``../shared/reference/configs``) and
+every preset in ``model_configs/`` it builds a real ``VllmConfig`` with
+``EngineArgs(...).create_engine_config()`` from a folder holding only ``config.json``, then
+follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
+
+* block size: ``Platform._preferred_block_size_for_backends`` and, for Mamba / linear-attention
+  hybrids, ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with the
+  backend a Hopper GPU selects (FLASH_ATTN; FLASHMLA for MLA; FlashInfer GDN prefill);
+* one ``KVCacheSpec`` per layer built the way the attention / Mamba layers build theirs
+  (``Attention.get_kv_cache_spec``, ``MLAAttention.get_kv_cache_spec``,
+  ``MambaBase.get_kv_cache_spec`` with the model class's own
+  ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config``). Which layer
+  is sliding, chunked, Mamba or linear attention is read from the Hugging Face config vLLM
+  loaded (``layer_types``, ``hybrid_override_pattern``, the model's sliding window);
+* grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
+  ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
+  ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
+
+The model itself is never instantiated (that needs a GPU), so the per-layer spec list is the
+one part written here rather than called; everything from the specs on is vLLM's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1 << 30
+
+# (tp, kv dtype, max_model_len, max_num_batched_tokens, available GiB, prefix caching)
+SETTINGS = (
+    (1, "auto", 8192, 8192, 20.0, True),
+    (2, "auto", 32768, 8192, 31.83, True),
+    (4, "fp8", 16384, 2048, 45.32, True),
+    (1, "auto", 131072, 8192, 60.0, False),
+    (8, "fp8_e4m3", 65536, 8192, 9.5, True),
+    (1, "auto", 262144, 8192, 2.0, True),  # small memory: refusals
+)
+# the two published start-up logs (vLLM 0.10.1); here computed with 0.33's code at 2048
+# batched tokens, the 0.10 rules are checked against the printed numbers in the test
+PUBLISHED = (
+    ("openai__gpt-oss-120b.json", 4, "auto", 16384, 2048, 45.32, True),
+    ("Qwen__Qwen2-7B-Instruct.json", 2, "auto", 16384, 2048, 31.83, True),  # QWEN2_7B_INSTRUCT below
+)
+
+
+# Qwen2-7B-Instruct's config.json (Hub, the fields that shape the cache): the second published log
+QWEN2_7B_INSTRUCT = {
+    "_name_or_path": "Qwen/Qwen2-7B-Instruct", "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768, "max_window_layers": 28,
+    "sliding_window": 131072, "use_sliding_window": False, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06, "vocab_size": 152064, "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False, "hidden_act": "silu", "bos_token_id": 151643, "eos_token_id": 151645,
+}
+
+
+def _patch_platform():
+    """Make the CPU-only platform look like CUDA for the config builders (RECIPES.md)."""
+    from vllm.platforms import current_platform
+
+    current_platform.device_type = "cuda"
+    type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
+    return current_platform
+
+
+def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
+    """(kind, window) per decoder layer, from the HF config vLLM loaded."""
+    hf = vcfg.model_config.hf_text_config
+    n = vcfg.model_config.get_total_num_hidden_layers()
+    names = getattr(hf, "layer_types", None)
+    pattern = getattr(hf, "hybrid_override_pattern", None)
+    window = vcfg.model_config.get_sliding_window()
+    chunk = getattr(hf, "attention_chunk_size", None)
+    kinds: list[tuple[str, int | None]] = []
+    if names:
+        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none"}
+        for name in names[:n]:
+            kind = table[name]  # a name missing here stops the case: add it rather than guess
+            sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
+            kinds.append((kind, sw if kind == "sliding" else (chunk if kind == "chunked" else None)))
+    elif pattern:
+        table = {"M": ("mamba", None), "*": ("full", None), "-": ("none", None), "E": ("none", None)}
+        kinds = [table[ch] for ch in pattern]
+    elif getattr(hf, "attn_layer_period", None):
+        period, offset = hf.attn_layer_period, hf.attn_layer_offset
+        kinds = [("full", None) if i % period == offset else ("mamba", None) for i in range(n)]
+    elif chunk and getattr(hf, "no_rope_layers", None):
+        kinds = [("chunked", chunk) if flag else ("full", None) for flag in hf.no_rope_layers[:n]]
+    elif window:
+        kinds = [("sliding", window)] * n
+    else:
+        kinds = [("full", None)] * n
+    cross = getattr(hf, "cross_attention_layers", None) or []
+    for i in cross:
+        kinds[i] = ("cross", None)
+    shared = getattr(hf, "num_kv_shared_layers", 0) or 0
+    for i in range(n - shared, n):
+        kinds[i] = ("none", None)
+    return kinds
+
+
+def _attention_backend(vcfg):
+    if vcfg.model_config.use_mla:
+        from vllm.v1.attention.backends.mla.flashmla import FlashMLABackend
+
+        return FlashMLABackend
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+
+    return FlashAttentionBackend
+
+
+def _resolve_block_size(vcfg, backend) -> None:
+    """Platform.update_block_size_for_backend with the backend a Hopper GPU picks."""
+    from vllm.config.cache import CacheConfig
+    from vllm.platforms.interface import Platform
+
+    cache = vcfg.cache_config
+    if not cache.user_specified_block_size:
+        cache.block_size = Platform._preferred_block_size_for_backends([backend], CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
+    if vcfg.model_config.is_hybrid:
+        saved = Platform._find_non_ssm_backends
+        Platform._find_non_ssm_backends = classmethod(lambda cls, _cfg: [backend])
+        try:
+            import vllm.model_executor.layers.mamba.abstract as mamba_abstract
+
+            kinds = {k for k, _ in _layer_kinds(vcfg)}
+            gdn = _is_gdn(vcfg)
+            align = 64 if (gdn and cache.mamba_cache_mode == "align") else (1 if cache.mamba_cache_mode == "align" else None)
+            orig = mamba_abstract.get_mamba_prefill_checkpoint_alignment
+            mamba_abstract.get_mamba_prefill_checkpoint_alignment = lambda _cfg: align if "mamba" in kinds else None
+            try:
+                Platform._align_hybrid_block_size(vcfg, backend)
+            finally:
+                mamba_abstract.get_mamba_prefill_checkpoint_alignment = orig
+        finally:
+            Platform._find_non_ssm_backends = saved
+
+
+def _is_gdn(vcfg) -> bool:
+    hf = vcfg.model_config.hf_text_config
+    return getattr(hf, "linear_num_value_heads", None) is not None
+
+
+def _layer_specs(vcfg, backend) -> dict:
+    """One KVCacheSpec per layer, as vLLM's attention and Mamba layers build them."""
+    import torch
+    from vllm.model_executor.layers.attention.attention import _largest_kernel_block_within
+    from vllm.model_executor.models import ModelRegistry
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, get_kv_quant_mode
+
+    mc, cache, par = vcfg.model_config, vcfg.cache_config, vcfg.parallel_config
+    dtype = kv_cache_dtype_str_to_dtype(cache.cache_dtype, mc)
+    quant = get_kv_quant_mode(cache.cache_dtype)
+    block = cache.block_size
+    heads = mc.get_num_kv_heads(par)
+    head = mc.get_head_size()
+    hf = mc.hf_text_config
+    head_v = getattr(hf, "v_head_dim", None) if not mc.use_mla and getattr(hf, "v_head_dim", None) else head
+    specs: dict = {}
+    mamba_spec = None
+    for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
+        name = f"model.layers.{i}"
+        if kind == "none":
+            continue
+        if kind == "cross":
+            raise NotImplementedError("cross-attention (encoder-decoder) layers")
+        if kind == "mamba":
+            if mamba_spec is None:
+                model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
+                mamba_spec = MambaSpec(
+                    shapes=tuple(model_cls.get_mamba_state_shape_from_config(vcfg)),
+                    dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vcfg)),
+                    block_size=cache.mamba_block_size,
+                    page_size_padded=cache.mamba_page_size_padded,
+                    mamba_cache_mode=cache.mamba_cache_mode,
+                    num_speculative_blocks=vcfg.num_speculative_tokens,
+                )
+                if cache.mamba_cache_mode == "align":
+                    # MambaMixer2 and FlashInfer-GDN layers export prefill checkpoints
+                    mamba_spec = replace(mamba_spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=64 if _is_gdn(vcfg) else 1)
+            specs[name] = mamba_spec
+            continue
+        if mc.use_mla:
+            specs[name] = MLAAttentionSpec(block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=head, dtype=dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
+            continue
+        common = dict(num_kv_heads=heads, head_size=head, head_size_v=head_v, dtype=dtype, kv_quant_mode=quant)
+        if kind == "sliding":
+            probe = backend.customize_spec(SlidingWindowSpec(block_size=1, sliding_window=window, **common))
+            per_token = probe.real_page_size_bytes
+            sw_block = _largest_kernel_block_within(backend, per_token, per_token * block, block, probe)
+            specs[name] = SlidingWindowSpec(block_size=sw_block, sliding_window=window, **common)
+        elif kind == "chunked":
+            specs[name] = ChunkedLocalAttentionSpec(block_size=block, attention_chunk_size=window, **common)
+        else:
+            specs[name] = FullAttentionSpec(block_size=block, **common)
+    del torch
+    return specs
+
+
+def _group_kind(spec) -> str:
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, UniformTypeKVCacheSpecs
+
+    if isinstance(spec, UniformTypeKVCacheSpecs):
+        spec = spec.first_spec
+    if isinstance(spec, MLAAttentionSpec):
+        return "mla"
+    if isinstance(spec, SlidingWindowSpec):
+        return "sliding"
+    if isinstance(spec, ChunkedLocalAttentionSpec):
+        return "chunked"
+    if isinstance(spec, MambaSpec):
+        return "mamba"
+    return "full"
+
+
+def _first_reason(exc: Exception) -> str:
+    """The sentence vLLM raised (pydantic wraps it as 'Value error, ... [type=...')."""
+    text = str(exc)
+    if "Value error, " in text:
+        text = text.split("Value error, ", 1)[1].split(" [type=", 1)[0]
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"
+
+
+def derived_max_model_len(config: dict) -> int | None:
+    """vLLM's own default max_model_len for a config (None when vLLM refuses the model)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "config.json").write_text(json.dumps(config))
+        try:
+            return EngineArgs(model=tmp, skip_tokenizer_init=True).create_engine_config().model_config.max_model_len
+        except Exception:
+            return None
+
+
+def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: int, avail_gib: float, prefix: bool) -> dict:
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config, get_kv_cache_capacity
+
+    available = int(avail_gib * GIB)
+    case = {"tp": tp, "kv_cache_dtype": kv_dtype, "max_model_len": max_model_len, "max_num_batched_tokens": batched, "available_kv_bytes": available, "enable_prefix_caching": prefix}
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "config.json").write_text(json.dumps(config))
+        try:
+            args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp")
+            vcfg = args.create_engine_config()
+        except Exception as exc:  # vLLM refuses the configuration itself
+            case["config_error"] = _first_reason(exc)
+            return case
+        backend = _attention_backend(vcfg)
+        try:
+            _resolve_block_size(vcfg, backend)
+            specs = _layer_specs(vcfg, backend)
+        except NotImplementedError as exc:
+            case["unsupported"] = str(exc)
+            return case
+        layouts = [m.name for m in get_supported_kv_cache_layouts([backend])]
+        resolve_kv_cache_layout(vcfg, [layouts], list(specs.values()))
+        case["block_size"] = vcfg.cache_config.block_size
+        case["mamba_cache_mode"] = vcfg.cache_config.mamba_cache_mode
+        case["max_in_flight_tokens"] = vcfg.max_in_flight_tokens
+        groups = get_global_kv_cache_groups(vcfg, [specs])
+        try:
+            configs = get_kv_cache_configs(vcfg, [specs], [available], groups)
+        except ValueError as exc:
+            case["refusal"] = str(exc)
+            return case
+        sched = generate_scheduler_kv_cache_config(configs)
+        tokens, concurrency = get_kv_cache_capacity(vcfg, sched)
+        out_groups = []
+        for g in sched.kv_cache_groups:
+            spec = g.kv_cache_spec
+            from vllm.utils.math_utils import cdiv
+
+            out_groups.append({"kind": _group_kind(spec), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
+        case.update(num_blocks=sched.num_blocks, kv_cache_tokens=tokens, max_concurrency=concurrency, blocks_per_request=sum(g["blocks_per_request"] for g in out_groups), groups=out_groups)
+        return case
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
+    p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
+    p.add_argument("--only", default="", help="case-insensitive substring filter on config file names (default: all)")
+    p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
+    args = p.parse_args(argv)
+
+    import vllm
+
+    _patch_platform()
+    sources = [("reference", f) for f in sorted(args.reference.glob("*.json"))] + [("preset", f) for f in sorted((ROOT / "model_configs").glob("*.json"))]
+    sources.append(("published", Path("Qwen__Qwen2-7B-Instruct.json")))
+    cases: list[dict] = []
+    configs: dict[str, dict] = {}
+    t0 = time.time()
+    for origin, path in sources:
+        if args.only and args.only.lower() not in path.name.lower():
+            continue
+        config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
+        configs[f"{origin}/{path.name}"] = config
+        settings = [tuple(s) for name, *s in PUBLISHED if name == path.name] if origin != "preset" else []
+        derived = derived_max_model_len(config)
+        clamp = [(tp, dt, min(length, derived or length), *rest) for tp, dt, length, *rest in SETTINGS]
+        # one setting past the model's maximum: vLLM refuses it before sizing anything
+        over = [(1, "auto", 2 * derived, 8192, 20.0, True)] if derived else []
+        for setting in dict.fromkeys((*clamp, *over, *settings)):
+            try:
+                case = run_case(config, *setting)
+            except Exception as exc:
+                traceback.print_exc()
+                case = {"tp": setting[0], "kv_cache_dtype": setting[1], "max_model_len": setting[2], "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            case = {"source": f"{origin}/{path.name}", **case}
+            cases.append(case)
+            print(json.dumps({k: case.get(k) for k in ("source", "tp", "kv_cache_dtype", "max_model_len", "num_blocks", "kv_cache_tokens", "max_concurrency", "config_error", "unsupported", "error")}), file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.merge and args.out.is_file():
+        old = json.loads(args.out.read_text())
+        ran = {c["source"] for c in cases}
+        cases = [c for c in old["cases"] if c["source"] not in ran] + cases
+        configs = {**old["configs"], **configs}
+    write_fixture(args.out, vllm.__version__, round(time.time() - t0, 1), cases, configs)
+    print(f"{len(cases)} cases -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def write_fixture(out: Path, version: str, seconds: float, cases: list[dict], configs: dict[str, dict]) -> None:
+    """The fixture carries the configs it was computed from, so the test needs nothing else."""
+    used = {c["source"] for c in cases}
+    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper backends: FLASH_ATTN (block 16), FLASHMLA (block 64), FlashInfer GDN prefill; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

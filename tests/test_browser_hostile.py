@@ -1,0 +1,127 @@
+"""The shared-deployment server (``make serve``) in a real headless Chromium (issue 15).
+
+The server is started with the exact command ``make -n serve`` prints (port and address
+overridden), so these tests check what the README documents: the health check, XSRF
+protection, the probe turned off, and that a link full of markdown and image payloads renders
+them as text: no live link, no image, and not one request to the attacker's host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.hostile import EVIL, MARKDOWN_LINK
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve_command(port: int) -> str:
+    """The last line ``make -n serve`` prints: the streamlit command of the shared deployment."""
+    out = subprocess.run(["make", "-s", "-n", "serve", f"PORT={port}", "HOST=127.0.0.1"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+    line = out.stdout.strip().splitlines()[-1]
+    assert "streamlit run app.py" in line and "KVP_DISABLE_PROBE=1" in line, line
+    return line
+
+
+@pytest.fixture(scope="module")
+def serve():
+    port = _free_port()
+    log = tempfile.TemporaryFile()
+    env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0", HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen(["bash", "-c", "exec env " + _serve_command(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
+                if r.read().strip() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.seek(0)
+            pytest.fail(f"make serve did not start: {log.read().decode(errors='replace')[-2000:]}")
+        time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def test_health_check_and_xsrf(serve):
+    with urllib.request.urlopen(f"{serve}/_stcore/health", timeout=5) as r:
+        assert r.status == 200 and r.read().strip() == b"ok"
+        cookies = r.headers.get_all("Set-Cookie") or []
+    assert any(c.startswith("_streamlit_xsrf=") for c in cookies), cookies  # XSRF protection is on: a token is issued
+    # an upload without the XSRF token is refused before the app sees it
+    req = urllib.request.Request(f"{serve}/_stcore/upload_file/session/file", data=b"x" * 10, method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert exc.value.code == 403
+
+
+def test_hostile_link_renders_text_not_links_or_images(serve, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    attacker: list[str] = []
+
+    def record(route):
+        attacker.append(route.request.url)
+        route.abort()
+
+    context.route(re.compile(rf"https?://[^/]*{re.escape(EVIL)}"), record)
+    page = context.new_page()
+    page.goto(f"{serve}/?{urlencode(MARKDOWN_LINK)}", wait_until="commit")
+    value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+    sync_api.expect(value).to_have_text("128 KiB", timeout=60_000)
+    warnings = page.get_by_test_id("stAlert")
+    sync_api.expect(warnings.first).to_be_visible(timeout=30_000)
+    page.wait_for_timeout(1000)  # give any rendered image the time to be fetched
+    text = page.locator("body").inner_text().replace("\u2060", "")  # word joiners break autolinks, invisibly
+    assert f"![pixel](https://{EVIL}/n.png)" in text and f"[click me](https://{EVIL}/gpu)" in text  # shown as the characters they are
+    # anchors and images whose host is the attacker's (the app's own links carry the query string)
+    hosts = page.evaluate("""() => [...document.querySelectorAll('a[href], img[src]')]
+        .map(e => { try { return new URL(e.href || e.src, location.href).hostname } catch (x) { return '' } })""")
+    assert not [h for h in hosts if h.endswith(EVIL)], hosts
+    assert attacker == []
+    probe = context.new_page()
+    probe.goto(f"{serve}/probe", wait_until="commit")
+    sync_api.expect(probe.get_by_text("KVP_DISABLE_PROBE").first).to_be_visible(timeout=60_000)
+    context.close()

@@ -1,0 +1,205 @@
+"""Engine parity: planner.engines.vllm against numbers computed by vLLM's own code.
+
+``tests/data/vllm_engine_cases.json`` is written by ``scripts/gen_vllm_engine_cases.py`` in a
+throw-away venv holding vllm 0.33.0 (never in CI): every reference config and every preset at
+several (tp, kv dtype, max_model_len, available memory) settings, with vLLM's groups, blocks,
+tokens, concurrency and refusals. The fixture carries the configs, so this test needs nothing else.
+The two published start-up logs (vLLM 0.10.1) are checked against the numbers vLLM printed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.engines import EngineRefusal, vllm_capacity
+from planner.errors import PlannerError
+
+DATA = json.loads((Path(__file__).parent / "data" / "vllm_engine_cases.json").read_text())
+CASES = DATA["cases"]
+CONFIGS = DATA["configs"]
+SIZED = [c for c in CASES if "num_blocks" in c]
+VLLM_KIND = {"linear_attention": "mamba"}
+REFUSED = [c for c in CASES if "refusal" in c or "config_error" in c or "unsupported" in c]
+
+
+def _id(c: dict) -> str:
+    return f"{Path(c['source']).stem}-tp{c['tp']}-{c['kv_cache_dtype']}-{c['max_model_len']}-{c.get('available_kv_bytes', 0) >> 20}MiB"
+
+
+def _run(c: dict, **over):
+    args = dict(available_kv_bytes=c["available_kv_bytes"], tp=c["tp"], kv_cache_dtype=c["kv_cache_dtype"], max_model_len=c["max_model_len"], max_num_batched_tokens=c["max_num_batched_tokens"], prefix_caching=c["enable_prefix_caching"], vllm_version="0.33")
+    args.update(over)
+    return vllm_capacity(CONFIGS[c["source"]], **args)
+
+
+def test_fixture_covers_every_family():
+    assert DATA["vllm_version"] == "0.33.0"
+    assert len(SIZED) >= 300 and len(REFUSED) >= 40
+    kinds = {g["kind"] for c in SIZED for g in c["groups"]}
+    assert {"full", "sliding", "mla", "mamba"} <= kinds
+    assert not [c for c in CASES if "error" in c]  # every case ran through vLLM
+
+
+@pytest.mark.parametrize("case", SIZED, ids=[_id(c) for c in SIZED])
+def test_sized_case_matches_vllm(case):
+    r = _run(case)
+    assert r.num_blocks == case["num_blocks"]
+    assert r.blocks_per_request == case["blocks_per_request"]
+    assert r.kv_cache_tokens == case["kv_cache_tokens"]
+    assert f"{r.max_concurrency:.2f}" == f"{case['max_concurrency']:.2f}"
+    assert r.max_concurrency == pytest.approx(case["max_concurrency"], rel=1e-12)
+    # vLLM keeps gated-delta-net (linear attention) state in a MambaSpec: the fixture says "mamba"
+    assert [(VLLM_KIND.get(g.kind, g.kind), g.layers, g.block_size, g.page_bytes, g.blocks_per_request) for g in r.groups] == [
+        (g["kind"], g["layers"], g["block_size"], g["page_bytes"], g["blocks_per_request"]) for g in case["groups"]
+    ]
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[_id(c) for c in REFUSED])
+def test_refused_case_matches_vllm(case):
+    with pytest.raises(EngineRefusal) as err:
+        _run(case)
+    if "refusal" in case:
+        assert err.value.reason == case["refusal"]
+    elif err.value.field == "model" and "Mllama" in str(err.value.value):
+        # vLLM 0.33 has no Mllama: it fails on the missing image processor (or, past the maximum
+        # length, on max_model_len first); the planner refuses the architecture up front
+        assert "OSError: Can't load image processor" in case["config_error"] or "max_model_len" in case["config_error"]
+    elif "config_error" in case and "max_model_len" in case["config_error"]:
+        expected = case["config_error"].split(": ", 1)[1]  # the generator kept vLLM's first 400 characters
+        assert len(expected) > 300 and err.value.reason.startswith(expected)
+    elif "config_error" in case:  # heads not divisible by tp, an architecture vLLM dropped, Mllama
+        expected = case["config_error"].split(": ", 1)[1]
+        assert err.value.reason == expected
+
+
+def test_published_gpt_oss_120b_vllm_0_10_1():
+    # vLLM 0.10.1 log, TP4, 16,384 tokens/request, 45.32 GiB available:
+    # "GPU KV cache size: 2,640,144 tokens", "Maximum concurrency ... 284.25x".
+    # 18 full + 18 sliding(128) layers, 2 KV heads of 64 per GPU: page 16 x 2 x 128 x 2 = 8,192 B,
+    # block over 18 layers 147,456 B; 2,640,144 = num_blocks // 2 groups x 16 -> 330,018 blocks.
+    config = CONFIGS["reference/openai__gpt-oss-120b.json"]
+    r = vllm_capacity(config, available_kv_bytes=330_018 * 147_456, tp=4, max_model_len=16384, max_num_batched_tokens=2048, vllm_version="0.10")
+    assert round(r.available_kv_bytes / 2**30, 2) == 45.32
+    assert r.log_lines == ("GPU KV cache size: 2,640,144 tokens", "Maximum concurrency for 16,384 tokens per request: 284.25x")
+    # full 1,024 blocks + sliding cdiv(127 + 2,048, 16) + 1 = 137
+    assert r.blocks_per_request == 1024 + 137
+
+
+def test_published_qwen2_7b_vllm_0_10_1():
+    # 28 layers, 2 KV heads of 128 per GPU at TP2: 16 x 2 x 256 x 2 = 16,384 B page, 458,752 B a block;
+    # 1,192,160 tokens / 16 = 74,510 blocks = 31.83 GiB; 74,510 / 1,024 = 72.76x
+    config = CONFIGS["published/Qwen__Qwen2-7B-Instruct.json"]
+    assert config is not None
+    r = vllm_capacity(config, available_kv_bytes=74_510 * 458_752, tp=2, max_model_len=16384, vllm_version="0.10")
+    assert round(r.available_kv_bytes / 2**30, 2) == 31.83
+    assert r.log_lines == ("GPU KV cache size: 1,192,160 tokens", "Maximum concurrency for 16,384 tokens per request: 72.76x")
+
+
+def test_token_figure_changed_in_0_24():
+    config = CONFIGS["reference/openai__gpt-oss-120b.json"]
+    args = dict(available_kv_bytes=330_018 * 147_456, tp=4, max_model_len=16384, max_num_batched_tokens=2048)
+    old, new = vllm_capacity(config, vllm_version="0.19", **args), vllm_capacity(config, vllm_version="0.24", **args)
+    assert old.kv_cache_tokens == 330_018 // 2 * 16
+    assert new.kv_cache_tokens == int(330_018 / 1161 * 16384)
+    # 0.33 runs two batches in flight (async scheduling): sliding holds cdiv(127 + 4,096, 16) + 1 = 265
+    assert vllm_capacity(config, vllm_version="0.33", **args).blocks_per_request == 1024 + 265
+
+
+def test_bad_arguments_are_planner_errors():
+    config = CONFIGS["reference/openai__gpt-oss-120b.json"]
+    for kwargs, field in ((dict(vllm_version="0.5"), "vllm_version"), (dict(kv_cache_dtype="int4"), "kv_cache_dtype"), (dict(tp=0), "tp"), (dict(block_size=0), "block_size")):
+        with pytest.raises(PlannerError) as err:
+            vllm_capacity(config, available_kv_bytes=1 << 34, **kwargs)
+        assert err.value.field == field and not isinstance(err.value, EngineRefusal)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_engine_json_reproduces_the_published_gpt_oss_log(capsys):
+    from planner.cli import main
+
+    rc = main(["engine", "--preset", "gpt-oss-120b", "--tp", "4", "--max-model-len", "16384", "--max-num-batched-tokens", "2048", "--available-kv-bytes", str(330_018 * 147_456), "--vllm-version", "0.10", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["vllm_version"] == "0.10" and out["num_blocks"] == 330_018 and out["kv_cache_tokens"] == 2_640_144
+    assert out["blocks_per_request"] == 1161 and out["max_concurrency"] == 330_018 / 1161
+    assert out["log_lines"] == ["GPU KV cache size: 2,640,144 tokens", "Maximum concurrency for 16,384 tokens per request: 284.25x"]
+    assert [(g["kind"], g["layers"], g["block_size"], g["page_bytes"]) for g in out["groups"]] == [("sliding", 18, 16, 8192), ("full", 18, 16, 8192)]
+    assert out["serve_command"].startswith("vllm serve openai/gpt-oss-120b --tensor-parallel-size 4 --max-model-len 16384")
+
+
+def test_cli_engine_refusal_exits_2_with_vllms_reason(capsys):
+    from planner.cli import main
+
+    # Llama-3.1-8B at 131,072 tokens: 32 layers x 8 heads x 256 x 2 B x 131,072 = 16 GiB for one request
+    rc = main(["engine", "--preset", "llama-3.1-8b", "--available-kv-gib", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "refuses to start: To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed" in err
+    # 1 GiB less the null block (2 MiB) holds 511 blocks of 16 tokens: 8,176 tokens
+    assert "the estimated maximum model length is 8176" in err
+
+
+def test_cli_engine_predicts_the_budget_term_by_term(capsys):
+    from planner.cli import main
+
+    rc = main(["engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--gpu-memory-utilization", "0.9", "--max-model-len", "32768", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    terms = out["budget"]["terms"]
+    assert [t["name"] for t in terms][:3] == ["device memory", "x gpu_memory_utilization 0.9", "weights per GPU"]
+    assert all(t["source"] for t in terms)
+    assert sum(t["bytes"] for t in terms) == out["budget"]["available_kv_bytes"] == out["available_kv_bytes"]
+    assert terms[0]["bytes"] == 80 * 2**30 and terms[1]["bytes"] == int(80 * 2**30 * 0.9) - 80 * 2**30
+    assert "--gpu-memory-utilization 0.9" in out["serve_command"] and "--max-num-seqs 1024" in out["serve_command"]
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def test_plan_under_vllm_admits_with_the_engine_reservation():
+    from planner.plan import compute_plan, make_inputs, memory_basis, prepare_model
+    from planner.presets import load_preset
+
+    model = prepare_model(load_preset("gemma-3-1b"))
+    plan = compute_plan(make_inputs(), model)  # 2,560 reserved tokens
+    kv, engine = plan.kv_cache, plan.kv_cache["engine"]
+    # 22 sliding (512) + 4 full layers, 1 KV head of 256: page 16 x 256 x 2 x 2 B = 16,384 B;
+    # group size 4 -> 6 sliding groups + 1 full, 4 x 16,384 = 65,536 B a block
+    assert engine["bytes_per_block"] == 65_536 and engine["groups"] == "4 sliding (512), 4 sliding (512), 4 sliding (512), 4 sliding (512), 3 sliding (512), 3 sliding (512), 4 full"
+    # a request: full cdiv(2,560, 16) = 160; sliding cdiv(min(511 + 2 x 8,192, 2,560), 16) + 1 = 161
+    assert engine["blocks_per_request"] == 160 + 6 * 161
+    blocks = plan.capacity["available_for_kv_bytes"] // 65_536
+    assert kv["maximum_sequences_by_memory"] == blocks // 1126
+    assert kv["steady_state_sequences"] > 3 * kv["maximum_sequences_by_memory"]  # sliding layers hold 512, not 2,560
+    assert "admits a request only when blocks for all 2,560 reserved tokens are free" in engine["why"]
+    assert memory_basis(plan) == f"vLLM 0.33 block reservation; steady state {kv['steady_state_sequences']:,}"
+    older = compute_plan(make_inputs(vllm_version="0.24"), model).kv_cache["engine"]
+    assert older["blocks_per_request"] == 160 + 6 * 161  # 2,560 tokens bind before one batch of 8,192 does
+
+
+def test_plan_engine_does_not_apply_to_int8_or_static():
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    int8 = compute_plan(make_inputs(kv_dtype="int8"), model)
+    assert int8.kv_cache["engine"]["applies"] is False and "no int8 KV cache" in int8.kv_cache["engine"]["reason"]
+    assert int8.kv_cache["maximum_sequences_by_memory"] == int8.kv_cache["steady_state_sequences"]
+    assert "engine" not in compute_plan(make_inputs(reservation="static"), model).kv_cache
+
+
+def test_plan_page_shows_the_vllm_startup_preview():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert any("vLLM start-up preview" in m.value and "vLLM 0.33" in m.value for m in at.markdown)
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("GPU KV cache size: ") and "Maximum concurrency for 131,072 tokens per request" in c for c in codes)
+    assert any(c.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-model-len 131072 --gpu-memory-utilization 0.9") for c in codes)
