@@ -3,11 +3,11 @@
 Shared by ``benchmarks/bench_latency_accuracy.py``, ``scripts/fit_latency.py`` and the accuracy
 test. Which rows were fitted and which held out is decided here, once:
 
-* held-out GPUs: every H200 and L40S row (no row of theirs is used by the fit; L40S keeps the
-  catalog's PCIe link figures and Hopper's MoE efficiency);
-* held-out models: every Qwen3-32B and Qwen3-235B-A22B row (on every GPU);
+* held-out GPU: every H200 row (no row of it is used by the fit);
+* held-out models: every Qwen3-32B and Qwen3-235B-A22B row (on every GPU, L40S included);
 * fitted: the other models (Llama-3.1-8B/70B, Qwen3-8B, Qwen3-30B-A3B, Mixtral-8x7B) on H100,
-  B200 and A100.
+  B200, A100 and L40S (L40S's per-TP all-reduce figures and compute efficiency come from its
+  fit rows only).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from planner.errors import PlannerError
 from planner.plan import compute_plan, make_inputs, prepare_model
 
 ROWS_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "aic_latency_rows.json"
-HELD_OUT_GPUS = frozenset({"H200-141GB", "L40S-48GB"})
+HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_MODELS = frozenset({"Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B"})
 # planner term -> AIConfigurator op group (scripts/gen_aic_latency_rows.py folds its ops into these)
 TERM_GROUP = {"dense_gemm": "gemm", "lm_head": "logits", "moe": "moe", "attention": "attention", "allreduce": "allreduce", "alltoall": "allreduce", "other": "other"}
@@ -73,9 +73,10 @@ def cases() -> list[Case]:
     return [c for c in (_case(i) for i in range(len(load()["rows"]))) if c is not None]
 
 
-def with_efficiency(roof: latency.Roofline, eff: latency.Efficiency, mfu: float, mbu: float, link_latency_s: float | None, moe_scale: float | None) -> latency.Roofline:
-    """The case's roofline with other efficiencies (None: keep the catalog's value)."""
-    changes = {"eff": eff, "mfu": mfu, "mbu": mbu}
+def with_efficiency(roof: latency.Roofline, eff: latency.Efficiency, mfu: float, mbu: float, link_latency_s: float | None, moe_scale: float | None, **device: float) -> latency.Roofline:
+    """The case's roofline with other efficiencies (None: keep the catalog's value); ``device``:
+    other per-device Roofline fields to replace (link_bytes_s, compute_scale)."""
+    changes = {"eff": eff, "mfu": mfu, "mbu": mbu, **device}
     if link_latency_s is not None:
         changes["link_latency_s"] = link_latency_s
     if moe_scale is not None:

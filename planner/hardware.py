@@ -31,6 +31,22 @@ class Device(BaseModel):
     link_latency_us: float = Field(default=10.0, ge=0, le=10_000)  # per all-reduce message
     moe_efficiency: float = Field(default=1.0, gt=0, le=10)  # fused-MoE grouped GEMMs vs Hopper, fitted where measured
     link_source: str = "PCIe Gen4 x16 (32 GB/s per direction); 10 us per message (typical NCCL small-message latency over PCIe)"
+    # measured per tensor-parallel size where one link figure does not describe the fabric (PCIe:
+    # pairs share a switch, larger groups cross the host): (tp, link GB/s, latency us) rows; a TP
+    # uses the row of the smallest listed TP at least as large (the largest beyond them)
+    allreduce_by_tp: tuple[tuple[int, float, float], ...] = ()
+    compute_efficiency: float = Field(default=1.0, gt=0, le=10)  # GEMM/MoE/attention compute vs the fitted MFU (1: as the NVLink parts)
+    compute_source: str = ""
+
+    def link_at(self, tp: int) -> tuple[float, float]:
+        """(link GB/s per direction, per-message latency us) for an all-reduce over ``tp`` GPUs."""
+        if not self.allreduce_by_tp:
+            return self.link_gb_s, self.link_latency_us
+        rows = sorted(self.allreduce_by_tp)
+        for size, gb_s, us in rows:
+            if size >= tp:
+                return gb_s, us
+        return rows[-1][1], rows[-1][2]
 
     @property
     def memory_bytes(self) -> int:
@@ -56,21 +72,28 @@ class Device(BaseModel):
 
 
 _NV = "NVIDIA datasheet"
+_L40S_FIT = "fitted to AIConfigurator 0.12.0 measured L40S (vLLM) fit-split rows (docs/latency_fit.md, stage 2)"
+# (tp, link GB/s, latency us): AIConfigurator's measured L40S all-reduce, fitted per TP size. Other
+# PCIe parts AIConfigurator has no data for use these (x2 bandwidth for PCIe Gen5, x0.5 for Gen3, by
+# lane rate), stated as estimates in each device's link_source.
+L40S_ALLREDUCE: tuple[tuple[int, float, float], ...] = ((2, 27.8, 0.0), (4, 5.53, 11.5), (8, 3.17, 0.0))
+_PCIE4 = "PCIe Gen4 x16; AIConfigurator has no data for this GPU: L40S's measured PCIe all-reduce figures per TP size (estimate; see L40S-48GB)"
+_BRIDGE = "; beyond a bridged pair (TP above 2) PCIe Gen5 x16: L40S's measured PCIe Gen4 all-reduce figures at twice the bandwidth (estimate; AIConfigurator has no data for this GPU)"
 CATALOG: dict[str, Device] = {
     d.name: d
     for d in (
         Device(name="H100-SXM-80GB", memory_gib=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H100 Tensor Core GPU (SXM5), dense = half the sparsity figures", link_gb_s=450, link_latency_us=4.36, link_source="NVLink 4: 900 GB/s bidirectional = 450 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md)"),
-        Device(name="H100-PCIe-80GB", memory_gib=80, bandwidth_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, source=f"{_NV}: H100 Tensor Core GPU (PCIe)", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us (bridge pairs, between NVLink and PCIe)"),
-        Device(name="H100-NVL-94GB", memory_gib=94, bandwidth_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, source=f"{_NV}: H100 NVL", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us"),
+        Device(name="H100-PCIe-80GB", memory_gib=80, bandwidth_gb_s=2000, bf16_tflops=756, fp8_tflops=1513, source=f"{_NV}: H100 Tensor Core GPU (PCIe)", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us (bridge pairs, between NVLink and PCIe)" + _BRIDGE, allreduce_by_tp=((2, 300.0, 8.0), *((tp, gb_s * 2, us) for tp, gb_s, us in L40S_ALLREDUCE if tp > 2))),
+        Device(name="H100-NVL-94GB", memory_gib=94, bandwidth_gb_s=3900, bf16_tflops=835, fp8_tflops=1671, source=f"{_NV}: H100 NVL", link_gb_s=300, link_latency_us=8.0, link_source="NVLink bridge: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency assumed 8 us" + _BRIDGE, allreduce_by_tp=((2, 300.0, 8.0), *((tp, gb_s * 2, us) for tp, gb_s, us in L40S_ALLREDUCE if tp > 2))),
         Device(name="H200-141GB", memory_gib=141, bandwidth_gb_s=4800, bf16_tflops=989, fp8_tflops=1979, source=f"{_NV}: H200 Tensor Core GPU (SXM)", link_gb_s=450, link_latency_us=4.36, link_source="NVLink 4: 900 GB/s bidirectional = 450 per direction (NVIDIA datasheet); latency as H100 SXM (same NVLink 4 / NVSwitch fabric; H200 is held out of the fit)"),
         Device(name="B200-180GB", memory_gib=180, bandwidth_gb_s=8000, bf16_tflops=2250, fp8_tflops=4500, source=f"{_NV}: DGX B200 / HGX B200 per-GPU figures", link_gb_s=900, link_latency_us=9.93, moe_efficiency=0.665, link_source="NVLink 5: 1.8 TB/s bidirectional = 900 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md); fused-MoE efficiency 0.665 of Hopper's, fitted likewise"),
         Device(name="A100-SXM-80GB", memory_gib=80, bandwidth_gb_s=2039, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 80GB)", link_gb_s=300, link_latency_us=16.8, moe_efficiency=0.899, link_source="NVLink 3: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); per-message latency fitted to AIConfigurator 0.12.0's measured all-reduce (docs/latency_fit.md); fused-MoE efficiency 0.899 of Hopper's, fitted likewise"),
         Device(name="A100-SXM-40GB", memory_gib=40, bandwidth_gb_s=1555, bf16_tflops=312, source=f"{_NV}: A100 Tensor Core GPU (SXM4 40GB)", link_gb_s=300, link_latency_us=16.8, moe_efficiency=0.899, link_source="NVLink 3: 600 GB/s bidirectional = 300 per direction (NVIDIA datasheet); latency and fused-MoE efficiency as A100 SXM 80GB (fitted, docs/latency_fit.md)"),
-        Device(name="L40S-48GB", memory_gib=48, bandwidth_gb_s=864, bf16_tflops=362, fp8_tflops=733, source=f"{_NV}: L40S"),
-        Device(name="L4-24GB", memory_gib=24, bandwidth_gb_s=300, bf16_tflops=121, fp8_tflops=242, source=f"{_NV}: L4 Tensor Core GPU"),
-        Device(name="A10-24GB", memory_gib=24, bandwidth_gb_s=600, bf16_tflops=125, source=f"{_NV}: A10 Tensor Core GPU"),
-        Device(name="T4-16GB", memory_gib=16, bandwidth_gb_s=320, bf16_tflops=65, source=f"{_NV}: T4 (fp16 tensor, no bf16)", link_gb_s=16, link_latency_us=10.0, link_source="PCIe Gen3 x16 (16 GB/s per direction); 10 us per message (typical NCCL latency over PCIe)"),
-        Device(name="RTX-4090-24GB", memory_gib=24, bandwidth_gb_s=1008, bf16_tflops=165, fp8_tflops=330, source=f"{_NV}: Ada Lovelace architecture whitepaper (fp16/bf16 with fp16 accumulate)"),
+        Device(name="L40S-48GB", memory_gib=48, bandwidth_gb_s=864, bf16_tflops=362, fp8_tflops=733, source=f"{_NV}: L40S", link_gb_s=27.8, link_latency_us=0.0, allreduce_by_tp=L40S_ALLREDUCE, link_source=f"PCIe Gen4 x16, no NVLink; {_L40S_FIT}: all-reduce per TP size, TP2 27.8 GB/s + 0 us, TP4 5.53 GB/s + 11.5 us, TP8 3.17 GB/s + 0 us a message (effective bus bandwidth = these x link efficiency 0.654; TP3 uses TP4's, above 8 TP8's)", compute_efficiency=0.793, moe_efficiency=1.29, compute_source=f"{_L40S_FIT}: compute 0.793 of the fitted MFU (GEMM, MoE and attention FLOPs); fused-MoE efficiency 1.29 of Hopper's"),
+        Device(name="L4-24GB", memory_gib=24, bandwidth_gb_s=300, bf16_tflops=121, fp8_tflops=242, source=f"{_NV}: L4 Tensor Core GPU", link_gb_s=27.8, link_latency_us=0.0, allreduce_by_tp=L40S_ALLREDUCE, link_source=_PCIE4),
+        Device(name="A10-24GB", memory_gib=24, bandwidth_gb_s=600, bf16_tflops=125, source=f"{_NV}: A10 Tensor Core GPU", link_gb_s=27.8, link_latency_us=0.0, allreduce_by_tp=L40S_ALLREDUCE, link_source=_PCIE4),
+        Device(name="T4-16GB", memory_gib=16, bandwidth_gb_s=320, bf16_tflops=65, source=f"{_NV}: T4 (fp16 tensor, no bf16)", link_gb_s=13.9, link_latency_us=0.0, allreduce_by_tp=tuple((tp, gb_s / 2, us) for tp, gb_s, us in L40S_ALLREDUCE), link_source="PCIe Gen3 x16; AIConfigurator has no data for this GPU: L40S's measured PCIe Gen4 all-reduce figures per TP size at half the bandwidth (Gen3 lane rate; estimate)"),
+        Device(name="RTX-4090-24GB", memory_gib=24, bandwidth_gb_s=1008, bf16_tflops=165, fp8_tflops=330, source=f"{_NV}: Ada Lovelace architecture whitepaper (fp16/bf16 with fp16 accumulate)", link_gb_s=27.8, link_latency_us=0.0, allreduce_by_tp=L40S_ALLREDUCE, link_source=_PCIE4),
         Device(name="MI300X-192GB", memory_gib=192, bandwidth_gb_s=5300, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI300X datasheet", link_gb_s=448, link_latency_us=8.0, link_source="AMD Infinity Fabric: 7 links x 128 GB/s = 896 GB/s bidirectional = 448 per direction (AMD datasheet); latency assumed 8 us"),
         Device(name="MI325X-256GB", memory_gib=256, bandwidth_gb_s=6000, bf16_tflops=1307, fp8_tflops=2615, source="AMD Instinct MI325X datasheet", link_gb_s=448, link_latency_us=8.0, link_source="AMD Infinity Fabric: 896 GB/s bidirectional = 448 per direction (AMD datasheet); latency assumed 8 us"),
     )

@@ -197,6 +197,7 @@ class Roofline(Result):
     link_latency_s: float = 0.0  # per message
     act_bytes: int = 2
     moe_scale: float = 1.0  # the device's grouped-GEMM efficiency relative to Hopper's (catalog)
+    compute_scale: float = 1.0  # the device's large-GEMM compute efficiency relative to MFU (catalog; PCIe L40S < 1)
     eff: Efficiency = FLAT
 
     def weights_read(self, tokens: int) -> float:
@@ -240,7 +241,7 @@ class Roofline(Result):
         """Seconds of each term of one step over ``tokens`` new tokens (see the class docstring);
         ``prompt_tokens``: the query length of a prefill (0 for a decode step)."""
         e = self.eff
-        peak, bw = self.peak_flops * self.mfu, self.bandwidth_bytes_s * self.mbu
+        peak, bw = self.peak_flops * self.mfu * self.compute_scale, self.bandwidth_bytes_s * self.mbu
         t = max(1, tokens)
         dense_params = self.active_params - self.lm_head_params - self.expert_active_params
         dense_bytes = self.weights_bytes - self.expert_bytes - self.lm_head_bytes - self.unread_bytes
@@ -450,7 +451,9 @@ def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> l
 
     at_n = r["load_label"] + ("" if r["load_admitted"] else " (not admitted)")
     out = [
-        f"step model: peak {r['peak_tflops']:,.0f} TFLOP/s x MFU {r['mfu']:g}, HBM {r['bandwidth_gb_s']:,.0f} GB/s x MBU {r['mbu']:g}, "
+        f"step model: peak {r['peak_tflops']:,.0f} TFLOP/s"
+        + (f" x this GPU's measured compute efficiency {roof.compute_scale:g} (below, peak includes it)" if roof.compute_scale != 1 else "")
+        + f" x MFU {r['mfu']:g}, HBM {r['bandwidth_gb_s']:,.0f} GB/s x MBU {r['mbu']:g}, "
         f"link {r['link_gb_s']:,g} GB/s per direction + {r['link_latency_us']:g} us a message, TP {roof.tp}, EP {roof.ep}; each term = max(compute, memory) + fixed cost"
         + (" (MFU/MBU from a probe calibration: they rescale the GEMM, MoE and attention compute and the weight and K/V reads; fixed costs and communication stay)" if calibrated else ""),
         f"dense GEMMs = max({roof.weights_bytes - roof.expert_bytes - roof.lm_head_bytes - roof.unread_bytes:,.0f} B / (BW x MBU), 2 x params x T / (peak x MFU x T / (T + {e.gemm_tokens_half:g}))) + {roof.layers} layers x {e.gemm_layer_s * 1e6:.2f} us",
