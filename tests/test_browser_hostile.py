@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.appserver import free_port, running_app
 from tests.hostile import EVIL, MARKDOWN_LINK
 
 CHROMIUM = "/usr/bin/chromium"
@@ -34,12 +32,6 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve_command(port: int) -> str:
     """The last line ``make -n serve`` prints: the streamlit command of the shared deployment."""
     out = subprocess.run(["make", "-s", "-n", "serve", f"PORT={port}", "HOST=127.0.0.1"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
@@ -50,32 +42,10 @@ def _serve_command(port: int) -> str:
 
 @pytest.fixture(scope="module")
 def serve():
-    port = _free_port()
-    log = tempfile.TemporaryFile()
+    port = free_port()
     env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0", HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen(["bash", "-c", "exec env " + _serve_command(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.seek(0)
-            pytest.fail(f"make serve did not start: {log.read().decode(errors='replace')[-2000:]}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    with running_app(["bash", "-c", "exec env " + _serve_command(port)], port, env, "make serve", 60) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
