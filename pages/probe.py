@@ -8,6 +8,8 @@ elsewhere still works).
 from __future__ import annotations
 
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -133,12 +135,28 @@ def _controls(disabled_reason: str | None) -> None:
                 static=bool(static) and mode == "runtime",
                 timeout_s=timeout,
             )
-            with st.spinner("Running the probe in a separate process…"):
-                result = run_probe(load_preset(preset), opts, source={"kind": "preset", "preset": preset}, label=preset)
+            result = _run_with_progress(load_preset(preset), opts, preset)
             st.session_state[RESULT_KEY] = result.model_dump(mode="json")
             st.session_state.pop(CALIBRATION_KEY, None)
         except PlannerError as exc:
             st.error(md(user_error(exc)), icon=":material/error:")
+
+
+def _run_with_progress(config: dict, opts, preset: str) -> ProbeResult:
+    """Run the probe (a child process under ``opts.timeout_s``) while a bar shows the time spent
+    against that limit, then say how long it took."""
+    bar = st.progress(0.0, text="Running the probe in a separate process…")
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(run_probe, config, opts, source={"kind": "preset", "preset": preset}, label=preset)
+        while not future.done():
+            elapsed = time.monotonic() - start
+            bar.progress(min(elapsed / opts.timeout_s, 1.0), text=f"Running the probe in a separate process… {elapsed:,.0f} s of at most {opts.timeout_s:,.0f} s")
+            time.sleep(0.25)
+        result = future.result()
+    bar.empty()
+    st.caption(f"The probe ran for {time.monotonic() - start:,.1f} s of its {opts.timeout_s:,.0f} s limit.")
+    return result
 
 
 def _importer() -> None:

@@ -344,6 +344,8 @@ def test_page_runs_probe_and_shows_ratio():
     assert not at.exception and not at.error
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Measured / predicted"] == "1.0000"
+    # the run went through the progress bar (a spinner said nothing about the time limit)
+    assert any(c.value.startswith("The probe ran for ") and c.value.endswith("of its 120 s limit.") for c in at.caption), [c.value for c in at.caption]
 
 
 def test_page_calibrate_and_disabled(runtime_json, monkeypatch):
