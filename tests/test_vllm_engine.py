@@ -132,6 +132,19 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     assert plan.kv_cache["maximum_sequences_by_memory"] > 0
 
 
+def test_remembered_refusals_hold_no_traceback():
+    # a refusal's traceback keeps the frames, and with them the whole geometry (about 11 MB for a
+    # 10,000-layer config): the memo must keep the reason only, or distinct configs grow the server
+    from planner.engines import vllm as engine
+
+    config = {"model_type": "llama", "num_hidden_layers": 10_000, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 64, "vocab_size": 1234, "max_position_embeddings": 1 << 20}
+    for _ in range(2):  # the second call is answered from the memo
+        with pytest.raises(EngineRefusal):
+            vllm_capacity(config, available_kv_bytes=1 << 20)
+    kept = [value for value, _ in engine._MEMO._data.values() if isinstance(value, EngineRefusal)]
+    assert kept and all(value.__traceback__ is None for value in kept)
+
+
 # --------------------------------------------------------------------------- CLI
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
 from planner.kv import KVSpec, kv_specs
+from planner.limits import ByteBudgetCache
 from planner.results import Result
 
 GIB = 1 << 30
@@ -231,13 +232,13 @@ def vllm_capacity(
     """
     geo = geometry if geometry is not None else parse_geometry(config)
     args = (available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
-    return _memoised(_MEMO, 4096, _capacity, config, geo, *args)
+    return _memoised(_MEMO, _capacity, config, geo, *args)
 
 
-_MEMO: dict[tuple, VllmCapacity | EngineRefusal] = {}
+_MEMO = ByteBudgetCache(8 << 20)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
-def _memoised(memo: dict, limit: int, compute, config: dict, geo: ModelGeometry, *args):
+def _memoised(memo: ByteBudgetCache, compute, config: dict, geo: ModelGeometry, *args):
     """``compute(config, geo, *args)`` memoised by the config's hash and ``args``; a refusal is
     remembered too and raised afresh on every hit."""
     key = (geo.config_hash, *args)
@@ -245,11 +246,9 @@ def _memoised(memo: dict, limit: int, compute, config: dict, geo: ModelGeometry,
     if hit is None:
         try:
             hit = compute(config, geo, *args)
-        except EngineRefusal as exc:
-            hit = exc
-        if len(memo) > limit:
-            memo.clear()
-        memo[key] = hit
+        except EngineRefusal as exc:  # kept without its traceback, whose frames hold the whole geometry
+            hit = EngineRefusal(exc.field, exc.value, exc.reason)
+        memo.put(key, hit)
     if isinstance(hit, EngineRefusal):
         raise EngineRefusal(hit.field, hit.value, hit.reason)
     return hit
@@ -320,11 +319,11 @@ class _Layout:
     notes: tuple[str, ...]
 
 
-_LAYOUTS: dict[tuple, _Layout | EngineRefusal] = {}
+_LAYOUTS = ByteBudgetCache(8 << 20)  # layouts by config hash and engine settings, bounded in bytes
 
 
 def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    return _memoised(_LAYOUTS, 1024, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    return _memoised(_LAYOUTS, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
