@@ -323,17 +323,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         requests = sim.read_trace(args.trace)
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
-    cfg = sim.build(
-        sim.SimConfig,
-        block_tokens=plan.inputs.block_tokens,
-        total_blocks=blocks,
-        max_num_seqs=plan.inputs.max_num_seqs or 256,
+    cfg = sim.plan_config(
+        plan,
+        blocks,
         max_num_batched_tokens=args.max_batched_tokens,
         policy=args.policy,
         chunk_tokens=args.chunk_tokens,
         seed=args.seed,
-        ttft_slo_ms=plan.inputs.ttft_slo_ms,
-        itl_slo_ms=plan.inputs.itl_slo_ms,
         replicas=args.replicas,
         router=args.router,
         time_budget_s=args.time_budget_s,

@@ -102,16 +102,12 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
     requests = sim.parse_trace_csv(traffic.trace_text) if traffic.trace_text else sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
-    cfg = sim.build(
-        sim.SimConfig,
-        block_tokens=_plan.inputs.block_tokens,
-        total_blocks=blocks,
-        max_num_seqs=_plan.inputs.max_num_seqs or 256,
+    cfg = sim.plan_config(
+        _plan,
+        blocks,
         max_num_batched_tokens=traffic.budget,
         chunk_tokens=traffic.chunk,
         seed=traffic.seed,
-        ttft_slo_ms=_plan.inputs.ttft_slo_ms,
-        itl_slo_ms=_plan.inputs.itl_slo_ms,
         policy=policy,
         time_budget_s=10,
     )

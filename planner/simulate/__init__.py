@@ -34,7 +34,7 @@ with a :class:`PlannerError`); a run stops cleanly after 2,000,000 engine steps 
 
 from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFreeError, OutOfBlocksError, PrefixCache
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
-from planner.simulate.cost import StepCost, from_plan
+from planner.simulate.cost import StepCost, from_plan, plan_config
 from planner.simulate.engine import simulate
 from planner.simulate.model import (
     CANCEL_STAGES,
@@ -68,6 +68,6 @@ __all__ = [
     "KV_SAMPLES", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
     "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "ROUTERS", "ReplicaSummary", "Request", "RequestRecord",
     "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "build", "compare_batching",
-    "compare_policies", "compare_reservation", "from_plan", "parse_trace_csv", "percentiles", "poisson_requests", "read_trace",
+    "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "poisson_requests", "read_trace",
     "simulate", "weighted_percentiles",
 ]  # fmt: skip

@@ -54,3 +54,18 @@ def from_plan(plan) -> tuple[StepCost, int]:
     block = plan.inputs.block_tokens
     blocks = max(1, cap["available_for_kv_bytes"] // (per_token * block))
     return cost, blocks
+
+
+def plan_config(plan, total_blocks: int, **settings: object):
+    """The :class:`SimConfig` of a plan's replica: its block size, ``total_blocks`` of pool, its
+    ``max_num_seqs`` (256 when the plan sets none) and its TTFT/ITL SLOs; ``settings`` add the
+    scheduler and traffic choices (policy, budgets, seed, replicas, time budget).
+
+    Raises:
+        PlannerError: a setting the simulator refuses, naming the field.
+    """
+    from planner.simulate.model import SimConfig, build
+
+    inputs = plan.inputs
+    return build(SimConfig, block_tokens=inputs.block_tokens, total_blocks=total_blocks, max_num_seqs=inputs.max_num_seqs or 256,
+                 ttft_slo_ms=inputs.ttft_slo_ms, itl_slo_ms=inputs.itl_slo_ms, **settings)
