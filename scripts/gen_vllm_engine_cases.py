@@ -44,6 +44,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
+VLLM = (0, 33)  # (major, minor) of the vLLM that runs this script; set by main()
 
 # (tp, kv dtype, max_model_len, max_num_batched_tokens, available GiB, prefix caching)
 SETTINGS = (
@@ -76,8 +77,87 @@ def _patch_platform():
     from vllm.platforms import current_platform
 
     current_platform.device_type = "cuda"
-    type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)
+    cls = type(current_platform)
+    if hasattr(cls, "support_hybrid_kv_cache"):
+        cls.support_hybrid_kv_cache = classmethod(lambda cls: True)
+    if VLLM < (0, 19):
+        _patch_platform_0_10(current_platform)
+    _register_local_configs()
+    from vllm.config import ModelConfig
+
+    if not hasattr(ModelConfig, "get_total_num_hidden_layers"):  # 0.10 counted them inline
+        ModelConfig.get_total_num_hidden_layers = lambda self: getattr(self.hf_text_config, "num_hidden_layers", 0)
     return current_platform
+
+
+# model types the Hub checkpoints load with --trust-remote-code on a transformers that lacks them
+# (vLLM 0.10 / 0.19 pin transformers 4.x); vLLM ships its own copy of these config classes
+LOCAL_CONFIGS = {"nemotron_h": ("vllm.transformers_utils.configs.nemotron_h", "NemotronHConfig")}
+
+
+def _register_local_configs() -> None:
+    """Stand in for the checkpoint's remote configuration code with vLLM's own config class."""
+    import importlib
+
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    for model_type, (module, name) in LOCAL_CONFIGS.items():
+        if model_type in CONFIG_MAPPING:
+            continue
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        AutoConfig.register(model_type, cls, exist_ok=True)
+
+
+def _patch_platform_0_10(platform) -> None:
+    """vLLM 0.10 on a machine without CUDA finds no platform (UnspecifiedPlatform): answer the
+    questions ``EngineArgs.create_engine_config`` asks as ``CudaPlatform`` does on a Hopper GPU."""
+    cls = type(platform)
+    cls.supports_v1 = classmethod(lambda cls, model_config: True)
+    cls.is_async_output_supported = classmethod(lambda cls, enforce_eager: not enforce_eager)
+    # CudaPlatform.is_kv_cache_dtype_supported: FLASH_ATTN (FA3 on Hopper) supports fp8 caches
+    cls.is_kv_cache_dtype_supported = classmethod(lambda cls, kv_cache_dtype, *args: kv_cache_dtype.startswith("fp8"))
+
+    def check_and_update_config(cls, vcfg) -> None:
+        # vllm 0.10 platforms/cuda.py CudaPlatform.check_and_update_config: 16-token blocks,
+        # FlashMLA (the default MLA backend before Blackwell) forces 64
+        cache = vcfg.cache_config
+        if cache and cache.block_size is None:
+            cache.block_size = 16
+        if vcfg.model_config is not None and vcfg.model_config.use_mla and cache.block_size != 64:
+            cache.block_size = 64
+
+    cls.check_and_update_config = classmethod(check_and_update_config)
+    # the safetensors look-up of a local folder fails and is retried after 2 s: no wait
+    from vllm.transformers_utils import config as hf_config
+
+    hf_config.with_retry.__defaults__ = (2, 0)
+
+
+def vllm_version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
+def _host_args() -> dict:
+    """EngineArgs that only this host needs: up to 0.19 vLLM reserves 4 GiB of CPU swap per GPU
+    and refuses TP 8 on a machine with less than 46 GiB of RAM; no swap changes no GPU number."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    return {"swap_space": 0} if "swap_space" in {f.name for f in dataclasses.fields(EngineArgs)} else {}
+
+
+def _cuda_hybrid_manager_0_10(vcfg) -> None:
+    """vLLM 0.10 ``VllmConfig.__post_init__`` turns the hybrid KV-cache manager off on anything
+    but CUDA / ROCm; on CUDA only chunked local attention (without
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE) turns it off."""
+    vcfg.scheduler_config.disable_hybrid_kv_cache_manager = vcfg.model_config.attention_chunk_size is not None
 
 
 def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
@@ -215,18 +295,183 @@ def _layer_specs(vcfg, backend) -> dict:
     return specs
 
 
-def _group_kind(spec) -> str:
-    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, UniformTypeKVCacheSpecs
+# --------------------------------------------------------------------------- vLLM 0.10 - 0.24
 
-    if isinstance(spec, UniformTypeKVCacheSpecs):
+
+def _spec(cls, **fields):
+    """A spec dataclass built with the fields this vLLM's version of ``cls`` has."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def _legacy_block_size(vcfg, backend) -> None:
+    """The block size the worker settles on before the specs are read.
+
+    0.24: ``Platform.update_block_size_for_backend`` (vllm/platforms/interface.py) with the
+    backend a Hopper GPU picks, hybrids aligned by ``_align_hybrid_block_size`` in it.
+    0.19: the same function reads the backend off the instantiated layers; not hybrid: the
+    backend's ``get_preferred_block_size(16)``; hybrid: 16, the Mamba-aligned attention page
+    already set by ``HybridAttentionMambaModelConfig`` (vllm/model_executor/models/config.py)
+    is restored by ``unify_kv_cache_spec_page_size``.
+    0.10: ``CudaPlatform.check_and_update_config`` (patched in) and
+    ``HybridAttentionMambaModelConfig`` already set it while the config was built.
+    """
+    from vllm.platforms.interface import Platform
+
+    if VLLM >= (0, 24):
+        saved = Platform._find_non_ssm_backend
+        Platform._find_non_ssm_backend = classmethod(lambda cls, _cfg: backend)
+        try:
+            Platform.update_block_size_for_backend(vcfg)
+        finally:
+            Platform._find_non_ssm_backend = saved
+    elif VLLM >= (0, 19):
+        from vllm.config.cache import CacheConfig
+        from vllm.config.vllm import set_current_vllm_config
+
+        cache = vcfg.cache_config
+        if cache.user_specified_block_size:
+            return
+        if vcfg.model_config.is_hybrid:
+            cache.block_size = CacheConfig.DEFAULT_BLOCK_SIZE
+            return
+        with set_current_vllm_config(vcfg):
+            cache.block_size = backend.get_preferred_block_size(CacheConfig.DEFAULT_BLOCK_SIZE)
+
+
+def _legacy_kv_dtype(vcfg):
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    try:
+        from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    except ImportError:  # 0.10
+        from vllm.utils import STR_DTYPE_TO_TORCH_DTYPE
+
+        return mc.dtype if cache.cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[cache.cache_dtype]
+    return kv_cache_dtype_str_to_dtype(cache.cache_dtype, mc)
+
+
+def _legacy_layer_specs(vcfg) -> dict:
+    """One KVCacheSpec per layer as 0.10 ``GPUModelRunner.get_kv_cache_spec`` (vllm/v1/worker/
+    gpu_model_runner.py) and 0.19 / 0.24 ``Attention.get_kv_cache_spec``,
+    ``MLAAttention.get_kv_cache_spec``, ``MambaBase.get_kv_cache_spec`` build them."""
+    from vllm.model_executor.models import ModelRegistry
+    from vllm.v1 import kv_cache_interface as kvi
+
+    mc, cache, par = vcfg.model_config, vcfg.cache_config, vcfg.parallel_config
+    dtype = _legacy_kv_dtype(vcfg)
+    quant = kvi.get_kv_quant_mode(cache.cache_dtype) if hasattr(kvi, "get_kv_quant_mode") else None
+    common = dict(block_size=cache.block_size, num_kv_heads=mc.get_num_kv_heads(par), head_size=mc.get_head_size(), dtype=dtype, use_mla=mc.use_mla, kv_quant_mode=quant)
+    hf = mc.hf_text_config
+    if not mc.use_mla and getattr(hf, "v_head_dim", None):
+        common["head_size_v"] = hf.v_head_dim
+    specs: dict = {}
+    mamba_spec = None
+    for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
+        name = f"model.layers.{i}"
+        if kind == "none":
+            continue
+        if kind == "cross":
+            raise NotImplementedError("cross-attention (encoder-decoder) layers")
+        if kind == "mamba":
+            if mamba_spec is None:
+                model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
+                mamba_spec = _spec(
+                    kvi.MambaSpec,
+                    shapes=tuple(tuple(x) for x in model_cls.get_mamba_state_shape_from_config(vcfg)),
+                    dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vcfg)),
+                    # 0.10: "block_size=max_model_len, so that mamba model will always have only one block"
+                    block_size=getattr(cache, "mamba_block_size", None) or mc.max_model_len,
+                    page_size_padded=cache.mamba_page_size_padded,
+                    mamba_cache_mode=getattr(cache, "mamba_cache_mode", "none"),
+                    num_speculative_blocks=0,
+                )
+            specs[name] = mamba_spec
+            continue
+        if mc.use_mla:
+            mla_cls = getattr(kvi, "MLAAttentionSpec", kvi.FullAttentionSpec)  # 0.10: FullAttentionSpec(use_mla=True)
+            specs[name] = _spec(mla_cls, **{**common, "num_kv_heads": 1, "cache_dtype_str": cache.cache_dtype})
+        elif kind == "sliding":
+            specs[name] = _spec(kvi.SlidingWindowSpec, sliding_window=window, **common)
+        elif kind == "chunked":
+            specs[name] = _spec(kvi.ChunkedLocalAttentionSpec, attention_chunk_size=window, **common)
+        else:
+            specs[name] = _spec(kvi.FullAttentionSpec, **common)
+    return specs
+
+
+class _LogLines:
+    """Collects what ``vllm.v1.core.kv_cache_utils`` logs at INFO (``info_once`` made plain, so a
+    repeated setting logs again)."""
+
+    def __enter__(self):
+        import logging
+
+        from vllm.v1.core import kv_cache_utils
+
+        self.lines: list[str] = []
+        self.logger = kv_cache_utils.logger
+        outer = self
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                outer.lines.append(record.getMessage())
+
+        self.handler, self.level = Keep(logging.INFO), self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        self.logger.info_once = lambda msg, *args, scope=None, **kw: self.logger.info(msg, *args)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        del self.logger.info_once
+        return False
+
+    def capacity(self) -> list[str]:
+        return [line for line in self.lines if "KV cache size" in line or "Maximum concurrency" in line]
+
+
+def _legacy_size(vcfg, specs: dict, available: int):
+    """``EngineCore._initialize_kv_caches`` of 0.10 - 0.24 (vllm/v1/engine/core.py): the
+    scheduler's KVCacheConfig, the token figure and concurrency of the start-up log, its lines.
+
+    Raises:
+        ValueError: vLLM's refusal (one request does not fit).
+    """
+    from vllm.v1.core import kv_cache_utils as kcu
+
+    with _LogLines() as log:
+        if VLLM >= (0, 19):
+            configs = kcu.get_kv_cache_configs(vcfg, [specs], [available])
+            sched = kcu.generate_scheduler_kv_cache_config(configs)
+        else:  # 0.10: one config per worker, then unified
+            configs = [kcu.get_kv_cache_config(vcfg, specs, available)]
+            kcu.unify_kv_cache_configs(configs)
+            sched = configs[0]
+    lines = log.capacity()
+    if hasattr(kcu, "get_kv_cache_capacity"):  # 0.24
+        tokens, concurrency = kcu.get_kv_cache_capacity(vcfg, sched)
+    else:  # 0.10 / 0.19 compute the token figure inside the log call only
+        tokens = int(lines[0].split("GPU KV cache size: ", 1)[1].split(" tokens", 1)[0].replace(",", ""))
+        concurrency = kcu.get_max_concurrency_for_kv_cache_config(vcfg, sched)
+    return sched, tokens, concurrency, lines
+
+
+def _group_kind(spec) -> str:
+    from vllm.v1 import kv_cache_interface as kvi
+
+    if isinstance(spec, getattr(kvi, "UniformTypeKVCacheSpecs", ())):
         spec = spec.first_spec
-    if isinstance(spec, MLAAttentionSpec):
+    if isinstance(spec, getattr(kvi, "MLAAttentionSpec", ())) or getattr(spec, "use_mla", False):  # 0.10: use_mla flag
         return "mla"
-    if isinstance(spec, SlidingWindowSpec):
+    if isinstance(spec, kvi.SlidingWindowSpec):
         return "sliding"
-    if isinstance(spec, ChunkedLocalAttentionSpec):
+    if isinstance(spec, kvi.ChunkedLocalAttentionSpec):
         return "chunked"
-    if isinstance(spec, MambaSpec):
+    if isinstance(spec, kvi.MambaSpec):
         return "mamba"
     return "full"
 
@@ -253,20 +498,24 @@ def derived_max_model_len(config: dict) -> int | None:
 
 def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: int, avail_gib: float, prefix: bool) -> dict:
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-    from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config, get_kv_cache_capacity
 
     available = int(avail_gib * GIB)
     case = {"tp": tp, "kv_cache_dtype": kv_dtype, "max_model_len": max_model_len, "max_num_batched_tokens": batched, "available_kv_bytes": available, "enable_prefix_caching": prefix}
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(config))
+        os.environ.pop("VLLM_USE_V1", None)  # 0.10: the V1 oracle decides afresh for every case, as `vllm serve` does
         try:
-            args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp")
+            args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp", **_host_args())
             vcfg = args.create_engine_config()
         except Exception as exc:  # vLLM refuses the configuration itself
             case["config_error"] = _first_reason(exc)
             return case
+        if VLLM < (0, 33):
+            return _legacy_case(case, vcfg, None if VLLM < (0, 19) else _attention_backend(vcfg), available)
+        from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+        from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+        from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config, get_kv_cache_capacity
+
         backend = _attention_backend(vcfg)
         try:
             _resolve_block_size(vcfg, backend)
@@ -297,16 +546,57 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         return case
 
 
+def _legacy_case(case: dict, vcfg, backend, available: int) -> dict:
+    """``run_case`` for vLLM 0.10 - 0.24: their block-size, spec and sizing functions."""
+    from vllm.v1.core.kv_cache_utils import cdiv
+
+    if VLLM < (0, 19):
+        import vllm.envs as envs
+
+        if not envs.VLLM_USE_V1:  # EngineArgs._is_v1_supported_oracle fell back (Mamba, encoder-decoder)
+            case["unsupported"] = f"vLLM {vllm_version()} serves {vcfg.model_config.architectures} on its V0 engine (the V1 oracle falls back by default)"
+            return case
+        _cuda_hybrid_manager_0_10(vcfg)
+    try:
+        _legacy_block_size(vcfg, backend)
+        specs = _legacy_layer_specs(vcfg)
+    except NotImplementedError as exc:
+        case["unsupported"] = str(exc)
+        return case
+    case["block_size"] = vcfg.cache_config.block_size
+    case["mamba_cache_mode"] = getattr(vcfg.cache_config, "mamba_cache_mode", "none")
+    case["prefix_caching_resolved"] = bool(vcfg.cache_config.enable_prefix_caching)
+    try:
+        sched, tokens, concurrency, lines = _legacy_size(vcfg, specs, available)
+    except ValueError as exc:
+        case["refusal"] = str(exc)
+        return case
+    except NotImplementedError as exc:  # 0.10: no layout for pages of different sizes
+        case["unsupported"] = f"NotImplementedError: {exc}"
+        return case
+    groups = []
+    for g in sched.kv_cache_groups:
+        spec = g.kv_cache_spec
+        groups.append({"kind": _group_kind(spec), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
+    case.update(num_blocks=sched.num_blocks, kv_cache_tokens=tokens, max_concurrency=concurrency, blocks_per_request=sum(g["blocks_per_request"] for g in groups), groups=groups, log_lines=lines)
+    return case
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
-    p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
+    p.add_argument("--out", type=Path, default=None, help="fixture to write (default tests/data/vllm_engine_cases.json for 0.33, vllm_engine_cases_<major.minor>.json for older vLLM)")
     p.add_argument("--only", default="", help="case-insensitive substring filter on config file names (default: all)")
     p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
     args = p.parse_args(argv)
 
     import vllm
 
+    global VLLM
+    VLLM = tuple(int(x) for x in vllm.__version__.split(".")[:2])
+    if args.out is None:
+        suffix = "" if VLLM >= (0, 33) else f"_{VLLM[0]}.{VLLM[1]}"
+        args.out = ROOT / "tests" / "data" / f"vllm_engine_cases{suffix}.json"
     _patch_platform()
     sources = [("reference", f) for f in sorted(args.reference.glob("*.json"))] + [("preset", f) for f in sorted((ROOT / "model_configs").glob("*.json"))]
     sources.append(("published", Path("Qwen__Qwen2-7B-Instruct.json")))

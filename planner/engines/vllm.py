@@ -36,21 +36,51 @@ STATE_KINDS = ("mamba", "linear_attention")
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """What one vLLM release does differently at start-up."""
+    """What one vLLM release does differently at start-up (each field names the vLLM code it mirrors)."""
 
     version: str
-    tokens_from_concurrency: bool  # 0.24+: tokens = int(concurrency x max_model_len)
+    tokens_from_concurrency: bool  # 0.24+: tokens = int(concurrency x max_model_len) (kv_cache_utils.get_kv_cache_capacity)
     concurrent_batches: int  # batches in flight: 2 once async scheduling is the default (0.33)
-    hybrid_prefix_caching: bool  # 0.33 keeps prefix caching on for Mamba hybrids ("align" mode)
+    hybrid_prefix_caching: bool  # 0.19+ keep prefix caching on for Mamba hybrids (MambaModelConfig)
     reserve_null_block: bool  # 0.33 checks one request against num_blocks - 1 (the null block)
     one_log_line: bool  # 0.33 prints size and concurrency in one line
     mllama: bool  # Mllama (cross-attention) still has a vLLM implementation (dropped after 0.10.2)
+    # 0.19+ get_kv_cache_groups / _get_kv_cache_groups_uniform_page_size: the group size is the
+    # largest layer count when it is under 1.5x the smallest, and a spec's layers are dealt out
+    # round-robin (layers[i::n]); 0.10 _get_kv_cache_config_uniform_page_size: the smallest count
+    # and consecutive slices (layers[i:i + group_size])
+    group_near_max: bool = True
+    # 0.19+ unify_kv_cache_spec_page_size grows smaller pages' blocks; 0.10 raises NotImplementedError
+    unify_pages: bool = True
+    # 0.10 unify_kv_cache_configs sorts the groups by (spec class name, spec fields)
+    sort_groups_by_type: bool = False
+    # 0.10 check_enough_kv_cache_memory sums every layer's own max_memory_usage_bytes; 0.19+
+    # _max_memory_usage_bytes_from_groups counts the padded groups (group size x page x blocks)
+    fit_check_per_layer: bool = False
+    # 0.10 VllmConfig.__post_init__: chunked local attention turns the hybrid KV-cache manager off,
+    # and unify_hybrid_kv_cache_specs makes those layers FullAttentionSpec (every position cached)
+    chunked_as_full: bool = False
+    wording: str = "0.24"  # which release's refusal sentences (_check_enough_kv_cache_memory)
+    # Mamba hybrids. 0.10: EngineArgs._is_v1_supported_oracle sends them to the V0 engine by default
+    v1_hybrids: bool = True
+    # 0.19 / 0.24 MambaModelConfig: with prefix caching, models that support Mamba prefix caching
+    # (Mamba-1/2: Jamba, NemotronH, Bamba ...) cache every state ("all" mode), others "align"
+    mamba_all_mode: bool = False
+    # MambaSpec.max_memory_usage_bytes in "align" mode: 2 states (0.19, 0.24); 0.33 adds one prefill checkpoint
+    align_states: int = 3
+    # 0.33 Platform._align_hybrid_block_size: the kernel block grows to 128 for MLA and to the GDN
+    # checkpoint grid in "align" mode, the attention block is rounded to 16; 0.19 / 0.24 align to
+    # the backend's smallest kernel block (16, FlashMLA 64) only
+    checkpoint_grid: bool = True
+    # vllm/model_executor/models/config.py NemotronHForCausalLMConfig: the SSM state dtype when the
+    # config names none (0.19: float16; 0.24+: float32)
+    nemotron_ssm_dtype: str = "float32"
 
 
 RULES: dict[str, Rules] = {
-    "0.10": Rules("0.10", False, 1, False, False, False, True),
-    "0.19": Rules("0.19", False, 1, False, False, False, False),
-    "0.24": Rules("0.24", True, 1, False, False, False, False),
+    "0.10": Rules("0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False),
+    "0.19": Rules("0.19", False, 1, True, False, False, False, wording="0.19", mamba_all_mode=True, align_states=2, checkpoint_grid=False, nemotron_ssm_dtype="float16"),
+    "0.24": Rules("0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False),
     "0.33": Rules("0.33", True, 2, True, True, True, False),
 }
 VLLM_VERSIONS = tuple(RULES)
@@ -81,10 +111,21 @@ class StatePage:
     state_bytes: int  # conv + SSM state of one layer on one GPU
     checkpoint_alignment: int  # token grid of prefill checkpoints in "align" mode
 
-    def admission_blocks(self, prefix_caching: bool) -> int:
-        """vLLM ``MambaSpec.max_memory_usage_bytes``: one state, or in "align" mode (prefix
-        caching) the running state, the last cached one and one prefill checkpoint."""
-        return 3 if prefix_caching else 1
+
+@dataclass(frozen=True, slots=True)
+class _StateRule:
+    """vLLM ``MambaSpec.max_memory_usage_bytes`` for one request: without prefix caching one
+    state ("none"); in "align" mode the running state and the last cached one (0.33: and one
+    prefill checkpoint); in "all" mode (0.19 / 0.24) a state every ``block`` tokens."""
+
+    mode: str  # none, align, all
+    held: int  # states held in "align" mode
+    block: int  # mamba_block_size in "all" mode
+
+    def blocks(self, length: int) -> int:
+        if self.mode == "all":
+            return -(-length // self.block)
+        return self.held if self.mode == "align" else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,14 +196,15 @@ def _cfg_int(cfg: dict, keys: tuple[str, ...], default: int) -> int:
     return default
 
 
-def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
+def _state_pages(geo: ModelGeometry, cfg: dict, tp: int, nemotron_ssm_dtype: str = "float32") -> list[StatePage]:
     """Per-layer recurrent state on one GPU as vLLM shapes it (``MambaStateShapeCalculator``):
     conv and SSM state split by TP (Mamba-2 groups padded so every shard holds whole groups);
     conv state in the 16-bit model dtype, SSM state as vLLM's per-model config rule says."""
     pages = []
     # vllm/model_executor/models/config.py: NemotronH keeps SSM state in the config's
-    # mamba_ssm_cache_dtype, float32 by default; Qwen3.5 in its mamba_ssm_dtype; others in 16-bit
-    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or "float32") if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
+    # mamba_ssm_cache_dtype (default: the release's, Rules.nemotron_ssm_dtype); Qwen3.5 in its
+    # mamba_ssm_dtype; others in 16-bit
+    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or nemotron_ssm_dtype) if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
     ssm_bytes = 4 if str(ssm_name or "").lower() in ("float32", "fp32") else 2
     count = geo.counts()
     if geo.mamba is not None:
@@ -291,13 +333,17 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
         max_model_len = derived
     _positive("max_model_len", max_model_len, 1 << 31)
     if derived is not None and max_model_len > derived:
-        raise EngineRefusal(
-            "max_model_len", max_model_len,
-            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len (max_position_embeddings={float(derived)} or model_max_length=None "
-            "in model's config.json). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
-            "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
-            "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.",
-        )
+        # vllm/config: _get_and_verify_max_len; 0.10 worded the consequence differently
+        head = f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len (max_position_embeddings={float(derived)} or model_max_length=None in model's config.json)."
+        if RULES[version].wording == "0.10":
+            text = f"{head} This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+        else:
+            text = (
+                f"{head} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
+                "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
+                "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error."
+            )
+        raise EngineRefusal("max_model_len", max_model_len, text)
     layout = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
     return _assemble(layout, available, max_model_len)
 
@@ -312,7 +358,8 @@ class _Layout:
     batched: int
     in_flight: int
     prefix_caching: bool
-    align: bool
+    align: bool  # prefix caching on a hybrid: states held by the rule below
+    state: _StateRule
     split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
     group_size: int
     bytes_per_block: int
@@ -338,7 +385,11 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
+    if hybrid and not rules.v1_hybrids:
+        arch = (geo.architectures or (geo.model_type,))[0]
+        raise EngineRefusal("model", arch, f"vLLM {version} serves Mamba hybrids such as {arch} on its V0 engine by default, whose KV cache this planner does not model")
     align = prefix_caching and hybrid and rules.hybrid_prefix_caching
+    mode = "none" if not align else ("all" if rules.mamba_all_mode and geo.mamba is not None else "align")
     notes: list[str] = []
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
@@ -346,22 +397,43 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
     block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
-    states = _state_pages(geo, cfg, tp) if hybrid else []
-    state_pad = None
+    states = _state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
+    state_pad, state_block = None, block
     if states and specs:
-        block, state_pad = _align_hybrid_block(specs, states, block, mla, align)
-    buckets = _buckets(geo, specs, states, state_pad, block)
+        chunk = _cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 0)
+        block, state_pad, state_block = _align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
+    state = _StateRule(mode, rules.align_states, state_block)
+    if rules.chunked_as_full:
+        specs = _chunked_as_full(specs)
+    buckets = _buckets(geo, specs, states, state_pad, block, rules)
     if len(buckets) == 1:  # one spec: one group of every layer
         group_size = buckets[0].layers
-    else:  # vLLM: group size = the smallest layer count, or the largest when within 1.5x
+    else:  # vLLM: group size = the smallest layer count, or (0.19+) the largest when within 1.5x
         group_size = min(b.layers for b in buckets)
         most = max(b.layers for b in buckets)
-        if most < group_size * 1.5:
+        if rules.group_near_max and most < group_size * 1.5:
             group_size = most
     split = tuple((b, -(-b.layers // group_size)) for b in buckets)
     # one block across a group: its largest group's layers x the (unified) page
     bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
-    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, group_size, bytes_per_block, tuple(notes))
+
+
+def _chunked_as_full(specs: tuple[KVSpec, ...]) -> tuple[KVSpec, ...]:
+    """vLLM 0.10 ``unify_hybrid_kv_cache_specs`` (vllm/v1/core/kv_cache_utils.py): with the hybrid
+    manager off, chunked local-attention layers become ``FullAttentionSpec`` layers and merge with
+    the full layers of the same shape into one group that caches every position."""
+    if not any(s.kind == "chunked" for s in specs):
+        return specs
+    out: list[KVSpec] = []
+    for s in specs:
+        s = s.model_copy(update={"kind": "full", "window": None}) if s.kind == "chunked" else s
+        same = next((i for i, o in enumerate(out) if o.model_copy(update={"num_layers": s.num_layers}) == s), None)
+        if same is None:
+            out.append(s)
+        else:
+            out[same] = out[same].model_copy(update={"num_layers": out[same].num_layers + s.num_layers})
+    return tuple(out)
 
 
 def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
@@ -376,20 +448,33 @@ def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -
     return tuple(s.model_copy(update={"kind": "sliding", "window": window}) if s.kind == "full" and not s.latent else s for s in specs)
 
 
-def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, align: bool) -> tuple[int, int]:
-    """``Platform._align_hybrid_block_size``: grow the attention block until one attention page
-    holds the largest state; states are then padded to exactly one attention page."""
+def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, rules: Rules, mode: str, chunk: int) -> tuple[int, int, int]:
+    """``Platform._align_hybrid_block_size`` (0.24, 0.33; ``HybridAttentionMambaModelConfig``
+    in 0.19): grow the attention block until one attention page holds the largest state; states
+    are then padded to exactly one attention page. Returns the attention block, the padded state
+    page and the state's block (``mamba_block_size``; in "all" mode a multiple of the model's
+    Mamba chunk)."""
     per_token = max(s.bytes_per_token_per_layer for s in specs)
     state = max(p.state_bytes for p in states)
-    kernel = max(FLASH_ATTN_BLOCK, block)
-    if mla:
-        kernel = max(kernel, 128)  # TRTLLM/FlashInfer MLA decode kernels
-    if align:
-        kernel = math.lcm(kernel, *(p.checkpoint_alignment for p in states))
-    attn_block = kernel * -(-state // (kernel * per_token))
-    attn_block = FLASH_ATTN_BLOCK * -(-attn_block // FLASH_ATTN_BLOCK)
+    if rules.checkpoint_grid:  # 0.33
+        kernel = max(FLASH_ATTN_BLOCK, block)
+        if mla:
+            kernel = max(kernel, 128)  # TRTLLM/FlashInfer MLA decode kernels
+        if mode == "align":
+            kernel = math.lcm(kernel, *(p.checkpoint_alignment for p in states))
+        attn_block = kernel * -(-state // (kernel * per_token))
+        attn_block = FLASH_ATTN_BLOCK * -(-attn_block // FLASH_ATTN_BLOCK)
+        block = max(block, attn_block)
+        return block, block * per_token, block
+    kernel = max(FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK, block)  # the backend's smallest kernel block
+    if mode == "all":
+        grid = math.lcm(chunk or kernel, kernel)
+        tokens_per_state = -(-state // per_token)
+        attn_block = grid * -(-tokens_per_state // grid)
+    else:
+        attn_block = kernel * -(-state // (kernel * per_token))
     block = max(block, attn_block)
-    return block, block * per_token
+    return block, block * per_token, attn_block if mode == "all" else block
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,9 +494,9 @@ class _Bucket:
     def layers(self) -> int:
         return self.spec.num_layers
 
-    def blocks_at(self, length: int, in_flight: int, align: bool) -> int:
+    def blocks_at(self, length: int, in_flight: int, state: _StateRule) -> int:
         if isinstance(self.spec, StatePage):
-            return self.spec.admission_blocks(align)
+            return state.blocks(length)
         return self.spec.admission_blocks(length, self.block_size, in_flight)
 
 
@@ -422,7 +507,7 @@ def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
     return first
 
 
-def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int) -> list[_Bucket]:
+def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int, rules: Rules) -> list[_Bucket]:
     """One bucket per spec, pages unified as ``unify_kv_cache_spec_page_size`` does: a smaller
     attention page that divides the largest grows its block by the ratio, any other smaller
     page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
@@ -435,6 +520,9 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
     for p in states:
         raw.append(_Bucket(p, first.get((p.kind, None), 0), block, state_pad or p.state_bytes))
     largest = max(b.page_bytes for b in raw)
+    if not rules.unify_pages and any(b.page_bytes != largest for b in raw if isinstance(b.spec, KVSpec)):
+        # vLLM 0.10 get_kv_cache_config: neither one spec nor one page size -> NotImplementedError
+        raise EngineRefusal("model", (geo.architectures or (geo.model_type,))[0], f"vLLM {rules.version} cannot lay out KV-cache pages of different sizes (get_kv_cache_config raises NotImplementedError)")
     out = []
     for b in raw:
         if b.page_bytes != largest and isinstance(b.spec, KVSpec) and largest % b.page_bytes == 0:
@@ -442,26 +530,35 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
         elif b.page_bytes != largest:
             b = _Bucket(b.spec, b.first_layer, b.block_size, largest)
         out.append(b)
-    return sorted(out, key=lambda b: b.first_layer)
+    out.sort(key=lambda b: b.first_layer)
+    if rules.sort_groups_by_type:  # 0.10 unify_kv_cache_configs: groups sorted by spec class name
+        out.sort(key=lambda b: _SPEC_CLASS[b.kind])
+    return out
+
+
+_SPEC_CLASS = {"full": "FullAttentionSpec", "mla": "FullAttentionSpec", "sliding": "SlidingWindowSpec", "chunked": "ChunkedLocalAttentionSpec", "mamba": "MambaSpec", "linear_attention": "MambaSpec"}
 
 
 def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
-    rules, in_flight, align = layout.rules, layout.in_flight, layout.align
+    rules, in_flight, state_rule = layout.rules, layout.in_flight, layout.state
     groups: list[EngineGroup] = []
     per_request = 0
     for b, n in layout.split:
-        blocks = b.blocks_at(max_model_len, in_flight, align)
+        blocks = b.blocks_at(max_model_len, in_flight, state_rule)
         per_request += n * blocks
         state = isinstance(b.spec, StatePage)
         window = None if state else b.spec.window
         # without prefix caching a state's "block" spans the whole request (mamba_block_size = max_model_len)
-        block_size = max_model_len if state and not align else b.block_size
-        for i in range(n):  # layers[i::n] go to the i-th group
-            groups.append(EngineGroup(b.kind, len(range(i, b.layers, n)), block_size, b.page_bytes, blocks, window))
+        block_size = (max_model_len if state_rule.mode == "none" else state_rule.block) if state else b.block_size
+        for i in range(n):  # 0.19+: layers[i::n] go to the i-th group; 0.10: layers[i * size:(i + 1) * size]
+            layers = len(range(i, b.layers, n)) if rules.group_near_max else min(layout.group_size, b.layers - i * layout.group_size)
+            groups.append(EngineGroup(b.kind, layers, block_size, b.page_bytes, blocks, window))
     bytes_per_block = layout.bytes_per_block
 
     def needed_at(length: int) -> int:
-        return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in layout.split)
+        if rules.fit_check_per_layer:  # 0.10: every layer's own pages, no group padding
+            return sum(b.layers * b.page_bytes * b.blocks_at(length, in_flight, state_rule) for b, _ in layout.split)
+        return bytes_per_block * sum(n * b.blocks_at(length, in_flight, state_rule) for b, n in layout.split)
 
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
     num_blocks = available // bytes_per_block
@@ -482,10 +579,11 @@ DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for 
 
 def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_len: int, needed_at) -> None:
     """``_check_enough_kv_cache_memory``: one request at max_model_len must fit (0.33 keeps the
-    null block out of the budget); the message is vLLM's, with its binary-searched estimate."""
+    null block out of the budget); the message is vLLM's, with its binary-searched estimate, in
+    the words of the release (vllm/v1/core/kv_cache_utils.py; kv_cache_planning.py in 0.33)."""
     check = available - bytes_per_block if rules.reserve_null_block else available
     if check <= 0:
-        raise EngineRefusal("available_kv_bytes", available, "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). " + DOCS)
+        raise EngineRefusal("available_kv_bytes", available, _NO_MEMORY[rules.wording])
     needed = needed_at(max_model_len)
     if needed <= check:
         return
@@ -498,19 +596,25 @@ def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_le
                 estimate, lo = mid, mid + 1
             else:
                 hi = mid - 1
-    hint = f"Based on the available memory, the estimated maximum model length is {estimate}. " if estimate > 0 else ""
-    if rules.reserve_null_block:  # 0.33's wording (vllm/v1/core/kv_cache_planning.py)
-        text = (
-            f"To serve at least one request with the model's max seq len ({max_model_len}), ({round(needed / GIB, 2)} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({round(check / GIB, 2)} GiB). {hint}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
-            f"or decreasing `max_model_len` when initializing the engine. {DOCS}"
-        )
-    else:  # the wording of the 0.10-0.24 releases (vllm/v1/core/kv_cache_utils.py)
+    hint = f"Based on the available memory, the estimated maximum model length is {estimate}." if estimate > 0 else ""
+    if rules.wording == "0.10":
         text = (
             f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({check / GIB:.2f} GiB). {hint}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+            f"available KV cache memory ({check / GIB:.2f} GiB). {hint} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
         )
+    else:
+        hint += " " if hint else ""
+        head = f"To serve at least one request with the {'models' if rules.wording == '0.19' else 'model'}'s max seq len ({max_model_len}), ({round(needed / GIB, 2)} GiB KV cache is needed, which is larger than the available KV cache memory ({round(check / GIB, 2)} GiB). {hint}"
+        gpu = "`gpu_memory_utilization`" if rules.wording == "0.19" else "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend)"
+        text = f"{head}Try increasing {gpu} or decreasing `max_model_len` when initializing the engine. {DOCS}"
     raise EngineRefusal("max_model_len", max_model_len, text)
+
+
+_NO_MEMORY = {
+    "0.10": "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+    "0.19": f"No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. {DOCS}",
+    "0.24": "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). " + DOCS,
+}
 
 
 # --------------------------------------------------------------------------- memory budget
