@@ -157,7 +157,8 @@ def test_cli_engine_json_reproduces_the_published_gpt_oss_log(capsys):
     assert out["vllm_version"] == "0.10" and out["num_blocks"] == 330_018 and out["kv_cache_tokens"] == 2_640_144
     assert out["blocks_per_request"] == 1161 and out["max_concurrency"] == 330_018 / 1161
     assert out["log_lines"] == ["GPU KV cache size: 2,640,144 tokens", "Maximum concurrency for 16,384 tokens per request: 284.25x"]
-    assert [(g["kind"], g["layers"], g["block_size"], g["page_bytes"]) for g in out["groups"]] == [("sliding", 18, 16, 8192), ("full", 18, 16, 8192)]
+    # vLLM 0.10 unify_kv_cache_configs sorts the groups by spec class: FullAttentionSpec first
+    assert [(g["kind"], g["layers"], g["block_size"], g["page_bytes"]) for g in out["groups"]] == [("full", 18, 16, 8192), ("sliding", 18, 16, 8192)]
     assert out["serve_command"].startswith("vllm serve openai/gpt-oss-120b --tensor-parallel-size 4 --max-model-len 16384")
 
 
