@@ -75,12 +75,28 @@ class Rules:
     # vllm/model_executor/models/config.py NemotronHForCausalLMConfig: the SSM state dtype when the
     # config names none (0.19: float16; 0.24+: float32)
     nemotron_ssm_dtype: str = "float32"
+    # model types whose config this release cannot load (its transformers or vLLM has no such
+    # model type; found by running the release: the fixtures' config errors)
+    unknown_model_types: frozenset[str] = frozenset()
+    # model types whose derived maximum length vLLM prints as an integer: _get_and_verify_max_len
+    # multiplies by the RoPE scaling factor (a float) only where the loaded config has RoPE parameters
+    int_max_len_types: frozenset[str] = frozenset()
 
 
 RULES: dict[str, Rules] = {
-    "0.10": Rules("0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False),
-    "0.19": Rules("0.19", False, 1, True, False, False, False, wording="0.19", mamba_all_mode=True, align_states=2, checkpoint_grid=False, nemotron_ssm_dtype="float16"),
-    "0.24": Rules("0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False),
+    "0.10": Rules(
+        "0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False,
+        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "nemotron_h", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
+        int_max_len_types=frozenset({"deepseek_v2"}),
+    ),
+    "0.19": Rules(
+        "0.19", False, 1, True, False, False, False, wording="0.19", mamba_all_mode=True, align_states=2, checkpoint_grid=False, nemotron_ssm_dtype="float16",
+        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2"}),
+    ),
+    "0.24": Rules(
+        "0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False,
+        unknown_model_types=frozenset({"gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v4"}),
+    ),
     "0.33": Rules("0.33", True, 2, True, True, True, False),
 }
 VLLM_VERSIONS = tuple(RULES)
@@ -302,7 +318,23 @@ def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
     return value
 
 
-def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
+def _rope_scaled(config: dict) -> bool:
+    """vLLM 0.10 ``_get_and_verify_max_len`` multiplies by the RoPE factor (making the figure a
+    float) when the config has rope_scaling of a type other than su / longrope / llama3, Gemma 3 aside."""
+    cfg = text_config(config)
+    scaling = cfg.get("rope_scaling")
+    if not isinstance(scaling, dict) or "gemma3" in str(cfg.get("model_type")):
+        return False
+    return (scaling.get("rope_type") or scaling.get("type")) not in ("su", "longrope", "llama3")
+
+
+def _max_len_key(config: dict) -> str:
+    """The config key ``_get_and_verify_max_len`` names (vllm/config): transformers maps most
+    models' own keys to max_position_embeddings; MPT's config has only max_seq_len."""
+    return "max_seq_len" if text_config(config).get("model_type") == "mpt" else "max_position_embeddings"
+
+
+def _check_architecture(geo: ModelGeometry, version: str, top_model_type: str | None = None) -> Rules:
     """vLLM resolves the architecture before anything else: dropped ones are refused first."""
     rules = RULES.get(version)
     if rules is None:
@@ -311,6 +343,10 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
         last = DROPPED.get(arch)
         if last is not None and _version_tuple(rules.version) > _version_tuple(last):
             raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    unknown_type = next((t for t in (geo.model_type, top_model_type) if t in rules.unknown_model_types), None)
+    if unknown_type is not None:
+        arch = (geo.architectures or (geo.model_type,))[0]
+        raise EngineRefusal("model", arch, f"vLLM {rules.version} cannot load a config of model type `{unknown_type}` (its transformers or vLLM does not know it yet)")
     unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
     if unknown and len(unknown) == len(geo.architectures):
         # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
@@ -325,7 +361,7 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
-    _check_architecture(geo, version)
+    _check_architecture(geo, version, config.get("model_type"))
     derived = geo.max_position_embeddings
     if max_model_len is None:
         if derived is None:
@@ -334,8 +370,10 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
     _positive("max_model_len", max_model_len, 1 << 31)
     if derived is not None and max_model_len > derived:
         # vllm/config: _get_and_verify_max_len; 0.10 worded the consequence differently
-        head = f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len (max_position_embeddings={float(derived)} or model_max_length=None in model's config.json)."
-        if RULES[version].wording == "0.10":
+        rules = RULES[version]
+        shown = derived if geo.model_type in rules.int_max_len_types or (rules.wording == "0.10" and not _rope_scaled(config)) else float(derived)
+        head = f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({_max_len_key(config)}={shown} or model_max_length=None in model's config.json)."
+        if rules.wording == "0.10":
             text = f"{head} This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
         else:
             text = (
@@ -361,6 +399,7 @@ class _Layout:
     align: bool  # prefix caching on a hybrid: states held by the rule below
     state: _StateRule
     split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
+    fit: tuple[_Bucket, ...]  # 0.10: every layer's own spec, for the fit check
     group_size: int
     bytes_per_block: int
     notes: tuple[str, ...]
@@ -374,7 +413,7 @@ def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefi
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    rules = _check_architecture(geo, version)
+    rules = _check_architecture(geo, version, config.get("model_type"))
     _positive("tp", tp, 4096)
     _positive("max_num_batched_tokens", batched, 1 << 31)
     if block_size is not None:
@@ -400,9 +439,11 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     states = _state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
     state_pad, state_block = None, block
     if states and specs:
-        chunk = _cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 0)
+        chunk = _cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
         block, state_pad, state_block = _align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
     state = _StateRule(mode, rules.align_states, state_block)
+    # 0.10 checks the fit on each layer's own spec, before chunked layers are made full
+    fit = tuple(_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
     if rules.chunked_as_full:
         specs = _chunked_as_full(specs)
     buckets = _buckets(geo, specs, states, state_pad, block, rules)
@@ -416,7 +457,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     split = tuple((b, -(-b.layers // group_size)) for b in buckets)
     # one block across a group: its largest group's layers x the (unified) page
     bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
-    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, group_size, bytes_per_block, tuple(notes))
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, fit, group_size, bytes_per_block, tuple(notes))
 
 
 def _chunked_as_full(specs: tuple[KVSpec, ...]) -> tuple[KVSpec, ...]:
@@ -468,7 +509,7 @@ def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], bloc
         return block, block * per_token, block
     kernel = max(FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK, block)  # the backend's smallest kernel block
     if mode == "all":
-        grid = math.lcm(chunk or kernel, kernel)
+        grid = math.lcm(chunk, kernel)
         tokens_per_state = -(-state // per_token)
         attn_block = grid * -(-tokens_per_state // grid)
     else:
@@ -557,7 +598,7 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
 
     def needed_at(length: int) -> int:
         if rules.fit_check_per_layer:  # 0.10: every layer's own pages, no group padding
-            return sum(b.layers * b.page_bytes * b.blocks_at(length, in_flight, state_rule) for b, _ in layout.split)
+            return sum(b.layers * b.page_bytes * b.blocks_at(length, in_flight, state_rule) for b in layout.fit)
         return bytes_per_block * sum(n * b.blocks_at(length, in_flight, state_rule) for b, n in layout.split)
 
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
