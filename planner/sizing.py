@@ -359,7 +359,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"TTFT {_ms(best.ttft_p95_ms)}"]
+    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"p95 TTFT {_ms(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
