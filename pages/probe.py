@@ -213,7 +213,10 @@ def _show(result: ProbeResult) -> None:
         if st.button("Calibrate", key="probe_calibrate", help="derive MFU (from the prefill) and MBU (from the decode step) and hand them to the plan"):
             try:
                 cal = calibrate(result)
-                st.session_state[CALIBRATION_KEY] = {**cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on}
+                st.session_state[CALIBRATION_KEY] = {
+                    **cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on,
+                    "probe": result,  # a GPU run's memory terms feed the vLLM start-up preview (budget_measurements)
+                }  # fmt: skip
             except PlannerError as exc:
                 st.error(md(user_error(exc)), icon=":material/error:")
         cal_state = st.session_state.get(CALIBRATION_KEY)
