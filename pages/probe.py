@@ -225,7 +225,10 @@ def _show(result: ProbeResult) -> None:
             c1.metric("Calibrated MFU", f"{cal_state['mfu']:.4g}", help=f"assumed {result.assumed_mfu:g}")
             c2.metric("Calibrated MBU", f"{cal_state['mbu']:.4g}", help=f"assumed {result.assumed_mbu:g}")
             if cal_state.get("measured_device") == "cuda":
-                st.caption(f"Measured on {md(cal_state['device'])}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page).")
+                st.caption(
+                    f"Measured on {md(cal_state['device'])}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page), "
+                    "and its vLLM start-up preview uses the non-torch memory and activation peak measured here instead of estimates (at TP 1)."
+                )
             else:
                 st.caption("Measured on a CPU: these figures describe this machine, not a GPU, so the Plan page does not offer them for a GPU plan.")
             for note in cal_state["notes"]:
