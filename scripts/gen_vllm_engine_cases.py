@@ -62,6 +62,29 @@ PUBLISHED = (
 )
 
 
+# real 2026 configs vendored by aiconfigurator-core 0.12.0 (its model_configs/), one or two per new family
+AIC_CONFIGS = (
+    "deepseek-ai--DeepSeek-V3.2_config.json",  # MLA with an indexer on every layer
+    "nvidia--GLM-5.2-NVFP4_config.json",  # DSA with shared indexers (21 owners of 78 layers), fp8 KV by checkpoint
+    "nvidia--GLM-5.1-NVFP4_config.json",
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json",  # layers_block_type
+    "Qwen--Qwen3.5-122B-A10B_config.json",
+)
+
+
+def _aic_dir() -> Path | None:
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("aiconfigurator_core")
+    except ImportError:
+        spec = None
+    for base in ([Path(p) for p in spec.submodule_search_locations] if spec and spec.submodule_search_locations else []) + sorted(Path("/work/venvs/aic/lib").glob("python3*/site-packages/aiconfigurator_core")):
+        if (base / "model_configs").is_dir():
+            return base / "model_configs"
+    return None
+
+
 # Qwen2-7B-Instruct's config.json (Hub, the fields that shape the cache): the second published log
 QWEN2_7B_INSTRUCT = {
     "_name_or_path": "Qwen/Qwen2-7B-Instruct", "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
@@ -90,7 +113,9 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     chunk = getattr(hf, "attention_chunk_size", None)
     kinds: list[tuple[str, int | None]] = []
     if names:
-        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none"}
+        # "indexed_attention": the layer_types vLLM's transformers gives GLM-5.x DSA (MLA + indexer);
+        # Nemotron-H's layers_block_type arrives as layer_types with "linear_attention" for Mamba-2
+        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none", "indexed_attention": "full"}
         for name in names[:n]:
             kind = table[name]  # a name missing here stops the case: add it rather than guess
             sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
@@ -116,7 +141,51 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     return kinds
 
 
+def _is_dsa(vcfg) -> bool:
+    """DeepSeek sparse attention (DeepSeek-V3.2, GLM-5.x): MLA with a lightning indexer."""
+    mc = vcfg.model_config
+    return bool(mc.use_mla and getattr(mc.hf_text_config, "index_topk", None)) and mc.architecture in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+
+
+def _dsa_indexer_layers(hf, n: int) -> set[int]:
+    """Layers that own an indexer (vllm/models/deepseek_v32/attention.py DeepseekV32Attention.__init__:
+    ``skip_topk`` from index_topk_freq / index_skip_topk_offset / index_topk_pattern)."""
+    freq = getattr(hf, "index_topk_freq", 1)
+    pattern = getattr(hf, "index_topk_pattern", None)
+    offset = getattr(hf, "index_skip_topk_offset", 2)
+    owners = set()
+    for layer_id in range(n):
+        if pattern is None:
+            skip = max(layer_id - offset + 1, 0) % freq != 0
+        elif 0 <= layer_id < len(pattern):
+            skip = pattern[layer_id] == "S"
+        else:
+            skip = False
+        if not skip:
+            owners.add(layer_id)
+    return owners
+
+
+def _dsa_backends(vcfg):
+    """(sparse MLA backend, cache dtype string) a Hopper GPU selects (vllm/platforms/cuda.py
+    sparse_tail: FLASH_ATTN_MLA_SPARSE takes 16-bit caches only, so fp8 goes to FLASHMLA_SPARSE,
+    which serves any fp8 dtype as ``fp8_ds_mla``: mla_attention.py
+    ``_canonicalize_sparse_mla_kv_cache_dtype``), and the indexer's backend."""
+    try:
+        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+    except ImportError:  # on a CPU the first import trips over the missing FA extensions; the module is loaded by then
+        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+    from vllm.v1.attention.backends.mla.flashmla_sparse import FlashMLASparseBackend
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
+
+    if vcfg.cache_config.cache_dtype.startswith("fp8"):
+        return FlashMLASparseBackend, "fp8_ds_mla", DeepseekV32IndexerBackend
+    return FlashAttnMLASparseBackend, vcfg.cache_config.cache_dtype, DeepseekV32IndexerBackend
+
+
 def _attention_backend(vcfg):
+    if _is_dsa(vcfg):
+        return _dsa_backends(vcfg)[0]
     if vcfg.model_config.use_mla:
         from vllm.v1.attention.backends.mla.flashmla import FlashMLABackend
 
@@ -132,8 +201,9 @@ def _resolve_block_size(vcfg, backend) -> None:
     from vllm.platforms.interface import Platform
 
     cache = vcfg.cache_config
+    backends = [backend, _dsa_backends(vcfg)[2]] if _is_dsa(vcfg) else [backend]
     if not cache.user_specified_block_size:
-        cache.block_size = Platform._preferred_block_size_for_backends([backend], CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
+        cache.block_size = Platform._preferred_block_size_for_backends(backends, CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
     if vcfg.model_config.is_hybrid:
         saved = Platform._find_non_ssm_backends
         Platform._find_non_ssm_backends = classmethod(lambda cls, _cfg: [backend])
@@ -174,6 +244,8 @@ def _layer_specs(vcfg, backend) -> dict:
     head = mc.get_head_size()
     hf = mc.hf_text_config
     head_v = getattr(hf, "v_head_dim", None) if not mc.use_mla and getattr(hf, "v_head_dim", None) else head
+    if _is_dsa(vcfg):
+        return _dsa_layer_specs(vcfg)
     specs: dict = {}
     mamba_spec = None
     for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
@@ -215,13 +287,52 @@ def _layer_specs(vcfg, backend) -> dict:
     return specs
 
 
+def _dsa_layer_specs(vcfg) -> dict:
+    """DeepSeek-V3.2 / GLM-5.x: per layer the indexer's key cache (built first: the indexer is
+    constructed before the attention, vllm/models/deepseek_v32/attention.py) and the sparse MLA
+    latent, each passed through the model runner's ``customize_attention_spec``
+    (vllm/v1/worker/gpu_model_runner.py ``get_kv_cache_spec``).
+
+    * latent: ``MLAAttention.get_kv_cache_spec`` (model_executor/layers/attention/mla_attention.py):
+      one head of kv_lora_rank + qk_rope_head_dim, ``fp8_ds_mla`` packed to 656 B a token,
+      ``topk_buffer_width`` = index_topk (the shared top-k buffer), ``is_index_group_leader`` on
+      the layers that own an indexer;
+    * indexer: ``DeepseekV32IndexerCache.get_kv_cache_spec`` (model_executor/models/deepseek_v2.py):
+      head_dim + head_dim // 128 x 4 bytes (fp8 keys + fp32 scales) of uint8, role INDEXER.
+    """
+    import torch
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.kv_cache_interface import MLAAttentionSpec, SparseCacheRole, get_kv_quant_mode
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    hf = mc.hf_text_config
+    sparse, cache_dtype, indexer_backend = _dsa_backends(vcfg)
+    block = cache.block_size
+    n = mc.get_total_num_hidden_layers()
+    owners = _dsa_indexer_layers(hf, n)
+    index_head = hf.index_head_dim + hf.index_head_dim // 128 * 4
+    specs: dict = {}
+    for i in range(n):
+        if i in owners:
+            idx = MLAAttentionSpec(block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=index_head, dtype=torch.uint8, cache_role=SparseCacheRole.INDEXER)
+            specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = customize_attention_spec(indexer_backend, idx)
+        latent = MLAAttentionSpec(
+            block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=mc.get_head_size(), dtype=kv_cache_dtype_str_to_dtype(cache_dtype, mc), cache_dtype_str=cache_dtype,
+            kv_quant_mode=get_kv_quant_mode(cache_dtype), state_content_bytes={"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(cache_dtype),
+            topk_buffer_width=hf.index_topk, is_index_group_leader=i in owners,
+        )
+        specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(sparse, latent)
+    return specs
+
+
 def _group_kind(spec) -> str:
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, UniformTypeKVCacheSpecs
 
     if isinstance(spec, UniformTypeKVCacheSpecs):
         spec = spec.first_spec
     if isinstance(spec, MLAAttentionSpec):
-        return "mla"
+        return "indexer" if spec.cache_role.value == "indexer" else "mla"
     if isinstance(spec, SlidingWindowSpec):
         return "sliding"
     if isinstance(spec, ChunkedLocalAttentionSpec):
@@ -288,10 +399,18 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         sched = generate_scheduler_kv_cache_config(configs)
         tokens, concurrency = get_kv_cache_capacity(vcfg, sched)
         out_groups = []
-        for g in sched.kv_cache_groups:
-            spec = g.kv_cache_spec
-            from vllm.utils.math_utils import cdiv
+        from vllm.utils.math_utils import cdiv
+        from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
+        for worker, g in zip(configs[0].kv_cache_groups, sched.kv_cache_groups, strict=True):
+            spec = g.kv_cache_spec
+            whole = worker.kv_cache_spec
+            if isinstance(whole, UniformTypeKVCacheSpecs) and len({s.page_size_bytes for s in whole.kv_cache_specs.values()}) > 1:
+                # one group of layers of one type but different pages (MLA latent + indexer): the
+                # scheduler keeps its first layer's spec; the pool's block spans every layer's page
+                kinds = "+".join(dict.fromkeys(_group_kind(s) for s in whole.kv_cache_specs.values()))
+                out_groups.append({"kind": kinds, "layers": len(g.layer_names), "block_size": whole.block_size, "page_bytes": whole.page_size_bytes, "blocks_per_request": whole.max_memory_usage_pages(vcfg)})
+                continue
             out_groups.append({"kind": _group_kind(spec), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
         case.update(num_blocks=sched.num_blocks, kv_cache_tokens=tokens, max_concurrency=concurrency, blocks_per_request=sum(g["blocks_per_request"] for g in out_groups), groups=out_groups)
         return case
@@ -301,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
-    p.add_argument("--only", default="", help="case-insensitive substring filter on config file names (default: all)")
+    p.add_argument("--aic", type=Path, default=None, help="aiconfigurator-core's model_configs folder (default: found from the installed package or /work/venvs/aic)")
+    p.add_argument("--only", default="", help="comma-separated case-insensitive substrings of config file names to run (default: all)")
     p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
     args = p.parse_args(argv)
 
@@ -310,11 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     _patch_platform()
     sources = [("reference", f) for f in sorted(args.reference.glob("*.json"))] + [("preset", f) for f in sorted((ROOT / "model_configs").glob("*.json"))]
     sources.append(("published", Path("Qwen__Qwen2-7B-Instruct.json")))
+    aic = args.aic or _aic_dir()
+    if aic is not None:
+        sources += [("aic", aic / name) for name in AIC_CONFIGS if (aic / name).is_file()]
     cases: list[dict] = []
     configs: dict[str, dict] = {}
     t0 = time.time()
     for origin, path in sources:
-        if args.only and args.only.lower() not in path.name.lower():
+        if args.only and not any(part.strip() and part.strip().lower() in path.name.lower() for part in args.only.split(",")):
             continue
         config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
         configs[f"{origin}/{path.name}"] = config

@@ -17,11 +17,11 @@ gated-delta-net prefill (checkpoints on a 64-token grid).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
-from planner.kv import KVSpec, kv_specs
+from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
@@ -139,11 +139,18 @@ class VllmCapacity(Result):
 # --------------------------------------------------------------------------- layer specs
 
 
-def _dtype_bytes(kv_cache_dtype: str) -> str:
-    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is the 16-bit serving dtype
-    (vLLM serves float32 checkpoints in bfloat16)."""
+def _dtype_bytes(kv_cache_dtype: str, config: dict) -> str:
+    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is what the checkpoint declares
+    (vLLM 0.33 ``resolve_kv_cache_dtype_string``: an fp8 ``kv_cache_scheme`` caches fp8), else the
+    16-bit serving dtype (vLLM serves float32 checkpoints in bfloat16).
+
+    Raises:
+        PlannerError: an unknown dtype, or a checkpoint KV format the planner does not model.
+    """
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+    if kv_cache_dtype == "auto":
+        kv_cache_dtype = resolve_kv_dtype(AUTO, config)[0]
     return "fp8" if kv_cache_dtype.startswith("fp8") else "bf16"
 
 
@@ -188,6 +195,8 @@ def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
 
 
 def _kind(spec: KVSpec) -> str:
+    if spec.cache == "indexer":
+        return "indexer"
     return "mla" if spec.latent else spec.kind
 
 
@@ -334,7 +343,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         _positive("block_size", block_size, 1 << 20)
     if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
         raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
-    planner_dtype = _dtype_bytes(kv_cache_dtype)
+    planner_dtype = _dtype_bytes(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
@@ -359,8 +368,9 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         if most < group_size * 1.5:
             group_size = most
     split = tuple((b, -(-b.layers // group_size)) for b in buckets)
-    # one block across a group: its largest group's layers x the (unified) page
-    bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
+    # one block across a group: its largest group's layers x the (unified) page (a uniform-type
+    # group's page already spans all its layers)
+    bytes_per_block = max(b.page_bytes if b.members else len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
 
 
@@ -394,19 +404,25 @@ def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], bloc
 
 @dataclass(frozen=True, slots=True)
 class _Bucket:
-    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM."""
+    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM; or,
+    with ``members``, one group of layers of one type whose pages differ (``UniformTypeKVCacheSpecs``)."""
 
     spec: KVSpec | StatePage
     first_layer: int
     block_size: int
     page_bytes: int
+    members: tuple[KVSpec, ...] = ()
 
     @property
     def kind(self) -> str:
+        if self.members:
+            return "+".join(dict.fromkeys(_kind(s) for s in self.members))
         return self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
 
     @property
     def layers(self) -> int:
+        if self.members:
+            return sum(s.num_layers for s in self.members)
         return self.spec.num_layers
 
     def blocks_at(self, length: int, in_flight: int, align: bool) -> int:
@@ -427,6 +443,9 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
     attention page that divides the largest grows its block by the ratio, any other smaller
     page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
     first = _first_layers(geo)
+    uniform = _uniform_type(specs, states, first, block)
+    if uniform is not None:
+        return [uniform]
     sliding_block = max(FLASH_ATTN_BLOCK, block // FLASH_ATTN_BLOCK * FLASH_ATTN_BLOCK)  # FLASH_ATTN MultipleOf(16)
     raw: list[_Bucket] = []
     for s in specs:
@@ -443,6 +462,19 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
             b = _Bucket(b.spec, b.first_layer, b.block_size, largest)
         out.append(b)
     return sorted(out, key=lambda b: b.first_layer)
+
+
+def _uniform_type(specs: tuple[KVSpec, ...], states: list[StatePage], first: dict, block: int) -> _Bucket | None:
+    """``UniformTypeKVCacheSpecs.from_specs`` (vllm/v1/kv_cache_interface.py): when every layer is
+    attention of one type (all full, incl. MLA latents and indexer keys, or all one window) at one
+    block size but the pages differ, vLLM keeps one group of every layer; a block then spans every
+    layer's page. Layers in model order: a layer's indexer is built before its attention."""
+    if states or len(specs) < 2 or len({(s.kind, s.window) for s in specs}) > 1 or specs[0].kind == "cross":
+        return None
+    if len({s.layer_page_bytes(block) for s in specs}) < 2:
+        return None
+    ordered = tuple(sorted(specs, key=lambda s: (first.get((s.kind, s.window), 0), s.cache != "indexer")))
+    return _Bucket(ordered[0], first.get((specs[0].kind, specs[0].window), 0), block, sum(s.num_layers * s.layer_page_bytes(block) for s in specs), ordered)
 
 
 def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
@@ -615,9 +647,10 @@ def vllm_preview(plan, model) -> VllmPreview:
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
     """
     inputs = plan.inputs
-    dtype = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
+    resolved = plan.kv_cache.get("kv_dtype", inputs.kv_dtype)  # "auto" as the checkpoint resolved it
+    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(resolved)
     if dtype is None:
-        raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
+        raise PlannerError("kv_dtype", resolved, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
     utilization = (10_000 - inputs.headroom_bp) / 10_000
     cap = plan.capacity
     budget = predict_budget(cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"])
@@ -626,11 +659,13 @@ def vllm_preview(plan, model) -> VllmPreview:
     try:
         r = vllm_capacity(model.config, geometry=model.geometry, available_kv_bytes=budget.available_kv_bytes, tp=inputs.tp, kv_cache_dtype=dtype, block_size=block, max_model_len=length, vllm_version=inputs.vllm_version)
         lines, refusal = r.log_lines, None
-        command = serve_command(model.repo_id or "MODEL", r, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
+        # the checkpoint's own format stays "auto" on the command line; a chosen one is spelled out
+        shown = replace(r, kv_cache_dtype="auto") if inputs.kv_dtype == AUTO else r
+        command = serve_command(model.repo_id or "MODEL", shown, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
     except EngineRefusal as exc:
         lines, refusal = (), exc.reason
         parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]
-        if dtype != "auto":
+        if inputs.kv_dtype != AUTO:
             parts.append(f"--kv-cache-dtype {dtype}")
         command = " ".join(parts)
     return VllmPreview(budget=budget, log_lines=tuple(lines), refusal=refusal, command=command)
