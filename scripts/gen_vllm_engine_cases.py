@@ -69,6 +69,9 @@ AIC_CONFIGS = (
     "nvidia--GLM-5.1-NVFP4_config.json",
     "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json",  # layers_block_type
     "Qwen--Qwen3.5-122B-A10B_config.json",
+    "google--gemma-4-26B-A4B_config.json",  # heterogeneous head sizes, K = V on global layers
+    "nvidia--Gemma-4-31B-IT-NVFP4_config.json",
+    "XiaomiMiMo--MiMo-V2-Flash_config.json",  # SWA heads of their own, K 192 / V 128
 )
 
 
@@ -273,7 +276,12 @@ def _layer_specs(vcfg, backend) -> dict:
         if mc.use_mla:
             specs[name] = MLAAttentionSpec(block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=head, dtype=dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
             continue
-        common = dict(num_kv_heads=heads, head_size=head, head_size_v=head_v, dtype=dtype, kv_quant_mode=quant)
+        shape = _layer_shape(vcfg, i, kind)
+        if shape is not None:  # families whose layers differ in heads or head size
+            layer_heads, layer_head, layer_head_v, window = shape
+            common = dict(num_kv_heads=layer_heads, head_size=layer_head, head_size_v=layer_head_v, dtype=dtype, kv_quant_mode=quant)
+        else:
+            common = dict(num_kv_heads=heads, head_size=head, head_size_v=head_v, dtype=dtype, kv_quant_mode=quant)
         if kind == "sliding":
             probe = backend.customize_spec(SlidingWindowSpec(block_size=1, sliding_window=window, **common))
             per_token = probe.real_page_size_bytes
@@ -324,6 +332,49 @@ def _dsa_layer_specs(vcfg) -> dict:
         )
         specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(sparse, latent)
     return specs
+
+
+def _is_gemma4(vcfg) -> bool:
+    return vcfg.model_config.hf_text_config.model_type in ("gemma4", "gemma4_text")
+
+
+def _layer_shape(vcfg, i: int, kind: str) -> tuple[int, int, int, int | None] | None:
+    """(KV heads on one GPU, K head size, V head size, window) of layer ``i`` where they vary by layer:
+
+    * Gemma 4 (model_executor/models/gemma4.py ``Gemma4DecoderLayer``): ``per_layer_config[i]``
+      head_dim / num_key_value_heads (global layers: global_head_dim and, with attention_k_eq_v,
+      num_global_key_value_heads; K is loaded into both K and V, so V is cached at K's size);
+    * MiMo-V2 (model_executor/models/mimo_v2.py ``MiMoV2DecoderLayer``): sliding layers use the
+      swa_* heads and ``sliding_window_size``, full layers num_key_value_heads / head_dim /
+      v_head_dim (K and V of different sizes: the FLASH_ATTN_DIFFKV backend).
+    Heads split over TP as ``Gemma4Attention`` / ``MiMoV2Attention`` do: max(1, total // tp).
+    """
+    hf = vcfg.model_config.hf_text_config
+    tp = vcfg.parallel_config.tensor_parallel_size
+    if _is_gemma4(vcfg):
+        layer = hf.per_layer_config[i]
+        return max(1, layer.num_key_value_heads // tp), layer.head_dim, layer.head_dim, hf.sliding_window if kind == "sliding" else None
+    if vcfg.model_config.architecture in ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"):
+        if kind == "sliding":
+            return max(1, hf.swa_num_key_value_heads // tp), hf.swa_head_dim, getattr(hf, "swa_v_head_dim", None) or hf.swa_head_dim, hf.sliding_window_size
+        return max(1, hf.num_key_value_heads // tp), hf.head_dim, getattr(hf, "v_head_dim", None) or hf.head_dim, None
+    return None
+
+
+def _gemma4_hopper_backend(vcfg) -> None:
+    """``Gemma4Config.verify_and_update_config`` (model_executor/models/config.py) on a Hopper GPU
+    with FA4 (vllm_flash_attn ships it; SM90 qualifies): 16-bit caches run FA4 on every layer,
+    fp8 ones pick FA3/FA4 per layer; either way FLASH_ATTN. On this CPU FA4 is missing and vLLM
+    would force TRITON_ATTN, so the choice is set back to what the GPU does. The block size: an
+    fp8 cache with 512-wide heads on SM90 needs the 64-token pages of the FA4 FP8 kernel
+    (``FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size``)."""
+    vcfg.attention_config.backend = None
+    if vcfg.cache_config.cache_dtype.startswith("fp8"):
+        vcfg.attention_config.flash_attn_version = None
+        if vcfg.model_config.get_head_size() == 512 and vcfg.cache_config.cache_dtype in ("fp8", "fp8_e4m3") and not vcfg.cache_config.user_specified_block_size:
+            vcfg.cache_config.block_size = 64
+    else:
+        vcfg.attention_config.flash_attn_version = 4
 
 
 def _group_kind(spec) -> str:
@@ -381,6 +432,8 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         backend = _attention_backend(vcfg)
         try:
             _resolve_block_size(vcfg, backend)
+            if _is_gemma4(vcfg):
+                _gemma4_hopper_backend(vcfg)
             specs = _layer_specs(vcfg, backend)
         except NotImplementedError as exc:
             case["unsupported"] = str(exc)

@@ -28,7 +28,8 @@ from planner.results import Result
 GIB = 1 << 30
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
-FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only
+FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
+SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 STATE_KINDS = ("mamba", "linear_attention")
@@ -354,7 +355,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     cfg = text_config(config)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
-    block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
+    block = block_size or _default_block(geo, mla, planner_dtype == "fp8" and kv_cache_dtype != "fp8_e5m2")
     states = _state_pages(geo, cfg, tp) if hybrid else []
     state_pad = None
     if states and specs:
@@ -372,6 +373,18 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     # group's page already spans all its layers)
     bytes_per_block = max(b.page_bytes if b.members else len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
+
+
+def _default_block(geo: ModelGeometry, mla: bool, fp8_e4m3: bool) -> int:
+    """The block size the backend prefers (``get_preferred_block_size``): FLASHMLA 64 for MLA,
+    FLASH_ATTN 16, except that an e4m3 fp8 cache with 512-wide heads (Gemma 4's global layers)
+    runs the SM90 FA4 FP8 kernel on 64-token pages (vllm/v1/attention/backends/flash_attn.py
+    ``_get_sm90_fa4_fp8_kv_block_size``, which reads the model's head size)."""
+    if mla:
+        return FLASHMLA_BLOCK
+    if fp8_e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
+        return SM90_FA4_FP8_BLOCK
+    return FLASH_ATTN_BLOCK
 
 
 def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
