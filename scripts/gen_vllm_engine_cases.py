@@ -72,6 +72,7 @@ AIC_CONFIGS = (
     "google--gemma-4-26B-A4B_config.json",  # heterogeneous head sizes, K = V on global layers
     "nvidia--Gemma-4-31B-IT-NVFP4_config.json",
     "XiaomiMiMo--MiMo-V2-Flash_config.json",  # SWA heads of their own, K 192 / V 128
+    "moonshotai--Kimi-K3_config.json",  # MLA + Kimi Delta Attention state
 )
 
 
@@ -106,6 +107,10 @@ def _patch_platform():
     return current_platform
 
 
+def _is_kda_config(hf) -> bool:
+    return isinstance(getattr(hf, "linear_attn_config", None), dict) and "kda_layers" in hf.linear_attn_config
+
+
 def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     """(kind, window) per decoder layer, from the HF config vLLM loaded."""
     hf = vcfg.model_config.hf_text_config
@@ -123,6 +128,10 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
             kind = table[name]  # a name missing here stops the case: add it rather than guess
             sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
             kinds.append((kind, sw if kind == "sliding" else (chunk if kind == "chunked" else None)))
+    elif _is_kda_config(hf):
+        # models/kimi_k3 (KimiLinearConfig.is_kda_layer): 1-based kda_layers hold KDA state, the rest are MLA
+        kda = set(hf.linear_attn_config["kda_layers"])
+        kinds = [("mamba", None) if i + 1 in kda else ("full", None) for i in range(n)]
     elif pattern:
         table = {"M": ("mamba", None), "*": ("full", None), "-": ("none", None), "E": ("none", None)}
         kinds = [table[ch] for ch in pattern]
@@ -190,6 +199,19 @@ def _attention_backend(vcfg):
     if _is_dsa(vcfg):
         return _dsa_backends(vcfg)[0]
     if vcfg.model_config.use_mla:
+        # vllm/platforms/cuda.py _get_backend_priorities on SM90: FLASH_ATTN_MLA first (16-bit caches
+        # only, FA3 present), then FLASHMLA, which takes the fp8 caches
+        if not vcfg.cache_config.cache_dtype.startswith("fp8"):
+            import vllm.v1.attention.backends.fa_utils as fa_utils
+
+            # fa_utils binds the CUDA kernels only on a CUDA platform; the class itself (block
+            # sizes, layouts) is all this script reads, so stand-ins let it import on a CPU
+            for name in ("flash_attn_varlen_func", "get_scheduler_metadata"):
+                if not hasattr(fa_utils, name):
+                    setattr(fa_utils, name, None)
+            from vllm.v1.attention.backends.mla.flashattn_mla import FlashAttnMLABackend
+
+            return FlashAttnMLABackend
         from vllm.v1.attention.backends.mla.flashmla import FlashMLABackend
 
         return FlashMLABackend
@@ -214,8 +236,7 @@ def _resolve_block_size(vcfg, backend) -> None:
             import vllm.model_executor.layers.mamba.abstract as mamba_abstract
 
             kinds = {k for k, _ in _layer_kinds(vcfg)}
-            gdn = _is_gdn(vcfg)
-            align = 64 if (gdn and cache.mamba_cache_mode == "align") else (1 if cache.mamba_cache_mode == "align" else None)
+            align = _checkpoint_alignment(vcfg) if cache.mamba_cache_mode == "align" else None
             orig = mamba_abstract.get_mamba_prefill_checkpoint_alignment
             mamba_abstract.get_mamba_prefill_checkpoint_alignment = lambda _cfg: align if "mamba" in kinds else None
             try:
@@ -224,6 +245,23 @@ def _resolve_block_size(vcfg, backend) -> None:
                 mamba_abstract.get_mamba_prefill_checkpoint_alignment = orig
         finally:
             Platform._find_non_ssm_backends = saved
+
+
+def _is_kda(vcfg) -> bool:
+    """Kimi Linear / Kimi K3: Kimi Delta Attention layers listed in linear_attn_config.kda_layers."""
+    return _is_kda_config(vcfg.model_config.hf_text_config)
+
+
+def _checkpoint_alignment(vcfg) -> int:
+    """Token grid of the prefill checkpoints a Mamba-like layer exports in "align" mode: FlashInfer
+    GDN prefill 64; FlashKDA (the KDA prefill backend on SM90/SM10x with head_dim 128, bf16 and a
+    gate lower bound: models/kimi_k3/nvidia/kda.py ``resolve_kda_prefill_backend``) 16
+    (model_executor/layers/mamba/kda_checkpoint.py); MambaMixer2 1."""
+    if _is_gdn(vcfg):
+        return 64
+    if _is_kda(vcfg):
+        return 16
+    return 1
 
 
 def _is_gdn(vcfg) -> bool:
@@ -270,7 +308,7 @@ def _layer_specs(vcfg, backend) -> dict:
                 )
                 if cache.mamba_cache_mode == "align":
                     # MambaMixer2 and FlashInfer-GDN layers export prefill checkpoints
-                    mamba_spec = replace(mamba_spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=64 if _is_gdn(vcfg) else 1)
+                    mamba_spec = replace(mamba_spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=_checkpoint_alignment(vcfg))
             specs[name] = mamba_spec
             continue
         if mc.use_mla:
@@ -522,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_fixture(out: Path, version: str, seconds: float, cases: list[dict], configs: dict[str, dict]) -> None:
     """The fixture carries the configs it was computed from, so the test needs nothing else."""
     used = {c["source"] for c in cases}
-    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper backends: FLASH_ATTN (block 16), FLASHMLA (block 64), FlashInfer GDN prefill; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
+    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper (SM90) backends: FLASH_ATTN (block 16; FA4 for Gemma 4), FLASH_ATTN_MLA (block 16) for 16-bit MLA and FLASHMLA (block 64) for fp8, FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE + the DSA indexer (block 64), FlashInfer GDN prefill, FlashKDA; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

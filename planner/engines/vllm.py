@@ -30,6 +30,7 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
 FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
 SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
+KDA_CHECKPOINT_ALIGNMENT = 16  # FlashKDA prefill checkpoint grid (vllm/model_executor/layers/mamba/kda_checkpoint.py)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 STATE_KINDS = ("mamba", "linear_attention")
@@ -186,7 +187,13 @@ def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
             inner = _cfg_int(cfg, ("mamba_expand",), 2) * geo.hidden_size // tp
             conv, ssm = inner * (d_conv - 1), inner * d_state
         pages.append(StatePage("mamba", count["mamba"], conv * 2 + ssm * ssm_bytes, 1))
-    if geo.linear is not None:
+    if geo.linear is not None and isinstance(cfg.get("linear_attn_config"), dict):
+        # Kimi Delta Attention (models/kimi_k3, MambaStateShapeCalculator.kda_state_shape): three
+        # short-conv states and a heads x head_dim x head_dim recurrent state, split by TP; FlashKDA
+        # prefill checkpoints on a 16-token grid (model_executor/layers/mamba/kda_checkpoint.py)
+        spec = geo.linear
+        pages.append(StatePage("linear_attention", count["linear_attention"], spec.conv_elements // tp * 2 + spec.ssm_elements // tp * spec.ssm_element_bytes, KDA_CHECKPOINT_ALIGNMENT))
+    elif geo.linear is not None:
         k_heads, v_heads = _cfg_int(cfg, ("linear_num_key_heads",), 16), _cfg_int(cfg, ("linear_num_value_heads",), 32)
         k_dim, v_dim = _cfg_int(cfg, ("linear_key_head_dim",), 128), _cfg_int(cfg, ("linear_value_head_dim",), 128)
         conv = (2 * k_heads * k_dim + v_heads * v_dim) // tp * (_cfg_int(cfg, ("linear_conv_kernel_dim",), 4) - 1)
@@ -355,7 +362,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     cfg = text_config(config)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
-    block = block_size or _default_block(geo, mla, planner_dtype == "fp8" and kv_cache_dtype != "fp8_e5m2")
+    block = block_size or _default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
     states = _state_pages(geo, cfg, tp) if hybrid else []
     state_pad = None
     if states and specs:
@@ -375,14 +382,20 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
 
 
-def _default_block(geo: ModelGeometry, mla: bool, fp8_e4m3: bool) -> int:
-    """The block size the backend prefers (``get_preferred_block_size``): FLASHMLA 64 for MLA,
-    FLASH_ATTN 16, except that an e4m3 fp8 cache with 512-wide heads (Gemma 4's global layers)
-    runs the SM90 FA4 FP8 kernel on 64-token pages (vllm/v1/attention/backends/flash_attn.py
-    ``_get_sm90_fa4_fp8_kv_block_size``, which reads the model's head size)."""
+def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version: str) -> int:
+    """The block size the backend a Hopper GPU picks prefers (``get_preferred_block_size``).
+
+    MLA: vLLM 0.33 (vllm/platforms/cuda.py ``_get_backend_priorities``, SM90) tries FLASH_ATTN_MLA
+    first, which takes 16-bit caches in 16-token blocks; fp8 caches go to FLASHMLA (64). Older
+    releases are taken to run FLASHMLA throughout (not checked against their wheels here).
+    Sparse MLA (DSA) and its indexer take 64. Otherwise FLASH_ATTN's 16, except that an e4m3 fp8
+    cache with 512-wide heads (Gemma 4's global layers) runs the SM90 FA4 FP8 kernel on 64-token
+    pages (vllm/v1/attention/backends/flash_attn.py ``_get_sm90_fa4_fp8_kv_block_size``)."""
     if mla:
+        if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 33):
+            return FLASH_ATTN_BLOCK
         return FLASHMLA_BLOCK
-    if fp8_e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
+    if fp8 and e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
         return SM90_FA4_FP8_BLOCK
     return FLASH_ATTN_BLOCK
 
