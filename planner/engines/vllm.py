@@ -252,7 +252,16 @@ def vllm_capacity(
     return _memoised(_MEMO, _capacity, config, geo, *args)
 
 
-_MEMO = ByteBudgetCache(8 << 20)  # results by config hash and settings, bounded in bytes (planner/limits.py)
+def _result_bytes(value: object) -> int:
+    """What one memoised result holds, charged without walking it (``size_of`` cost more than the
+    sizing itself on every slider move): measured with ``size_of`` at 1.1-1.7 kB for 1-6 groups, so
+    1 kB, 256 B a group and 2 B a character of text (log lines, notes, a refusal's reason) over-count."""
+    if isinstance(value, VllmCapacity):
+        return 1024 + 256 * len(value.groups) + 2 * sum(len(text) for text in (*value.log_lines, *value.notes))
+    return 1024 + 2 * len(str(getattr(value, "reason", value)))
+
+
+_MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
 def _memoised(memo: ByteBudgetCache, compute, config: dict, geo: ModelGeometry, *args):
@@ -300,7 +309,12 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
-    _check_architecture(geo, version)
+    try:  # the memoised layout refuses an architecture first, as vLLM resolves it before anything else
+        layout, held = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers), None
+    except EngineRefusal as exc:
+        if exc.field == "model":
+            raise
+        layout, held = None, exc  # a parallel-config refusal: vLLM checks max_model_len before it
     derived = geo.max_position_embeddings
     if max_model_len is None:
         if derived is None:
@@ -315,7 +329,8 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
             "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
             "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.",
         )
-    layout = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    if held is not None:
+        raise held
     return _assemble(layout, available, max_model_len)
 
 
