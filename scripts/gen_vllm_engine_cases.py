@@ -73,6 +73,7 @@ AIC_CONFIGS = (
     "nvidia--Gemma-4-31B-IT-NVFP4_config.json",
     "XiaomiMiMo--MiMo-V2-Flash_config.json",  # SWA heads of their own, K 192 / V 128
     "moonshotai--Kimi-K3_config.json",  # MLA + Kimi Delta Attention state
+    "nvidia--MiniMax-M3-NVFP4_config.json",  # MiniMaxM3SparseForConditionalGeneration: GQA + index keys
 )
 
 
@@ -226,7 +227,11 @@ def _resolve_block_size(vcfg, backend) -> None:
     from vllm.platforms.interface import Platform
 
     cache = vcfg.cache_config
-    backends = [backend, _dsa_backends(vcfg)[2]] if _is_dsa(vcfg) else [backend]
+    backends = [backend]
+    if _is_dsa(vcfg):
+        backends.append(_dsa_backends(vcfg)[2])
+    elif _is_minimax_m3_sparse(vcfg):
+        backends = [*_minimax_m3_backends(), backend]
     if not cache.user_specified_block_size:
         cache.block_size = Platform._preferred_block_size_for_backends(backends, CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
     if vcfg.model_config.is_hybrid:
@@ -287,6 +292,8 @@ def _layer_specs(vcfg, backend) -> dict:
     head_v = getattr(hf, "v_head_dim", None) if not mc.use_mla and getattr(hf, "v_head_dim", None) else head
     if _is_dsa(vcfg):
         return _dsa_layer_specs(vcfg)
+    if _is_minimax_m3_sparse(vcfg):
+        return _minimax_m3_layer_specs(vcfg)
     specs: dict = {}
     mamba_spec = None
     for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
@@ -369,6 +376,51 @@ def _dsa_layer_specs(vcfg) -> dict:
             topk_buffer_width=hf.index_topk, is_index_group_leader=i in owners,
         )
         specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(sparse, latent)
+    return specs
+
+
+def _is_minimax_m3_sparse(vcfg) -> bool:
+    return vcfg.model_config.architecture.startswith("MiniMaxM3Sparse")
+
+
+def _minimax_m3_backends():
+    """MiniMax-M3's sparse-attention and index-key backends (models/minimax_m3/common): both read
+    128-token pages only."""
+    from vllm.models.minimax_m3.common.indexer import MiniMaxM3IndexerBackend
+    from vllm.models.minimax_m3.common.sparse_attention import MiniMaxM3SparseBackend
+
+    return MiniMaxM3SparseBackend, MiniMaxM3IndexerBackend
+
+
+def _minimax_m3_layer_specs(vcfg) -> dict:
+    """MiniMax-M3 (models/minimax_m3/nvidia/model.py ``MiniMaxM3DecoderLayer``): layers flagged in
+    sparse_attention_config.sparse_attention_freq run ``MiniMaxM3SparseAttention``, which builds its
+    ``MiniMaxM3IndexerCache`` (index keys of sparse_index_dim, bf16 unless --attention-config sets
+    indexer_kv_dtype; one vector a token, role INDEXER) before registering its own GQA K/V
+    ``FullAttentionSpec``; the other layers are plain ``Attention`` (FLASH_ATTN). KV heads split as
+    max(1, heads // tp)."""
+    import torch
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec, SparseCacheRole, get_kv_quant_mode
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    hf = mc.hf_text_config
+    sparse_backend, indexer_backend = _minimax_m3_backends()
+    sparse_cfg = hf.sparse_attention_config
+    flagged = {i for i, f in enumerate(sparse_cfg.get("sparse_attention_freq") or []) if f != 0}
+    heads = max(1, hf.num_key_value_heads // vcfg.parallel_config.tensor_parallel_size)
+    dtype = kv_cache_dtype_str_to_dtype(cache.cache_dtype, mc)
+    main = dict(block_size=cache.block_size, num_kv_heads=heads, head_size=hf.head_dim, head_size_v=hf.head_dim, dtype=dtype, kv_quant_mode=get_kv_quant_mode(cache.cache_dtype))
+    specs: dict = {}
+    for i in range(mc.get_total_num_hidden_layers()):
+        if i in flagged:
+            idx = MLAAttentionSpec(block_size=cache.block_size, num_kv_heads=1, head_size=sparse_cfg["sparse_index_dim"], dtype=torch.bfloat16, cache_role=SparseCacheRole.INDEXER)
+            specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = customize_attention_spec(indexer_backend, idx)
+            specs[f"model.layers.{i}.self_attn"] = customize_attention_spec(sparse_backend, FullAttentionSpec(**main))
+        else:
+            specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(FlashAttentionBackend, FullAttentionSpec(**main))
     return specs
 
 
@@ -476,7 +528,7 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         except NotImplementedError as exc:
             case["unsupported"] = str(exc)
             return case
-        layouts = [m.name for m in get_supported_kv_cache_layouts([backend])]
+        layouts = [m.name for m in get_supported_kv_cache_layouts([*_minimax_m3_backends(), backend] if _is_minimax_m3_sparse(vcfg) else [backend])]
         resolve_kv_cache_layout(vcfg, [layouts], list(specs.values()))
         case["block_size"] = vcfg.cache_config.block_size
         case["mamba_cache_mode"] = vcfg.cache_config.mamba_cache_mode
@@ -496,8 +548,8 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         for worker, g in zip(configs[0].kv_cache_groups, sched.kv_cache_groups, strict=True):
             spec = g.kv_cache_spec
             whole = worker.kv_cache_spec
-            if isinstance(whole, UniformTypeKVCacheSpecs) and len({s.page_size_bytes for s in whole.kv_cache_specs.values()}) > 1:
-                # one group of layers of one type but different pages (MLA latent + indexer): the
+            if isinstance(whole, UniformTypeKVCacheSpecs) and len(set(whole.kv_cache_specs.values())) > 1:
+                # one group of layers of one type but different specs (MLA latent + indexer): the
                 # scheduler keeps its first layer's spec; the pool's block spans every layer's page
                 kinds = "+".join(dict.fromkeys(_group_kind(s) for s in whole.kv_cache_specs.values()))
                 out_groups.append({"kind": kinds, "layers": len(g.layer_names), "block_size": whole.block_size, "page_bytes": whole.page_size_bytes, "blocks_per_request": whole.max_memory_usage_pages(vcfg)})

@@ -77,6 +77,7 @@ FAMILIES = {
     "MiMo-V2-Flash": lambda c, t: "swa_num_key_value_heads" in t and _kinds(c) == {"full", "sliding"},
     "Nemotron 3 Ultra (layers_block_type)": lambda c, t: "layers_block_type" in t and "mamba" in _kinds(c),
     "Kimi K3 (MLA + Kimi Delta Attention)": lambda c, t: "linear_attn_config" in t and _kinds(c) == {"mla", "mamba"},
+    "MiniMax-M3 sparse attention (index keys)": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["MiniMaxM3SparseForConditionalGeneration"],
     "Qwen3.5 MoE": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["Qwen3_5MoeForConditionalGeneration"],
 }
 

@@ -29,6 +29,7 @@ GIB = 1 << 30
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
 FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
+MINIMAX_M3_SPARSE_BLOCK = 128  # MiniMaxM3SparseBackend and MiniMaxM3IndexerBackend read 128-token pages only
 SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
 KDA_CHECKPOINT_ALIGNMENT = 16  # FlashKDA prefill checkpoint grid (vllm/model_executor/layers/mamba/kda_checkpoint.py)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
@@ -410,6 +411,8 @@ def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version
         if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 33):
             return FLASH_ATTN_BLOCK
         return FLASHMLA_BLOCK
+    if geo.indexer is not None:  # MiniMax-M3's sparse attention and index keys (models/minimax_m3/common)
+        return MINIMAX_M3_SPARSE_BLOCK
     if fp8 and e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
         return SM90_FA4_FP8_BLOCK
     return FLASH_ATTN_BLOCK
@@ -476,6 +479,8 @@ def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
     first: dict[tuple[str, int | None], int] = {}
     for layer in geo.layers:
         first.setdefault((layer.kind, layer.window), layer.index)
+    if geo.indexer is not None and geo.indexer.layers:
+        first[("indexer", None)] = min(geo.indexer.layers)
     return first
 
 
@@ -508,13 +513,11 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
 def _uniform_type(specs: tuple[KVSpec, ...], states: list[StatePage], first: dict, block: int) -> _Bucket | None:
     """``UniformTypeKVCacheSpecs.from_specs`` (vllm/v1/kv_cache_interface.py): when every layer is
     attention of one type (all full, incl. MLA latents and indexer keys, or all one window) at one
-    block size but the pages differ, vLLM keeps one group of every layer; a block then spans every
+    block size but the specs differ, vLLM keeps one group of every layer; a block then spans every
     layer's page. Layers in model order: a layer's indexer is built before its attention."""
     if states or len(specs) < 2 or len({(s.kind, s.window) for s in specs}) > 1 or specs[0].kind == "cross":
         return None
-    if len({s.layer_page_bytes(block) for s in specs}) < 2:
-        return None
-    ordered = tuple(sorted(specs, key=lambda s: (first.get((s.kind, s.window), 0), s.cache != "indexer")))
+    ordered = tuple(sorted(specs, key=lambda s: (first.get(("indexer", None) if s.cache == "indexer" else (s.kind, s.window), 0), s.cache != "indexer")))
     return _Bucket(ordered[0], first.get((specs[0].kind, specs[0].window), 0), block, sum(s.num_layers * s.layer_page_bytes(block) for s in specs), ordered)
 
 
