@@ -478,6 +478,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
         print(line)
+    for note in r.notes:
+        print(f"note: {note}")
     print(command)
     return 0
 

@@ -196,6 +196,15 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     assert plan.kv_cache["maximum_sequences_by_memory"] > 0
 
 
+def test_families_without_vllm_computed_cases_say_so():
+    from planner.presets import load_preset
+
+    # DeepSeek-V4's packed SWA / compressed / compressor caches are not modelled: the figure is an estimate
+    r = vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536)
+    assert any("DeepSeek-V4" in note and "not checked against vLLM's sizing code" in note for note in r.notes)
+    assert not vllm_capacity(load_preset("glm-5"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes
+
+
 def test_remembered_refusals_hold_no_traceback():
     # a refusal's traceback keeps the frames, and with them the whole geometry (about 11 MB for a
     # 10,000-layer config): the memo must keep the reason only, or distinct configs grow the server
