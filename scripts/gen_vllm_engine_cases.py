@@ -12,13 +12,19 @@ follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
 
 * block size: ``Platform._preferred_block_size_for_backends`` and, for Mamba / linear-attention
   hybrids, ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with the
-  backend a Hopper GPU selects (FLASH_ATTN; FLASHMLA for MLA; FlashInfer GDN prefill);
+  backend a Hopper GPU selects (FLASH_ATTN, FA4 for Gemma 4; FLASH_ATTN_MLA for 16-bit MLA and
+  FLASHMLA for fp8; FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE and the DSA indexer for DeepSeek
+  sparse attention; MiniMax-M3's sparse backends; FlashInfer GDN and FlashKDA prefill);
 * one ``KVCacheSpec`` per layer built the way the attention / Mamba layers build theirs
   (``Attention.get_kv_cache_spec``, ``MLAAttention.get_kv_cache_spec``,
   ``MambaBase.get_kv_cache_spec`` with the model class's own
   ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config``). Which layer
   is sliding, chunked, Mamba or linear attention is read from the Hugging Face config vLLM
-  loaded (``layer_types``, ``hybrid_override_pattern``, the model's sliding window);
+  loaded (``layer_types``, ``hybrid_override_pattern``, the model's sliding window,
+  ``linear_attn_config.kda_layers``); the 2026 families have their own builders, each citing
+  the model file it follows (DSA latent + indexer, MiniMax-M3 index keys, Gemma 4 and MiMo-V2
+  per-layer heads). Real 2026 configs come from aiconfigurator-core's ``model_configs/``
+  (``AIC_CONFIGS``). DeepSeek-V4 and Nemotron-NAS (needs --trust-remote-code) are not covered;
 * grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
   ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
   ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
@@ -88,6 +94,13 @@ def _aic_dir() -> Path | None:
         if (base / "model_configs").is_dir():
             return base / "model_configs"
     return None
+
+
+# architectures vLLM 0.33 serves whose per-layer specs this script does not build (yet): left out of
+# the fixture, and the engine says its figures for them are estimates
+NOT_BUILT = {
+    "DeepseekV4ForCausalLM": "DeepSeek-V4's SWA, compressed, indexer and compressor caches (models/deepseek_v4) and their packed block layout are not built here",
+}
 
 
 # Qwen2-7B-Instruct's config.json (Hub, the fields that shape the cache): the second published log
@@ -583,6 +596,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(part.strip() and part.strip().lower() in path.name.lower() for part in args.only.split(",")):
             continue
         config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
+        skipped = NOT_BUILT.get(next(iter(config.get("architectures") or []), ""))
+        if skipped:
+            print(f"skipped {origin}/{path.name}: {skipped}", file=sys.stderr)
+            continue
         configs[f"{origin}/{path.name}"] = config
         settings = [tuple(s) for name, *s in PUBLISHED if name == path.name] if origin != "preset" else []
         derived = derived_max_model_len(config)

@@ -10,8 +10,10 @@ the start-up log (``get_kv_cache_capacity``, vllm/v1/core/kv_cache_utils.py).
 
 The rules that changed between releases are keyed by version in :data:`RULES`
 (0.10, 0.19, 0.24, 0.33; the newest is the default). The backends are those vLLM selects on a
-Hopper GPU: FLASH_ATTN (16-token blocks), FLASHMLA for MLA (64-token blocks), FlashInfer's
-gated-delta-net prefill (checkpoints on a 64-token grid).
+Hopper GPU: FLASH_ATTN (16-token blocks; FA4's 64-token pages for fp8 with 512-wide heads),
+FLASH_ATTN_MLA for 16-bit MLA (16) and FLASHMLA for fp8 (64), the sparse-MLA backends and the
+DSA indexer (64), MiniMax-M3's sparse backends (128), FlashInfer's gated-delta-net prefill
+(checkpoints on a 64-token grid), FlashKDA (16).
 """
 
 from __future__ import annotations
