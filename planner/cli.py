@@ -277,6 +277,10 @@ def plan_summary(plan, comparison=None) -> str:
     )
     if lat.source != "observed":
         lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
+        lines.append(
+            f"             p95: TTFT {r['ttft_p95_ms']:,.1f} ms, ITL {r['itl_p95_ms']:,.1f} ms ({r['prefill_step_share']:.0%} of steps carry a prefill chunk); "
+            f"prefill budget {r['prefill_utilisation']:.0%} used{' (SATURATED: prompts queue)' if r['prefill_saturated'] else ''}; all prompts at once: the last waits {r['burst_wait_max_ms']:,.1f} ms"
+        )
     if comparison is not None:
         if comparison.covered:
             d = comparison.difference()
@@ -398,7 +402,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(result.answer)
-    print(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT ms':>8} {'ITL ms':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    print(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         print(
@@ -422,7 +426,7 @@ def add_engine_parser(sub) -> None:
     p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size (GPUs per replica; default 1)")
-    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: the 16-bit model dtype)")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
     p.add_argument("--block-size", type=positive_int, help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
     p.add_argument("--max-model-len", type=positive_int, help="tokens per request (default: the model's max_position_embeddings)")
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
@@ -435,8 +439,25 @@ def add_engine_parser(sub) -> None:
     budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
     budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU, term by term (no default; {', '.join(CATALOG)})")
     p.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
+    p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
     p.set_defaults(func=cmd_engine)
+
+
+def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
+    """A file's bytes, reading at most ``limit`` + 1 (so /dev/zero or a FIFO cannot fill memory).
+
+    Raises:
+        CLIError: the file cannot be read or is larger than ``limit``.
+    """
+    try:
+        with Path(path).open("rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise CLIError(f"{flag} {path}: cannot read file ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise CLIError(f"{flag} {path}: file is larger than {limit // (1 << 20)} MiB; {typical}")
+    return data
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -450,12 +471,28 @@ def cmd_engine(args: argparse.Namespace) -> int:
     if args.gpu is not None:
         device = get_device(args.gpu)
         weights = model.weights("auto")
-        budget = predict_budget(device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source)
+        measured = None
+        if args.probe_json is not None:
+            from planner.probe import MAX_PROBE_JSON_BYTES, budget_measurements, load_probe_json
+
+            probe = load_probe_json(_read_capped(args.probe_json, "--probe-json", MAX_PROBE_JSON_BYTES, "a probe JSON is a few KiB"))
+            measured = budget_measurements(probe, args.max_num_batched_tokens, args.tp)
+            if not measured:
+                raise PlannerError("probe_json", args.probe_json, "holds no GPU memory measurements that apply: it needs a successful runtime-mode probe on CUDA, and --tp 1 (the probe runs the model on one GPU)")
+        budget = predict_budget(
+            device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens,
+            max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source, measured=measured,
+        )  # fmt: skip
         available = budget.available_kv_bytes
     else:
+        if args.probe_json is not None:
+            raise CLIError("--probe-json replaces terms of the predicted budget: give it with --gpu (it has nothing to replace in a given --available-kv-bytes)")
         available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
+    kv_cache_dtype = args.kv_cache_dtype
+    if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
+        kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
     try:
-        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
+        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
         print(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
@@ -475,6 +512,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
         print(line)
+    for note in r.notes:
+        print(f"note: {note}")
     print(command)
     return 0
 
@@ -539,14 +578,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
         if given:
             raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
-        path = Path(args.plan)
-        try:
-            with path.open("rb") as fh:  # read at most 1 MiB + 1 byte: /dev/zero or a FIFO cannot fill memory
-                data = fh.read(MAX_PLAN_FILE_BYTES + 1)
-            if len(data) > MAX_PLAN_FILE_BYTES:
-                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-        except OSError as exc:
-            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
+        data = _read_capped(args.plan, "--plan", MAX_PLAN_FILE_BYTES, "a plan file is a few KiB")
         state = load_plan_file(data)
         if state.ref is None:
             raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))

@@ -6,9 +6,11 @@ the memory ceiling (the engine's own admission), the ITL SLO (the latency model'
 the TTFT SLO and any runtime limit. The workload then fixes the replica count:
 
 * ``users`` concurrent sequences: ``replicas = ceil(users / max_num_seqs)``;
-* ``rate`` requests/s: a replica sustains ``min(c / e2e, 1 / (prefill + first decode + output x ITL / c))``
-  requests/s at concurrency ``c`` (Little's law, and the GPU time each request takes), and
-  ``replicas = ceil(rate / that)``.
+* ``rate`` requests/s: a replica sustains ``min(c / e2e, prefill capacity)`` requests/s at
+  concurrency ``c`` (Little's law, and the prompts a second its token budget can prefill beside
+  the decodes), and ``replicas = ceil(rate / that)``. Poisson arrivals also wait for a free
+  sequence slot: that p95 wait (Erlang C over ``max_num_seqs`` slots, :func:`slot_wait_p95_s`)
+  is added to the p95 TTFT.
 
 The count is then checked with the whole deployment's plan and moved until it is minimal: the
 deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
@@ -76,7 +78,7 @@ class Recommendation(BaseModel):
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
     cost_per_million_tokens: float  # output tokens
-    ttft_p95_ms: float  # latency model at the workload's concurrency (no queueing)
+    ttft_p95_ms: float  # served-latency model at the workload's concurrency (steady-state queueing)
     itl_p95_ms: float
     sustainable_rate: float  # requests/s the deployment sustains at max_num_seqs per replica
     binding_constraint: str  # what limits max_num_seqs: memory, latency_slo, ttft_slo, runtime, throughput
@@ -153,6 +155,28 @@ def resolve_gpus(gpus: list[str] | None) -> list[str]:
     return out
 
 
+def _p95(plan: Plan) -> tuple[float, float]:
+    """(p95 TTFT, p95 ITL) of a plan in ms: what the SLOs bound (the plan's served-latency model)."""
+    return plan.roofline["ttft_p95_ms"], plan.roofline["itl_p95_ms"]
+
+
+def slot_wait_p95_s(slots: int, offered: float, hold_s: float) -> float:
+    """95th-percentile wait for a free sequence slot when Poisson arrivals offer ``offered``
+    slots' worth of load (arrival rate x time a request holds its slot) to ``slots`` slots:
+    Erlang C (M/M/c). An arrival waits with probability C, then exponentially with mean
+    hold / (slots - offered), so the p95 is hold / (slots - offered) x ln(C / 0.05), or 0 when
+    C <= 0.05; infinite at offered >= slots (the queue grows without bound)."""
+    if offered <= 0:
+        return 0.0
+    if offered >= slots:
+        return math.inf
+    b = 1.0  # Erlang B by its stable recursion, then C from B
+    for k in range(1, slots + 1):
+        b = offered * b / (k + offered * b)
+    c = slots * b / (slots - offered * (1.0 - b))
+    return hold_s / (slots - offered) * math.log(c / 0.05) if c > 0.05 else 0.0
+
+
 class _Candidate:
     """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
 
@@ -188,26 +212,26 @@ class _Candidate:
         limit, binding = kv["admissible_sequences"], kv["binding_constraint"]
         if limit < 1:
             if binding == "latency_slo":
-                return f"ITL at one sequence is {one.latency.mean_inter_token_latency_ms:,.1f} ms, above the {self.itl_slo:g} ms SLO"
+                return f"p95 ITL at one sequence is {_p95(one)[1]:,.1f} ms, above the {self.itl_slo:g} ms SLO"
             return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
         if self.ttft_slo is not None:
-            if one.latency.time_to_first_token_ms > self.ttft_slo:
-                return f"TTFT at one sequence is {one.latency.time_to_first_token_ms:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
-            if self.plan(1, limit).latency.time_to_first_token_ms > self.ttft_slo:
+            if _p95(one)[0] > self.ttft_slo:
+                return f"p95 TTFT at one sequence is {_p95(one)[0]:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
+            if _p95(self.plan(1, limit))[0] > self.ttft_slo:
                 lo, hi = 1, limit  # largest concurrency whose TTFT is inside the SLO (TTFT grows with it)
                 while lo < hi:
                     mid = (lo + hi + 1) // 2
-                    if self.plan(1, mid).latency.time_to_first_token_ms <= self.ttft_slo:
+                    if _p95(self.plan(1, mid))[0] <= self.ttft_slo:
                         lo = mid
                     else:
                         hi = mid - 1
                 limit, binding = lo, "ttft_slo"
-        at_limit = self.plan(1, limit).latency
-        e2e_s = at_limit.end_to_end_ms / 1e3
+        plan_at_limit = self.plan(1, limit)
+        e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf
-        # GPU time one request takes: its own prefill (not the wait behind others in TTFT) and its share of decode steps
-        busy_s = (at_limit.prefill_ms + at_limit.first_decode_ms + at_limit.mean_inter_token_latency_ms * max(0, self._output() - 1) / limit) / 1e3
-        gpu_bound = 1 / busy_s if busy_s > 0 else math.inf
+        # the prompts a second the prefill budget can take beside the decodes (its ITL already
+        # carries the prefill steps, so this is the only other bound on the rate)
+        gpu_bound = plan_at_limit.roofline["prefill_capacity_per_s"]
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
@@ -217,6 +241,7 @@ class _Candidate:
             return replicas
         load = self._load(replicas, per_replica_rate, limit)
         final = self.plan(replicas, load, limit)
+        queue_ms = self._slot_wait_ms(replicas, limit, final)
         lat = final.latency
         per_hour = self.price * self.tp * replicas
         if self.users is not None:
@@ -235,8 +260,8 @@ class _Candidate:
             sequences_per_replica=-(-load // replicas),
             cost_per_hour=round(per_hour, 4),
             cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
-            ttft_p95_ms=lat.time_to_first_token_ms,
-            itl_p95_ms=lat.mean_inter_token_latency_ms,
+            ttft_p95_ms=_p95(final)[0] + queue_ms,
+            itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
             gpu_hour_price=self.price,
@@ -259,13 +284,23 @@ class _Candidate:
         e2e_s = self.plan(1, limit).latency.end_to_end_ms / 1e3
         return max(1, min(replicas * limit, math.ceil(self.rate * e2e_s)))
 
+    def _slot_wait_ms(self, replicas: int, limit: int, plan: Plan) -> float:
+        """A request rate's p95 wait for one of a replica's ``limit`` slots (Erlang C); users
+        hold their own slots, so they never wait for one."""
+        if self.rate is None:
+            return 0.0
+        e2e_s = plan.latency.end_to_end_ms / 1e3
+        return slot_wait_p95_s(limit, self.rate / replicas * e2e_s, e2e_s) * 1e3
+
     def holds(self, replicas: int, limit: int, per_replica_rate: float) -> bool:
-        """The deployment of ``replicas`` admits the load inside both SLOs."""
+        """The deployment of ``replicas`` admits the load inside both SLOs (a request rate also
+        waits for a free slot: Erlang C over ``limit`` slots a replica)."""
         if self.rate is not None and replicas * per_replica_rate < self.rate * (1 - 1e-9):
             return False
         p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
-        lat = p.latency
-        return p.kv_cache["admitted"] and (self.ttft_slo is None or lat.time_to_first_token_ms <= self.ttft_slo) and (self.itl_slo is None or lat.mean_inter_token_latency_ms <= self.itl_slo)
+        ttft, itl = _p95(p)
+        ttft += self._slot_wait_ms(replicas, limit, p)
+        return p.kv_cache["admitted"] and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
         while not self.holds(replicas, limit, per_replica_rate):
@@ -354,7 +389,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"TTFT {_ms(best.ttft_p95_ms)}"]
+    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"p95 TTFT {_ms(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
@@ -399,8 +434,9 @@ def capacity_search(
     The replicas are identical, so at most ``SIM_REPLICAS`` of them are simulated behind the
     least-outstanding-tokens router with their share of the arrivals, and the rate found is scaled
     back to the whole deployment (a larger pool balances at least as well, so this errs low). Each
-    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill; prompts and
-    outputs are the plan's.
+    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill with the
+    plan's token budget per step (a prompt's chunk takes what the budget leaves, as in vLLM V1);
+    prompts and outputs are the plan's.
     """
     from planner import simulate as sim
 
@@ -409,10 +445,13 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
+    budget = plan.inputs.max_batched_tokens
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,
         max_num_seqs=rec.max_num_seqs,
+        max_num_batched_tokens=budget,
+        chunk_tokens=budget,  # as vLLM V1: a prompt's chunk is whatever the step's budget leaves
         policy="chunked",
         replicas=simulated,
         router="least-outstanding-tokens",
