@@ -1,9 +1,18 @@
-"""Regenerate ``tests/data/vllm_engine_cases.json`` with vLLM's own KV-cache sizing code.
+"""Regenerate ``tests/data/vllm_engine_cases*.json`` with vLLM's own KV-cache sizing code.
 
-Run it in a throw-away venv that holds vLLM (never in CI, never in the project's venv)::
+Run it in a throw-away venv that holds vLLM (never in CI, never in the project's venv); each
+release writes its own fixture (0.33: ``vllm_engine_cases.json``; older: ``_0.10``, ``_0.19``, ``_0.24``)::
 
     python3 -m venv /work/venvs/vllm033 && /work/venvs/vllm033/bin/pip install vllm==0.33.0
     HF_HUB_OFFLINE=1 /work/venvs/vllm033/bin/python scripts/gen_vllm_engine_cases.py
+    # likewise vllm==0.24.0, 0.19.0 and 0.10.1.1 (0.10: then pip install transformers==4.56.2, the
+    # transformers of its release; it resolves 5.x, whose configs 0.10 cannot read)
+
+Older releases go through small shims (section "vLLM 0.10 - 0.24"): their block-size rule, their
+spec classes (fields filtered per release), their ``get_kv_cache_config(s)`` and log lines; 0.10
+also needs the CUDA platform's answers patched in (it finds no platform on a CPU) and lets the V1
+oracle pick V0 for Mamba hybrids as ``vllm serve`` does. Models whose specs only the 0.33 builders
+write (indexer / compressed caches) are left out of the older fixtures when those releases load them.
 
 For every config in ``$KVP_REFERENCE_DIR/configs`` (default ``../shared/reference/configs``) and
 every preset in ``model_configs/`` it builds a real ``VllmConfig`` with

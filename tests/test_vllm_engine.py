@@ -1,10 +1,13 @@
 """Engine parity: planner.engines.vllm against numbers computed by vLLM's own code.
 
-``tests/data/vllm_engine_cases.json`` is written by ``scripts/gen_vllm_engine_cases.py`` in a
-throw-away venv holding vllm 0.33.0 (never in CI): every reference config and every preset at
-several (tp, kv dtype, max_model_len, available memory) settings, with vLLM's groups, blocks,
-tokens, concurrency and refusals. The fixture carries the configs, so this test needs nothing else.
-The two published start-up logs (vLLM 0.10.1) are checked against the numbers vLLM printed.
+``tests/data/vllm_engine_cases.json`` (vllm 0.33.0) and ``vllm_engine_cases_0.10.json`` /
+``_0.19`` / ``_0.24`` (vllm 0.10.1.1, 0.19.0, 0.24.0) are written by
+``scripts/gen_vllm_engine_cases.py``, each in a throw-away venv holding that release (never in
+CI): every reference config and every preset at several (tp, kv dtype, max_model_len, available
+memory) settings, with that release's groups, blocks, tokens, concurrency, log lines and refusals.
+Every case is checked against the engine's rules for its release. The fixtures carry their configs,
+so this test needs nothing else. The two published start-up logs (vLLM 0.10.1) are checked against
+the numbers vLLM printed and against 0.10.1.1's own code.
 """
 
 from __future__ import annotations
