@@ -380,11 +380,33 @@ def _is_gdn(vcfg) -> bool:
     return getattr(hf, "linear_num_value_heads", None) is not None
 
 
+def _mamba_state(vcfg) -> tuple[tuple, tuple]:
+    """Shapes and dtypes of one layer's Mamba / linear-attention state on one GPU: the model
+    class's ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config``."""
+    from vllm.model_executor.models import ModelRegistry
+
+    mc = vcfg.model_config
+    model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
+    return tuple(tuple(x) for x in model_cls.get_mamba_state_shape_from_config(vcfg)), tuple(model_cls.get_mamba_state_dtype_from_config(vcfg))
+
+
+def _cached_layers(vcfg):
+    """(index, layer name, kind, window) of every layer that caches something.
+
+    Raises:
+        NotImplementedError: cross-attention layers (vLLM's V1 start-up has no spec for them).
+    """
+    for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
+        if kind == "cross":
+            raise NotImplementedError("cross-attention (encoder-decoder) layers")
+        if kind != "none":
+            yield i, f"model.layers.{i}", kind, window
+
+
 def _layer_specs(vcfg, backend) -> dict:
     """One KVCacheSpec per layer, as vLLM's attention and Mamba layers build them."""
     import torch
     from vllm.model_executor.layers.attention.attention import _largest_kernel_block_within
-    from vllm.model_executor.models import ModelRegistry
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, get_kv_quant_mode
 
@@ -402,18 +424,13 @@ def _layer_specs(vcfg, backend) -> dict:
         return _minimax_m3_layer_specs(vcfg)
     specs: dict = {}
     mamba_spec = None
-    for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
-        name = f"model.layers.{i}"
-        if kind == "none":
-            continue
-        if kind == "cross":
-            raise NotImplementedError("cross-attention (encoder-decoder) layers")
+    for i, name, kind, window in _cached_layers(vcfg):
         if kind == "mamba":
             if mamba_spec is None:
-                model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
+                shapes, dtypes = _mamba_state(vcfg)
                 mamba_spec = MambaSpec(
-                    shapes=tuple(model_cls.get_mamba_state_shape_from_config(vcfg)),
-                    dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vcfg)),
+                    shapes=shapes,
+                    dtypes=dtypes,
                     block_size=cache.mamba_block_size,
                     page_size_padded=cache.mamba_page_size_padded,
                     mamba_cache_mode=cache.mamba_cache_mode,
@@ -634,7 +651,6 @@ def _legacy_layer_specs(vcfg) -> dict:
     """One KVCacheSpec per layer as 0.10 ``GPUModelRunner.get_kv_cache_spec`` (vllm/v1/worker/
     gpu_model_runner.py) and 0.19 / 0.24 ``Attention.get_kv_cache_spec``,
     ``MLAAttention.get_kv_cache_spec``, ``MambaBase.get_kv_cache_spec`` build them."""
-    from vllm.model_executor.models import ModelRegistry
     from vllm.v1 import kv_cache_interface as kvi
 
     mc, cache, par = vcfg.model_config, vcfg.cache_config, vcfg.parallel_config
@@ -646,19 +662,14 @@ def _legacy_layer_specs(vcfg) -> dict:
         common["head_size_v"] = hf.v_head_dim
     specs: dict = {}
     mamba_spec = None
-    for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
-        name = f"model.layers.{i}"
-        if kind == "none":
-            continue
-        if kind == "cross":
-            raise NotImplementedError("cross-attention (encoder-decoder) layers")
+    for _i, name, kind, window in _cached_layers(vcfg):
         if kind == "mamba":
             if mamba_spec is None:
-                model_cls, _ = ModelRegistry.resolve_model_cls(mc.architecture, model_config=mc)
+                shapes, dtypes = _mamba_state(vcfg)
                 mamba_spec = _spec(
                     kvi.MambaSpec,
-                    shapes=tuple(tuple(x) for x in model_cls.get_mamba_state_shape_from_config(vcfg)),
-                    dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vcfg)),
+                    shapes=shapes,
+                    dtypes=dtypes,
                     # 0.10: "block_size=max_model_len, so that mamba model will always have only one block"
                     block_size=getattr(cache, "mamba_block_size", None) or mc.max_model_len,
                     page_size_padded=cache.mamba_page_size_padded,
