@@ -91,7 +91,7 @@ class Rules:
 RULES: dict[str, Rules] = {
     "0.10": Rules(
         "0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False,
-        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "nemotron_h", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
+        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
         int_max_len_types=frozenset({"deepseek_v2"}),
     ),
     "0.19": Rules(
@@ -100,7 +100,7 @@ RULES: dict[str, Rules] = {
     ),
     "0.24": Rules(
         "0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False,
-        unknown_model_types=frozenset({"gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v4"}),
+        unknown_model_types=frozenset({"gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4"}),
     ),
     "0.33": Rules("0.33", True, 2, True, True, True, False),
 }
@@ -529,14 +529,14 @@ def _unverified(geo: ModelGeometry) -> tuple[str, ...]:
 def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version: str) -> int:
     """The block size the backend a Hopper GPU picks prefers (``get_preferred_block_size``).
 
-    MLA: vLLM 0.33 (vllm/platforms/cuda.py ``_get_backend_priorities``, SM90) tries FLASH_ATTN_MLA
-    first, which takes 16-bit caches in 16-token blocks; fp8 caches go to FLASHMLA (64). Older
-    releases run FLASHMLA throughout (checked by the 0.10, 0.19 and 0.24 fixtures).
+    MLA: vLLM 0.19+ (vllm/platforms/cuda.py ``_get_backend_priorities``, SM90) tries FLASH_ATTN_MLA
+    first, which takes 16-bit caches in 16-token blocks; fp8 caches go to FLASHMLA (64). 0.10
+    forces FLASHMLA's 64 for every MLA model (``CudaPlatform.check_and_update_config``).
     Sparse MLA (DSA) and its indexer take 64. Otherwise FLASH_ATTN's 16, except that an e4m3 fp8
     cache with 512-wide heads (Gemma 4's global layers) runs the SM90 FA4 FP8 kernel on 64-token
     pages (vllm/v1/attention/backends/flash_attn.py ``_get_sm90_fa4_fp8_kv_block_size``)."""
     if mla:
-        if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 33):
+        if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 19):
             return FLASH_ATTN_BLOCK
         return FLASHMLA_BLOCK
     if geo.indexer is not None:  # MiniMax-M3's sparse attention and index keys (models/minimax_m3/common)
