@@ -101,7 +101,8 @@ def resolve_kv_dtype(requested: str, config: dict | None, quantization: dict | N
     caches what the checkpoint declares in ``config.json``'s ``quantization_config`` or, when
     config.json has none, in ``hf_quant_config.json`` (``quantization``: pass it as
     ``quantization``); otherwise the model dtype (``torch_dtype``/``dtype``; float32
-    checkpoints are served in bf16), bf16 when the config names none.
+    checkpoints are served in bf16), bf16 when the config names none. DeepSeek-V4
+    (``compress_ratios``) always caches fp8: its layers store vLLM's fp8_ds_mla layout.
 
     Raises:
         PlannerError: an unknown dtype, or a checkpoint KV format the planner does not model.
@@ -109,6 +110,10 @@ def resolve_kv_dtype(requested: str, config: dict | None, quantization: dict | N
     if requested != AUTO:
         return check_kv_dtype(requested), "given"
     config = config if isinstance(config, dict) else {}
+    if any(isinstance(c, dict) and isinstance(c.get("compress_ratios"), list) for c in (config, config.get("text_config"))):
+        # DeepSeek-V4: vLLM 0.33's FlashMLA layers store every cache in the fp8_ds_mla layout and turn
+        # "auto" into it (models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype)
+        return "fp8", "auto: DeepSeek-V4 caches vLLM's fp8_ds_mla layout whatever the checkpoint"
     quant = config.get("quantization_config")
     where = "config.json quantization_config"
     if quant is None:

@@ -13,7 +13,9 @@ The rules that changed between releases are keyed by version in :data:`RULES`
 Hopper GPU: FLASH_ATTN (16-token blocks; FA4's 64-token pages for fp8 with 512-wide heads),
 FLASH_ATTN_MLA for 16-bit MLA (16) and FLASHMLA for fp8 (64), the sparse-MLA backends and the
 DSA indexer (64), MiniMax-M3's sparse backends (128), FlashInfer's gated-delta-net prefill
-(checkpoints on a 64-token grid), FlashKDA (16).
+(checkpoints on a 64-token grid), FlashKDA (16). DeepSeek-V4 runs FLASHMLA_SPARSE_DSV4 and its
+indexer (256) with SWA caches (64) and compressor states (4 / 8) in blocks of their own, packed
+block-outermost as ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`).
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ class VllmCapacity(Result):
     prefix_caching: bool
     available_kv_bytes: int
     groups: tuple[EngineGroup, ...]
-    group_size: int  # layers per group: the smallest layer count of any spec
-    bytes_per_block: int  # one block across a whole group: group_size x page bytes
+    group_size: int  # layers per group: the smallest layer count of any spec (0: packed groups of their own sizes, DeepSeek-V4)
+    bytes_per_block: int  # one block across a whole group: group_size x page bytes (packed: the widest group's pages)
     num_blocks: int
     blocks_per_request: int
     max_concurrency: float
@@ -436,8 +438,8 @@ def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_cac
     specs = kv_specs(geo, planner_dtype, tp, "vllm")
     split = _packed_split(_dsv4_caches(geo, specs, DSV4_BLOCK))
     bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
-    group_size = max(b.layers for b, _ in split)
-    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, split, group_size, bytes_per_block, tuple(notes), DSV4_BLOCK)
+    # packed groups are not padded to a common layer count (group size 0): a block spans the widest group
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, split, 0, bytes_per_block, tuple(notes), DSV4_BLOCK)
 
 
 def _dsv4_caches(geo: ModelGeometry, specs: tuple[KVSpec, ...], block: int) -> list[tuple[KVSpec, int]]:
