@@ -84,6 +84,7 @@ AIC_CONFIGS = (
     "nvidia--MiniMax-M3-NVFP4_config.json",  # MiniMaxM3SparseForConditionalGeneration: GQA + index keys
     "deepseek-ai--DeepSeek-V4-Flash_config.json",  # SWA + compressed MLA + indexer + compressor states, packed
     "deepseek-ai--DeepSeek-V4-Pro_config.json",  # 61 layers, ratio-128 layers first
+    "nvidia--DeepSeek-V4-Flash-NVFP4_config.json",  # modelopt NVFP4 experts: the cache is fp8_ds_mla all the same
 )
 
 
