@@ -21,7 +21,7 @@ block-outermost as ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
@@ -605,12 +605,14 @@ class _Bucket:
     block_size: int
     page_bytes: int
     members: tuple[KVSpec, ...] = ()
+    kind: str = field(default="", init=False)  # full, sliding, mla, "indexer+mla", ...: set once, read on every result
 
-    @property
-    def kind(self) -> str:
+    def __post_init__(self) -> None:
         if self.members:
-            return "+".join(dict.fromkeys(_kind(s) for s in self.members))
-        return self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+            kind = "+".join(dict.fromkeys(_kind(s) for s in self.members))
+        else:
+            kind = self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+        object.__setattr__(self, "kind", kind)
 
     @property
     def layers(self) -> int:
@@ -686,6 +688,8 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
     bytes_per_block = layout.bytes_per_block
 
     def needed_at(length: int) -> int:
+        if length == max_model_len:  # the blocks one request reserves, counted above
+            return bytes_per_block * per_request
         return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in layout.split)
 
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
