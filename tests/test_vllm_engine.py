@@ -193,6 +193,12 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     with pytest.raises(EngineRefusal) as err:
         vllm_capacity(step, available_kv_bytes=1 << 30)
     assert err.value.reason.startswith("Model architectures ['Step3p7FlashForCausalLM'] are not supported for now")
+    # sgl-project's DeepSeek-V4 FP8 checkpoints say model_type "deepseek_ref", which transformers
+    # does not know: vLLM stops reading the config there
+    ref = load_preset("deepseek-v4-flash") | {"model_type": "deepseek_ref"}
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(ref, available_kv_bytes=1 << 36, tp=8)
+    assert err.value.field == "model" and "model type `deepseek_ref` but Transformers does not recognize this architecture" in err.value.reason
     # the plan keeps the planner's own paged figure and says why the engine's does not apply
     plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8), prepare_model(config))
     engine = plan.kv_cache["engine"]

@@ -74,6 +74,10 @@ DROPPED = {"MPTForCausalLM": "0.28.0"}
 # architectures of real 2026 checkpoints that no supported vLLM version registers (vLLM 0.33 has the
 # look-alikes MiniMaxM3SparseForCausalLM and Step3p7ForConditionalGeneration, not these names)
 NOT_REGISTERED = frozenset({"MiniMaxM3ForCausalLM", "Step3p7FlashForCausalLM"})
+# model types the transformers that vLLM 0.33 pins does not know: vLLM reads the config through
+# transformers first (vllm/transformers_utils/config.py), so it stops there, before its registry
+# (sgl-project's DeepSeek-V4 FP8 checkpoints say "deepseek_ref"; MiniMax-M3 "minimax_m3")
+UNKNOWN_MODEL_TYPES = frozenset({"deepseek_ref"})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -307,6 +311,11 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
         last = DROPPED.get(arch)
         if last is not None and _version_tuple(rules.version) > _version_tuple(last):
             raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    if geo.model_type in UNKNOWN_MODEL_TYPES:
+        raise EngineRefusal(
+            "model", geo.model_type,
+            f"The checkpoint you are trying to load has model type `{geo.model_type}` but Transformers does not recognize this architecture (vLLM {rules.version} reads the config through transformers before its own registry)",
+        )  # fmt: skip
     unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
     if unknown and len(unknown) == len(geo.architectures):
         # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
