@@ -778,23 +778,16 @@ def _legacy_layer_specs(vcfg) -> dict:
     hf = mc.hf_text_config
     if not mc.use_mla and getattr(hf, "v_head_dim", None):
         common["head_size_v"] = hf.v_head_dim
+    layers = list(_cached_layers(vcfg))
+    if any(kind == "mamba" for _, _, kind, _ in layers):  # one state spec shared by every Mamba layer
+        shapes, dtypes = _mamba_state(vcfg)
+        # 0.10: "block_size=max_model_len, so that mamba model will always have only one block"
+        mamba_block = getattr(cache, "mamba_block_size", None) or mc.max_model_len
+        mamba = _spec(kvi.MambaSpec, shapes=shapes, dtypes=dtypes, block_size=mamba_block, page_size_padded=cache.mamba_page_size_padded, mamba_cache_mode=getattr(cache, "mamba_cache_mode", "none"), num_speculative_blocks=0)
     specs: dict = {}
-    mamba_spec = None
-    for i, name, kind, window in _cached_layers(vcfg):
+    for i, name, kind, window in layers:
         if kind == "mamba":
-            if mamba_spec is None:
-                shapes, dtypes = _mamba_state(vcfg)
-                mamba_spec = _spec(
-                    kvi.MambaSpec,
-                    shapes=shapes,
-                    dtypes=dtypes,
-                    # 0.10: "block_size=max_model_len, so that mamba model will always have only one block"
-                    block_size=getattr(cache, "mamba_block_size", None) or mc.max_model_len,
-                    page_size_padded=cache.mamba_page_size_padded,
-                    mamba_cache_mode=getattr(cache, "mamba_cache_mode", "none"),
-                    num_speculative_blocks=0,
-                )
-            specs[name] = mamba_spec
+            specs[name] = mamba
             continue
         layer = common
         shape = _layer_shape(vcfg, i, kind)
