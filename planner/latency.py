@@ -363,7 +363,7 @@ class Served(Result):
       prompts: an M/D/1 queue (:func:`queue_wait`) whose server is the prefill budget (one prompt
       takes prompt tokens x the seconds a full prefill step spends per token), plus the rest of
       the step in flight on arrival. The wait lengthens each request and so slows the arrivals;
-      the wait is the fixed point of the two (bisection). Where it reaches the burst's, the
+      the wait is the fixed point of the two (a quadratic's root). Where it reaches the burst's, the
       prefill cannot keep up (``saturated``) and the burst figures stand.
     * Burst (the worst moment): all ``requests`` prompts arrive together and are prefilled first
       come (:func:`prefill_steps`); kept as ``burst_wait_ms`` and ``burst_wait_max_ms`` (the last).
@@ -442,18 +442,21 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         rho = arrivals(w) * service
         return (rho, *queue_wait(rho, service)) if rho < 1.0 else (rho, math.inf, math.inf)
 
-    # the wait lengthens each request, which slows the arrivals: solve wait = (own - one) + in flight + queue(wait)
+    # the wait lengthens each request, which slows the arrivals: wait = d + queue(wait), d = (own - one)
+    # + in flight. With rho = a / (T + w), a = n S, T = own + tail, the M/D/1 mean is a S / (2 (T + w - a)),
+    # so x = T + w - a > 0 solves x^2 + (a - T - d) x - a S / 2 = 0 (its positive root)
     burst_mean, burst_max = prefill_served - one, burst_last - one
-    lo, hi = 0.0, max(0.0, burst_mean)
-    for _ in range(40 if others else 0):
-        w = (lo + hi) / 2
-        if (own - one) + in_flight + queue(w)[1] > w:
-            lo = w
-        else:
-            hi = w
-    rho, q_mean, q_p95 = queue(hi)
-    saturated = others > 0 and (own - one) + in_flight + q_mean >= burst_mean
-    wait = burst_mean if saturated else hi
+    fixed = (own - one) + in_flight
+    if others:
+        a, big_t = n * service, own + tail
+        b = a - big_t - fixed
+        x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
+        w = min(max(0.0, x - big_t + a), max(0.0, burst_mean))
+    else:
+        w = 0.0
+    rho, q_mean, q_p95 = queue(w)
+    saturated = others > 0 and fixed + q_mean >= burst_mean
+    wait = burst_mean if saturated else w
     wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own - one) + 1.9 * in_flight + q_p95))
     # a prefill step holds the arriving prompt and, on average, those queued behind it (Little: rate x wait)
     queued = arrivals(wait) * (q_mean if math.isfinite(q_mean) else wait)
