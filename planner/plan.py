@@ -19,7 +19,7 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
 from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
-from planner.limits import ByteBudgetCache
+from planner.limits import ByteBudgetCache, size_of
 from planner.results import Result
 from planner.weights import WeightsEstimate, estimate_weights
 
@@ -280,7 +280,8 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
     per_param = resident * tp / weights.total_params if weights.total_params else 2.0
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
-    return latency.Roofline(
+    link_gb_s, link_us = device.link_at(tp)
+    fields = dict(
         weights_bytes=resident,
         active_params=weights.active_params / tp,
         attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
@@ -304,12 +305,24 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
         tp=tp,
         ep=inputs.ep if moe else 1,
-        link_bytes_s=device.link_at(tp)[0] * 1e9,
-        link_latency_s=device.link_at(tp)[1] * 1e-6,
+        link_bytes_s=link_gb_s * 1e9,
+        link_latency_s=link_us * 1e-6,
         moe_scale=device.moe_efficiency,
         compute_scale=device.compute_efficiency,
         eff=latency.FITTED,
     )
+    # one Roofline per distinct set of field values: plans that differ only in the load or the
+    # context share it, and with it its memo of the steps already computed
+    key = tuple(fields.values())
+    roof = _ROOFLINES.get(key)
+    if roof is None:
+        roof = latency.Roofline(**fields)
+        _ROOFLINES.put(key, roof)
+    return roof  # type: ignore[return-value]
+
+
+# step models by their field values; each is charged its worst-case memo (latency.MEMO_BYTES)
+_ROOFLINES = ByteBudgetCache(16 << 20, sizer=lambda roof: size_of(roof) + latency.MEMO_BYTES)
 def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 
@@ -666,7 +679,20 @@ def memory_basis(plan: Plan) -> str:
 def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
     """vLLM's view of the plan: the per-request reservation it admits with (at the reserved
     tokens), the start-up log it prints (at the maximum context), and why it differs from the
-    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all."""
+    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all.
+    Memoised (a plan's load does not change it); each call gets its own copy."""
+    key = (model.geometry.config_hash, inputs.vllm_version, inputs.kv_dtype, inputs.tp, inputs.block_tokens, available, ctx.maximum_context_tokens, ctx.reserved_total_tokens)
+    hit = _ENGINE_VIEWS.get(key)
+    if hit is None:
+        hit = _engine_view(model, inputs, ctx, available)
+        _ENGINE_VIEWS.put(key, hit)
+    return {k: list(v) if isinstance(v, list) else v for k, v in hit.items()}  # type: ignore[union-attr]
+
+
+_ENGINE_VIEWS = ByteBudgetCache(4 << 20)  # engine_view by everything it reads, bounded in bytes
+
+
+def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
     from planner.engines.vllm import EngineRefusal, vllm_capacity
 
     version = inputs.vllm_version
