@@ -7,6 +7,7 @@ config and cached, so a plan itself is pure integer and float arithmetic (micros
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -281,7 +282,7 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
     link_gb_s, link_us = device.link_at(tp)
-    fields = dict(
+    fields = dict(  # every field but eff (FITTED)
         weights_bytes=resident,
         active_params=weights.active_params / tp,
         attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
@@ -309,14 +310,13 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         link_latency_s=link_us * 1e-6,
         moe_scale=device.moe_efficiency,
         compute_scale=device.compute_efficiency,
-        eff=latency.FITTED,
     )
     # one Roofline per distinct set of field values: plans that differ only in the load or the
     # context share it, and with it its memo of the steps already computed
     key = tuple(fields.values())
     roof = _ROOFLINES.get(key)
     if roof is None:
-        roof = latency.Roofline(**fields)
+        roof = latency.Roofline(**fields, eff=latency.FITTED)
         _ROOFLINES.put(key, roof)
     return roof  # type: ignore[return-value]
 
@@ -372,9 +372,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
 
     device = resolve_device(inputs)
     kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)
-    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp)
-    if kv_source != "given":
-        report = report.model_copy(update={"kv_dtype_source": kv_source})
+    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp, kv_source)
     specs = report.specs
     weights = model.weights(inputs.weight_dtype)
     res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
@@ -428,12 +426,11 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         limit_memory = shared_max if saved else memory_max
 
     # ---- roofline
-    heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
-    attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
     if weights.num_experts and inputs.tp % inputs.ep:
         raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
     roof = build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
+    heads_gpu, attn_layers = roof.q_heads, roof.attn_layers  # max(1, heads // tp); layers with attention (not cross)
     def kv_at(tokens: int) -> int:
         return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
 
@@ -686,10 +683,18 @@ def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, av
     if hit is None:
         hit = _engine_view(model, inputs, ctx, available)
         _ENGINE_VIEWS.put(key, hit)
-    return {k: list(v) if isinstance(v, list) else v for k, v in hit.items()}  # type: ignore[union-attr]
+    out = dict(hit)  # type: ignore[call-overload]
+    if "log_lines" in out:
+        out["log_lines"] = list(out["log_lines"])
+    return out
 
 
-_ENGINE_VIEWS = ByteBudgetCache(4 << 20)  # engine_view by everything it reads, bounded in bytes
+def _view_bytes(view: dict) -> int:
+    """Bytes an engine view holds: the dict, its values and the log lines (nothing nests deeper)."""
+    return sys.getsizeof(view) + sum(sys.getsizeof(v) + (sum(map(sys.getsizeof, v)) if isinstance(v, list) else 0) for v in view.values())
+
+
+_ENGINE_VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # engine_view by everything it reads, bounded in bytes
 
 
 def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
