@@ -161,7 +161,7 @@ def main() -> None:
         st.caption(
             f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × TP × KV dtype candidates: "
             f"{result.searched['feasible']} hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
-            "(one replica fewer does not hold it). TTFT and ITL are the latency model's, without queueing; the capacity search below checks them in the simulator."
+            "(one replica fewer does not hold it). p95 TTFT and ITL are the served-latency model's in steady state (prompts arrive at users / end-to-end a second and queue for the prefill budget); the capacity search below checks them in the simulator."
         )
 
     rows = []
@@ -171,7 +171,7 @@ def main() -> None:
             {
                 "GPU": r.gpu, "TP": r.tp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
-                "TTFT ms": round(r.ttft_p95_ms), "ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
+                "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
                 "plan": share_url(root, urlstate.share_params(ref, inputs, upload_config)),
             }

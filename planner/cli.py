@@ -277,6 +277,10 @@ def plan_summary(plan, comparison=None) -> str:
     )
     if lat.source != "observed":
         lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
+        lines.append(
+            f"             p95: TTFT {r['ttft_p95_ms']:,.1f} ms, ITL {r['itl_p95_ms']:,.1f} ms ({r['prefill_step_share']:.0%} of steps carry a prefill chunk); "
+            f"prefill budget {r['prefill_utilisation']:.0%} used{' (SATURATED: prompts queue)' if r['prefill_saturated'] else ''}; all prompts at once: the last waits {r['burst_wait_max_ms']:,.1f} ms"
+        )
     if comparison is not None:
         if comparison.covered:
             d = comparison.difference()
@@ -398,7 +402,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(result.answer)
-    print(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT ms':>8} {'ITL ms':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    print(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         print(

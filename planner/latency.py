@@ -411,27 +411,64 @@ def prefill_steps(prompt_tokens: int, requests: int, budget_tokens: int) -> floa
     return _floor_sum(n, b, p, p + b - 1) / n
 
 
+P95_Z = 0.05  # tail probability of the 95th percentile
+
+
+def queue_wait(rho: float, service_s: float) -> tuple[float, float]:
+    """Mean and 95th-percentile wait of an M/D/1 queue at utilisation ``rho`` < 1 whose service
+    takes ``service_s``: the Pollaczek-Khinchine mean rho S / (2 (1 - rho)); an arrival waits at
+    all with probability rho, and then about exponentially with mean W / rho, so
+    P(wait > t) = rho exp(-t rho / W) and the p95 is (W / rho) ln(rho / 0.05) (0 when rho <= 0.05)."""
+    if rho <= 0.0 or service_s <= 0.0:
+        return 0.0, 0.0
+    mean = rho * service_s / (2.0 * (1.0 - rho))
+    p95 = mean / rho * math.log(rho / P95_Z) if rho > P95_Z else 0.0
+    return mean, p95
+
+
 @dataclass(frozen=True, slots=True)
 class Served(Result):
     """Latency at the requested load under continuous batching with a token budget per step (ms).
 
-    TTFT: ``requests`` prompts arrive together (the worst moment of the load); prompts are
-    prefilled first come, ``budget_tokens`` per step (:func:`prefill_steps`), so a prompt waits
-    behind those ahead of it. ITL: every step decodes ``requests`` sequences and, in steady state,
-    also carries the prefill chunks of the prompts that replace finished requests, on average
-    requests x prompt / output tokens per step (at most the budget left after the decodes).
+    Steady state: ``requests`` requests are in flight, so prompts arrive at requests /
+    end-to-end per second (Little's law), as Poisson arrivals (what the simulator and the capacity
+    search send; a closed loop of that many users is gentler). An arriving prompt finds the
+    other requests - 1 decoding. Each step decodes the running sequences and gives the rest of
+    the budget to prefill:
+
+    * TTFT: the prompt's own prefill, in steps beside the decodes, plus the wait behind other
+      prompts: an M/D/1 queue (:func:`queue_wait`) whose server is the prefill budget (one prompt
+      takes prompt tokens x the seconds a full prefill step spends per token), plus the rest of
+      the step in flight on arrival. The wait lengthens each request and so slows the arrivals;
+      the wait is the fixed point of the two (bisection). Where it reaches the burst's, the
+      prefill cannot keep up (``saturated``) and the burst figures stand.
+    * Burst (the worst moment): all ``requests`` prompts arrive together and are prefilled first
+      come (:func:`prefill_steps`); kept as ``burst_wait_ms`` and ``burst_wait_max_ms`` (the last).
+    * ITL: requests x prompt / output prefill tokens a step on average, carried in chunks of
+      the arriving prompt and those queued behind it (at most the budget), so a share of the
+      steps are long: the mean blends them with the decode-only steps, and the p95 of the gaps
+      between tokens is the long step when more than 5 % of steps are long.
+
+    Checked against the simulator in tests/test_latency.py.
     """
 
     requests: int
     budget_tokens: int
     prefill_one_ms: float  # one prompt alone ("at 1 request")
-    prefill_served_ms: float  # mean time from arrival to the end of its prefill at this load
-    wait_ms: float  # prefill_served - prefill_one: the wait behind other prompts
-    steps: float
+    prefill_served_ms: float  # the burst's mean time from arrival to the end of its prefill
+    wait_ms: float  # steady state: mean TTFT added by the load (queue, step in flight, slower own prefill)
+    wait_p95_ms: float
+    burst_wait_ms: float  # all prompts at once: mean wait behind the others
+    burst_wait_max_ms: float  # ... and the last prompt's
+    prefill_utilisation: float  # share of the prefill budget the arrivals use (>= 1: saturated)
+    saturated: bool
+    steps: float  # the burst's mean steps to a first token
     chunk_tokens: int
     itl_one_ms: float  # decode step of one sequence ("at 1 request")
     itl_decode_ms: float  # decode-only step at this load (static batch)
-    itl_ms: float  # with the mixed-in prefill chunks
+    itl_ms: float  # with the mixed-in prefill chunks (mean)
+    itl_p95_ms: float
+    prefill_step_share: float  # share of steps that carry a prefill chunk
     mixed_prefill_tokens_per_step: float
 
 
@@ -441,27 +478,85 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     n = max(1, requests)
     one = roof.prefill_s(new, cached)
     attn_one = roof._attention_flops(new, cached)
+    # the burst: n prompts at once, first come, budget tokens a step
     steps = prefill_steps(new, n, budget_tokens)
     chunk = min(budget_tokens, n * new)
     share = chunk / new  # prompts' worth of tokens in one step
     step = sum(roof.terms(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens).values())
     prefill_served = max(one, steps * step)
+    burst_last = max(one, -(-n * new // max(1, budget_tokens)) * step)
+    # decode steps, and the prefill chunks that ride along
     decode = roof.decode_step_s(n, kv_mid, mid)
-    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)
     span = (roof.attn_layers - len(roof.windows)) * mid + sum(min(mid, w) for w in roof.windows)
-    decode_attn = n * 4.0 * span * roof.q_heads * roof.head_dim
-    itl = sum(roof.terms(n + int(round(mixed)), n, n * kv_mid, decode_attn + mixed / new * attn_one).values()) if mixed else decode
+    per_seq_attn = 4.0 * span * roof.q_heads * roof.head_dim
+
+    def mixed_step(prefill: float, decodes: int) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
+        if prefill <= 0:
+            return roof.decode_step_s(decodes, kv_mid, mid) if decodes else 0.0
+        return sum(roof.terms(decodes + int(round(prefill)), decodes + 1, decodes * kv_mid, decodes * per_seq_attn + prefill / new * attn_one, cached + new).values())
+
+    # steady state: the other n - 1 requests decode while this prompt waits and prefills
+    others = n - 1
+    room = max(1, budget_tokens - others)  # prefill tokens a step beside their decodes
+    whole, rest = divmod(new, room)
+    full_step = mixed_step(room, others)  # a step whose budget is full of prefill
+    own = (whole * full_step + (mixed_step(rest, others) if rest else 0.0)) if others else one  # this prompt's prefill steps
+    service = new * full_step / room  # prefill budget one prompt takes while prompts queue
+    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)  # prefill tokens a step, on average
+    # a step carries a prompt's chunk now and then, not a sliver every step: the ITL blends decode-only
+    # steps with steps that carry ``chunk`` prefill tokens, a share mixed / chunk of them
+    chunk0 = min(new, max(1, budget_tokens - n))
+    step0 = mixed_step(chunk0, n) if mixed else decode
+    itl0 = decode + min(1.0, mixed / chunk0) * (step0 - decode)
+    in_flight = itl0 / 2.0 if others else 0.0  # the rest of the step running when the prompt arrives
+    tail = max(0, generated - 1) * itl0
+
+    def arrivals(w: float) -> float:  # prompts a second at this load when a request waits w (Little: n / end-to-end)
+        return n / (own + w + tail) if others and own + w + tail > 0 else 0.0
+
+    def queue(w: float) -> tuple[float, float, float]:  # (rho, mean, p95) of the prefill queue
+        rho = arrivals(w) * service
+        return (rho, *queue_wait(rho, service)) if rho < 1.0 else (rho, math.inf, math.inf)
+
+    # the wait lengthens each request, which slows the arrivals: solve wait = (own - one) + in flight + queue(wait)
+    burst_mean, burst_max = prefill_served - one, burst_last - one
+    lo, hi = 0.0, max(0.0, burst_mean)
+    for _ in range(40 if others else 0):
+        w = (lo + hi) / 2
+        if (own - one) + in_flight + queue(w)[1] > w:
+            lo = w
+        else:
+            hi = w
+    rho, q_mean, q_p95 = queue(hi)
+    saturated = others > 0 and (own - one) + in_flight + q_mean >= burst_mean
+    wait = burst_mean if saturated else hi
+    wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own - one) + 1.9 * in_flight + q_p95))
+    # a prefill step holds the arriving prompt and, on average, those queued behind it (Little: rate x wait)
+    queued = arrivals(wait) * (q_mean if math.isfinite(q_mean) else wait)
+    chunk_tokens = int(min(max(1, budget_tokens - n), new * (1.0 + queued)))
+    prefill_share = min(1.0, mixed / chunk_tokens) if mixed else 0.0
+    chunk_step = step0 if chunk_tokens == chunk0 or not mixed else mixed_step(chunk_tokens, n)
+    itl = decode + prefill_share * (chunk_step - decode)
+    itl_p95 = chunk_step if prefill_share > P95_Z else decode
+    wait, wait_p95 = max(0.0, wait), max(0.0, wait_p95)
     return Served(
         requests=n,
         budget_tokens=budget_tokens,
         prefill_one_ms=one * 1e3,
         prefill_served_ms=prefill_served * 1e3,
-        wait_ms=(prefill_served - one) * 1e3,
+        wait_ms=wait * 1e3,
+        wait_p95_ms=wait_p95 * 1e3,
+        burst_wait_ms=(prefill_served - one) * 1e3,
+        burst_wait_max_ms=(burst_last - one) * 1e3,
+        prefill_utilisation=rho,
+        saturated=saturated,
         steps=steps,
-        chunk_tokens=chunk,
+        chunk_tokens=chunk_tokens,
         itl_one_ms=roof.decode_step_s(1, kv_mid, mid) * 1e3,
         itl_decode_ms=decode * 1e3,
         itl_ms=itl * 1e3,
+        itl_p95_ms=max(itl_p95, decode) * 1e3,
+        prefill_step_share=prefill_share,
         mixed_prefill_tokens_per_step=mixed,
     )
 
@@ -556,12 +651,19 @@ def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> l
     out.append(f"prefill at 1 request = {terms(r['prefill_terms_ms'])}")
     out.append(f"decode step {at_n} (T = {r['decode_concurrency']:,}) = {terms(r['decode_terms_ms'])}; at 1 request {r['itl_ms_at_1_request']:,.3f} ms")
     out.append(
-        f"wait behind other prompts {at_n} = {r['prefill_steps']:,.2f} steps of up to {r['max_batched_tokens']:,} tokens (mean ceil(k x prompt / budget), k = 1..N) "
-        f"- one prompt's prefill = {r['prefill_wait_ms']:,.1f} ms (in the queue term of TTFT)"
+        f"wait behind other prompts {at_n} (steady state) = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
+        f"{r['max_batched_tokens']:,}-token budget (utilisation {r['prefill_utilisation']:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
+        f"= {r['prefill_wait_ms']:,.1f} ms mean, {r['prefill_wait_p95_ms']:,.1f} ms p95 (in the queue term of TTFT; p95 TTFT {r['ttft_p95_ms']:,.1f} ms)"
+        + (" — SATURATED: the prefill cannot keep up, the burst figure stands" if r["prefill_saturated"] else "")
     )
     out.append(
-        f"ITL {at_n} = decode step carrying {r['mixed_prefill_tokens_per_step']:,.0f} prefill tokens (N x prompt / output, at most the budget left) = {r['itl_ms_at_concurrency']:,.3f} ms "
-        f"(decode only {r['itl_ms_decode_only']:,.3f} ms)"
+        f"worst moment, all {r['decode_concurrency']:,} prompts at once: {r['prefill_steps']:,.2f} steps on average (mean ceil(k x prompt / budget), k = 1..N), "
+        f"wait {r['burst_wait_ms']:,.1f} ms mean, {r['burst_wait_max_ms']:,.1f} ms for the last"
+    )
+    out.append(
+        f"ITL {at_n} = decode-only step {r['itl_ms_decode_only']:,.3f} ms, and in {r['prefill_step_share']:.1%} of steps (N x prompt / output = {r['mixed_prefill_tokens_per_step']:,.0f} prefill tokens a step "
+        f"over chunks of {r['prefill_chunk_tokens']:,}) a step carrying a chunk: mean {r['itl_ms_at_concurrency']:,.3f} ms, p95 {r['itl_p95_ms']:,.3f} ms"
+        + (" (more than 5 % of steps are long)" if r["prefill_step_share"] > 0.05 else " (at most 5 % of steps are long)")
     )
     return out
 

@@ -339,8 +339,8 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
     first_kv = kv_at(ctx.input_tokens + 1)
 
-    def ttft_ms(c: int) -> float:  # with the wait behind the other prompts at c requests
-        wait = load_at(c).wait_ms if load_at else 0.0
+    def ttft_ms(c: int) -> float:  # p95, with the wait behind the other prompts at c requests
+        wait = load_at(c).wait_p95_ms if load_at else 0.0
         return base + wait + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
 
     hi = max(1, limit_memory // max(1, replicas))
@@ -444,8 +444,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     def load_at(c: int) -> latency.Served:
         return latency.served(roof, ctx.input_tokens, int(cached), generated, c, kv_mid, mid, inputs.max_batched_tokens)
 
-    def itl_ms(c: int) -> float:
-        return load_at(c).itl_ms
+    def itl_ms(c: int) -> float:  # p95 of the gaps between tokens (an SLO is a percentile)
+        return load_at(c).itl_p95_ms
 
     limits = {"memory": limit_memory}
     if inputs.itl_slo_ms is not None:
@@ -562,6 +562,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     ridge = peak / device.bandwidth_bytes_s
     prefill_ai = roof.prefill_intensity(ctx.input_tokens)
     decode_ai = roof.decode_intensity(concurrency, kv_mid, mid)
+    # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
+    ttft_p95 = est.time_to_first_token_ms - load.wait_ms + load.wait_p95_ms
     roofline = {
         "mfu": inputs.mfu,
         "mbu": inputs.mbu,
@@ -582,6 +584,15 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "itl_ms_decode_only": load.itl_decode_ms,
         "prefill_ms_at_1_request": load.prefill_one_ms,
         "prefill_wait_ms": load.wait_ms,
+        "prefill_wait_p95_ms": load.wait_p95_ms,
+        "burst_wait_ms": load.burst_wait_ms,
+        "burst_wait_max_ms": load.burst_wait_max_ms,
+        "prefill_utilisation": load.prefill_utilisation,
+        "prefill_saturated": load.saturated,
+        "prefill_step_share": load.prefill_step_share,
+        "prefill_chunk_tokens": load.chunk_tokens,
+        "ttft_p95_ms": ttft_p95,
+        "itl_p95_ms": load.itl_p95_ms,
         "prefill_steps": load.steps,
         "mixed_prefill_tokens_per_step": load.mixed_prefill_tokens_per_step,
         "max_batched_tokens": inputs.max_batched_tokens,
@@ -593,7 +604,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "compute_efficiency": roof.compute_scale,
         "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
         "prefill_tokens_per_second": est.prefill_tokens_per_second,
-        "ttft_slo_met": None if inputs.ttft_slo_ms is None else lat.time_to_first_token_ms <= inputs.ttft_slo_ms,
+        "ttft_slo_met": None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
     }
     prefix = {
         "shared_prefix_tokens": inputs.shared_prefix_tokens,
@@ -747,14 +758,14 @@ def example_model() -> PreparedModel:
     return prepare_model(EXAMPLE_CONFIG)
 
 
-def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float]]:
-    """(concurrency, estimated ITL ms) from 1 to the memory ceiling, for charts."""
+def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float, float]]:
+    """(concurrency, estimated mean ITL ms, its p95) from 1 to the memory ceiling, for charts."""
     top = max(1, plan.kv_cache["maximum_sequences_by_memory"] // max(1, plan.capacity["replicas"]))
     cs = sorted({max(1, round(top * i / (points - 1))) for i in range(points)} | {1})
     out = []
     for c in cs:
         p = compute_plan(plan.inputs.model_copy(update={"sequences": c * plan.capacity["replicas"], "itl_slo_ms": None}), model)
-        out.append((c, p.estimate.mean_inter_token_latency_ms))
+        out.append((c, p.estimate.mean_inter_token_latency_ms, p.roofline["itl_p95_ms"]))
     return out
 
 

@@ -585,7 +585,7 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     return text
 
 
-SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "TTFT ms", "ITL ms", "req/s", "sim req/s")
+SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "p95 TTFT ms", "p95 ITL ms", "req/s", "sim req/s")
 
 
 def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
@@ -607,7 +607,7 @@ def _sizing_story(k: _Kit, sizing) -> list:
     story.append(
         k.para(
             f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
-            "TTFT and ITL are the latency model's at the workload's concurrency; 'sim req/s' is the simulator's capacity search where it ran. "
+            "p95 TTFT and ITL are the served-latency model's at the workload's concurrency (steady state: prompts arrive at users / end-to-end a second and queue for the prefill budget); 'sim req/s' is the simulator's capacity search where it ran. "
             "Prices: planner/prices.py (sourced and dated) unless given.",
             k.small,
         )

@@ -76,7 +76,7 @@ class Recommendation(BaseModel):
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
     cost_per_million_tokens: float  # output tokens
-    ttft_p95_ms: float  # latency model at the workload's concurrency (no queueing)
+    ttft_p95_ms: float  # served-latency model at the workload's concurrency (steady-state queueing)
     itl_p95_ms: float
     sustainable_rate: float  # requests/s the deployment sustains at max_num_seqs per replica
     binding_constraint: str  # what limits max_num_seqs: memory, latency_slo, ttft_slo, runtime, throughput
@@ -153,6 +153,11 @@ def resolve_gpus(gpus: list[str] | None) -> list[str]:
     return out
 
 
+def _p95(plan: Plan) -> tuple[float, float]:
+    """(p95 TTFT, p95 ITL) of a plan in ms: what the SLOs bound (the plan's served-latency model)."""
+    return plan.roofline["ttft_p95_ms"], plan.roofline["itl_p95_ms"]
+
+
 class _Candidate:
     """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
 
@@ -188,16 +193,16 @@ class _Candidate:
         limit, binding = kv["admissible_sequences"], kv["binding_constraint"]
         if limit < 1:
             if binding == "latency_slo":
-                return f"ITL at one sequence is {one.latency.mean_inter_token_latency_ms:,.1f} ms, above the {self.itl_slo:g} ms SLO"
+                return f"p95 ITL at one sequence is {_p95(one)[1]:,.1f} ms, above the {self.itl_slo:g} ms SLO"
             return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
         if self.ttft_slo is not None:
-            if one.latency.time_to_first_token_ms > self.ttft_slo:
-                return f"TTFT at one sequence is {one.latency.time_to_first_token_ms:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
-            if self.plan(1, limit).latency.time_to_first_token_ms > self.ttft_slo:
+            if _p95(one)[0] > self.ttft_slo:
+                return f"p95 TTFT at one sequence is {_p95(one)[0]:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
+            if _p95(self.plan(1, limit))[0] > self.ttft_slo:
                 lo, hi = 1, limit  # largest concurrency whose TTFT is inside the SLO (TTFT grows with it)
                 while lo < hi:
                     mid = (lo + hi + 1) // 2
-                    if self.plan(1, mid).latency.time_to_first_token_ms <= self.ttft_slo:
+                    if _p95(self.plan(1, mid))[0] <= self.ttft_slo:
                         lo = mid
                     else:
                         hi = mid - 1
@@ -235,8 +240,8 @@ class _Candidate:
             sequences_per_replica=-(-load // replicas),
             cost_per_hour=round(per_hour, 4),
             cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
-            ttft_p95_ms=lat.time_to_first_token_ms,
-            itl_p95_ms=lat.mean_inter_token_latency_ms,
+            ttft_p95_ms=_p95(final)[0],
+            itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
             gpu_hour_price=self.price,
@@ -264,8 +269,8 @@ class _Candidate:
         if self.rate is not None and replicas * per_replica_rate < self.rate * (1 - 1e-9):
             return False
         p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
-        lat = p.latency
-        return p.kv_cache["admitted"] and (self.ttft_slo is None or lat.time_to_first_token_ms <= self.ttft_slo) and (self.itl_slo is None or lat.mean_inter_token_latency_ms <= self.itl_slo)
+        ttft, itl = _p95(p)
+        return p.kv_cache["admitted"] and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
         while not self.holds(replicas, limit, per_replica_rate):
@@ -354,7 +359,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"TTFT {_ms(best.ttft_p95_ms)}"]
+    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"p95 TTFT {_ms(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
@@ -399,8 +404,9 @@ def capacity_search(
     The replicas are identical, so at most ``SIM_REPLICAS`` of them are simulated behind the
     least-outstanding-tokens router with their share of the arrivals, and the rate found is scaled
     back to the whole deployment (a larger pool balances at least as well, so this errs low). Each
-    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill; prompts and
-    outputs are the plan's.
+    replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill with the
+    plan's token budget per step (a prompt's chunk takes what the budget leaves, as in vLLM V1);
+    prompts and outputs are the plan's.
     """
     from planner import simulate as sim
 
@@ -409,10 +415,13 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
+    budget = plan.inputs.max_batched_tokens
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,
         max_num_seqs=rec.max_num_seqs,
+        max_num_batched_tokens=budget,
+        chunk_tokens=budget,  # as vLLM V1: a prompt's chunk is whatever the step's budget leaves
         policy="chunked",
         replicas=simulated,
         router="least-outstanding-tokens",

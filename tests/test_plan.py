@@ -200,14 +200,15 @@ def test_admission_takes_minimum_and_names_binding():
 
 
 def test_latency_slo_limit_is_largest_concurrency_meeting_itl():
+    # the ITL SLO bounds the p95 of the gaps between tokens (the plan's served-latency model)
     base = example()
-    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).estimate.mean_inter_token_latency_ms
+    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).roofline["itl_p95_ms"]
     slo = itl_1 * 1.05
     p = example(itl_slo_ms=slo, sequences=30)
     limit = p.kv_cache["limits"]["latency_slo"]
     assert 1 <= limit < 30
-    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).estimate.mean_inter_token_latency_ms
-    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).estimate.mean_inter_token_latency_ms
+    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).roofline["itl_p95_ms"]
+    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).roofline["itl_p95_ms"]
     assert ok <= slo < over
     assert p.kv_cache["binding_constraint"] == "latency_slo"
 

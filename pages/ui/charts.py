@@ -257,7 +257,8 @@ def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
     curve = itl_curve(plan, model)
     c = plan.roofline["decode_concurrency"]
     traces = [
-        {"type": "scatter", "x": [k for k, _ in curve], "y": [v for _, v in curve], "mode": "lines+markers", "name": "estimated ITL", "line": {"color": PALETTE[0]}, "hovertemplate": "%{x:,} sequences: %{y:,.2f} ms<extra></extra>"},
+        {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, v, _ in curve], "mode": "lines+markers", "name": "mean ITL", "line": {"color": PALETTE[0]}, "hovertemplate": "%{x:,} sequences: mean %{y:,.2f} ms<extra></extra>"},
+        {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, _, v in curve], "mode": "lines", "name": "p95 ITL (the SLO's)", "line": {"color": PALETTE[2], "dash": "dot"}, "hovertemplate": "%{x:,} sequences: p95 %{y:,.2f} ms<extra></extra>"},
         {"type": "scatter", "x": [c], "y": [plan.roofline["itl_ms_at_concurrency"]], "mode": "markers", "marker": {"size": 12, "color": "#E45756", "symbol": "x"}, "name": "this plan", "hovertemplate": "this plan: %{y:,.2f} ms<extra></extra>"},
     ]
     lines = [_hline(plan.inputs.itl_slo_ms, f"SLO {fmt_ms(plan.inputs.itl_slo_ms)}")] if plan.inputs.itl_slo_ms is not None else []

@@ -194,10 +194,10 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             _num("sequences", err_key, err, min_value=1, max_value=10_000_000, help="Concurrent sequences across all replicas.")
             with _pair() as (a, b):
                 with a:
-                    _num("itl_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e7, step=1.0, fmt="%.2f", help="Largest acceptable mean inter-token latency.")
+                    _num("itl_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e7, step=1.0, fmt="%.2f", help="Largest acceptable p95 inter-token latency (95 % of the gaps between tokens are shorter).")
                     _num("max_num_seqs", err_key, err, optional=True, min_value=1, max_value=10_000_000, help="The runtime's hard limit per replica (vLLM max_num_seqs).")
                 with b:
-                    _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable time to first token.")
+                    _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable p95 time to first token.")
                     _num("tenant_quota", err_key, err, optional=True, min_value=1, max_value=10_000_000)
             _num("max_batched_tokens", err_key, err, min_value=1, max_value=1 << 24, help="Tokens the scheduler runs per engine step (vLLM max_num_batched_tokens): a prompt waits behind the others' chunks (TTFT) and new prompts' chunks ride in decode steps (ITL).")
 

@@ -107,11 +107,14 @@ def first_paint_pause() -> None:
 # --------------------------------------------------------------------------- results
 
 
-def _load_delta(at: str, slo: float | None, met: bool) -> dict:
-    """A latency metric's delta: the load it is timed at ("at N requests"), and the SLO verdict."""
+def _load_delta(at: str, slo: float | None, judged: float, p95: bool) -> dict:
+    """A latency metric's delta: the load it is timed at ("at N requests"), the estimate's p95, and
+    the SLO verdict on ``judged`` (the estimate's p95, or an observed value as it is)."""
+    shown = f"{at} · p95 {fmt_ms(judged)}" if p95 else at
     if slo is None:
-        return {"delta": at, "delta_color": "gray", "delta_arrow": "off"}
-    return {"delta": f"{at} · {'meets' if met else 'misses'} {fmt_ms(slo)} SLO", "delta_color": "green" if met else "red", "delta_arrow": "off"}
+        return {"delta": shown, "delta_color": "gray", "delta_arrow": "off"}
+    met = judged <= slo
+    return {"delta": f"{shown} {'meets' if met else 'misses'} {fmt_ms(slo)} SLO", "delta_color": "green" if met else "red", "delta_arrow": "off"}
 
 
 def render_metrics(plan: Plan) -> None:
@@ -155,29 +158,36 @@ def render_metrics(plan: Plan) -> None:
         delta_arrow="off",
         help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
-    ttft_slo = plan.inputs.ttft_slo_ms
-    met = plan.roofline.get("ttft_slo_met")
-    at = plan.roofline["load_label"] + ("" if plan.roofline["load_admitted"] else " (not admitted)")
+    ttft_slo, roof = plan.inputs.ttft_slo_ms, plan.roofline
+    at = roof["load_label"] + ("" if roof["load_admitted"] else " (not admitted)")
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        **_load_delta(at, ttft_slo, bool(met)),
-        help=f"Time to first token {at} ({lat.source})"
+        **_load_delta(at, ttft_slo, lat.time_to_first_token_ms if lat.source == "observed" else roof["ttft_p95_ms"], lat.source != "observed"),
+        help=f"Mean time to first token {at} ({lat.source})"
         + (
             ""
             if lat.source == "observed"
-            else f", including {fmt_ms(plan.roofline['prefill_wait_ms'])} waiting behind the other prompts; at 1 request the prefill is {fmt_ms(plan.roofline['prefill_ms_at_1_request'])}."
+            else f", including {fmt_ms(roof['prefill_wait_ms'])} waiting behind the other prompts in steady state (p95 {fmt_ms(roof['ttft_p95_ms'])}); "
+            f"at 1 request the prefill is {fmt_ms(roof['prefill_ms_at_1_request'])}. Worst moment, all prompts arriving at once: {fmt_ms(roof['burst_wait_max_ms'])} more for the last."
+            + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if roof["prefill_saturated"] else "")
         )
         + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
     )
     itl_slo = plan.inputs.itl_slo_ms
-    itl_ok = itl_slo is not None and lat.mean_inter_token_latency_ms <= itl_slo
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        **_load_delta(at, itl_slo, itl_ok),
+        **_load_delta(at, itl_slo, lat.mean_inter_token_latency_ms if lat.source == "observed" else roof["itl_p95_ms"], lat.source != "observed"),
         help=f"Mean inter-token latency {at} per replica ({lat.source})"
-        + ("." if lat.source == "observed" else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(plan.roofline['itl_ms_at_1_request'])}."),
+        + (
+            "."
+            if lat.source == "observed"
+            else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(roof['itl_ms_at_1_request'])}. "
+            f"{roof['prefill_step_share']:.0%} of steps carry a prefill chunk"
+            + (", so the p95 gap is such a step" if roof["prefill_step_share"] > 0.05 else ", so the p95 gap is a decode-only step")
+            + (": a smaller max batched tokens shortens it." if roof["prefill_step_share"] > 0.05 else ".")
+        ),
     )
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     row2[1].metric(

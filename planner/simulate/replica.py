@@ -95,6 +95,10 @@ class Replica:
         self.sample_t = array("d")  # after every step: time and blocks in use
         self.sample_used = array("q")
         self.check_invariants = False
+        # the waiting head that last did not fit, and the blocks it found: while the same head
+        # finds no more, the admission loop is skipped (overloaded runs spend most steps here)
+        self._blocked_head: SimRequest | None = None
+        self._blocked_avail = 0
 
     # ------------------------------------------------------------------ arrivals and endings
 
@@ -216,6 +220,8 @@ class Replica:
         block = self.block_tokens
         prefix = self.prefix
         reserve = self._prefill_reserve() if self.prefilling and self.dynamic else 0
+        if waiting[0] is self._blocked_head and prefix is None and len(free) - len(crossing) - reserve <= self._blocked_avail:
+            return chunks, scheduled  # the head still does not fit: nothing behind it may pass
         while waiting and room > 0 and budget > 0:
             r = waiting[0]
             if self.static_batching and not r.batch_member:
@@ -235,6 +241,7 @@ class Replica:
             else:
                 whole = self.static_blocks - attached_blocks + owner_blocks
             if whole > len(free) - len(crossing) - reserve:
+                self._blocked_head, self._blocked_avail = r, len(free) - len(crossing) - reserve
                 break  # its whole prefill must fit, or it would force preempting a running request later
             start = prefix.tokens if hit else 0
             m = policy.first_chunk(target - start, budget, bool(chunks), decoders)
