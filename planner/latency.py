@@ -461,6 +461,7 @@ class Served(Result):
     burst_wait_ms: float  # all prompts at once: mean wait behind the others
     burst_wait_max_ms: float  # ... and the last prompt's
     prefill_utilisation: float  # share of the prefill budget the arrivals use (>= 1: saturated)
+    prefill_capacity_per_s: float  # prompts a second the budget can prefill beside the other decodes
     saturated: bool
     steps: float  # the burst's mean steps to a first token
     chunk_tokens: int
@@ -549,6 +550,7 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         burst_wait_ms=(prefill_served - one) * 1e3,
         burst_wait_max_ms=(burst_last - one) * 1e3,
         prefill_utilisation=rho,
+        prefill_capacity_per_s=1.0 / max(service, 1e-12),
         saturated=saturated,
         steps=steps,
         chunk_tokens=chunk_tokens,

@@ -588,6 +588,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         "burst_wait_ms": load.burst_wait_ms,
         "burst_wait_max_ms": load.burst_wait_max_ms,
         "prefill_utilisation": load.prefill_utilisation,
+        "prefill_capacity_per_s": load.prefill_capacity_per_s,
         "prefill_saturated": load.saturated,
         "prefill_step_share": load.prefill_step_share,
         "prefill_chunk_tokens": load.chunk_tokens,

@@ -6,9 +6,9 @@ the memory ceiling (the engine's own admission), the ITL SLO (the latency model'
 the TTFT SLO and any runtime limit. The workload then fixes the replica count:
 
 * ``users`` concurrent sequences: ``replicas = ceil(users / max_num_seqs)``;
-* ``rate`` requests/s: a replica sustains ``min(c / e2e, 1 / (prefill + first decode + output x ITL / c))``
-  requests/s at concurrency ``c`` (Little's law, and the GPU time each request takes), and
-  ``replicas = ceil(rate / that)``.
+* ``rate`` requests/s: a replica sustains ``min(c / e2e, prefill capacity)`` requests/s at
+  concurrency ``c`` (Little's law, and the prompts a second its token budget can prefill beside
+  the decodes), and ``replicas = ceil(rate / that)``.
 
 The count is then checked with the whole deployment's plan and moved until it is minimal: the
 deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
@@ -207,12 +207,12 @@ class _Candidate:
                     else:
                         hi = mid - 1
                 limit, binding = lo, "ttft_slo"
-        at_limit = self.plan(1, limit).latency
-        e2e_s = at_limit.end_to_end_ms / 1e3
+        plan_at_limit = self.plan(1, limit)
+        e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf
-        # GPU time one request takes: its own prefill (not the wait behind others in TTFT) and its share of decode steps
-        busy_s = (at_limit.prefill_ms + at_limit.first_decode_ms + at_limit.mean_inter_token_latency_ms * max(0, self._output() - 1) / limit) / 1e3
-        gpu_bound = 1 / busy_s if busy_s > 0 else math.inf
+        # the prompts a second the prefill budget can take beside the decodes (its ITL already
+        # carries the prefill steps, so this is the only other bound on the rate)
+        gpu_bound = plan_at_limit.roofline["prefill_capacity_per_s"]
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
