@@ -39,8 +39,8 @@ def per_call_us(fn, n: int, repeats: int = 5) -> float:
     return best
 
 
-def median_cpu_us(fn, n: int, rounds: int = 15) -> float:
-    """Median over ``rounds`` rounds of ``n`` calls of this thread's CPU time per call (us)."""
+def cpu_us(fn, n: int, rounds: int = 15) -> tuple[float, float]:
+    """(median, minimum) over ``rounds`` rounds of ``n`` calls of this thread's CPU time per call (us)."""
     for _ in range(max(1, n // 5)):
         fn()
     per_round = []
@@ -49,7 +49,7 @@ def median_cpu_us(fn, n: int, rounds: int = 15) -> float:
         for _ in range(n):
             fn()
         per_round.append((time.thread_time() - t) / n * 1e6)
-    return statistics.median(per_round)
+    return statistics.median(per_round), min(per_round)
 
 
 # (label, preset or None for the seed example, plan inputs): the roofline path (no observed phases)
@@ -63,25 +63,35 @@ ROOFLINE_PLANS = (
 )
 
 
-def plan_times(n: int = 500) -> list[tuple[str, float, float]]:
-    """(label, us per plan with the same inputs again, us per plan with a new context every call)."""
+SCENARIOS = ("same inputs", "new load", "new context")
+
+
+def plan_times(n: int = 500) -> list[tuple[str, dict[str, tuple[float, float]]]]:
+    """(label, {scenario: (median, min) us per plan}) per preset: the same inputs again, a new load
+    (sequences) every call, a new context (input tokens) every call; 2,000 distinct values each, so
+    a new load or context is computed afresh (caches keep a few hundred steps)."""
     out = []
     for label, preset, values in ROOFLINE_PLANS:
         model = example_model() if preset is None else prepare_model(load_preset(preset))
         inputs = make_inputs(**values)
         base = inputs.input_tokens or 2048
-        fresh_inputs = iter([inputs.model_copy(update={"input_tokens": base - 1000 + i % 2000}) for i in range(40_000)])
-        same = median_cpu_us(lambda: compute_plan(inputs, model), n)  # noqa: B023
-        fresh = median_cpu_us(lambda: compute_plan(next(fresh_inputs), model), n)  # noqa: B023
-        out.append((label, same, fresh))
+        loads = iter([inputs.model_copy(update={"sequences": 1 + i % 2000}) for i in range(40_000)])
+        contexts = iter([inputs.model_copy(update={"input_tokens": base - 1000 + i % 2000}) for i in range(40_000)])
+        times = {
+            "same inputs": cpu_us(lambda: compute_plan(inputs, model), n),  # noqa: B023
+            "new load": cpu_us(lambda: compute_plan(next(loads), model), n),  # noqa: B023
+            "new context": cpu_us(lambda: compute_plan(next(contexts), model), n),  # noqa: B023
+        }
+        out.append((label, times))
     return out
 
 
 def print_plan_times() -> None:
     load = os.getloadavg()
-    print(f"plan time, roofline path (median CPU us per plan; target < 100 us; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}):")
-    for label, same, fresh in plan_times():
-        print(f"  {label:40s} same inputs {same:7.1f} us   new context each call {fresh:7.1f} us")
+    print(f"plan time, roofline path (CPU us per plan, median / min of 15 rounds; target < 100 us; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}):")
+    print(f"  {'':40s} " + "".join(f"{name:>22s}" for name in SCENARIOS))
+    for label, times in plan_times():
+        print(f"  {label:40s} " + "".join(f"{times[name][0]:12.1f} / {times[name][1]:6.1f}" for name in SCENARIOS))
 
 
 def main() -> None:

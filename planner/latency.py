@@ -15,6 +15,7 @@ The default efficiency factors (MFU 0.5, MBU 0.7) are stated in every plan and a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -473,6 +474,26 @@ class Served(Result):
     mixed_prefill_tokens_per_step: float
 
 
+def _per_roofline(fn):
+    """Memoise ``fn(roof, *args)`` in the Roofline's memo: ``fn`` must be a pure function of a
+    (frozen) Roofline and plain arguments, returning a frozen result. A plan asks for the same
+    load more than once (its SLO bisections, then the requested load), and plans that differ in
+    anything but the load share the Roofline."""
+
+    @functools.wraps(fn)
+    def memoised(roof: Roofline, *args, **kwargs):
+        key = (fn, *args, *kwargs.items())
+        memo = roof._k.memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = fn(roof, *args, **kwargs)
+            _remember(memo, key, hit)
+        return hit
+
+    return memoised
+
+
+@_per_roofline
 def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
     """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
     new = max(1, prompt_tokens - cached)

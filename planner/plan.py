@@ -282,17 +282,15 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
     link_gb_s, link_us = device.link_at(tp)
-    fields = dict(  # every field but eff (FITTED)
+    fields = dict(  # every field but the layer layout (below) and eff (FITTED)
         weights_bytes=resident,
         active_params=weights.active_params / tp,
-        attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
         q_heads=max(1, geo.num_attention_heads // tp),
         head_dim=geo.head_dim,
         peak_flops=device.peak_flops(compute_dtype),
         bandwidth_bytes_s=device.bandwidth_bytes_s,
         mfu=inputs.mfu,
         mbu=inputs.mbu,
-        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
         expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
         num_experts=weights.num_experts,
         experts_per_token=weights.experts_per_token,
@@ -312,17 +310,23 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         compute_scale=device.compute_efficiency,
     )
     # one Roofline per distinct set of field values: plans that differ only in the load or the
-    # context share it, and with it its memo of the steps already computed
-    key = tuple(fields.values())
+    # context share it, and with it its memo of the steps already computed. The attention layers
+    # and the window of each windowed layer are functions of the specs' (kind, window, layers).
+    layout = tuple((sp.kind, sp.window, sp.num_layers) for sp in specs)
+    key = (layout, *fields.values())
     roof = _ROOFLINES.get(key)
     if roof is None:
-        roof = latency.Roofline(**fields, eff=latency.FITTED)
+        attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
+        windows = tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers))
+        roof = latency.Roofline(**fields, attn_layers=attn_layers, windows=windows, eff=latency.FITTED)
         _ROOFLINES.put(key, roof)
     return roof  # type: ignore[return-value]
 
 
 # step models by their field values; each is charged its worst-case memo (latency.MEMO_BYTES)
 _ROOFLINES = ByteBudgetCache(16 << 20, sizer=lambda roof: size_of(roof) + latency.MEMO_BYTES)
+
+
 def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 

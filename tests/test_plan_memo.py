@@ -5,9 +5,11 @@ benchmarks/plan_equivalence.py compares 3,075 plans with another revision's plan
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 from planner import latency
 from planner import plan as plan_module
+from planner.limits import size_of
 from planner.plan import compute_plan, make_inputs, prepare_model
 from planner.presets import load_preset
 
@@ -56,3 +58,17 @@ def test_the_step_memo_is_bounded():
     for n in range(1, 3 * latency._MEMO_ENTRIES):
         roof.decode_step_s(n, 1e6, 100)
     assert len(roof._k.memo) <= latency._MEMO_ENTRIES
+
+
+def test_size_of_counts_each_leaf_once_and_stops_64_levels_down():
+    # hand arithmetic with sys.getsizeof: a shared leaf is charged once, a dict's keys and values
+    # both, and nothing deeper than 64 levels (the leaf fast path in limits.size_of keeps all three)
+    leaf = "a shared string"
+    obj = {"k": [leaf, leaf, 7, None]}
+    assert size_of(obj) == sys.getsizeof(obj) + sys.getsizeof("k") + sys.getsizeof(obj["k"]) + sys.getsizeof(leaf) + sys.getsizeof(7) + sys.getsizeof(None)
+    value = 12345.5
+    levels: list[list] = [[]]  # levels[d] sits at depth d and holds the value and levels[d + 1]
+    for _ in range(70):
+        levels.append([value])
+        levels[-2].append(levels[-1])
+    assert size_of(levels[0]) == sum(sys.getsizeof(x) for x in levels[:65]) + sys.getsizeof(value)
