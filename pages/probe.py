@@ -213,7 +213,10 @@ def _show(result: ProbeResult) -> None:
         if st.button("Calibrate", key="probe_calibrate", help="derive MFU (from the prefill) and MBU (from the decode step) and hand them to the plan"):
             try:
                 cal = calibrate(result)
-                st.session_state[CALIBRATION_KEY] = {**cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on}
+                st.session_state[CALIBRATION_KEY] = {
+                    **cal.plan_values(), "notes": list(cal.notes), "device": cal.roofline_device, "measured_device": result.device, "measured_on": cal.measured_on,
+                    "probe": result,  # a GPU run's memory terms feed the vLLM start-up preview (budget_measurements)
+                }  # fmt: skip
             except PlannerError as exc:
                 st.error(md(user_error(exc)), icon=":material/error:")
         cal_state = st.session_state.get(CALIBRATION_KEY)
@@ -222,7 +225,10 @@ def _show(result: ProbeResult) -> None:
             c1.metric("Calibrated MFU", f"{cal_state['mfu']:.4g}", help=f"assumed {result.assumed_mfu:g}")
             c2.metric("Calibrated MBU", f"{cal_state['mbu']:.4g}", help=f"assumed {result.assumed_mbu:g}")
             if cal_state.get("measured_device") == "cuda":
-                st.caption(f"Measured on {md(cal_state['device'])}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page).")
+                st.caption(
+                    f"Measured on {md(cal_state['device'])}: a plan on that GPU can apply these as MFU and MBU (a button on the Plan page), "
+                    "and its vLLM start-up preview uses the non-torch memory and activation peak measured here instead of estimates (at TP 1)."
+                )
             else:
                 st.caption("Measured on a CPU: these figures describe this machine, not a GPU, so the Plan page does not offer them for a GPU plan.")
             for note in cal_state["notes"]:

@@ -439,8 +439,25 @@ def add_engine_parser(sub) -> None:
     budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
     budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU, term by term (no default; {', '.join(CATALOG)})")
     p.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
+    p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
     p.set_defaults(func=cmd_engine)
+
+
+def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
+    """A file's bytes, reading at most ``limit`` + 1 (so /dev/zero or a FIFO cannot fill memory).
+
+    Raises:
+        CLIError: the file cannot be read or is larger than ``limit``.
+    """
+    try:
+        with Path(path).open("rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise CLIError(f"{flag} {path}: cannot read file ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise CLIError(f"{flag} {path}: file is larger than {limit // (1 << 20)} MiB; {typical}")
+    return data
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -454,9 +471,22 @@ def cmd_engine(args: argparse.Namespace) -> int:
     if args.gpu is not None:
         device = get_device(args.gpu)
         weights = model.weights("auto")
-        budget = predict_budget(device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source)
+        measured = None
+        if args.probe_json is not None:
+            from planner.probe import MAX_PROBE_JSON_BYTES, budget_measurements, load_probe_json
+
+            probe = load_probe_json(_read_capped(args.probe_json, "--probe-json", MAX_PROBE_JSON_BYTES, "a probe JSON is a few KiB"))
+            measured = budget_measurements(probe, args.max_num_batched_tokens, args.tp)
+            if not measured:
+                raise PlannerError("probe_json", args.probe_json, "holds no GPU memory measurements that apply: it needs a successful runtime-mode probe on CUDA, and --tp 1 (the probe runs the model on one GPU)")
+        budget = predict_budget(
+            device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens,
+            max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source, measured=measured,
+        )  # fmt: skip
         available = budget.available_kv_bytes
     else:
+        if args.probe_json is not None:
+            raise CLIError("--probe-json replaces terms of the predicted budget: give it with --gpu (it has nothing to replace in a given --available-kv-bytes)")
         available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
     try:
         r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
@@ -543,14 +573,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         given = [k for k, v in vars(args).items() if k not in ("plan", "out", "share_base", "func", "command") and v not in (None, False)]
         if given:
             raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
-        path = Path(args.plan)
-        try:
-            with path.open("rb") as fh:  # read at most 1 MiB + 1 byte: /dev/zero or a FIFO cannot fill memory
-                data = fh.read(MAX_PLAN_FILE_BYTES + 1)
-            if len(data) > MAX_PLAN_FILE_BYTES:
-                raise CLIError(f"--plan {args.plan}: file is larger than 1 MiB; a plan file is a few KiB")
-        except OSError as exc:
-            raise CLIError(f"--plan {args.plan}: cannot read file ({exc.strerror or exc})") from None
+        data = _read_capped(args.plan, "--plan", MAX_PLAN_FILE_BYTES, "a plan file is a few KiB")
         state = load_plan_file(data)
         if state.ref is None:
             raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))

@@ -429,6 +429,9 @@ class ProbeResult(BaseModel):
     peak_rss_delta_bytes: int | None = _I
     measured_weights_bytes: int | None = _I
     predicted_weights_bytes: int | None = _I
+    cuda_weights_bytes: int | None = _I  # runtime on CUDA: memory_allocated after loading the model
+    cuda_non_torch_bytes: int | None = _I  # device memory in use outside torch's pool (mem_get_info - memory_reserved)
+    cuda_prefill_peak_bytes: int | None = _I  # the prefill's peak above weights and cache: activations at batch x tokens
 
     allocate_ms: float | None = _F
     prefill_ms: float | None = _F
@@ -530,6 +533,31 @@ class Calibration(BaseModel):
 
 
 _MIN_EFF = MIN_UTILISATION  # the plan inputs' floor (planner/limits.py)
+
+
+def budget_measurements(result: ProbeResult, max_num_batched_tokens: int, tp: int = 1) -> dict[str, int]:
+    """The terms of vLLM's memory budget (:func:`planner.engines.vllm.predict_budget`) that a
+    runtime probe on a GPU measured, by term name; empty for a CPU or allocate-mode probe, and
+    for ``tp`` > 1 (the probe runs the whole model on one GPU; a tensor-parallel rank holds a
+    shard of the activations and NCCL buffers besides).
+
+    * "non-torch memory": device memory in use outside torch's pool after loading the model;
+    * "profiling peak activations": the prefill's peak above the weights and the cache, scaled
+      from the probe's batch x tokens to ``max_num_batched_tokens`` (activations grow with the
+      tokens of the step; vLLM's profiling run is one step of that many tokens).
+
+    The weights stay the planner's count: the probe loads them in its cache dtype, which need not
+    be the deployment's (its measured weights are reported beside the prediction instead).
+    """
+    if result.mode != "runtime" or not result.ok or result.device != "cuda" or tp != 1:
+        return {}
+    out: dict[str, int] = {}
+    if result.cuda_non_torch_bytes is not None:
+        out["non-torch memory"] = result.cuda_non_torch_bytes
+    tokens = result.batch * result.tokens
+    if result.cuda_prefill_peak_bytes is not None and tokens > 0:
+        out["profiling peak activations"] = round(result.cuda_prefill_peak_bytes * max_num_batched_tokens / tokens)
+    return out
 
 
 def calibrate(result: ProbeResult) -> Calibration:
@@ -897,6 +925,9 @@ def _finish(prep: _Prepared, reply: dict, source: dict | None, elapsed: float) -
         cuda_released=m.get("cuda_released"),
         peak_rss_delta_bytes=m.get("peak_rss_delta_bytes"),
         measured_weights_bytes=m.get("weights_bytes"),
+        cuda_weights_bytes=m.get("cuda_weights_bytes"),
+        cuda_non_torch_bytes=m.get("cuda_non_torch_bytes"),
+        cuda_prefill_peak_bytes=m.get("cuda_prefill_peak_bytes"),
         allocate_ms=m.get("allocate_ms"),
     )
     layers = []
@@ -1295,6 +1326,12 @@ def _measure_runtime(req: dict) -> dict:
         with torch.device(dev):
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
         model = model.to(dev).eval()
+        if dev.type == "cuda":
+            _sync(torch, dev)
+            loaded = torch.cuda.memory_allocated(dev)
+            free, total = torch.cuda.mem_get_info(dev)
+            # what the device uses beyond torch's own pool: the CUDA context, cuBLAS/cuDNN workspaces
+            non_torch = max(0, (total - free) - torch.cuda.memory_reserved(dev))
         vocab = int(getattr(cfg, "vocab_size", 0) or model.get_input_embeddings().num_embeddings)
         ids = torch.randint(0, vocab, (B, T), device=dev)
         with torch.inference_mode():
@@ -1339,6 +1376,10 @@ def _measure_runtime(req: dict) -> dict:
         del kv, _state
         if dev.type == "cuda":
             result["cuda_peak_delta_bytes"] = torch.cuda.max_memory_allocated(dev) - base
+            result["cuda_weights_bytes"] = loaded - base
+            result["cuda_non_torch_bytes"] = non_torch
+            # the prefill's peak above the weights and the cache it filled: its activations at B x T tokens
+            result["cuda_prefill_peak_bytes"] = max(0, result["cuda_peak_delta_bytes"] - (loaded - base) - after_prefill)
     finally:
         del model, cache, out
         _release()

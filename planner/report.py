@@ -343,6 +343,10 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
         ("output rate", "output_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
     ):
         rows.append([label, fmt(getattr(lat, attr))] + ([fmt(getattr(est, attr))] if two else []))
+    # the SLOs bound the 95th percentiles, which only the estimate's served-latency model gives
+    r = plan.roofline
+    for label, key in (("p95 TTFT (what a TTFT SLO bounds)", "ttft_p95_ms"), ("p95 ITL (what an ITL SLO bounds)", "itl_p95_ms")):
+        rows.append([label] + (["-", fmt_ms(r[key])] if two else [fmt_ms(r[key])]))
     return rows
 
 

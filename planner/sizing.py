@@ -8,7 +8,9 @@ the TTFT SLO and any runtime limit. The workload then fixes the replica count:
 * ``users`` concurrent sequences: ``replicas = ceil(users / max_num_seqs)``;
 * ``rate`` requests/s: a replica sustains ``min(c / e2e, prefill capacity)`` requests/s at
   concurrency ``c`` (Little's law, and the prompts a second its token budget can prefill beside
-  the decodes), and ``replicas = ceil(rate / that)``.
+  the decodes), and ``replicas = ceil(rate / that)``. Poisson arrivals also wait for a free
+  sequence slot: that p95 wait (Erlang C over ``max_num_seqs`` slots, :func:`slot_wait_p95_s`)
+  is added to the p95 TTFT.
 
 The count is then checked with the whole deployment's plan and moved until it is minimal: the
 deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
@@ -158,6 +160,23 @@ def _p95(plan: Plan) -> tuple[float, float]:
     return plan.roofline["ttft_p95_ms"], plan.roofline["itl_p95_ms"]
 
 
+def slot_wait_p95_s(slots: int, offered: float, hold_s: float) -> float:
+    """95th-percentile wait for a free sequence slot when Poisson arrivals offer ``offered``
+    slots' worth of load (arrival rate x time a request holds its slot) to ``slots`` slots:
+    Erlang C (M/M/c). An arrival waits with probability C, then exponentially with mean
+    hold / (slots - offered), so the p95 is hold / (slots - offered) x ln(C / 0.05), or 0 when
+    C <= 0.05; infinite at offered >= slots (the queue grows without bound)."""
+    if offered <= 0:
+        return 0.0
+    if offered >= slots:
+        return math.inf
+    b = 1.0  # Erlang B by its stable recursion, then C from B
+    for k in range(1, slots + 1):
+        b = offered * b / (k + offered * b)
+    c = slots * b / (slots - offered * (1.0 - b))
+    return hold_s / (slots - offered) * math.log(c / 0.05) if c > 0.05 else 0.0
+
+
 class _Candidate:
     """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
 
@@ -222,6 +241,7 @@ class _Candidate:
             return replicas
         load = self._load(replicas, per_replica_rate, limit)
         final = self.plan(replicas, load, limit)
+        queue_ms = self._slot_wait_ms(replicas, limit, final)
         lat = final.latency
         per_hour = self.price * self.tp * replicas
         if self.users is not None:
@@ -240,7 +260,7 @@ class _Candidate:
             sequences_per_replica=-(-load // replicas),
             cost_per_hour=round(per_hour, 4),
             cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
-            ttft_p95_ms=_p95(final)[0],
+            ttft_p95_ms=_p95(final)[0] + queue_ms,
             itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
@@ -264,12 +284,22 @@ class _Candidate:
         e2e_s = self.plan(1, limit).latency.end_to_end_ms / 1e3
         return max(1, min(replicas * limit, math.ceil(self.rate * e2e_s)))
 
+    def _slot_wait_ms(self, replicas: int, limit: int, plan: Plan) -> float:
+        """A request rate's p95 wait for one of a replica's ``limit`` slots (Erlang C); users
+        hold their own slots, so they never wait for one."""
+        if self.rate is None:
+            return 0.0
+        e2e_s = plan.latency.end_to_end_ms / 1e3
+        return slot_wait_p95_s(limit, self.rate / replicas * e2e_s, e2e_s) * 1e3
+
     def holds(self, replicas: int, limit: int, per_replica_rate: float) -> bool:
-        """The deployment of ``replicas`` admits the load inside both SLOs."""
+        """The deployment of ``replicas`` admits the load inside both SLOs (a request rate also
+        waits for a free slot: Erlang C over ``limit`` slots a replica)."""
         if self.rate is not None and replicas * per_replica_rate < self.rate * (1 - 1e-9):
             return False
         p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
         ttft, itl = _p95(p)
+        ttft += self._slot_wait_ms(replicas, limit, p)
         return p.kv_cache["admitted"] and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:

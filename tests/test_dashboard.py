@@ -138,6 +138,25 @@ def test_gpu_calibration_only_for_the_gpu_it_was_measured_on():
     assert any("measured on H100-SXM-80GB" in c for c in texts(at)), texts(at)
 
 
+def test_gpu_probe_memory_replaces_the_vllm_budget_estimates_on_its_gpu():
+    from planner.probe import ProbeResult
+
+    # a runtime probe on an H100 (its three memory figures as the CUDA child reports them)
+    probe = ProbeResult(
+        mode="runtime", ok=True, runtime="transformers", device="cuda", kv_dtype="bf16", tokens=512, batch=1, layers_measured=32, layers_total=32,
+        predicted_kv_bytes=1, planner_kv_bytes=1, cuda_non_torch_bytes=700 << 20, cuda_prefill_peak_bytes=50 << 20, cuda_weights_bytes=16 << 30,
+    )  # fmt: skip
+    at = _app(probe_calibration=GPU_CAL | {"probe": probe})
+    budget = [m.value for m in at.markdown if "| term | GiB | source |" in m.value]
+    assert budget and budget[0].count("measured by the probe on a GPU") == 2, budget
+    # 50 MiB at 512 tokens scales to 800 MiB at the 8,192-token step: 0.78 GiB
+    assert "| profiling peak activations | -0.78 | measured by the probe on a GPU |" in budget[0]
+    at.selectbox(key="gpu").set_value("H200-141GB").run()  # another GPU: the estimates again
+    _clean(at)
+    budget = [m.value for m in at.markdown if "| term | GiB | source |" in m.value]
+    assert budget and "measured by the probe" not in budget[0]
+
+
 # --------------------------------------------------------------------------- 4. user-facing words
 
 

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from planner import probe
+from planner.cli import main
 from planner.errors import PlannerError
 from planner.geometry import parse_geometry
 from planner.kv import kv_specs
-from planner.probe import load_probe_json, make_options, predicted_transformers_cache_bytes, run_probe
+from planner.probe import budget_measurements, load_probe_json, make_options, predicted_transformers_cache_bytes, run_probe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -362,3 +363,29 @@ def test_page_calibrate_and_disabled(runtime_json, monkeypatch):
     at = _app().run()
     assert at.button(key="probe_run").disabled
     assert any("disabled" in i.value for i in at.info)
+
+
+def test_gpu_probe_memory_feeds_the_vllm_budget(runtime_json, tmp_path, capsys):
+    # A CPU probe measures no GPU memory: nothing for vLLM's budget, and the CLI says so.
+    cpu = load_probe_json(runtime_json)
+    assert budget_measurements(cpu, 8192) == {}
+    cpu_path = tmp_path / "cpu.json"
+    cpu_path.write_text(runtime_json)
+    assert main(["engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--probe-json", str(cpu_path)]) == 2
+    assert "no GPU memory measurements" in capsys.readouterr().err
+    # The same run as the CUDA child reports it (no GPU here, so its figures are given by hand):
+    # 600 MiB outside torch's pool, a prefill peak of 12,000 B above weights and cache at batch
+    # 1 x 12 tokens, 15 GiB of weights (which stay the planner's count).
+    gpu = cpu.model_copy(update={"device": "cuda", "cuda_non_torch_bytes": 600 << 20, "cuda_prefill_peak_bytes": 12_000, "cuda_weights_bytes": 15 << 30})
+    got = budget_measurements(gpu, 8192)
+    # activations scale with the step's tokens: 12,000 B x 8,192 / (1 x 12) = 8,192,000 B
+    assert got == {"non-torch memory": 600 << 20, "profiling peak activations": 8_192_000}
+    assert budget_measurements(gpu, 8192, tp=2) == {}  # one GPU's run says nothing of a TP rank
+    gpu_path = tmp_path / "gpu.json"
+    gpu_path.write_text(gpu.to_json())
+    assert main(["engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--probe-json", str(gpu_path), "--json"]) == 0
+    terms = {t["name"]: t for t in json.loads(capsys.readouterr().out)["budget"]["terms"]}
+    for name, value in got.items():
+        assert terms[name]["bytes"] == -value and terms[name]["source"] == "measured by the probe on a GPU"
+    assert main(["engine", "--preset", "llama-3.1-8b", "--available-kv-gib", "20", "--probe-json", str(gpu_path)]) == 2
+    assert "give it with --gpu" in capsys.readouterr().err

@@ -246,3 +246,15 @@ def test_moe_searches_expert_parallelism_and_plan_agrees():
     p = compute_plan(make_inputs(**rec.plan_values), model)
     assert p.inputs.ep == rec.ep and p.kv_cache["admitted"]
     assert p.roofline["itl_p95_ms"] == pytest.approx(rec.itl_p95_ms)
+
+
+def test_slot_wait_is_erlang_c():
+    from planner.sizing import slot_wait_p95_s
+
+    # M/M/1 at offered 0.5, hold 1 s: waits with probability C = 0.5, then exponentially with mean
+    # 1 / (1 - 0.5) = 2 s: p95 = 2 ln(0.5 / 0.05) = 4.605 s
+    assert slot_wait_p95_s(1, 0.5, 1.0) == pytest.approx(2 * math.log(10))
+    # 2 slots, offered 1: Erlang B = 1/5, C = 2 x 0.2 / (2 - 1 x 0.8) = 1/3; p95 = ln((1/3) / 0.05) = 1.897 s
+    assert slot_wait_p95_s(2, 1.0, 1.0) == pytest.approx(math.log(20 / 3))
+    assert slot_wait_p95_s(64, 10.0, 5.0) == 0.0  # C far below 5 %: the p95 arrival finds a slot
+    assert slot_wait_p95_s(4, 4.0, 1.0) == math.inf  # offered = slots: the queue grows without bound

@@ -419,9 +419,10 @@ def card_vllm_preview(r: Shown) -> None:
 
 
 def _render_vllm_preview(r: Shown) -> None:
+    from pages.ui.state import measured_budget
     from planner.engines.vllm import vllm_preview
 
-    preview = vllm_preview(r.plan, r.model)
+    preview = vllm_preview(r.plan, r.model, measured_budget(r.plan))
     if preview.refusal:
         st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     else:

@@ -251,7 +251,18 @@ def calibration() -> dict | None:
         return None
     device = str(cal.get("device") or "the probe device")
     on_gpu = cal.get("measured_device") == "cuda" and device in CATALOG
-    return {"mfu": mfu, "mbu": mbu, "device": device, "measured_on": str(cal.get("measured_on") or cal.get("measured_device") or "an unknown device"), "applies_to": device if on_gpu else None}
+    probe = cal.get("probe") if on_gpu else None
+    return {"mfu": mfu, "mbu": mbu, "device": device, "measured_on": str(cal.get("measured_on") or cal.get("measured_device") or "an unknown device"), "applies_to": device if on_gpu else None, "probe": probe}
+
+
+def measured_budget(plan) -> dict[str, int] | None:
+    """vLLM budget terms the session's probe measured, when it ran on this plan's GPU."""
+    cal = calibration()
+    if cal is None or cal["applies_to"] != plan.inputs.gpu or cal["probe"] is None:
+        return None
+    from planner.probe import ProbeResult, budget_measurements  # only once a GPU probe ran: it is not light
+
+    return budget_measurements(cal["probe"], plan.inputs.max_batched_tokens, plan.inputs.tp) or None if isinstance(cal["probe"], ProbeResult) else None
 
 
 def apply_calibration() -> None:

@@ -606,10 +606,12 @@ class VllmPreview(Result):
     command: str
 
 
-def vllm_preview(plan, model) -> VllmPreview:
+def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPreview:
     """What ``vllm serve`` will print for a plan under runtime vllm: the budget vLLM will find
     on one GPU at ``gpu_memory_utilization = 1 - headroom``, the start-up log at the plan's
-    maximum context, and the command line that reproduces the plan.
+    maximum context, and the command line that reproduces the plan. ``measured``: budget terms a
+    probe measured on this plan's GPU (:func:`planner.probe.budget_measurements`), which replace
+    the estimates.
 
     Raises:
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
@@ -620,7 +622,10 @@ def vllm_preview(plan, model) -> VllmPreview:
         raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
     utilization = (10_000 - inputs.headroom_bp) / 10_000
     cap = plan.capacity
-    budget = predict_budget(cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"])
+    budget = predict_budget(
+        cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"], measured=measured,
+    )  # fmt: skip
     block = None if inputs.block_tokens == 16 else inputs.block_tokens
     length = plan.context.maximum_context_tokens
     try:
