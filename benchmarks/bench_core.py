@@ -6,7 +6,10 @@ load-dependent figure computed afresh: the cost of moving a slider). Each figure
 of rounds of calls, timed in this thread's CPU time (a 2-core machine shared with other work
 only adds wall time while this thread waits), with the load average printed beside it.
 
-Run: .venv/bin/python -m benchmarks.bench_core [--plans-only]
+Run: .venv/bin/python -m benchmarks.bench_core [--plans-only | --opcodes]
+
+``--opcodes`` prints bytecode instructions per plan instead (deterministic: compare revisions on a
+busy machine).
 """
 
 from __future__ import annotations
@@ -94,7 +97,44 @@ def print_plan_times() -> None:
         print(f"  {label:40s} " + "".join(f"{times[name][0]:12.1f} / {times[name][1]:6.1f}" for name in SCENARIOS))
 
 
+def opcodes(fn) -> int:
+    """Python bytecode instructions one call of ``fn`` executes: a figure the machine's load cannot
+    change (C-level work such as dict lookups is not counted), for comparing revisions."""
+    count = 0
+
+    def tracer(frame, event, arg):  # noqa: ARG001
+        nonlocal count
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def print_plan_opcodes() -> None:
+    print("plan, roofline path: bytecode instructions per plan (load-independent)")
+    print(f"  {'':40s} " + "".join(f"{name:>14s}" for name in SCENARIOS))
+    for label, preset, values in ROOFLINE_PLANS:
+        model = example_model() if preset is None else prepare_model(load_preset(preset))
+        inputs = make_inputs(**values)
+        compute_plan(inputs, model)
+        compute_plan(inputs, model)
+        load = inputs.model_copy(update={"sequences": 777})
+        context = inputs.model_copy(update={"input_tokens": (inputs.input_tokens or 2048) + 333})
+        counts = [opcodes(lambda i=i, m=model: compute_plan(i, m)) for i in (inputs, load, context)]
+        print(f"  {label:40s} " + "".join(f"{c:14,d}" for c in counts))
+
+
 def main() -> None:
+    if "--opcodes" in sys.argv:
+        print_plan_opcodes()
+        return
     if "--plans-only" in sys.argv:
         print_plan_times()
         return
