@@ -426,7 +426,7 @@ def add_engine_parser(sub) -> None:
     p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size (GPUs per replica; default 1)")
-    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: the 16-bit model dtype)")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
     p.add_argument("--block-size", type=positive_int, help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
     p.add_argument("--max-model-len", type=positive_int, help="tokens per request (default: the model's max_position_embeddings)")
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
@@ -488,8 +488,11 @@ def cmd_engine(args: argparse.Namespace) -> int:
         if args.probe_json is not None:
             raise CLIError("--probe-json replaces terms of the predicted budget: give it with --gpu (it has nothing to replace in a given --available-kv-bytes)")
         available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
+    kv_cache_dtype = args.kv_cache_dtype
+    if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
+        kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
     try:
-        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
+        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
         print(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
@@ -509,6 +512,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
         print(line)
+    for note in r.notes:
+        print(f"note: {note}")
     print(command)
     return 0
 

@@ -253,8 +253,9 @@ class KVSpec(BaseModel):
         return self.blocks(tokens, block_tokens) * self.page_bytes(block_tokens)
 
     def layer_page_bytes(self, block_tokens: int) -> int:
-        """Bytes of one block of ``block_tokens`` positions in one layer of this group."""
-        return self.bytes_per_token_per_layer * block_tokens
+        """Bytes of one block of ``block_tokens`` positions in one layer of this group (a compressed
+        layer stores one entry per ``compress_ratio`` tokens: vLLM's ``tokens_per_state``)."""
+        return self.bytes_per_token_per_layer * -(-block_tokens // self.compress_ratio)
 
     def admission_blocks(self, max_model_len: int, block_tokens: int, in_flight_tokens: int) -> int:
         """Blocks one layer reserves for a request at ``max_model_len`` in a paged engine.

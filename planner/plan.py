@@ -677,7 +677,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     )
 
 
-VLLM_KV_DTYPES = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}
+# the plan's resolved KV dtype as vLLM's --kv-cache-dtype ("auto" would re-read the checkpoint,
+# which may declare fp8 where the plan asked for 16-bit)
+VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
 
 
 def memory_basis(plan: Plan) -> str:
@@ -717,9 +719,10 @@ def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, a
     from planner.engines.vllm import EngineRefusal, vllm_capacity
 
     version = inputs.vllm_version
-    dtype = VLLM_KV_DTYPES.get(inputs.kv_dtype)
+    resolved = model.kv_dtype(inputs.kv_dtype)[0]
+    dtype = VLLM_KV_DTYPES.get(resolved)
     if dtype is None:
-        return {"applies": False, "vllm_version": version, "reason": f"vLLM has no {inputs.kv_dtype} KV cache; the steady-state figure applies"}
+        return {"applies": False, "vllm_version": version, "reason": f"vLLM has no {resolved} KV cache; the steady-state figure applies"}
     args = dict(geometry=model.geometry, available_kv_bytes=available, tp=inputs.tp, kv_cache_dtype=dtype, block_size=None if inputs.block_tokens == 16 else inputs.block_tokens, vllm_version=version)
     out: dict = {"applies": True, "vllm_version": version}
     try:

@@ -12,13 +12,19 @@ follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
 
 * block size: ``Platform._preferred_block_size_for_backends`` and, for Mamba / linear-attention
   hybrids, ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with the
-  backend a Hopper GPU selects (FLASH_ATTN; FLASHMLA for MLA; FlashInfer GDN prefill);
+  backend a Hopper GPU selects (FLASH_ATTN, FA4 for Gemma 4; FLASH_ATTN_MLA for 16-bit MLA and
+  FLASHMLA for fp8; FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE and the DSA indexer for DeepSeek
+  sparse attention; MiniMax-M3's sparse backends; FlashInfer GDN and FlashKDA prefill);
 * one ``KVCacheSpec`` per layer built the way the attention / Mamba layers build theirs
   (``Attention.get_kv_cache_spec``, ``MLAAttention.get_kv_cache_spec``,
   ``MambaBase.get_kv_cache_spec`` with the model class's own
   ``get_mamba_state_shape_from_config`` / ``get_mamba_state_dtype_from_config``). Which layer
   is sliding, chunked, Mamba or linear attention is read from the Hugging Face config vLLM
-  loaded (``layer_types``, ``hybrid_override_pattern``, the model's sliding window);
+  loaded (``layer_types``, ``hybrid_override_pattern``, the model's sliding window,
+  ``linear_attn_config.kda_layers``); the 2026 families have their own builders, each citing
+  the model file it follows (DSA latent + indexer, MiniMax-M3 index keys, Gemma 4 and MiMo-V2
+  per-layer heads). Real 2026 configs come from aiconfigurator-core's ``model_configs/``
+  (``AIC_CONFIGS``). DeepSeek-V4 and Nemotron-NAS (needs --trust-remote-code) are not covered;
 * grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
   ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
   ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
@@ -62,6 +68,41 @@ PUBLISHED = (
 )
 
 
+# real 2026 configs vendored by aiconfigurator-core 0.12.0 (its model_configs/), one or two per new family
+AIC_CONFIGS = (
+    "deepseek-ai--DeepSeek-V3.2_config.json",  # MLA with an indexer on every layer
+    "nvidia--GLM-5.2-NVFP4_config.json",  # DSA with shared indexers (21 owners of 78 layers), fp8 KV by checkpoint
+    "nvidia--GLM-5.1-NVFP4_config.json",
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json",  # layers_block_type
+    "Qwen--Qwen3.5-122B-A10B_config.json",
+    "google--gemma-4-26B-A4B_config.json",  # heterogeneous head sizes, K = V on global layers
+    "nvidia--Gemma-4-31B-IT-NVFP4_config.json",
+    "XiaomiMiMo--MiMo-V2-Flash_config.json",  # SWA heads of their own, K 192 / V 128
+    "moonshotai--Kimi-K3_config.json",  # MLA + Kimi Delta Attention state
+    "nvidia--MiniMax-M3-NVFP4_config.json",  # MiniMaxM3SparseForConditionalGeneration: GQA + index keys
+)
+
+
+def _aic_dir() -> Path | None:
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("aiconfigurator_core")
+    except ImportError:
+        spec = None
+    for base in ([Path(p) for p in spec.submodule_search_locations] if spec and spec.submodule_search_locations else []) + sorted(Path("/work/venvs/aic/lib").glob("python3*/site-packages/aiconfigurator_core")):
+        if (base / "model_configs").is_dir():
+            return base / "model_configs"
+    return None
+
+
+# architectures vLLM 0.33 serves whose per-layer specs this script does not build (yet): left out of
+# the fixture, and the engine says its figures for them are estimates
+NOT_BUILT = {
+    "DeepseekV4ForCausalLM": "DeepSeek-V4's SWA, compressed, indexer and compressor caches (models/deepseek_v4) and their packed block layout are not built here",
+}
+
+
 # Qwen2-7B-Instruct's config.json (Hub, the fields that shape the cache): the second published log
 QWEN2_7B_INSTRUCT = {
     "_name_or_path": "Qwen/Qwen2-7B-Instruct", "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
@@ -80,6 +121,10 @@ def _patch_platform():
     return current_platform
 
 
+def _is_kda_config(hf) -> bool:
+    return isinstance(getattr(hf, "linear_attn_config", None), dict) and "kda_layers" in hf.linear_attn_config
+
+
 def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     """(kind, window) per decoder layer, from the HF config vLLM loaded."""
     hf = vcfg.model_config.hf_text_config
@@ -90,11 +135,17 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     chunk = getattr(hf, "attention_chunk_size", None)
     kinds: list[tuple[str, int | None]] = []
     if names:
-        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none"}
+        # "indexed_attention": the layer_types vLLM's transformers gives GLM-5.x DSA (MLA + indexer);
+        # Nemotron-H's layers_block_type arrives as layer_types with "linear_attention" for Mamba-2
+        table = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding", "linear_attention": "mamba", "mamba": "mamba", "chunked_attention": "chunked", "mlp": "none", "moe": "none", "indexed_attention": "full"}
         for name in names[:n]:
             kind = table[name]  # a name missing here stops the case: add it rather than guess
             sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
             kinds.append((kind, sw if kind == "sliding" else (chunk if kind == "chunked" else None)))
+    elif _is_kda_config(hf):
+        # models/kimi_k3 (KimiLinearConfig.is_kda_layer): 1-based kda_layers hold KDA state, the rest are MLA
+        kda = set(hf.linear_attn_config["kda_layers"])
+        kinds = [("mamba", None) if i + 1 in kda else ("full", None) for i in range(n)]
     elif pattern:
         table = {"M": ("mamba", None), "*": ("full", None), "-": ("none", None), "E": ("none", None)}
         kinds = [table[ch] for ch in pattern]
@@ -116,8 +167,65 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
     return kinds
 
 
+def _is_dsa(vcfg) -> bool:
+    """DeepSeek sparse attention (DeepSeek-V3.2, GLM-5.x): MLA with a lightning indexer."""
+    mc = vcfg.model_config
+    return bool(mc.use_mla and getattr(mc.hf_text_config, "index_topk", None)) and mc.architecture in ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+
+
+def _dsa_indexer_layers(hf, n: int) -> set[int]:
+    """Layers that own an indexer (vllm/models/deepseek_v32/attention.py DeepseekV32Attention.__init__:
+    ``skip_topk`` from index_topk_freq / index_skip_topk_offset / index_topk_pattern)."""
+    freq = getattr(hf, "index_topk_freq", 1)
+    pattern = getattr(hf, "index_topk_pattern", None)
+    offset = getattr(hf, "index_skip_topk_offset", 2)
+    owners = set()
+    for layer_id in range(n):
+        if pattern is None:
+            skip = max(layer_id - offset + 1, 0) % freq != 0
+        elif 0 <= layer_id < len(pattern):
+            skip = pattern[layer_id] == "S"
+        else:
+            skip = False
+        if not skip:
+            owners.add(layer_id)
+    return owners
+
+
+def _dsa_backends(vcfg):
+    """(sparse MLA backend, cache dtype string) a Hopper GPU selects (vllm/platforms/cuda.py
+    sparse_tail: FLASH_ATTN_MLA_SPARSE takes 16-bit caches only, so fp8 goes to FLASHMLA_SPARSE,
+    which serves any fp8 dtype as ``fp8_ds_mla``: mla_attention.py
+    ``_canonicalize_sparse_mla_kv_cache_dtype``), and the indexer's backend."""
+    try:
+        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+    except ImportError:  # on a CPU the first import trips over the missing FA extensions; the module is loaded by then
+        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+    from vllm.v1.attention.backends.mla.flashmla_sparse import FlashMLASparseBackend
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
+
+    if vcfg.cache_config.cache_dtype.startswith("fp8"):
+        return FlashMLASparseBackend, "fp8_ds_mla", DeepseekV32IndexerBackend
+    return FlashAttnMLASparseBackend, vcfg.cache_config.cache_dtype, DeepseekV32IndexerBackend
+
+
 def _attention_backend(vcfg):
+    if _is_dsa(vcfg):
+        return _dsa_backends(vcfg)[0]
     if vcfg.model_config.use_mla:
+        # vllm/platforms/cuda.py _get_backend_priorities on SM90: FLASH_ATTN_MLA first (16-bit caches
+        # only, FA3 present), then FLASHMLA, which takes the fp8 caches
+        if not vcfg.cache_config.cache_dtype.startswith("fp8"):
+            import vllm.v1.attention.backends.fa_utils as fa_utils
+
+            # fa_utils binds the CUDA kernels only on a CUDA platform; the class itself (block
+            # sizes, layouts) is all this script reads, so stand-ins let it import on a CPU
+            for name in ("flash_attn_varlen_func", "get_scheduler_metadata"):
+                if not hasattr(fa_utils, name):
+                    setattr(fa_utils, name, None)
+            from vllm.v1.attention.backends.mla.flashattn_mla import FlashAttnMLABackend
+
+            return FlashAttnMLABackend
         from vllm.v1.attention.backends.mla.flashmla import FlashMLABackend
 
         return FlashMLABackend
@@ -132,8 +240,13 @@ def _resolve_block_size(vcfg, backend) -> None:
     from vllm.platforms.interface import Platform
 
     cache = vcfg.cache_config
+    backends = [backend]
+    if _is_dsa(vcfg):
+        backends.append(_dsa_backends(vcfg)[2])
+    elif _is_minimax_m3_sparse(vcfg):
+        backends = [*_minimax_m3_backends(), backend]
     if not cache.user_specified_block_size:
-        cache.block_size = Platform._preferred_block_size_for_backends([backend], CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
+        cache.block_size = Platform._preferred_block_size_for_backends(backends, CacheConfig.DEFAULT_BLOCK_SIZE, vcfg)
     if vcfg.model_config.is_hybrid:
         saved = Platform._find_non_ssm_backends
         Platform._find_non_ssm_backends = classmethod(lambda cls, _cfg: [backend])
@@ -141,8 +254,7 @@ def _resolve_block_size(vcfg, backend) -> None:
             import vllm.model_executor.layers.mamba.abstract as mamba_abstract
 
             kinds = {k for k, _ in _layer_kinds(vcfg)}
-            gdn = _is_gdn(vcfg)
-            align = 64 if (gdn and cache.mamba_cache_mode == "align") else (1 if cache.mamba_cache_mode == "align" else None)
+            align = _checkpoint_alignment(vcfg) if cache.mamba_cache_mode == "align" else None
             orig = mamba_abstract.get_mamba_prefill_checkpoint_alignment
             mamba_abstract.get_mamba_prefill_checkpoint_alignment = lambda _cfg: align if "mamba" in kinds else None
             try:
@@ -151,6 +263,23 @@ def _resolve_block_size(vcfg, backend) -> None:
                 mamba_abstract.get_mamba_prefill_checkpoint_alignment = orig
         finally:
             Platform._find_non_ssm_backends = saved
+
+
+def _is_kda(vcfg) -> bool:
+    """Kimi Linear / Kimi K3: Kimi Delta Attention layers listed in linear_attn_config.kda_layers."""
+    return _is_kda_config(vcfg.model_config.hf_text_config)
+
+
+def _checkpoint_alignment(vcfg) -> int:
+    """Token grid of the prefill checkpoints a Mamba-like layer exports in "align" mode: FlashInfer
+    GDN prefill 64; FlashKDA (the KDA prefill backend on SM90/SM10x with head_dim 128, bf16 and a
+    gate lower bound: models/kimi_k3/nvidia/kda.py ``resolve_kda_prefill_backend``) 16
+    (model_executor/layers/mamba/kda_checkpoint.py); MambaMixer2 1."""
+    if _is_gdn(vcfg):
+        return 64
+    if _is_kda(vcfg):
+        return 16
+    return 1
 
 
 def _is_gdn(vcfg) -> bool:
@@ -174,6 +303,10 @@ def _layer_specs(vcfg, backend) -> dict:
     head = mc.get_head_size()
     hf = mc.hf_text_config
     head_v = getattr(hf, "v_head_dim", None) if not mc.use_mla and getattr(hf, "v_head_dim", None) else head
+    if _is_dsa(vcfg):
+        return _dsa_layer_specs(vcfg)
+    if _is_minimax_m3_sparse(vcfg):
+        return _minimax_m3_layer_specs(vcfg)
     specs: dict = {}
     mamba_spec = None
     for i, (kind, window) in enumerate(_layer_kinds(vcfg)):
@@ -195,13 +328,18 @@ def _layer_specs(vcfg, backend) -> dict:
                 )
                 if cache.mamba_cache_mode == "align":
                     # MambaMixer2 and FlashInfer-GDN layers export prefill checkpoints
-                    mamba_spec = replace(mamba_spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=64 if _is_gdn(vcfg) else 1)
+                    mamba_spec = replace(mamba_spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=_checkpoint_alignment(vcfg))
             specs[name] = mamba_spec
             continue
         if mc.use_mla:
             specs[name] = MLAAttentionSpec(block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=head, dtype=dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
             continue
-        common = dict(num_kv_heads=heads, head_size=head, head_size_v=head_v, dtype=dtype, kv_quant_mode=quant)
+        shape = _layer_shape(vcfg, i, kind)
+        if shape is not None:  # families whose layers differ in heads or head size
+            layer_heads, layer_head, layer_head_v, window = shape
+            common = dict(num_kv_heads=layer_heads, head_size=layer_head, head_size_v=layer_head_v, dtype=dtype, kv_quant_mode=quant)
+        else:
+            common = dict(num_kv_heads=heads, head_size=head, head_size_v=head_v, dtype=dtype, kv_quant_mode=quant)
         if kind == "sliding":
             probe = backend.customize_spec(SlidingWindowSpec(block_size=1, sliding_window=window, **common))
             per_token = probe.real_page_size_bytes
@@ -215,13 +353,140 @@ def _layer_specs(vcfg, backend) -> dict:
     return specs
 
 
+def _dsa_layer_specs(vcfg) -> dict:
+    """DeepSeek-V3.2 / GLM-5.x: per layer the indexer's key cache (built first: the indexer is
+    constructed before the attention, vllm/models/deepseek_v32/attention.py) and the sparse MLA
+    latent, each passed through the model runner's ``customize_attention_spec``
+    (vllm/v1/worker/gpu_model_runner.py ``get_kv_cache_spec``).
+
+    * latent: ``MLAAttention.get_kv_cache_spec`` (model_executor/layers/attention/mla_attention.py):
+      one head of kv_lora_rank + qk_rope_head_dim, ``fp8_ds_mla`` packed to 656 B a token,
+      ``topk_buffer_width`` = index_topk (the shared top-k buffer), ``is_index_group_leader`` on
+      the layers that own an indexer;
+    * indexer: ``DeepseekV32IndexerCache.get_kv_cache_spec`` (model_executor/models/deepseek_v2.py):
+      head_dim + head_dim // 128 x 4 bytes (fp8 keys + fp32 scales) of uint8, role INDEXER.
+    """
+    import torch
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.kv_cache_interface import MLAAttentionSpec, SparseCacheRole, get_kv_quant_mode
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    hf = mc.hf_text_config
+    sparse, cache_dtype, indexer_backend = _dsa_backends(vcfg)
+    block = cache.block_size
+    n = mc.get_total_num_hidden_layers()
+    owners = _dsa_indexer_layers(hf, n)
+    index_head = hf.index_head_dim + hf.index_head_dim // 128 * 4
+    specs: dict = {}
+    for i in range(n):
+        if i in owners:
+            idx = MLAAttentionSpec(block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=index_head, dtype=torch.uint8, cache_role=SparseCacheRole.INDEXER)
+            specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = customize_attention_spec(indexer_backend, idx)
+        latent = MLAAttentionSpec(
+            block_size=block, num_kv_heads=1, max_tp_shards=1, head_size=mc.get_head_size(), dtype=kv_cache_dtype_str_to_dtype(cache_dtype, mc), cache_dtype_str=cache_dtype,
+            kv_quant_mode=get_kv_quant_mode(cache_dtype), state_content_bytes={"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(cache_dtype),
+            topk_buffer_width=hf.index_topk, is_index_group_leader=i in owners,
+        )
+        specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(sparse, latent)
+    return specs
+
+
+def _is_minimax_m3_sparse(vcfg) -> bool:
+    return vcfg.model_config.architecture.startswith("MiniMaxM3Sparse")
+
+
+def _minimax_m3_backends():
+    """MiniMax-M3's sparse-attention and index-key backends (models/minimax_m3/common): both read
+    128-token pages only."""
+    from vllm.models.minimax_m3.common.indexer import MiniMaxM3IndexerBackend
+    from vllm.models.minimax_m3.common.sparse_attention import MiniMaxM3SparseBackend
+
+    return MiniMaxM3SparseBackend, MiniMaxM3IndexerBackend
+
+
+def _minimax_m3_layer_specs(vcfg) -> dict:
+    """MiniMax-M3 (models/minimax_m3/nvidia/model.py ``MiniMaxM3DecoderLayer``): layers flagged in
+    sparse_attention_config.sparse_attention_freq run ``MiniMaxM3SparseAttention``, which builds its
+    ``MiniMaxM3IndexerCache`` (index keys of sparse_index_dim, bf16 unless --attention-config sets
+    indexer_kv_dtype; one vector a token, role INDEXER) before registering its own GQA K/V
+    ``FullAttentionSpec``; the other layers are plain ``Attention`` (FLASH_ATTN). KV heads split as
+    max(1, heads // tp)."""
+    import torch
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec, SparseCacheRole, get_kv_quant_mode
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    hf = mc.hf_text_config
+    sparse_backend, indexer_backend = _minimax_m3_backends()
+    sparse_cfg = hf.sparse_attention_config
+    flagged = {i for i, f in enumerate(sparse_cfg.get("sparse_attention_freq") or []) if f != 0}
+    heads = max(1, hf.num_key_value_heads // vcfg.parallel_config.tensor_parallel_size)
+    dtype = kv_cache_dtype_str_to_dtype(cache.cache_dtype, mc)
+    main = dict(block_size=cache.block_size, num_kv_heads=heads, head_size=hf.head_dim, head_size_v=hf.head_dim, dtype=dtype, kv_quant_mode=get_kv_quant_mode(cache.cache_dtype))
+    specs: dict = {}
+    for i in range(mc.get_total_num_hidden_layers()):
+        if i in flagged:
+            idx = MLAAttentionSpec(block_size=cache.block_size, num_kv_heads=1, head_size=sparse_cfg["sparse_index_dim"], dtype=torch.bfloat16, cache_role=SparseCacheRole.INDEXER)
+            specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = customize_attention_spec(indexer_backend, idx)
+            specs[f"model.layers.{i}.self_attn"] = customize_attention_spec(sparse_backend, FullAttentionSpec(**main))
+        else:
+            specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(FlashAttentionBackend, FullAttentionSpec(**main))
+    return specs
+
+
+def _is_gemma4(vcfg) -> bool:
+    return vcfg.model_config.hf_text_config.model_type in ("gemma4", "gemma4_text")
+
+
+def _layer_shape(vcfg, i: int, kind: str) -> tuple[int, int, int, int | None] | None:
+    """(KV heads on one GPU, K head size, V head size, window) of layer ``i`` where they vary by layer:
+
+    * Gemma 4 (model_executor/models/gemma4.py ``Gemma4DecoderLayer``): ``per_layer_config[i]``
+      head_dim / num_key_value_heads (global layers: global_head_dim and, with attention_k_eq_v,
+      num_global_key_value_heads; K is loaded into both K and V, so V is cached at K's size);
+    * MiMo-V2 (model_executor/models/mimo_v2.py ``MiMoV2DecoderLayer``): sliding layers use the
+      swa_* heads and ``sliding_window_size``, full layers num_key_value_heads / head_dim /
+      v_head_dim (K and V of different sizes: the FLASH_ATTN_DIFFKV backend).
+    Heads split over TP as ``Gemma4Attention`` / ``MiMoV2Attention`` do: max(1, total // tp).
+    """
+    hf = vcfg.model_config.hf_text_config
+    tp = vcfg.parallel_config.tensor_parallel_size
+    if _is_gemma4(vcfg):
+        layer = hf.per_layer_config[i]
+        return max(1, layer.num_key_value_heads // tp), layer.head_dim, layer.head_dim, hf.sliding_window if kind == "sliding" else None
+    if vcfg.model_config.architecture in ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"):
+        if kind == "sliding":
+            return max(1, hf.swa_num_key_value_heads // tp), hf.swa_head_dim, getattr(hf, "swa_v_head_dim", None) or hf.swa_head_dim, hf.sliding_window_size
+        return max(1, hf.num_key_value_heads // tp), hf.head_dim, getattr(hf, "v_head_dim", None) or hf.head_dim, None
+    return None
+
+
+def _gemma4_hopper_backend(vcfg) -> None:
+    """``Gemma4Config.verify_and_update_config`` (model_executor/models/config.py) on a Hopper GPU
+    with FA4 (vllm_flash_attn ships it; SM90 qualifies): 16-bit caches run FA4 on every layer,
+    fp8 ones pick FA3/FA4 per layer; either way FLASH_ATTN. On this CPU FA4 is missing and vLLM
+    would force TRITON_ATTN, so the choice is set back to what the GPU does. The block size: an
+    fp8 cache with 512-wide heads on SM90 needs the 64-token pages of the FA4 FP8 kernel
+    (``FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size``)."""
+    vcfg.attention_config.backend = None
+    if vcfg.cache_config.cache_dtype.startswith("fp8"):
+        vcfg.attention_config.flash_attn_version = None
+        if vcfg.model_config.get_head_size() == 512 and vcfg.cache_config.cache_dtype in ("fp8", "fp8_e4m3") and not vcfg.cache_config.user_specified_block_size:
+            vcfg.cache_config.block_size = 64
+    else:
+        vcfg.attention_config.flash_attn_version = 4
+
+
 def _group_kind(spec) -> str:
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, UniformTypeKVCacheSpecs
 
     if isinstance(spec, UniformTypeKVCacheSpecs):
         spec = spec.first_spec
     if isinstance(spec, MLAAttentionSpec):
-        return "mla"
+        return "indexer" if spec.cache_role.value == "indexer" else "mla"
     if isinstance(spec, SlidingWindowSpec):
         return "sliding"
     if isinstance(spec, ChunkedLocalAttentionSpec):
@@ -270,11 +535,13 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         backend = _attention_backend(vcfg)
         try:
             _resolve_block_size(vcfg, backend)
+            if _is_gemma4(vcfg):
+                _gemma4_hopper_backend(vcfg)
             specs = _layer_specs(vcfg, backend)
         except NotImplementedError as exc:
             case["unsupported"] = str(exc)
             return case
-        layouts = [m.name for m in get_supported_kv_cache_layouts([backend])]
+        layouts = [m.name for m in get_supported_kv_cache_layouts([*_minimax_m3_backends(), backend] if _is_minimax_m3_sparse(vcfg) else [backend])]
         resolve_kv_cache_layout(vcfg, [layouts], list(specs.values()))
         case["block_size"] = vcfg.cache_config.block_size
         case["mamba_cache_mode"] = vcfg.cache_config.mamba_cache_mode
@@ -288,10 +555,18 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         sched = generate_scheduler_kv_cache_config(configs)
         tokens, concurrency = get_kv_cache_capacity(vcfg, sched)
         out_groups = []
-        for g in sched.kv_cache_groups:
-            spec = g.kv_cache_spec
-            from vllm.utils.math_utils import cdiv
+        from vllm.utils.math_utils import cdiv
+        from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
 
+        for worker, g in zip(configs[0].kv_cache_groups, sched.kv_cache_groups, strict=True):
+            spec = g.kv_cache_spec
+            whole = worker.kv_cache_spec
+            if isinstance(whole, UniformTypeKVCacheSpecs) and len(set(whole.kv_cache_specs.values())) > 1:
+                # one group of layers of one type but different specs (MLA latent + indexer): the
+                # scheduler keeps its first layer's spec; the pool's block spans every layer's page
+                kinds = "+".join(dict.fromkeys(_group_kind(s) for s in whole.kv_cache_specs.values()))
+                out_groups.append({"kind": kinds, "layers": len(g.layer_names), "block_size": whole.block_size, "page_bytes": whole.page_size_bytes, "blocks_per_request": whole.max_memory_usage_pages(vcfg)})
+                continue
             out_groups.append({"kind": _group_kind(spec), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
         case.update(num_blocks=sched.num_blocks, kv_cache_tokens=tokens, max_concurrency=concurrency, blocks_per_request=sum(g["blocks_per_request"] for g in out_groups), groups=out_groups)
         return case
@@ -301,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reference", type=Path, default=Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference")) / "configs", help="folder of reference config.json files (default ../shared/reference/configs)")
     p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "vllm_engine_cases.json", help="fixture to write")
-    p.add_argument("--only", default="", help="case-insensitive substring filter on config file names (default: all)")
+    p.add_argument("--aic", type=Path, default=None, help="aiconfigurator-core's model_configs folder (default: found from the installed package or /work/venvs/aic)")
+    p.add_argument("--only", default="", help="comma-separated case-insensitive substrings of config file names to run (default: all)")
     p.add_argument("--merge", action="store_true", help="keep the cases of configs not rerun from the existing fixture (default: write only what ran)")
     args = p.parse_args(argv)
 
@@ -310,13 +586,20 @@ def main(argv: list[str] | None = None) -> int:
     _patch_platform()
     sources = [("reference", f) for f in sorted(args.reference.glob("*.json"))] + [("preset", f) for f in sorted((ROOT / "model_configs").glob("*.json"))]
     sources.append(("published", Path("Qwen__Qwen2-7B-Instruct.json")))
+    aic = args.aic or _aic_dir()
+    if aic is not None:
+        sources += [("aic", aic / name) for name in AIC_CONFIGS if (aic / name).is_file()]
     cases: list[dict] = []
     configs: dict[str, dict] = {}
     t0 = time.time()
     for origin, path in sources:
-        if args.only and args.only.lower() not in path.name.lower():
+        if args.only and not any(part.strip() and part.strip().lower() in path.name.lower() for part in args.only.split(",")):
             continue
         config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
+        skipped = NOT_BUILT.get(next(iter(config.get("architectures") or []), ""))
+        if skipped:
+            print(f"skipped {origin}/{path.name}: {skipped}", file=sys.stderr)
+            continue
         configs[f"{origin}/{path.name}"] = config
         settings = [tuple(s) for name, *s in PUBLISHED if name == path.name] if origin != "preset" else []
         derived = derived_max_model_len(config)
@@ -346,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_fixture(out: Path, version: str, seconds: float, cases: list[dict], configs: dict[str, dict]) -> None:
     """The fixture carries the configs it was computed from, so the test needs nothing else."""
     used = {c["source"] for c in cases}
-    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper backends: FLASH_ATTN (block 16), FLASHMLA (block 64), FlashInfer GDN prefill; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
+    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper (SM90) backends: FLASH_ATTN (block 16; FA4 for Gemma 4), FLASH_ATTN_MLA (block 16) for 16-bit MLA and FLASHMLA (block 64) for fp8, FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE + the DSA indexer (block 64), FlashInfer GDN prefill, FlashKDA; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

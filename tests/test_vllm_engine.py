@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from planner.engines import EngineRefusal, vllm_capacity
+from planner.engines.vllm import NOT_REGISTERED
 from planner.errors import PlannerError
 
 DATA = json.loads((Path(__file__).parent / "data" / "vllm_engine_cases.json").read_text())
@@ -43,6 +44,58 @@ def test_fixture_covers_every_family():
     assert not [c for c in CASES if "error" in c]  # every case ran through vLLM
 
 
+def _text(source: str) -> dict:
+    config = CONFIGS[source]
+    return config.get("text_config") or config.get("llm_config") or config
+
+
+def _kinds(c: dict) -> set[str]:
+    return {g["kind"] for g in c["groups"]}
+
+
+def _heads(t: dict) -> tuple[int | None, int | None]:
+    heads = t.get("num_attention_heads") or t.get("n_head")
+    return heads, 1 if t.get("multi_query") else t.get("num_key_value_heads", heads)
+
+
+# issue 11's families and the 2026 families vLLM 0.33 serves (issue 16): what makes a sized case one
+FAMILIES = {
+    "dense (GQA)": lambda c, t: _kinds(c) == {"full"} and 1 < (_heads(t)[1] or 0) < (_heads(t)[0] or 0),
+    "MQA": lambda c, t: _kinds(c) == {"full"} and _heads(t)[1] == 1,
+    "MHA": lambda c, t: _kinds(c) == {"full"} and "kv_lora_rank" not in t and _heads(t)[1] == _heads(t)[0],
+    "sliding interleaved": lambda c, t: _kinds(c) == {"full", "sliding"},
+    "model-level sliding": lambda c, t: _kinds(c) == {"sliding"},
+    "chunked": lambda c, t: "chunked" in _kinds(c),
+    "MLA": lambda c, t: _kinds(c) == {"mla"},
+    "MLA with indexer": lambda c, t: _kinds(c) == {"indexer+mla"} and t.get("index_topk"),
+    "Mamba2 hybrids": lambda c, t: _kinds(c) == {"full", "mamba"} and "mamba_num_heads" in t,
+    "gated-delta-net hybrids": lambda c, t: _kinds(c) == {"full", "mamba"} and "linear_num_value_heads" in t,
+    # 2026 families (issue 16)
+    "GLM-5.x DSA": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["GlmMoeDsaForCausalLM"],
+    "GLM-5.2 shared indexers": lambda c, t: "shared" in (t.get("indexer_types") or []),
+    "DeepSeek-V3.2": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["DeepseekV32ForCausalLM"],
+    "Gemma 4": lambda c, t: t.get("global_head_dim") is not None and _kinds(c) == {"full", "sliding"},
+    "MiMo-V2-Flash": lambda c, t: "swa_num_key_value_heads" in t and _kinds(c) == {"full", "sliding"},
+    "Nemotron 3 Ultra (layers_block_type)": lambda c, t: "layers_block_type" in t and "mamba" in _kinds(c),
+    "Kimi K3 (MLA + Kimi Delta Attention)": lambda c, t: "linear_attn_config" in t and _kinds(c) == {"mla", "mamba"},
+    "MiniMax-M3 sparse attention (index keys)": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["MiniMaxM3SparseForConditionalGeneration"],
+    "Qwen3.5 MoE": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["Qwen3_5MoeForConditionalGeneration"],
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_has_a_vllm_computed_case(family):
+    cases = [c for c in SIZED if FAMILIES[family](c, _text(c["source"]))]
+    assert cases, f"no vLLM-computed case for {family}"
+    # each family is checked at more than one setting, sized ones by vLLM's numbers (test above)
+    assert len({(c["tp"], c["kv_cache_dtype"], c["max_model_len"]) for c in cases}) >= 2
+
+
+def test_cross_attention_family_is_refused_as_vllm_0_33_refuses():
+    cases = [c for c in REFUSED if _text(c["source"]).get("cross_attention_layers")]
+    assert cases and not [c for c in SIZED if _text(c["source"]).get("cross_attention_layers")]
+
+
 @pytest.mark.parametrize("case", SIZED, ids=[_id(c) for c in SIZED])
 def test_sized_case_matches_vllm(case):
     r = _run(case)
@@ -67,6 +120,12 @@ def test_refused_case_matches_vllm(case):
         # vLLM 0.33 has no Mllama: it fails on the missing image processor (or, past the maximum
         # length, on max_model_len first); the planner refuses the architecture up front
         assert "OSError: Can't load image processor" in case["config_error"] or "max_model_len" in case["config_error"]
+    elif err.value.field == "model" and str(err.value.value) in NOT_REGISTERED:
+        # from a folder holding only config.json, vLLM 0.33 fails first in transformers, which does
+        # not know the model type; the architecture is not in its registry either (the planner's
+        # reason), so both refuse to start
+        assert "Transformers does not recognize this architecture" in case["config_error"]
+        assert err.value.reason.startswith(f"Model architectures ['{err.value.value}'] are not supported for now")
     elif "config_error" in case and "max_model_len" in case["config_error"]:
         expected = case["config_error"].split(": ", 1)[1]  # the generator kept vLLM's first 400 characters
         assert len(expected) > 300 and err.value.reason.startswith(expected)
@@ -125,11 +184,25 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     with pytest.raises(EngineRefusal) as err:
         vllm_capacity(config, available_kv_bytes=1 << 36, tp=8)
     assert err.value.field == "model" and "['MiniMaxM3ForCausalLM'] are not supported for now" in err.value.reason
+    # nor StepFun's Step3p7FlashForCausalLM (0.33 has Step3p7ForConditionalGeneration)
+    step = {"architectures": ["Step3p7FlashForCausalLM"], "model_type": "step3p7", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(step, available_kv_bytes=1 << 30)
+    assert err.value.reason.startswith("Model architectures ['Step3p7FlashForCausalLM'] are not supported for now")
     # the plan keeps the planner's own paged figure and says why the engine's does not apply
     plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8), prepare_model(config))
     engine = plan.kv_cache["engine"]
     assert engine["applies"] is False and "not supported for now" in engine["reason"]
     assert plan.kv_cache["maximum_sequences_by_memory"] > 0
+
+
+def test_families_without_vllm_computed_cases_say_so():
+    from planner.presets import load_preset
+
+    # DeepSeek-V4's packed SWA / compressed / compressor caches are not modelled: the figure is an estimate
+    r = vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536)
+    assert any("DeepSeek-V4" in note and "not checked against vLLM's sizing code" in note for note in r.notes)
+    assert not vllm_capacity(load_preset("glm-5"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes
 
 
 def test_remembered_refusals_hold_no_traceback():

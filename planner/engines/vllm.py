@@ -10,25 +10,30 @@ the start-up log (``get_kv_cache_capacity``, vllm/v1/core/kv_cache_utils.py).
 
 The rules that changed between releases are keyed by version in :data:`RULES`
 (0.10, 0.19, 0.24, 0.33; the newest is the default). The backends are those vLLM selects on a
-Hopper GPU: FLASH_ATTN (16-token blocks), FLASHMLA for MLA (64-token blocks), FlashInfer's
-gated-delta-net prefill (checkpoints on a 64-token grid).
+Hopper GPU: FLASH_ATTN (16-token blocks; FA4's 64-token pages for fp8 with 512-wide heads),
+FLASH_ATTN_MLA for 16-bit MLA (16) and FLASHMLA for fp8 (64), the sparse-MLA backends and the
+DSA indexer (64), MiniMax-M3's sparse backends (128), FlashInfer's gated-delta-net prefill
+(checkpoints on a 64-token grid), FlashKDA (16).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
-from planner.kv import KVSpec, kv_specs
+from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
 GIB = 1 << 30
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
-FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only
+FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
+MINIMAX_M3_SPARSE_BLOCK = 128  # MiniMaxM3SparseBackend and MiniMaxM3IndexerBackend read 128-token pages only
+SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
+KDA_CHECKPOINT_ALIGNMENT = 16  # FlashKDA prefill checkpoint grid (vllm/model_executor/layers/mamba/kda_checkpoint.py)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 STATE_KINDS = ("mamba", "linear_attention")
@@ -139,11 +144,18 @@ class VllmCapacity(Result):
 # --------------------------------------------------------------------------- layer specs
 
 
-def _dtype_bytes(kv_cache_dtype: str) -> str:
-    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is the 16-bit serving dtype
-    (vLLM serves float32 checkpoints in bfloat16)."""
+def _dtype_bytes(kv_cache_dtype: str, config: dict) -> str:
+    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is what the checkpoint declares
+    (vLLM 0.33 ``resolve_kv_cache_dtype_string``: an fp8 ``kv_cache_scheme`` caches fp8), else the
+    16-bit serving dtype (vLLM serves float32 checkpoints in bfloat16).
+
+    Raises:
+        PlannerError: an unknown dtype, or a checkpoint KV format the planner does not model.
+    """
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+    if kv_cache_dtype == "auto":
+        kv_cache_dtype = resolve_kv_dtype(AUTO, config)[0]
     return "fp8" if kv_cache_dtype.startswith("fp8") else "bf16"
 
 
@@ -178,7 +190,13 @@ def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
             inner = _cfg_int(cfg, ("mamba_expand",), 2) * geo.hidden_size // tp
             conv, ssm = inner * (d_conv - 1), inner * d_state
         pages.append(StatePage("mamba", count["mamba"], conv * 2 + ssm * ssm_bytes, 1))
-    if geo.linear is not None:
+    if geo.linear is not None and isinstance(cfg.get("linear_attn_config"), dict):
+        # Kimi Delta Attention (models/kimi_k3, MambaStateShapeCalculator.kda_state_shape): three
+        # short-conv states and a heads x head_dim x head_dim recurrent state, split by TP; FlashKDA
+        # prefill checkpoints on a 16-token grid (model_executor/layers/mamba/kda_checkpoint.py)
+        spec = geo.linear
+        pages.append(StatePage("linear_attention", count["linear_attention"], spec.conv_elements // tp * 2 + spec.ssm_elements // tp * spec.ssm_element_bytes, KDA_CHECKPOINT_ALIGNMENT))
+    elif geo.linear is not None:
         k_heads, v_heads = _cfg_int(cfg, ("linear_num_key_heads",), 16), _cfg_int(cfg, ("linear_num_value_heads",), 32)
         k_dim, v_dim = _cfg_int(cfg, ("linear_key_head_dim",), 128), _cfg_int(cfg, ("linear_value_head_dim",), 128)
         conv = (2 * k_heads * k_dim + v_heads * v_dim) // tp * (_cfg_int(cfg, ("linear_conv_kernel_dim",), 4) - 1)
@@ -188,6 +206,8 @@ def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
 
 
 def _kind(spec: KVSpec) -> str:
+    if spec.cache == "indexer":
+        return "indexer"
     return "mla" if spec.latent else spec.kind
 
 
@@ -235,7 +255,16 @@ def vllm_capacity(
     return _memoised(_MEMO, _capacity, config, geo, *args)
 
 
-_MEMO = ByteBudgetCache(8 << 20)  # results by config hash and settings, bounded in bytes (planner/limits.py)
+def _result_bytes(value: object) -> int:
+    """What one memoised result holds, charged without walking it (``size_of`` cost more than the
+    sizing itself on every slider move): measured with ``size_of`` at 1.1-1.7 kB for 1-6 groups, so
+    1 kB, 256 B a group and 2 B a character of text (log lines, notes, a refusal's reason) over-count."""
+    if isinstance(value, VllmCapacity):
+        return 1024 + 256 * len(value.groups) + 2 * sum(len(text) for text in (*value.log_lines, *value.notes))
+    return 1024 + 2 * len(str(getattr(value, "reason", value)))
+
+
+_MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
 def _memoised(memo: ByteBudgetCache, compute, config: dict, geo: ModelGeometry, *args):
@@ -283,7 +312,12 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
-    _check_architecture(geo, version)
+    try:  # the memoised layout refuses an architecture first, as vLLM resolves it before anything else
+        layout, held = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers), None
+    except EngineRefusal as exc:
+        if exc.field == "model":
+            raise
+        layout, held = None, exc  # a parallel-config refusal: vLLM checks max_model_len before it
     derived = geo.max_position_embeddings
     if max_model_len is None:
         if derived is None:
@@ -298,7 +332,8 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
             "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
             "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error.",
         )
-    layout = _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    if held is not None:
+        raise held
     return _assemble(layout, available, max_model_len)
 
 
@@ -334,18 +369,18 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         _positive("block_size", block_size, 1 << 20)
     if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
         raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
-    planner_dtype = _dtype_bytes(kv_cache_dtype)
+    planner_dtype = _dtype_bytes(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
     align = prefix_caching and hybrid and rules.hybrid_prefix_caching
-    notes: list[str] = []
+    notes = list(_unverified(geo))
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
     cfg = text_config(config)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
-    block = block_size or (FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK)
+    block = block_size or _default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
     states = _state_pages(geo, cfg, tp) if hybrid else []
     state_pad = None
     if states and specs:
@@ -359,9 +394,42 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         if most < group_size * 1.5:
             group_size = most
     split = tuple((b, -(-b.layers // group_size)) for b in buckets)
-    # one block across a group: its largest group's layers x the (unified) page
-    bytes_per_block = max(len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
+    # one block across a group: its largest group's layers x the (unified) page (a uniform-type
+    # group's page already spans all its layers)
+    bytes_per_block = max(b.page_bytes if b.members else len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
+
+
+def _unverified(geo: ModelGeometry) -> tuple[str, ...]:
+    """Families vLLM 0.33 serves whose start-up sizing the conformance fixture does not cover, said
+    on every result so nobody takes the figure for vLLM's own."""
+    if geo.compressed is not None:
+        return ("DeepSeek-V4: vLLM 0.33 packs its SWA, compressed, indexer and compressor caches in a block layout "
+                "this planner does not model; these numbers are an estimate, not checked against vLLM's sizing code",)
+    if geo.model_type == "nemotron-nas":
+        return ("Nemotron-NAS (DeciLM): vLLM 0.33 reads this config only with --trust-remote-code; these numbers are "
+                "not checked against vLLM's sizing code",)
+    return ()
+
+
+def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version: str) -> int:
+    """The block size the backend a Hopper GPU picks prefers (``get_preferred_block_size``).
+
+    MLA: vLLM 0.33 (vllm/platforms/cuda.py ``_get_backend_priorities``, SM90) tries FLASH_ATTN_MLA
+    first, which takes 16-bit caches in 16-token blocks; fp8 caches go to FLASHMLA (64). Older
+    releases are taken to run FLASHMLA throughout (not checked against their wheels here).
+    Sparse MLA (DSA) and its indexer take 64. Otherwise FLASH_ATTN's 16, except that an e4m3 fp8
+    cache with 512-wide heads (Gemma 4's global layers) runs the SM90 FA4 FP8 kernel on 64-token
+    pages (vllm/v1/attention/backends/flash_attn.py ``_get_sm90_fa4_fp8_kv_block_size``)."""
+    if mla:
+        if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 33):
+            return FLASH_ATTN_BLOCK
+        return FLASHMLA_BLOCK
+    if geo.indexer is not None:  # MiniMax-M3's sparse attention and index keys (models/minimax_m3/common)
+        return MINIMAX_M3_SPARSE_BLOCK
+    if fp8 and e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
+        return SM90_FA4_FP8_BLOCK
+    return FLASH_ATTN_BLOCK
 
 
 def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
@@ -394,19 +462,25 @@ def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], bloc
 
 @dataclass(frozen=True, slots=True)
 class _Bucket:
-    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM."""
+    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM; or,
+    with ``members``, one group of layers of one type whose pages differ (``UniformTypeKVCacheSpecs``)."""
 
     spec: KVSpec | StatePage
     first_layer: int
     block_size: int
     page_bytes: int
+    members: tuple[KVSpec, ...] = ()
 
     @property
     def kind(self) -> str:
+        if self.members:
+            return "+".join(dict.fromkeys(_kind(s) for s in self.members))
         return self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
 
     @property
     def layers(self) -> int:
+        if self.members:
+            return sum(s.num_layers for s in self.members)
         return self.spec.num_layers
 
     def blocks_at(self, length: int, in_flight: int, align: bool) -> int:
@@ -419,6 +493,8 @@ def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
     first: dict[tuple[str, int | None], int] = {}
     for layer in geo.layers:
         first.setdefault((layer.kind, layer.window), layer.index)
+    if geo.indexer is not None and geo.indexer.layers:
+        first[("indexer", None)] = min(geo.indexer.layers)
     return first
 
 
@@ -427,6 +503,9 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
     attention page that divides the largest grows its block by the ratio, any other smaller
     page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
     first = _first_layers(geo)
+    uniform = _uniform_type(specs, states, first, block)
+    if uniform is not None:
+        return [uniform]
     sliding_block = max(FLASH_ATTN_BLOCK, block // FLASH_ATTN_BLOCK * FLASH_ATTN_BLOCK)  # FLASH_ATTN MultipleOf(16)
     raw: list[_Bucket] = []
     for s in specs:
@@ -443,6 +522,17 @@ def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePa
             b = _Bucket(b.spec, b.first_layer, b.block_size, largest)
         out.append(b)
     return sorted(out, key=lambda b: b.first_layer)
+
+
+def _uniform_type(specs: tuple[KVSpec, ...], states: list[StatePage], first: dict, block: int) -> _Bucket | None:
+    """``UniformTypeKVCacheSpecs.from_specs`` (vllm/v1/kv_cache_interface.py): when every layer is
+    attention of one type (all full, incl. MLA latents and indexer keys, or all one window) at one
+    block size but the specs differ, vLLM keeps one group of every layer; a block then spans every
+    layer's page. Layers in model order: a layer's indexer is built before its attention."""
+    if states or len(specs) < 2 or len({(s.kind, s.window) for s in specs}) > 1 or specs[0].kind == "cross":
+        return None
+    ordered = tuple(sorted(specs, key=lambda s: (first.get(("indexer", None) if s.cache == "indexer" else (s.kind, s.window), 0), s.cache != "indexer")))
+    return _Bucket(ordered[0], first.get((specs[0].kind, specs[0].window), 0), block, sum(s.num_layers * s.layer_page_bytes(block) for s in specs), ordered)
 
 
 def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
@@ -617,9 +707,10 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
     """
     inputs = plan.inputs
-    dtype = {"auto": "auto", "bf16": "auto", "fp16": "auto", "fp8": "fp8"}.get(inputs.kv_dtype)
+    resolved = plan.kv_cache.get("kv_dtype", inputs.kv_dtype)  # "auto" as the checkpoint resolved it
+    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(resolved)
     if dtype is None:
-        raise PlannerError("kv_dtype", inputs.kv_dtype, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
+        raise PlannerError("kv_dtype", resolved, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
     utilization = (10_000 - inputs.headroom_bp) / 10_000
     cap = plan.capacity
     budget = predict_budget(
@@ -631,11 +722,13 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
     try:
         r = vllm_capacity(model.config, geometry=model.geometry, available_kv_bytes=budget.available_kv_bytes, tp=inputs.tp, kv_cache_dtype=dtype, block_size=block, max_model_len=length, vllm_version=inputs.vllm_version)
         lines, refusal = r.log_lines, None
-        command = serve_command(model.repo_id or "MODEL", r, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
+        # the checkpoint's own format stays "auto" on the command line; a chosen one is spelled out
+        shown = replace(r, kv_cache_dtype="auto") if inputs.kv_dtype == AUTO else r
+        command = serve_command(model.repo_id or "MODEL", shown, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
     except EngineRefusal as exc:
         lines, refusal = (), exc.reason
         parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]
-        if dtype != "auto":
+        if inputs.kv_dtype != AUTO:
             parts.append(f"--kv-cache-dtype {dtype}")
         command = " ".join(parts)
     return VllmPreview(budget=budget, log_lines=tuple(lines), refusal=refusal, command=command)
