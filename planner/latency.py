@@ -334,8 +334,9 @@ _MEMO_ENTRIES = 256  # steps remembered per Roofline (a plan needs a few; its SL
 MEMO_BYTES = _MEMO_ENTRIES * 1200  # what a full memo holds at most (key, seven terms, their sum)
 
 
-def _remember(memo: dict, key: tuple, value: object) -> None:
-    if len(memo) >= _MEMO_ENTRIES:
+def _remember(memo: dict, key: tuple, value: object, entries: int = _MEMO_ENTRIES) -> None:
+    """``memo[key] = value``, first emptying a memo that holds ``entries`` already."""
+    if len(memo) >= entries:
         memo.clear()
     memo[key] = value
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -240,7 +241,7 @@ class Plan(Result):
                 "reserved_total_tokens": ctx.reserved_total_tokens,
                 "unreserved_tokens": ctx.unreserved_tokens,
                 "maximum_context_tokens": ctx.maximum_context_tokens,
-                "components": ctx.components,
+                "components": dict(ctx.components),  # the budget is shared by plans with the same context
             },
             "kv_cache": self.kv_cache,
             "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
@@ -360,6 +361,20 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     return lo * replicas
 
 
+_COMPONENTS_OF = attrgetter(*COMPONENTS)
+_CONTEXTS: dict = {}  # context budgets by their inputs (a few hundred bytes each, at most 1,024)
+
+
+def _context(inputs: PlanInputs, max_ctx: int) -> ContextBudget:
+    """:func:`context_budget` of the plan's components, output and maximum, memoised (a refusal is not)."""
+    key = (_COMPONENTS_OF(inputs), inputs.output_tokens, max_ctx, inputs.input_tokens)
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        ctx = context_budget(dict(zip(COMPONENTS, key[0], strict=True)), inputs.output_tokens, max_ctx, inputs.input_tokens)
+        latency._remember(_CONTEXTS, key, ctx, 1024)
+    return ctx
+
+
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     """Compute the whole plan.
 
@@ -371,8 +386,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    parts = {name: getattr(inputs, name) for name in COMPONENTS}
-    ctx = context_budget(parts, inputs.output_tokens, max_ctx, inputs.input_tokens)
+    ctx = _context(inputs, max_ctx)
 
     device = resolve_device(inputs)
     kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)

@@ -17,6 +17,7 @@ from planner.presets import load_preset
 def _cold() -> None:
     plan_module._ROOFLINES.clear()
     plan_module._ENGINE_VIEWS.clear()
+    plan_module._CONTEXTS.clear()
 
 
 def test_a_plan_is_the_same_with_cold_and_warm_caches():
@@ -32,6 +33,9 @@ def test_a_plan_is_the_same_with_cold_and_warm_caches():
     assert warm.summary() == cold.summary()
     assert warm.kv_cache["engine"] is not cold.kv_cache["engine"]  # each plan gets its own copy
     assert warm.kv_cache["engine"]["log_lines"] is not cold.kv_cache["engine"]["log_lines"]
+    summary = warm.summary()
+    summary["context"]["components"]["user_tokens"] = -1  # a caller's JSON is its own: the shared context budget is untouched
+    assert compute_plan(a, model).context.components["user_tokens"] == a.user_tokens
     _cold()
     assert compute_plan(a, model).summary() == cold.summary()
 
