@@ -13,10 +13,11 @@ from planner.presets import load_preset
 # (preset, tensor-parallel size that fits its weights on H100-80GB)
 PRESETS = (("llama-3.1-8b", 1), ("gemma-3-27b-it", 1), ("gpt-oss-20b", 1), ("nemotron-h-8b", 1), ("jamba-v0.1", 4), ("qwen3-next-80b-a3b", 4), ("deepseek-v2-lite", 1),
            # 2026 families (issue 16): Gemma 4, DSA (MLA + indexer), Kimi Delta Attention, Nemotron 3 Ultra, Qwen3.5
-           ("gemma-4-26b-a4b", 1), ("glm-5", 8), ("kimi-k3", 8), ("nemotron-3-ultra", 8), ("qwen3.5-397b-a17b", 8))
+           ("gemma-4-26b-a4b", 1), ("glm-5", 8), ("kimi-k3", 8), ("nemotron-3-ultra", 8), ("qwen3.5-397b-a17b", 8),
+           ("deepseek-v4-flash", 8))  # packed SWA / compressed / indexer / compressor groups
 # the largest 2026 models fit no H100 node in 16 bits: their weights are pinned (model_resident_gib)
 # so a plan exists; the engine's cost depends on the layer layout, not on the weights
-PINNED = {"glm-5": 60.0, "kimi-k3": 60.0, "nemotron-3-ultra": 60.0, "qwen3.5-397b-a17b": 60.0}
+PINNED = {"glm-5": 60.0, "kimi-k3": 60.0, "nemotron-3-ultra": 60.0, "qwen3.5-397b-a17b": 60.0, "deepseek-v4-flash": 60.0}
 
 
 def time_preset(name: str, tp: int) -> tuple[float, float, float, float]:

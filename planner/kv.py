@@ -101,7 +101,8 @@ def resolve_kv_dtype(requested: str, config: dict | None, quantization: dict | N
     caches what the checkpoint declares in ``config.json``'s ``quantization_config`` or, when
     config.json has none, in ``hf_quant_config.json`` (``quantization``: pass it as
     ``quantization``); otherwise the model dtype (``torch_dtype``/``dtype``; float32
-    checkpoints are served in bf16), bf16 when the config names none.
+    checkpoints are served in bf16), bf16 when the config names none. DeepSeek-V4
+    (``compress_ratios``) always caches fp8: its layers store vLLM's fp8_ds_mla layout.
 
     Raises:
         PlannerError: an unknown dtype, or a checkpoint KV format the planner does not model.
@@ -109,6 +110,10 @@ def resolve_kv_dtype(requested: str, config: dict | None, quantization: dict | N
     if requested != AUTO:
         return check_kv_dtype(requested), "given"
     config = config if isinstance(config, dict) else {}
+    if any(isinstance(c, dict) and isinstance(c.get("compress_ratios"), list) for c in (config, config.get("text_config"))):
+        # DeepSeek-V4: vLLM 0.33's FlashMLA layers store every cache in the fp8_ds_mla layout and turn
+        # "auto" into it (models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype)
+        return "fp8", "auto: DeepSeek-V4 caches vLLM's fp8_ds_mla layout whatever the checkpoint"
     quant = config.get("quantization_config")
     where = "config.json quantization_config"
     if quant is None:
@@ -184,6 +189,7 @@ class KVSpec(BaseModel):
     chunk_as_window: bool = False  # transformers caches chunked layers as a sliding window
     cache: str = "kv"  # "kv" (K and V), "latent" (MLA), "indexer" (sparse-attention keys), "swa", "compressed" or "compressor" (DeepSeek-V4)
     compress_ratio: int = 1  # one cached entry per this many tokens (DeepSeek-V4 C4A/C128A layers and their indexer)
+    page_alignment: int = 1  # a layer's page is padded to a multiple of this many bytes (vLLM's fp8_ds_mla pages: 576)
 
     @property
     def bytes_per_token(self) -> int:
@@ -254,8 +260,10 @@ class KVSpec(BaseModel):
 
     def layer_page_bytes(self, block_tokens: int) -> int:
         """Bytes of one block of ``block_tokens`` positions in one layer of this group (a compressed
-        layer stores one entry per ``compress_ratio`` tokens: vLLM's ``tokens_per_state``)."""
-        return self.bytes_per_token_per_layer * -(-block_tokens // self.compress_ratio)
+        layer stores one entry per ``compress_ratio`` tokens: vLLM's ``tokens_per_state``), padded to
+        ``page_alignment`` (vLLM ``_apply_alignment_padding``)."""
+        page = self.bytes_per_token_per_layer * -(-block_tokens // self.compress_ratio)
+        return -(-page // self.page_alignment) * self.page_alignment
 
     def admission_blocks(self, max_model_len: int, block_tokens: int, in_flight_tokens: int) -> int:
         """Blocks one layer reserves for a request at ``max_model_len`` in a paged engine.
@@ -353,32 +361,32 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
     return tuple(specs)
 
 
+DS_MLA_PAGE_ALIGNMENT = 576  # vLLM 0.33: DeepSeek-V4's caches pad every page to 576 B under its fp8_ds_mla layout
+
+
 def _compressed_specs(comp: CompressedSpec, mtp: bool) -> tuple[KVSpec, ...]:
     """DeepSeek-V4 (see :class:`planner.geometry.CompressedSpec`): a sliding-window group over every
     layer, one compressed group per ratio, and the ratio-4 layers' indexer. vLLM keeps one latent
-    head, not split by tensor parallelism, in its own FP8 layout whatever the KV dtype."""
+    head, not split by tensor parallelism, in its own FP8 layout whatever the KV dtype; every page
+    is padded to 576 B (``alignment=576`` on each spec vLLM 0.33's models/deepseek_v4 builds)."""
     ratios = comp.ratios + (comp.mtp_ratios if mtp else ())
     entry = comp.entry_bytes
-    specs = [KVSpec(kind="sliding", num_layers=len(ratios), window=comp.window, latent=True, kv_heads_per_gpu=1, k_head_dim=comp.head_dim, v_head_dim=0,
-                    kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="swa")]
+    aligned = {"kv_heads_per_gpu": 1, "v_head_dim": 0, "page_alignment": DS_MLA_PAGE_ALIGNMENT}
+    specs = [KVSpec(kind="sliding", num_layers=len(ratios), window=comp.window, latent=True, k_head_dim=comp.head_dim, kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="swa", **aligned)]
     for ratio in sorted({r for r in ratios if r > 1}):
         count = sum(1 for r in ratios if r == ratio)
-        specs.append(KVSpec(kind="full", num_layers=count, latent=True, kv_heads_per_gpu=1, k_head_dim=comp.head_dim, v_head_dim=0,
-                            kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="compressed", compress_ratio=ratio))
+        specs.append(KVSpec(kind="full", num_layers=count, latent=True, k_head_dim=comp.head_dim, kv_dtype="fp8", bytes_per_token_per_layer=entry, cache="compressed", compress_ratio=ratio, **aligned))
     indexed = sum(1 for r in ratios if r == 4)
     if indexed and comp.index_head_dim:
-        specs.append(KVSpec(kind="full", num_layers=indexed, kv_heads_per_gpu=1, k_head_dim=comp.index_head_dim, v_head_dim=0,
-                            kv_dtype="fp8", bytes_per_token_per_layer=comp.index_entry_bytes, cache="indexer", compress_ratio=4))
+        specs.append(KVSpec(kind="full", num_layers=indexed, k_head_dim=comp.index_head_dim, kv_dtype="fp8", bytes_per_token_per_layer=comp.index_entry_bytes, cache="indexer", compress_ratio=4, **aligned))
     # vLLM 0.33 models/deepseek_v4/compressor.py CompressorStateCache: each compressor keeps fp32
     # kv + score states of 2 x coff x head_dim for the last coff x ratio tokens (coff 2 for ratio 4)
     for ratio in sorted({r for r in ratios if r > 1}):
         count = sum(1 for r in ratios if r == ratio)
         coff = 2 if ratio == 4 else 1
-        specs.append(KVSpec(kind="sliding", num_layers=count, window=coff * ratio, kv_heads_per_gpu=1, k_head_dim=2 * coff * comp.head_dim, v_head_dim=0,
-                            kv_dtype="fp32", bytes_per_token_per_layer=2 * coff * comp.head_dim * 4, cache="compressor"))
+        specs.append(KVSpec(kind="sliding", num_layers=count, window=coff * ratio, k_head_dim=2 * coff * comp.head_dim, kv_dtype="fp32", bytes_per_token_per_layer=2 * coff * comp.head_dim * 4, cache="compressor", **aligned))
     if indexed and comp.index_head_dim:  # the indexer's own ratio-4 compressor
-        specs.append(KVSpec(kind="sliding", num_layers=indexed, window=8, kv_heads_per_gpu=1, k_head_dim=4 * comp.index_head_dim, v_head_dim=0,
-                            kv_dtype="fp32", bytes_per_token_per_layer=4 * comp.index_head_dim * 4, cache="compressor"))
+        specs.append(KVSpec(kind="sliding", num_layers=indexed, window=8, k_head_dim=4 * comp.index_head_dim, kv_dtype="fp32", bytes_per_token_per_layer=4 * comp.index_head_dim * 4, cache="compressor", **aligned))
     return tuple(specs)
 
 

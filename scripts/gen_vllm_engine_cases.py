@@ -24,7 +24,9 @@ follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
   ``linear_attn_config.kda_layers``); the 2026 families have their own builders, each citing
   the model file it follows (DSA latent + indexer, MiniMax-M3 index keys, Gemma 4 and MiMo-V2
   per-layer heads). Real 2026 configs come from aiconfigurator-core's ``model_configs/``
-  (``AIC_CONFIGS``). DeepSeek-V4 and Nemotron-NAS (needs --trust-remote-code) are not covered;
+  (``AIC_CONFIGS``). DeepSeek-V4 (SWA, compressed latent, indexer and compressor-state caches,
+  grouped by ``_get_packed_kv_cache_groups``) is built as its FlashMLA layers build it;
+  Nemotron-NAS (needs --trust-remote-code) is not covered;
 * grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
   ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
   ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
@@ -80,6 +82,9 @@ AIC_CONFIGS = (
     "XiaomiMiMo--MiMo-V2-Flash_config.json",  # SWA heads of their own, K 192 / V 128
     "moonshotai--Kimi-K3_config.json",  # MLA + Kimi Delta Attention state
     "nvidia--MiniMax-M3-NVFP4_config.json",  # MiniMaxM3SparseForConditionalGeneration: GQA + index keys
+    "deepseek-ai--DeepSeek-V4-Flash_config.json",  # SWA + compressed MLA + indexer + compressor states, packed
+    "deepseek-ai--DeepSeek-V4-Pro_config.json",  # 61 layers, ratio-128 layers first
+    "nvidia--DeepSeek-V4-Flash-NVFP4_config.json",  # modelopt NVFP4 experts: the cache is fp8_ds_mla all the same
 )
 
 
@@ -98,9 +103,7 @@ def _aic_dir() -> Path | None:
 
 # architectures vLLM 0.33 serves whose per-layer specs this script does not build (yet): left out of
 # the fixture, and the engine says its figures for them are estimates
-NOT_BUILT = {
-    "DeepseekV4ForCausalLM": "DeepSeek-V4's SWA, compressed, indexer and compressor caches (models/deepseek_v4) and their packed block layout are not built here",
-}
+NOT_BUILT: dict[str, str] = {}
 
 
 # Qwen2-7B-Instruct's config.json (Hub, the fields that shape the cache): the second published log
@@ -209,7 +212,26 @@ def _dsa_backends(vcfg):
     return FlashAttnMLASparseBackend, vcfg.cache_config.cache_dtype, DeepseekV32IndexerBackend
 
 
+def _is_dsv4(vcfg) -> bool:
+    return vcfg.model_config.architecture in ("DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration")
+
+
+def _dsv4_backends():
+    """DeepSeek-V4's backends on a Hopper GPU, in the order its layers register them: the FlashMLA
+    attention class (models/deepseek_v4/nvidia/model.py ``_select_dsv4_attn_cls``: every CUDA arch but
+    SM12 takes ``DeepseekV4FlashMLAAttention``) with its SWA cache backend, the lightning indexer's
+    and the compressor states' (``CompressorBackend``). The sparse MLA and indexer kernels take
+    256-token blocks only, so the shared block size is 256."""
+    from vllm.models.deepseek_v4.compressor import CompressorBackend
+    from vllm.models.deepseek_v4.nvidia.flashmla import DeepseekSparseSWAFlashMLABackend, DeepseekV4FlashMLAAttention
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV4IndexerBackend
+
+    return [DeepseekSparseSWAFlashMLABackend, DeepseekV4FlashMLAAttention.backend_cls, DeepseekV4IndexerBackend, CompressorBackend]
+
+
 def _attention_backend(vcfg):
+    if _is_dsv4(vcfg):
+        return _dsv4_backends()[1]
     if _is_dsa(vcfg):
         return _dsa_backends(vcfg)[0]
     if vcfg.model_config.use_mla:
@@ -241,7 +263,9 @@ def _resolve_block_size(vcfg, backend) -> None:
 
     cache = vcfg.cache_config
     backends = [backend]
-    if _is_dsa(vcfg):
+    if _is_dsv4(vcfg):
+        backends = _dsv4_backends()
+    elif _is_dsa(vcfg):
         backends.append(_dsa_backends(vcfg)[2])
     elif _is_minimax_m3_sparse(vcfg):
         backends = [*_minimax_m3_backends(), backend]
@@ -303,6 +327,8 @@ def _layer_specs(vcfg, backend) -> dict:
     head = mc.get_head_size()
     hf = mc.hf_text_config
     head_v = getattr(hf, "v_head_dim", None) if not mc.use_mla and getattr(hf, "v_head_dim", None) else head
+    if _is_dsv4(vcfg):
+        return _dsv4_layer_specs(vcfg)
     if _is_dsa(vcfg):
         return _dsa_layer_specs(vcfg)
     if _is_minimax_m3_sparse(vcfg):
@@ -389,6 +415,73 @@ def _dsa_layer_specs(vcfg) -> dict:
             topk_buffer_width=hf.index_topk, is_index_group_leader=i in owners,
         )
         specs[f"model.layers.{i}.self_attn.attn"] = customize_attention_spec(sparse, latent)
+    return specs
+
+
+def _dsv4_layer_specs(vcfg) -> dict:
+    """DeepSeek-V4 (models/deepseek_v4/attention.py ``DeepseekV4Attention``, the FlashMLA subclass of
+    models/deepseek_v4/nvidia/flashmla.py), in the order its modules register in the forward
+    context, each spec passed through the model runner's ``customize_attention_spec``:
+
+    * the compress ratio of layer i: ``compress_rates[layer_types[i]]`` (1 when absent: SWA only);
+    * ratio 4 ("compressed sparse attention"): the indexer's key cache first
+      (``DeepseekV4IndexerCache``: index_head_dim + index_head_dim // 128 x 4 bytes of uint8, fp8 keys
+      plus fp32 scales, ``tokens_per_state`` = 4, pages aligned to 576 B under ``fp8_ds_mla``), then
+      the indexer compressor's state (``CompressorStateCache`` of 2 x 2 x index_head_dim fp32);
+    * every layer: its sliding-window cache (``DeepseekV4SWACache``: 64-token blocks, head_dim 512
+      packed to 584 B a token, pages aligned to 576 B, window ``sliding_window``);
+    * ratio > 1: the compressed latent (``DeepseekV4Attention.get_kv_cache_spec``: one 512-wide
+      head packed to 584 B, ``tokens_per_state`` = ratio, 576-B alignment), then its compressor's
+      state (``CompressorStateCache``: 2 x coff x head_dim fp32 with coff 2 for ratio 4, 1 for 128;
+      4-token blocks and window 8 for ratio 4, 8-token blocks and window 128 for ratio 128).
+
+    The FlashMLA class stores the fp8_ds_mla layout, so ``--kv-cache-dtype auto`` and every fp8
+    dtype become ``fp8_ds_mla`` (``_resolve_dsv4_kv_cache_dtype`` writes it back on the cache
+    config); a 16-bit cache is refused there.
+    """
+    import torch
+    from vllm.models.deepseek_v4.compressor import CompressorBackend
+    from vllm.v1.attention.backends.mla.indexer import DeepseekV4IndexerBackend
+    from vllm.v1.kv_cache_interface import MLAAttentionSpec, SlidingWindowMLASpec, get_kv_quant_mode
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    swa_backend, mla_backend, _, _ = _dsv4_backends()
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    hf = mc.hf_config
+    if cache.cache_dtype == "auto":
+        cache.cache_dtype = "fp8"
+    if not cache.cache_dtype.startswith("fp8"):
+        raise NotImplementedError(f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {cache.cache_dtype}")
+    cache.cache_dtype = "fp8_ds_mla"
+    quant = get_kv_quant_mode("fp8_ds_mla")
+    head = hf.head_dim
+    index_head = hf.index_head_dim + hf.index_head_dim // 128 * 4
+
+    def state(ratio: int, dim: int):
+        coff = 1 + (ratio == 4)
+        spec = SlidingWindowMLASpec(block_size=4 if ratio == 4 else 8, num_kv_heads=1, max_tp_shards=1, head_size=2 * coff * dim, dtype=torch.float32, sliding_window=coff * ratio, alignment=576)
+        return customize_attention_spec(CompressorBackend, spec)
+
+    specs: dict = {}
+    for i in range(hf.num_hidden_layers):
+        ratio = max(1, hf.compress_rates.get(hf.layer_types[i], 0))
+        prefix = f"model.layers.{i}.attn"
+        if ratio == 4:
+            idx = MLAAttentionSpec(block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=index_head, dtype=torch.uint8, tokens_per_state=4, alignment=576)
+            specs[f"{prefix}.indexer.k_cache"] = customize_attention_spec(DeepseekV4IndexerBackend, idx)
+            specs[f"{prefix}.indexer.compressor.state_cache"] = state(4, hf.index_head_dim)
+        swa = SlidingWindowMLASpec(
+            block_size=64, num_kv_heads=1, max_tp_shards=1, head_size=head, dtype=torch.uint8, sliding_window=hf.sliding_window, cache_dtype_str="fp8_ds_mla",
+            state_content_bytes=584, alignment=576, model_version="deepseek_v4", kv_quant_mode=quant,
+        )
+        specs[f"{prefix}.swa_cache"] = customize_attention_spec(swa_backend, swa)
+        if ratio > 1:
+            latent = MLAAttentionSpec(
+                block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=head, dtype=torch.uint8, tokens_per_state=ratio, cache_dtype_str="fp8_ds_mla",
+                alignment=576, model_version="deepseek_v4", kv_quant_mode=quant, state_content_bytes=584,
+            )
+            specs[prefix] = customize_attention_spec(mla_backend, latent)
+            specs[f"{prefix}.compressor.state_cache"] = state(ratio, head)
     return specs
 
 
@@ -480,11 +573,17 @@ def _gemma4_hopper_backend(vcfg) -> None:
         vcfg.attention_config.flash_attn_version = 4
 
 
-def _group_kind(spec) -> str:
+def _group_kind(spec, name: str = "") -> str:
+    """The fixture's name for a layer's cache kind; DeepSeek-V4's are told apart by the module that
+    registers them (``...indexer.k_cache``, ``...compressor.state_cache``)."""
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, MambaSpec, MLAAttentionSpec, SlidingWindowSpec, UniformTypeKVCacheSpecs
 
     if isinstance(spec, UniformTypeKVCacheSpecs):
-        spec = spec.first_spec
+        name, spec = next(iter(spec.kv_cache_specs.items()))
+    if name.endswith("compressor.state_cache"):
+        return "compressor"
+    if name.endswith("indexer.k_cache"):
+        return "indexer"
     if isinstance(spec, MLAAttentionSpec):
         return "indexer" if spec.cache_role.value == "indexer" else "mla"
     if isinstance(spec, SlidingWindowSpec):
@@ -541,7 +640,8 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         except NotImplementedError as exc:
             case["unsupported"] = str(exc)
             return case
-        layouts = [m.name for m in get_supported_kv_cache_layouts([*_minimax_m3_backends(), backend] if _is_minimax_m3_sparse(vcfg) else [backend])]
+        used = [*_minimax_m3_backends(), backend] if _is_minimax_m3_sparse(vcfg) else (_dsv4_backends() if _is_dsv4(vcfg) else [backend])
+        layouts = [m.name for m in get_supported_kv_cache_layouts(used)]
         resolve_kv_cache_layout(vcfg, [layouts], list(specs.values()))
         case["block_size"] = vcfg.cache_config.block_size
         case["mamba_cache_mode"] = vcfg.cache_config.mamba_cache_mode
@@ -564,10 +664,10 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
             if isinstance(whole, UniformTypeKVCacheSpecs) and len(set(whole.kv_cache_specs.values())) > 1:
                 # one group of layers of one type but different specs (MLA latent + indexer): the
                 # scheduler keeps its first layer's spec; the pool's block spans every layer's page
-                kinds = "+".join(dict.fromkeys(_group_kind(s) for s in whole.kv_cache_specs.values()))
+                kinds = "+".join(dict.fromkeys(_group_kind(s, name) for name, s in whole.kv_cache_specs.items()))
                 out_groups.append({"kind": kinds, "layers": len(g.layer_names), "block_size": whole.block_size, "page_bytes": whole.page_size_bytes, "blocks_per_request": whole.max_memory_usage_pages(vcfg)})
                 continue
-            out_groups.append({"kind": _group_kind(spec), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
+            out_groups.append({"kind": _group_kind(whole, g.layer_names[0]) if isinstance(whole, UniformTypeKVCacheSpecs) else _group_kind(spec, g.layer_names[0]), "layers": len(g.layer_names), "block_size": spec.block_size, "page_bytes": spec.page_size_bytes, "blocks_per_request": cdiv(spec.max_memory_usage_bytes(vcfg), spec.page_size_bytes)})
         case.update(num_blocks=sched.num_blocks, kv_cache_tokens=tokens, max_concurrency=concurrency, blocks_per_request=sum(g["blocks_per_request"] for g in out_groups), groups=out_groups)
         return case
 
@@ -629,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_fixture(out: Path, version: str, seconds: float, cases: list[dict], configs: dict[str, dict]) -> None:
     """The fixture carries the configs it was computed from, so the test needs nothing else."""
     used = {c["source"] for c in cases}
-    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper (SM90) backends: FLASH_ATTN (block 16; FA4 for Gemma 4), FLASH_ATTN_MLA (block 16) for 16-bit MLA and FLASHMLA (block 64) for fp8, FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE + the DSA indexer (block 64), FlashInfer GDN prefill, FlashKDA; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
+    out.write_text(json.dumps({"vllm_version": version, "assumptions": "CUDA Hopper (SM90) backends: FLASH_ATTN (block 16; FA4 for Gemma 4), FLASH_ATTN_MLA (block 16) for 16-bit MLA and FLASHMLA (block 64) for fp8, FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE + the DSA indexer (block 64), DeepSeek-V4's FLASHMLA_SPARSE_DSV4 + its indexer (block 256; SWA 64, compressor states 4 / 8), FlashInfer GDN prefill, FlashKDA; async scheduling as vLLM defaults", "generated_s": seconds, "cases": cases, "configs": {k: v for k, v in configs.items() if k in used}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

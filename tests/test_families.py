@@ -176,6 +176,15 @@ def test_kv_dtype_auto_resolves_like_vllm(quantization_config, hf_quant, expecte
     assert resolve_kv_dtype("int8", config, hf_quant) == ("int8", "given")
 
 
+def test_deepseek_v4_kv_dtype_auto_is_fp8():
+    from planner.kv import resolve_kv_dtype
+    from planner.presets import load_preset
+
+    # vLLM 0.33 turns --kv-cache-dtype auto into fp8_ds_mla for DeepSeek-V4 (its checkpoint says bfloat16 and fp8 weights only)
+    dtype, source = resolve_kv_dtype("auto", load_preset("deepseek-v4-flash"))
+    assert dtype == "fp8" and "fp8_ds_mla" in source
+
+
 def test_nvfp4_kv_cache_is_refused_not_guessed():
     from planner.errors import PlannerError
     from planner.kv import resolve_kv_dtype

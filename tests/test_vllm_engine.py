@@ -17,6 +17,7 @@ import pytest
 from planner.engines import EngineRefusal, vllm_capacity
 from planner.engines.vllm import NOT_REGISTERED
 from planner.errors import PlannerError
+from planner.presets import load_preset
 
 DATA = json.loads((Path(__file__).parent / "data" / "vllm_engine_cases.json").read_text())
 CASES = DATA["cases"]
@@ -80,6 +81,9 @@ FAMILIES = {
     "Kimi K3 (MLA + Kimi Delta Attention)": lambda c, t: "linear_attn_config" in t and _kinds(c) == {"mla", "mamba"},
     "MiniMax-M3 sparse attention (index keys)": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["MiniMaxM3SparseForConditionalGeneration"],
     "Qwen3.5 MoE": lambda c, t: CONFIGS[c["source"]].get("architectures") == ["Qwen3_5MoeForConditionalGeneration"],
+    "DeepSeek-V4 (SWA + compressed latent + indexer + compressor states, packed)": lambda c, t: (
+        CONFIGS[c["source"]].get("architectures") == ["DeepseekV4ForCausalLM"] and _kinds(c) == {"sliding", "indexer+mla", "compressor"}
+    ),
 }
 
 
@@ -189,6 +193,12 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     with pytest.raises(EngineRefusal) as err:
         vllm_capacity(step, available_kv_bytes=1 << 30)
     assert err.value.reason.startswith("Model architectures ['Step3p7FlashForCausalLM'] are not supported for now")
+    # sgl-project's DeepSeek-V4 FP8 checkpoints say model_type "deepseek_ref", which transformers
+    # does not know: vLLM stops reading the config there
+    ref = load_preset("deepseek-v4-flash") | {"model_type": "deepseek_ref"}
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(ref, available_kv_bytes=1 << 36, tp=8)
+    assert err.value.field == "model" and "model type `deepseek_ref` but Transformers does not recognize this architecture" in err.value.reason
     # the plan keeps the planner's own paged figure and says why the engine's does not apply
     plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8), prepare_model(config))
     engine = plan.kv_cache["engine"]
@@ -197,12 +207,45 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
 
 
 def test_families_without_vllm_computed_cases_say_so():
-    from planner.presets import load_preset
-
-    # DeepSeek-V4's packed SWA / compressed / compressor caches are not modelled: the figure is an estimate
-    r = vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536)
-    assert any("DeepSeek-V4" in note and "not checked against vLLM's sizing code" in note for note in r.notes)
+    # Nemotron-NAS needs --trust-remote-code in vLLM 0.33, so no vLLM-computed case covers it: the figure is an estimate
+    attn = {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False}
+    nas = {"model_type": "nemotron-nas", "architectures": ["DeciLMForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 64, "num_key_value_heads": None,
+           "hidden_size": 8192, "max_position_embeddings": 131072, "block_configs": [{"attention": attn}, {"attention": attn}]}
+    r = vllm_capacity(nas, available_kv_bytes=40 << 30, max_model_len=8192)
+    assert any("Nemotron-NAS" in note and "not checked against vLLM's sizing code" in note for note in r.notes)
     assert not vllm_capacity(load_preset("glm-5"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes
+    # DeepSeek-V4 has vLLM-computed cases now (test_sized_case_matches_vllm): no estimate note
+    assert not vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes
+
+
+def test_deepseek_v4_packed_groups_by_hand():
+    # DeepSeek-V4-Flash, 43 layers: compress ratios 0, 0, then 4 / 128 alternating, the last 4 (21 x C4A, 20 x C128A).
+    # Pages, each padded to 576 B (vLLM 0.33 models/deepseek_v4, alignment=576):
+    #   SWA 64 tokens x 584 B = 37,376 -> 37,440; C4 latent 256 / 4 = 64 x 584 -> 37,440; C128 latent 2 x 584 = 1,168 -> 1,728;
+    #   indexer keys 64 x 132 = 8,448 -> 8,640; C4 compressor 4 x 8,192 = 32,768 -> 32,832; its indexer's 4 x 2,048 -> 8,640;
+    #   C128 compressor 8 x 4,096 = 32,768 -> 32,832.
+    # Buckets (one type, one block size): SWA 43; latents + indexer 62; ratio-4 states 21 + 21 (a 1:1 pattern); ratio-128
+    # states 20. The chunk that pads [43, 21, 20] least, and at least 21, is 22: SWA splits into 22 + 21 layers.
+    # Widest group: 21 x 8,640 + 21 x 37,440 + 20 x 1,728 = 1,002,240 B a block; 20 GiB // 1,002,240 = 21,426 blocks.
+    # Per request at 8,192 tokens, 2 x 8,192 in flight: SWA cdiv(8,192, 64) + 1 = 129 (x 2 groups), latent cdiv(8,192, 256) = 32,
+    # ratio-4 states cdiv(8,192, 4) + 1 = 2,049, ratio-128 states cdiv(8,192, 8) + 1 = 1,025: 3,364 blocks.
+    r = vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=20 << 30, tp=1, max_model_len=8192)
+    assert [(g.kind, g.layers, g.block_size, g.page_bytes, g.blocks_per_request) for g in r.groups] == [
+        ("sliding", 22, 64, 37_440, 129), ("sliding", 21, 64, 37_440, 129), ("indexer+mla", 62, 256, 1_002_240, 32),
+        ("compressor", 42, 4, 870_912, 2_049), ("compressor", 20, 8, 32_832, 1_025),
+    ]
+    assert (r.bytes_per_block, r.num_blocks, r.blocks_per_request, r.block_size) == (1_002_240, 21_426, 3_364, 256)
+    assert f"{r.max_concurrency:.2f}" == "6.37" and r.kv_cache_tokens == int(21_426 / 3_364 * 8192) == 52_176
+
+
+def test_deepseek_v4_refuses_a_16_bit_cache_and_other_block_sizes():
+    config = load_preset("deepseek-v4-flash")
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(config, available_kv_bytes=20 << 30, kv_cache_dtype="bfloat16", max_model_len=8192)
+    assert err.value.reason.startswith("DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16.")
+    with pytest.raises(EngineRefusal) as err:
+        vllm_capacity(config, available_kv_bytes=20 << 30, block_size=16, max_model_len=8192)
+    assert err.value.field == "block_size" and "256-token blocks" in err.value.reason
 
 
 def test_remembered_refusals_hold_no_traceback():

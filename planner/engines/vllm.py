@@ -13,13 +13,15 @@ The rules that changed between releases are keyed by version in :data:`RULES`
 Hopper GPU: FLASH_ATTN (16-token blocks; FA4's 64-token pages for fp8 with 512-wide heads),
 FLASH_ATTN_MLA for 16-bit MLA (16) and FLASHMLA for fp8 (64), the sparse-MLA backends and the
 DSA indexer (64), MiniMax-M3's sparse backends (128), FlashInfer's gated-delta-net prefill
-(checkpoints on a 64-token grid), FlashKDA (16).
+(checkpoints on a 64-token grid), FlashKDA (16). DeepSeek-V4 runs FLASHMLA_SPARSE_DSV4 and its
+indexer (256) with SWA caches (64) and compressor states (4 / 8) in blocks of their own, packed
+block-outermost as ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
@@ -35,6 +37,11 @@ MINIMAX_M3_SPARSE_BLOCK = 128  # MiniMaxM3SparseBackend and MiniMaxM3IndexerBack
 SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
 KDA_CHECKPOINT_ALIGNMENT = 16  # FlashKDA prefill checkpoint grid (vllm/model_executor/layers/mamba/kda_checkpoint.py)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
+# DeepSeek-V4 (vllm/models/deepseek_v4): FLASHMLA_SPARSE_DSV4 and DEEPSEEK_V4_INDEXER take 256-token blocks only;
+# DeepseekV4SWACache keeps its own 64-token blocks; CompressorStateCache 4 (ratio 4) or 8 (ratio 128)
+DSV4_BLOCK = 256
+DSV4_SWA_BLOCK = 64
+DSV4_STATE_BLOCK = {4: 4, 128: 8}
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 STATE_KINDS = ("mamba", "linear_attention")
 
@@ -67,6 +74,10 @@ DROPPED = {"MPTForCausalLM": "0.28.0"}
 # architectures of real 2026 checkpoints that no supported vLLM version registers (vLLM 0.33 has the
 # look-alikes MiniMaxM3SparseForCausalLM and Step3p7ForConditionalGeneration, not these names)
 NOT_REGISTERED = frozenset({"MiniMaxM3ForCausalLM", "Step3p7FlashForCausalLM"})
+# model types the transformers that vLLM 0.33 pins does not know: vLLM reads the config through
+# transformers first (vllm/transformers_utils/config.py), so it stops there, before its registry
+# (sgl-project's DeepSeek-V4 FP8 checkpoints say "deepseek_ref"; MiniMax-M3 "minimax_m3")
+UNKNOWN_MODEL_TYPES = frozenset({"deepseek_ref"})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -118,8 +129,8 @@ class VllmCapacity(Result):
     prefix_caching: bool
     available_kv_bytes: int
     groups: tuple[EngineGroup, ...]
-    group_size: int  # layers per group: the smallest layer count of any spec
-    bytes_per_block: int  # one block across a whole group: group_size x page bytes
+    group_size: int  # layers per group: the smallest layer count of any spec (0: packed groups of their own sizes, DeepSeek-V4)
+    bytes_per_block: int  # one block across a whole group: group_size x page bytes (packed: the widest group's pages)
     num_blocks: int
     blocks_per_request: int
     max_concurrency: float
@@ -206,8 +217,10 @@ def _state_pages(geo: ModelGeometry, cfg: dict, tp: int) -> list[StatePage]:
 
 
 def _kind(spec: KVSpec) -> str:
-    if spec.cache == "indexer":
-        return "indexer"
+    if spec.cache in ("indexer", "compressor"):
+        return spec.cache
+    if spec.cache == "swa":  # DeepSeek-V4's sliding-window latent cache
+        return "sliding"
     return "mla" if spec.latent else spec.kind
 
 
@@ -298,6 +311,11 @@ def _check_architecture(geo: ModelGeometry, version: str) -> Rules:
         last = DROPPED.get(arch)
         if last is not None and _version_tuple(rules.version) > _version_tuple(last):
             raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
+    if geo.model_type in UNKNOWN_MODEL_TYPES:
+        raise EngineRefusal(
+            "model", geo.model_type,
+            f"The checkpoint you are trying to load has model type `{geo.model_type}` but Transformers does not recognize this architecture (vLLM {rules.version} reads the config through transformers before its own registry)",
+        )  # fmt: skip
     unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
     if unknown and len(unknown) == len(geo.architectures):
         # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
@@ -352,6 +370,7 @@ class _Layout:
     group_size: int
     bytes_per_block: int
     notes: tuple[str, ...]
+    block_size: int = 0  # the pool's block size where groups keep blocks of their own (DeepSeek-V4); 0: the smallest
 
 
 _LAYOUTS = ByteBudgetCache(8 << 20)  # layouts by config hash and engine settings, bounded in bytes
@@ -369,7 +388,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         _positive("block_size", block_size, 1 << 20)
     if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
         raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
-    planner_dtype = _dtype_bytes(kv_cache_dtype, config)
+    planner_dtype = _dsv4_dtype(kv_cache_dtype) if geo.compressed is not None else _dtype_bytes(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
@@ -378,6 +397,8 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
     cfg = text_config(config)
+    if geo.compressed is not None:
+        return _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
     block = block_size or _default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
@@ -400,12 +421,135 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, split, group_size, bytes_per_block, tuple(notes))
 
 
+def _dsv4_dtype(kv_cache_dtype: str) -> str:
+    """DeepSeek-V4's FlashMLA layers store every cache in the fp8_ds_mla layout: ``auto`` and every
+    fp8 dtype become ``fp8_ds_mla``, a 16-bit cache is refused (models/deepseek_v4/attention.py
+    ``_resolve_dsv4_kv_cache_dtype``)."""
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+    if kv_cache_dtype in ("bfloat16", "float16"):
+        raise EngineRefusal(
+            "kv_cache_dtype", kv_cache_dtype,
+            f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {kv_cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache.",
+        )
+    return "fp8"
+
+
+def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype) -> _Layout:
+    """DeepSeek-V4 on a Hopper GPU (vLLM 0.33 models/deepseek_v4, the FlashMLA attention class): its
+    caches in the order the layers register them (:func:`_dsv4_caches`), packed into groups as
+    ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`); one block spans the widest group."""
+    if block_size is not None and block_size != DSV4_BLOCK:
+        raise EngineRefusal("block_size", block_size, f"DeepSeek-V4's sparse MLA and indexer kernels (FLASHMLA_SPARSE_DSV4, DEEPSEEK_V4_INDEXER) take {DSV4_BLOCK}-token blocks; other block sizes are not modelled here")
+    notes = []
+    if speculative_layers:
+        notes.append("DeepSeek-V4's MTP layers (DeepSeekV4MTP) are not counted: the figure leaves out their caches")
+    specs = kv_specs(geo, planner_dtype, tp, "vllm")
+    split = _packed_split(_dsv4_caches(geo, specs, DSV4_BLOCK))
+    bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
+    # packed groups are not padded to a common layer count (group size 0): a block spans the widest group
+    return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, split, 0, bytes_per_block, tuple(notes), DSV4_BLOCK)
+
+
+def _dsv4_caches(geo: ModelGeometry, specs: tuple[KVSpec, ...], block: int) -> list[tuple[KVSpec, int]]:
+    """(spec, block size) of every cache of every layer, in the order DeepSeek-V4's modules register
+    in the forward context (models/deepseek_v4/attention.py ``DeepseekV4Attention.__init__``): a
+    ratio-4 layer's indexer keys and the indexer compressor's state, then every layer's SWA cache,
+    then a compressed layer's latent and its compressor's state."""
+    comp = geo.compressed
+    swa = next(s for s in specs if s.cache == "swa")
+    latent = {s.compress_ratio: s for s in specs if s.cache == "compressed"}
+    indexer = next((s for s in specs if s.cache == "indexer"), None)
+    states = {(s.window, s.k_head_dim): s for s in specs if s.cache == "compressor"}
+    out: list[tuple[KVSpec, int]] = []
+    for r in comp.ratios:
+        ratio = max(1, r)
+        if ratio > 1 and ratio not in DSV4_STATE_BLOCK:  # CompressorStateCache: "Invalid compress ratio"
+            raise EngineRefusal("model", r, f"Invalid compress ratio: {ratio}")
+        if ratio == 4 and indexer is not None:
+            out += [(indexer, block), (states[(8, 4 * comp.index_head_dim)], DSV4_STATE_BLOCK[4])]
+        out.append((swa, DSV4_SWA_BLOCK))
+        if ratio > 1:
+            coff = 2 if ratio == 4 else 1
+            out += [(latent[ratio], block), (states[(coff * ratio, 2 * coff * comp.head_dim)], DSV4_STATE_BLOCK[ratio])]
+    return out
+
+
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM ``_approximate_gcd``: the chunk size in [lower_bound, max(values)] that pads the values
+    least when each is rounded up to a multiple of it (ties: the larger)."""
+    lo, hi = max(1, lower_bound), max(values)
+    best, best_pad = lo, None
+    for d in range(lo, hi + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
+            best, best_pad = d, pad
+    return best
+
+
+def _packed_split(layers: list[tuple[KVSpec, int]]) -> tuple[tuple[_Bucket, int], ...]:
+    """``_get_packed_kv_cache_groups`` (vllm/v1/core/kv_cache_planning.py, block-outermost layout):
+    layers go to buckets of one type (same block size; full, or sliding with one window); a bucket
+    whose page sizes each hold the same number of layers is a repeating pattern, and all such
+    buckets split into groups of the same number of repeats (:func:`_approximate_gcd`, no fewer than
+    the largest mixed-page bucket has); sliding buckets with no pattern to follow are states, split
+    to fit the widest group. Each group is one bucket here (a group whose layers differ keeps them as
+    ``members``, its page the sum of theirs)."""
+    keyed: dict[tuple, list[tuple[KVSpec, int, int]]] = {}
+    for spec, block in layers:
+        key = (spec.kind, spec.window if spec.kind == "sliding" else None, block)
+        keyed.setdefault(key, []).append((spec, block, spec.layer_page_bytes(block)))
+    info = []
+    for members in keyed.values():
+        by_page: dict[int, list[int]] = {}
+        for j, (_, _, page) in enumerate(members):
+            by_page.setdefault(page, []).append(j)
+        info.append((members, by_page, len({len(v) for v in by_page.values()}) == 1))
+
+    def most(by_page: dict) -> int:
+        return max(len(v) for v in by_page.values())
+
+    floor = max((most(bp) for _, bp, balanced in info if balanced and len(bp) > 1), default=0)
+    repeats = _approximate_gcd([most(bp) for _, bp, balanced in info if balanced], floor) if floor else None
+
+    def groups_for(by_page: dict, balanced: bool) -> int:
+        return -(-most(by_page) // repeats) if balanced and repeats is not None else 1
+
+    def is_state(members: list) -> bool:
+        return repeats is None and members[0][0].kind == "sliding"
+
+    def widest(members: list, by_page: dict, n: int) -> int:
+        return sum(-(-len(idx) // n) * members[idx[0]][2] for idx in by_page.values())
+
+    anchor = max(widest(m, bp, len(m) if is_state(m) else groups_for(bp, bal)) for m, bp, bal in info)
+    split: list[tuple[_Bucket, int]] = []
+    for members, by_page, balanced in info:
+        n = groups_for(by_page, balanced)
+        if anchor and is_state(members):
+            n = max(n, -(-len(members) // max(anchor // members[0][2], 1)))
+        if n == 1:
+            chosen = [list(range(len(members)))]
+        else:
+            pattern = list(zip(*by_page.values(), strict=False))  # vLLM zips the page lists as they are
+            chosen = [[j for repeat in pattern[i::n] for j in repeat] for i in range(n)]
+        split += [(_group_bucket([members[j] for j in idx]), 1) for idx in chosen]
+    return tuple(split)
+
+
+def _group_bucket(members: list[tuple[KVSpec, int, int]]) -> _Bucket:
+    counts: dict[KVSpec, int] = {}
+    for spec, _, _ in members:
+        counts[spec] = counts.get(spec, 0) + 1
+    block, page = members[0][1], members[0][2]
+    if len(counts) == 1:
+        return _Bucket(members[0][0].model_copy(update={"num_layers": len(members)}), 0, block, page)
+    specs = tuple(s.model_copy(update={"num_layers": n}) for s, n in counts.items())
+    return _Bucket(specs[0], 0, block, sum(p for _, _, p in members), specs)
+
+
 def _unverified(geo: ModelGeometry) -> tuple[str, ...]:
     """Families vLLM 0.33 serves whose start-up sizing the conformance fixture does not cover, said
     on every result so nobody takes the figure for vLLM's own."""
-    if geo.compressed is not None:
-        return ("DeepSeek-V4: vLLM 0.33 packs its SWA, compressed, indexer and compressor caches in a block layout "
-                "this planner does not model; these numbers are an estimate, not checked against vLLM's sizing code",)
     if geo.model_type == "nemotron-nas":
         return ("Nemotron-NAS (DeciLM): vLLM 0.33 reads this config only with --trust-remote-code; these numbers are "
                 "not checked against vLLM's sizing code",)
@@ -470,12 +614,14 @@ class _Bucket:
     block_size: int
     page_bytes: int
     members: tuple[KVSpec, ...] = ()
+    kind: str = field(default="", init=False)  # full, sliding, mla, "indexer+mla", ...: set once, read on every result
 
-    @property
-    def kind(self) -> str:
+    def __post_init__(self) -> None:
         if self.members:
-            return "+".join(dict.fromkeys(_kind(s) for s in self.members))
-        return self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+            kind = "+".join(dict.fromkeys(_kind(s) for s in self.members))
+        else:
+            kind = self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+        object.__setattr__(self, "kind", kind)
 
     @property
     def layers(self) -> int:
@@ -551,12 +697,14 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
     bytes_per_block = layout.bytes_per_block
 
     def needed_at(length: int) -> int:
+        if length == max_model_len:  # the blocks one request reserves, counted above
+            return bytes_per_block * per_request
         return bytes_per_block * sum(n * b.blocks_at(length, in_flight, align) for b, n in layout.split)
 
     _check_fits(rules, available, bytes_per_block, max_model_len, needed_at)
     num_blocks = available // bytes_per_block
     concurrency = num_blocks / per_request
-    min_block = min((g.block_size for g in groups if g.kind not in STATE_KINDS), default=groups[0].block_size)
+    min_block = layout.block_size or min((g.block_size for g in groups if g.kind not in STATE_KINDS), default=groups[0].block_size)
     tokens = int(concurrency * max_model_len) if rules.tokens_from_concurrency else num_blocks // len(groups) * min_block
     size = f"GPU KV cache size: {tokens:,} tokens"
     conc = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
