@@ -722,8 +722,8 @@ def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, av
 
 
 def _view_bytes(view: dict) -> int:
-    """Bytes an engine view holds: the dict, its values and the log lines (nothing nests deeper)."""
-    return sys.getsizeof(view) + sum(sys.getsizeof(v) + (sum(map(sys.getsizeof, v)) if isinstance(v, list) else 0) for v in view.values())
+    """Bytes an engine view holds: the dict, its values and the log lines (its only list; nothing nests deeper)."""
+    return sys.getsizeof(view) + sum(map(sys.getsizeof, view.values())) + sum(map(sys.getsizeof, view.get("log_lines", ())))
 
 
 _ENGINE_VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # engine_view by everything it reads, bounded in bytes
