@@ -6,6 +6,7 @@ Run: .venv/bin/python -m benchmarks.bench_engine
 from __future__ import annotations
 
 from benchmarks.bench_core import per_call_us
+from planner import plan as plan_module
 from planner.engines import vllm as engine
 from planner.plan import compute_plan, engine_view, make_inputs, prepare_model
 from planner.presets import load_preset
@@ -30,10 +31,12 @@ def time_preset(name: str, tp: int) -> tuple[float, float, float, float]:
     def uncached() -> None:  # a new model or engine setting: layout and sizing from scratch
         engine._MEMO.clear()
         engine._LAYOUTS.clear()
+        plan_module._ENGINE_VIEWS.clear()  # the plan's memo of whole engine views too
         engine_view(model, inputs, plan.context, available)
 
     def new_slider_value() -> None:  # a slider moved: same layout, new memory and length
         engine._MEMO.clear()
+        plan_module._ENGINE_VIEWS.clear()
         engine_view(model, inputs, plan.context, available)
 
     static = inputs.model_copy(update={"reservation": "static"})

@@ -409,18 +409,21 @@ def state_bytes(geo: ModelGeometry, tp: int = 1) -> int:
 _REPORTS = ByteBudgetCache(16 << 20)  # bounded in bytes (planner/limits.py)
 
 
-def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm", mtp: bool = False) -> InspectReport:
+def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, tokens: int = 4096, runtime: str = "vllm", mtp: bool = False, kv_dtype_source: str = "given") -> InspectReport:
     """K/V bytes per token and at ``tokens`` tokens for one sequence on one GPU (memoised).
 
-    ``mtp`` counts the next-token-prediction layers an engine caches with MTP speculative decoding.
+    ``mtp`` counts the next-token-prediction layers an engine caches with MTP speculative decoding;
+    ``kv_dtype_source`` is what the report says ``kv_dtype`` came from (:func:`resolve_kv_dtype`).
 
     Raises:
         PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
     """
-    key = (geo.config_hash, kv_dtype, tp, tokens, runtime, mtp)
+    key = (geo.config_hash, kv_dtype, tp, tokens, runtime, mtp, kv_dtype_source)
     hit = _REPORTS.get(key)
     if hit is None:
         hit = _inspect(geo, kv_dtype, tp, tokens, runtime, mtp)
+        if kv_dtype_source != "given":
+            hit = hit.model_copy(update={"kv_dtype_source": kv_dtype_source})
         _REPORTS.put(key, hit)
     return hit  # type: ignore[return-value]
 
@@ -485,5 +488,4 @@ def inspect_config(config: dict, kv_dtype: str = "bf16", tp: int = 1, tokens: in
         PlannerError: invalid ``kv_dtype``, ``tp``, ``runtime`` or ``tokens``.
     """
     dtype, source = resolve_kv_dtype(kv_dtype, config, quantization)
-    report = inspect_geometry(parse_geometry(config), kv_dtype=dtype, tp=tp, tokens=tokens, runtime=runtime, mtp=mtp)
-    return report if source == "given" else report.model_copy(update={"kv_dtype_source": source})
+    return inspect_geometry(parse_geometry(config), kv_dtype=dtype, tp=tp, tokens=tokens, runtime=runtime, mtp=mtp, kv_dtype_source=source)

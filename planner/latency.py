@@ -15,8 +15,9 @@ The default efficiency factors (MFU 0.5, MBU 0.7) are stated in every plan and a
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.errors import PlannerError
 from planner.results import Result
@@ -199,6 +200,10 @@ class Roofline(Result):
     moe_scale: float = 1.0  # the device's grouped-GEMM efficiency relative to Hopper's (catalog)
     compute_scale: float = 1.0  # the device's large-GEMM compute efficiency relative to MFU (catalog; PCIe L40S < 1)
     eff: Efficiency = FLAT
+    _k: _StepConstants = field(init=False, repr=False, compare=False)  # derived once (see __post_init__)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_k", _StepConstants(self))
 
     def weights_read(self, tokens: int) -> float:
         """Weight bytes a step over ``tokens`` tokens reads: every dense weight, and of each MoE
@@ -230,7 +235,13 @@ class Roofline(Result):
         return full + windowed
 
     def _attention_flops(self, tokens: int, cached: int) -> float:
-        return 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
+        memo = self._k.memo
+        key = ("attention_flops", tokens, cached)
+        hit = memo.get(key)
+        if hit is None:
+            hit = 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
+            _remember(memo, key, hit)
+        return hit
 
     def prefill_flops(self, tokens: int, cached: int = 0) -> float:
         """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens
@@ -240,36 +251,48 @@ class Roofline(Result):
     def terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> dict[str, float]:
         """Seconds of each term of one step over ``tokens`` new tokens (see the class docstring);
         ``prompt_tokens``: the query length of a prefill (0 for a decode step)."""
+        return dict(self._step(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)[0])
+
+    def step_s(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> float:
+        """``sum(terms(...).values())``: the step's seconds."""
+        return self._step(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)[1]
+
+    def _step(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> tuple[dict[str, float], float]:
+        """(terms, their sum), memoised per Roofline (a frozen model: the same step, the same seconds)."""
+        k = self._k
+        key = (tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        hit = k.memo.get(key)
+        if hit is not None:
+            return hit
         e = self.eff
-        peak, bw = self.peak_flops * self.mfu * self.compute_scale, self.bandwidth_bytes_s * self.mbu
+        peak = k.peak
         t = max(1, tokens)
-        dense_params = self.active_params - self.lm_head_params - self.expert_active_params
-        dense_bytes = self.weights_bytes - self.expert_bytes - self.lm_head_bytes - self.unread_bytes
         gemm_eff = t / (t + e.gemm_tokens_half)
-        out = {"dense_gemm": self.layers * e.gemm_layer_s + max(dense_bytes / bw, 2.0 * dense_params * t / (peak * gemm_eff))}
-        if self.lm_head_params:
-            out["lm_head"] = max(self.lm_head_bytes / bw, 2.0 * self.lm_head_params * max(1, logits) / peak)
-        if self.expert_bytes and self.num_experts and self.experts_per_token:
-            share = self.expert_share(t)
+        out = {"dense_gemm": k.dense_fixed + max(k.dense_memory, k.dense_flops * t / (peak * gemm_eff))}
+        if k.lm_head:
+            out["lm_head"] = max(k.lm_head_memory, k.lm_head_flops * max(1, logits) / peak)
+        if k.moe:
+            share = 1.0 - k.moe_untouched**t  # expert_share(t)
             touched = self.num_experts * share
             rows = max(e.moe_tile, t * self.experts_per_token / touched)  # tokens each touched expert computes
-            moe_eff = e.moe_mfu * self.moe_scale * rows / (rows + e.moe_tokens_per_expert_half) * self.expert_width / (self.expert_width + e.moe_width_half)
-            flops = 2.0 * self.expert_active_params / self.experts_per_token * touched * rows
-            out["moe"] = self.moe_layers * e.moe_layer_s + max(self.expert_bytes * share / (bw * e.moe_mbu), flops / (peak * moe_eff))
+            moe_eff = k.moe_peak_eff * rows / (rows + e.moe_tokens_per_expert_half) * k.expert_width / k.expert_width_den
+            flops = k.expert_flops * touched * rows
+            out["moe"] = k.moe_fixed + max(self.expert_bytes * share / k.moe_bw, flops / (peak * moe_eff))
         attn_eff = e.attn_mfu * (prompt_tokens / (prompt_tokens + e.attn_tokens_half) if prompt_tokens else 1.0)
-        out["attention"] = self.attn_layers * e.attn_layer_s + max(kv_read_bytes / (bw * e.attn_mbu), attn_flops / (peak * attn_eff))
-        if self.tp > 1 and self.link_bytes_s and self.layers:
-            link = self.link_bytes_s * e.link_efficiency
+        out["attention"] = k.attn_fixed + max(kv_read_bytes / k.attn_bw, attn_flops / (peak * attn_eff))
+        if k.allreduce:
+            link = k.link
             message = t * self.hidden * self.act_bytes
-            ring = self.link_latency_s + 2.0 * (self.tp - 1) / self.tp * message / link
-            moe_ar = self.moe_layers if self.ep > 1 else 0
-            out["allreduce"] = (2 * self.layers - moe_ar) * ring
-            if moe_ar:  # dispatch and combine: each token's k copies leave for other GPUs
+            ring = self.link_latency_s + k.ring * message / link
+            out["allreduce"] = k.allreduces * ring
+            if k.moe_allreduces:  # dispatch and combine: each token's k copies leave for other GPUs
                 a2a = self.link_latency_s + message * self.experts_per_token * (self.ep - 1) / self.ep / link
-                out["alltoall"] = 2 * moe_ar * a2a
+                out["alltoall"] = 2 * k.moe_allreduces * a2a
         if self.layers:
             out["other"] = self.layers * (e.layer_s + t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s)
-        return out
+        hit = (out, sum(out.values()))
+        _remember(k.memo, key, hit)
+        return hit
 
     def prefill_terms(self, tokens: int, cached: int = 0) -> dict[str, float]:
         return self.terms(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
@@ -277,19 +300,27 @@ class Roofline(Result):
     def prefill_s(self, tokens: int, cached: int = 0) -> float:
         if tokens <= 0:
             return 0.0
-        return sum(self.prefill_terms(tokens, cached).values())
+        return self.step_s(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
+
+    def decode_span(self, context: int) -> int:
+        """Key positions one decode token attends to, summed over the attention layers (windows capped)."""
+        memo = self._k.memo
+        key = ("span", context)
+        hit = memo.get(key)
+        if hit is None:
+            hit = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
+            _remember(memo, key, hit)
+        return hit
 
     def decode_flops_per_token(self, context: int) -> float:
-        span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
-        return 2.0 * self.active_params + 4.0 * span * self.q_heads * self.head_dim
+        return 2.0 * self.active_params + 4.0 * self.decode_span(context) * self.q_heads * self.head_dim
 
     def decode_terms(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> dict[str, float]:
-        span = (self.attn_layers - len(self.windows)) * context + sum(min(context, w) for w in self.windows)
-        return self.terms(sequences, sequences, sequences * kv_bytes_per_sequence, sequences * 4.0 * span * self.q_heads * self.head_dim)
+        return self.terms(sequences, sequences, sequences * kv_bytes_per_sequence, sequences * 4.0 * self.decode_span(context) * self.q_heads * self.head_dim)
 
     def decode_step_s(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """One decode step for ``sequences`` sequences each holding ``kv_bytes_per_sequence``."""
-        return sum(self.decode_terms(sequences, kv_bytes_per_sequence, context).values())
+        return self.step_s(sequences, sequences, sequences * kv_bytes_per_sequence, sequences * 4.0 * self.decode_span(context) * self.q_heads * self.head_dim)
 
     def decode_intensity(self, sequences: int, kv_bytes_per_sequence: float, context: int) -> float:
         """Arithmetic intensity (FLOP/byte) of a decode step."""
@@ -297,6 +328,54 @@ class Roofline(Result):
 
     def prefill_intensity(self, tokens: int) -> float:
         return self.prefill_flops(tokens) / self.weights_bytes if self.weights_bytes else 0.0
+
+
+_MEMO_ENTRIES = 256  # steps remembered per Roofline (a plan needs a few; its SLO bisections a few dozen)
+MEMO_BYTES = _MEMO_ENTRIES * 1200  # what a full memo holds at most (key, seven terms, their sum)
+
+
+def _remember(memo: dict, key: tuple, value: object, entries: int = _MEMO_ENTRIES) -> None:
+    """``memo[key] = value``, first emptying a memo that holds ``entries`` already."""
+    if len(memo) >= entries:
+        memo.clear()
+    memo[key] = value
+
+
+class _StepConstants:
+    """What :meth:`Roofline.terms` needs that does not depend on the step, computed once per
+    Roofline with the same operations (so the same floats) as the formulas, and a memo of the
+    steps computed so far (the same step is asked for several times in a plan)."""
+
+    __slots__ = ("peak", "bw", "dense_fixed", "dense_memory", "dense_flops", "lm_head", "lm_head_memory", "lm_head_flops", "moe", "moe_untouched", "moe_peak_eff", "expert_width")
+    __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo")
+
+    def __init__(self, r: Roofline) -> None:
+        e = r.eff
+        self.peak, self.bw = r.peak_flops * r.mfu * r.compute_scale, r.bandwidth_bytes_s * r.mbu
+        dense_params = r.active_params - r.lm_head_params - r.expert_active_params
+        dense_bytes = r.weights_bytes - r.expert_bytes - r.lm_head_bytes - r.unread_bytes
+        self.dense_fixed = r.layers * e.gemm_layer_s
+        self.dense_memory = dense_bytes / self.bw
+        self.dense_flops = 2.0 * dense_params
+        self.lm_head = bool(r.lm_head_params)
+        self.lm_head_memory = r.lm_head_bytes / self.bw
+        self.lm_head_flops = 2.0 * r.lm_head_params
+        self.moe = bool(r.expert_bytes and r.num_experts and r.experts_per_token)
+        self.moe_untouched = 1.0 - min(1.0, r.experts_per_token / r.num_experts) if self.moe else 0.0
+        self.moe_peak_eff = e.moe_mfu * r.moe_scale
+        self.expert_width = r.expert_width
+        self.expert_width_den = self.expert_width + e.moe_width_half
+        self.expert_flops = 2.0 * r.expert_active_params / r.experts_per_token if self.moe else 0.0
+        self.moe_fixed = r.moe_layers * e.moe_layer_s
+        self.moe_bw = self.bw * e.moe_mbu
+        self.attn_fixed = r.attn_layers * e.attn_layer_s
+        self.attn_bw = self.bw * e.attn_mbu
+        self.allreduce = bool(r.tp > 1 and r.link_bytes_s and r.layers)
+        self.link = r.link_bytes_s * e.link_efficiency
+        self.ring = 2.0 * (r.tp - 1) / r.tp
+        self.moe_allreduces = r.moe_layers if r.ep > 1 else 0
+        self.allreduces = 2 * r.layers - self.moe_allreduces
+        self.memo: dict = {}
 
 
 DEFAULT_BATCH_TOKENS = 8192  # vLLM V1 max_num_batched_tokens for its API server on GPUs >= 70 GiB (arg_utils)
@@ -363,7 +442,7 @@ class Served(Result):
       prompts: an M/D/1 queue (:func:`queue_wait`) whose server is the prefill budget (one prompt
       takes prompt tokens x the seconds a full prefill step spends per token), plus the rest of
       the step in flight on arrival. The wait lengthens each request and so slows the arrivals;
-      the wait is the fixed point of the two (bisection). Where it reaches the burst's, the
+      the wait is the fixed point of the two (a quadratic's root). Where it reaches the burst's, the
       prefill cannot keep up (``saturated``) and the burst figures stand.
     * Burst (the worst moment): all ``requests`` prompts arrive together and are prefilled first
       come (:func:`prefill_steps`); kept as ``burst_wait_ms`` and ``burst_wait_max_ms`` (the last).
@@ -396,6 +475,26 @@ class Served(Result):
     mixed_prefill_tokens_per_step: float
 
 
+def _per_roofline(fn):
+    """Memoise ``fn(roof, *args)`` in the Roofline's memo: ``fn`` must be a pure function of a
+    (frozen) Roofline and plain arguments, returning a frozen result. A plan asks for the same
+    load more than once (its SLO bisections, then the requested load), and plans that differ in
+    anything but the load share the Roofline."""
+
+    @functools.wraps(fn)
+    def memoised(roof: Roofline, *args, **kwargs):
+        key = (fn, *args, *kwargs.items())
+        memo = roof._k.memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = fn(roof, *args, **kwargs)
+            _remember(memo, key, hit)
+        return hit
+
+    return memoised
+
+
+@_per_roofline
 def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
     """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
     new = max(1, prompt_tokens - cached)
@@ -442,18 +541,21 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         rho = arrivals(w) * service
         return (rho, *queue_wait(rho, service)) if rho < 1.0 else (rho, math.inf, math.inf)
 
-    # the wait lengthens each request, which slows the arrivals: solve wait = (own - one) + in flight + queue(wait)
+    # the wait lengthens each request, which slows the arrivals: wait = d + queue(wait), d = (own - one)
+    # + in flight. With rho = a / (T + w), a = n S, T = own + tail, the M/D/1 mean is a S / (2 (T + w - a)),
+    # so x = T + w - a > 0 solves x^2 + (a - T - d) x - a S / 2 = 0 (its positive root)
     burst_mean, burst_max = prefill_served - one, burst_last - one
-    lo, hi = 0.0, max(0.0, burst_mean)
-    for _ in range(40 if others else 0):
-        w = (lo + hi) / 2
-        if (own - one) + in_flight + queue(w)[1] > w:
-            lo = w
-        else:
-            hi = w
-    rho, q_mean, q_p95 = queue(hi)
-    saturated = others > 0 and (own - one) + in_flight + q_mean >= burst_mean
-    wait = burst_mean if saturated else hi
+    fixed = (own - one) + in_flight
+    if others:
+        a, big_t = n * service, own + tail
+        b = a - big_t - fixed
+        x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
+        w = min(max(0.0, x - big_t + a), max(0.0, burst_mean))
+    else:
+        w = 0.0
+    rho, q_mean, q_p95 = queue(w)
+    saturated = others > 0 and fixed + q_mean >= burst_mean
+    wait = burst_mean if saturated else w
     wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own - one) + 1.9 * in_flight + q_p95))
     # a prefill step holds the arriving prompt and, on average, those queued behind it (Little: rate x wait)
     queued = arrivals(wait) * (q_mean if math.isfinite(q_mean) else wait)

@@ -7,8 +7,10 @@ config and cached, so a plan itself is pure integer and float arithmetic (micros
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -19,7 +21,7 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, get_device
 from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
-from planner.limits import ByteBudgetCache
+from planner.limits import ByteBudgetCache, size_of
 from planner.results import Result
 from planner.weights import WeightsEstimate, estimate_weights
 
@@ -239,7 +241,7 @@ class Plan(Result):
                 "reserved_total_tokens": ctx.reserved_total_tokens,
                 "unreserved_tokens": ctx.unreserved_tokens,
                 "maximum_context_tokens": ctx.maximum_context_tokens,
-                "components": ctx.components,
+                "components": dict(ctx.components),  # the budget is shared by plans with the same context
             },
             "kv_cache": self.kv_cache,
             "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
@@ -280,17 +282,16 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
     per_param = resident * tp / weights.total_params if weights.total_params else 2.0
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
-    return latency.Roofline(
+    link_gb_s, link_us = device.link_at(tp)
+    fields = dict(  # every field but the layer layout (below) and eff (FITTED)
         weights_bytes=resident,
         active_params=weights.active_params / tp,
-        attn_layers=sum(s.num_layers for s in specs if s.kind != "cross"),
         q_heads=max(1, geo.num_attention_heads // tp),
         head_dim=geo.head_dim,
         peak_flops=device.peak_flops(compute_dtype),
         bandwidth_bytes_s=device.bandwidth_bytes_s,
         mfu=inputs.mfu,
         mbu=inputs.mbu,
-        windows=tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers)),
         expert_bytes=resident * weights.expert_bytes / weights.bytes if weights.bytes else 0.0,
         num_experts=weights.num_experts,
         experts_per_token=weights.experts_per_token,
@@ -304,12 +305,29 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
         tp=tp,
         ep=inputs.ep if moe else 1,
-        link_bytes_s=device.link_at(tp)[0] * 1e9,
-        link_latency_s=device.link_at(tp)[1] * 1e-6,
+        link_bytes_s=link_gb_s * 1e9,
+        link_latency_s=link_us * 1e-6,
         moe_scale=device.moe_efficiency,
         compute_scale=device.compute_efficiency,
-        eff=latency.FITTED,
     )
+    # one Roofline per distinct set of field values: plans that differ only in the load or the
+    # context share it, and with it its memo of the steps already computed. The attention layers
+    # and the window of each windowed layer are functions of the specs' (kind, window, layers).
+    layout = tuple((sp.kind, sp.window, sp.num_layers) for sp in specs)
+    key = (layout, *fields.values())
+    roof = _ROOFLINES.get(key)
+    if roof is None:
+        attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
+        windows = tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers))
+        roof = latency.Roofline(**fields, attn_layers=attn_layers, windows=windows, eff=latency.FITTED)
+        _ROOFLINES.put(key, roof)
+    return roof  # type: ignore[return-value]
+
+
+# step models by their field values; each is charged its worst-case memo (latency.MEMO_BYTES)
+_ROOFLINES = ByteBudgetCache(16 << 20, sizer=lambda roof: size_of(roof) + latency.MEMO_BYTES)
+
+
 def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 
@@ -343,6 +361,20 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     return lo * replicas
 
 
+_COMPONENTS_OF = attrgetter(*COMPONENTS)
+_CONTEXTS: dict = {}  # context budgets by their inputs (a few hundred bytes each, at most 1,024)
+
+
+def _context(inputs: PlanInputs, max_ctx: int) -> ContextBudget:
+    """:func:`context_budget` of the plan's components, output and maximum, memoised (a refusal is not)."""
+    key = (_COMPONENTS_OF(inputs), inputs.output_tokens, max_ctx, inputs.input_tokens)
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        ctx = context_budget(dict(zip(COMPONENTS, key[0], strict=True)), inputs.output_tokens, max_ctx, inputs.input_tokens)
+        latency._remember(_CONTEXTS, key, ctx, 1024)
+    return ctx
+
+
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     """Compute the whole plan.
 
@@ -354,14 +386,11 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    parts = {name: getattr(inputs, name) for name in COMPONENTS}
-    ctx = context_budget(parts, inputs.output_tokens, max_ctx, inputs.input_tokens)
+    ctx = _context(inputs, max_ctx)
 
     device = resolve_device(inputs)
     kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)
-    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp)
-    if kv_source != "given":
-        report = report.model_copy(update={"kv_dtype_source": kv_source})
+    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp, kv_source)
     specs = report.specs
     weights = model.weights(inputs.weight_dtype)
     res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
@@ -415,12 +444,11 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         limit_memory = shared_max if saved else memory_max
 
     # ---- roofline
-    heads_gpu = max(1, geo.num_attention_heads // inputs.tp)
-    attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
     if weights.num_experts and inputs.tp % inputs.ep:
         raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
     roof = build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
+    heads_gpu, attn_layers = roof.q_heads, roof.attn_layers  # max(1, heads // tp); layers with attention (not cross)
     def kv_at(tokens: int) -> int:
         return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
 
@@ -680,7 +708,28 @@ def memory_basis(plan: Plan) -> str:
 def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
     """vLLM's view of the plan: the per-request reservation it admits with (at the reserved
     tokens), the start-up log it prints (at the maximum context), and why it differs from the
-    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all."""
+    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all.
+    Memoised (a plan's load does not change it); each call gets its own copy."""
+    key = (model.geometry.config_hash, inputs.vllm_version, inputs.kv_dtype, inputs.tp, inputs.block_tokens, available, ctx.maximum_context_tokens, ctx.reserved_total_tokens)
+    hit = _ENGINE_VIEWS.get(key)
+    if hit is None:
+        hit = _engine_view(model, inputs, ctx, available)
+        _ENGINE_VIEWS.put(key, hit)
+    out = dict(hit)  # type: ignore[call-overload]
+    if "log_lines" in out:
+        out["log_lines"] = list(out["log_lines"])
+    return out
+
+
+def _view_bytes(view: dict) -> int:
+    """Bytes an engine view holds: the dict, its values and the log lines (its only list; nothing nests deeper)."""
+    return sys.getsizeof(view) + sum(map(sys.getsizeof, view.values())) + sum(map(sys.getsizeof, view.get("log_lines", ())))
+
+
+_ENGINE_VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # engine_view by everything it reads, bounded in bytes
+
+
+def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> dict:
     from planner.engines.vllm import EngineRefusal, vllm_capacity
 
     version = inputs.vllm_version

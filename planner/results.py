@@ -17,6 +17,8 @@ class Result:
     def model_dump(self, **_: object) -> dict:
         out = {}
         for f in fields(self):  # type: ignore[arg-type]
+            if f.name.startswith("_"):  # private derived state (e.g. a memo), not a result
+                continue
             value = getattr(self, f.name)
             if hasattr(value, "model_dump"):
                 value = value.model_dump(mode="json") if not isinstance(value, Result) else value.model_dump()
