@@ -98,18 +98,19 @@ class Rules:
 RULES: dict[str, Rules] = {
     "0.10": Rules(
         "0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False,
-        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
+        unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
         int_max_len_types=frozenset({"deepseek_v2"}),
     ),
     "0.19": Rules(
         "0.19", False, 1, True, False, False, False, wording="0.19", mamba_all_mode=True, align_states=2, checkpoint_grid=False, nemotron_ssm_dtype="float16",
-        unknown_model_types=frozenset({"deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2"}),
+        unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2"}),
     ),
     "0.24": Rules(
         "0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False,
-        unknown_model_types=frozenset({"gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4"}),
+        unknown_model_types=frozenset({"deepseek_ref", "gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4"}),
     ),
-    "0.33": Rules("0.33", True, 2, True, True, True, False),
+    # sgl-project's DeepSeek-V4 FP8 checkpoints say "deepseek_ref", which the transformers 0.33 pins does not know
+    "0.33": Rules("0.33", True, 2, True, True, True, False, unknown_model_types=frozenset({"deepseek_ref"})),
 }
 VLLM_VERSIONS = tuple(RULES)
 DEFAULT_VLLM_VERSION = VLLM_VERSIONS[-1]
@@ -120,10 +121,6 @@ DROPPED = {"MPTForCausalLM": "0.28.0"}
 # architectures of real 2026 checkpoints that no supported vLLM version registers (vLLM 0.33 has the
 # look-alikes MiniMaxM3SparseForCausalLM and Step3p7ForConditionalGeneration, not these names)
 NOT_REGISTERED = frozenset({"MiniMaxM3ForCausalLM", "Step3p7FlashForCausalLM"})
-# model types the transformers that vLLM 0.33 pins does not know: vLLM reads the config through
-# transformers first (vllm/transformers_utils/config.py), so it stops there, before its registry
-# (sgl-project's DeepSeek-V4 FP8 checkpoints say "deepseek_ref"; MiniMax-M3 "minimax_m3")
-UNKNOWN_MODEL_TYPES = frozenset({"deepseek_ref"})
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -389,11 +386,6 @@ def _check_architecture(geo: ModelGeometry, version: str, top_model_type: str | 
     if unknown_type is not None:
         arch = (geo.architectures or (geo.model_type,))[0]
         raise EngineRefusal("model", arch, f"vLLM {rules.version} cannot load a config of model type `{unknown_type}` (its transformers or vLLM does not know it yet)")
-    if geo.model_type in UNKNOWN_MODEL_TYPES:
-        raise EngineRefusal(
-            "model", geo.model_type,
-            f"The checkpoint you are trying to load has model type `{geo.model_type}` but Transformers does not recognize this architecture (vLLM {rules.version} reads the config through transformers before its own registry)",
-        )  # fmt: skip
     unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
     if unknown and len(unknown) == len(geo.architectures):
         # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
