@@ -123,7 +123,8 @@ def fig_kv_context(plan: Plan, log: bool = False) -> go.Figure:
     unit, conv = ("GiB", gib) if top >= 16 << 30 else ("MiB", mib)
     traces = []
     for i, s in enumerate(ins.specs):
-        label = f"{s.kind}{' ' + format(s.window, ',') if s.window else ''} ×{s.num_layers}" + (" (MLA latent)" if s.latent else "")
+        what = {"latent": "MLA latent", "indexer": "indexer keys" + (f" 1/{s.compress_ratio}" if s.compress_ratio > 1 else ""), "swa": "sliding latent", "compressed": f"compressed 1/{s.compress_ratio}", "compressor": "compressor state"}.get(s.cache)
+        label = f"{s.kind}{' ' + format(s.window, ',') if s.window else ''} ×{s.num_layers}" + (f" ({what})" if what else " (MLA latent)" if s.latent else "")
         traces.append(
             {
                 "type": "scatter",
