@@ -38,7 +38,8 @@ follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
   Nemotron-NAS / DeciLM (model_type ``nemotron-nas``, which transformers lacks: vLLM reads it only
   with --trust-remote-code) loads through a stand-in config class written here
   (``_nemotron_nas_config``) that replaces the checkpoint's remote ``configuration_decilm.py``,
-  which is never run; its layers are built as ``DeciLMDecoderLayer`` builds them;
+  which is never run; its layers are built as ``DeciLMDecoderLayer`` builds them (plus one
+  synthetic variant, ``VARIANTS``, whose layers' KV heads differ);
 * grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
   ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
   ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
@@ -100,6 +101,21 @@ AIC_CONFIGS = (
     "deepseek-ai--DeepSeek-V4-Pro_config.json",  # 61 layers, ratio-128 layers first
     "nvidia--DeepSeek-V4-Flash-NVFP4_config.json",  # modelopt NVFP4 experts: the cache is fp8_ds_mla all the same
 )
+
+
+def _mixed_heads(config: dict) -> dict:
+    """Llama-3.3-Nemotron-Super-49B with n_heads_in_group cycling 8, 16, 32, 64, 4 over its attention
+    layers (KV heads 8, 4, 2, 1, 16): a synthetic config, not a checkpoint, whose layers' pages differ,
+    as in other Nemotron-NAS checkpoints (vLLM groups them as one uniform-type group)."""
+    out = json.loads(json.dumps(config))
+    attention = [b["attention"] for b in out["block_configs"] if not b["attention"]["no_op"]]
+    for i, attn in enumerate(attention):
+        attn["n_heads_in_group"] = (8, 16, 32, 64, 4)[i % 5]
+    return out
+
+
+# synthetic variants of AIC configs (origin "variant"): (file name, AIC config it derives from, how)
+VARIANTS = (("nvidia--Llama-3_3-Nemotron-Super-49B-v1_mixed-heads.json", "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json", _mixed_heads),)
 
 
 def _aic_dir() -> Path | None:
@@ -1095,13 +1111,18 @@ def main(argv: list[str] | None = None) -> int:
     # large configs would make each older fixture several MB
     if aic is not None and VLLM >= (0, 33):
         sources += [("aic", aic / name) for name in AIC_CONFIGS if (aic / name).is_file()]
+        sources += [("variant", Path(name)) for name, base, _ in VARIANTS if (aic / base).is_file()]
     cases: list[dict] = []
     configs: dict[str, dict] = {}
     t0 = time.time()
     for origin, path in sources:
         if args.only and not any(part.strip() and part.strip().lower() in path.name.lower() for part in args.only.split(",")):
             continue
-        config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
+        if origin == "variant":
+            _, base, derive = next(v for v in VARIANTS if v[0] == path.name)
+            config = derive(json.loads((aic / base).read_text()))
+        else:
+            config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
         skipped = NOT_BUILT.get(next(iter(config.get("architectures") or []), ""))
         if skipped:
             print(f"skipped {origin}/{path.name}: {skipped}", file=sys.stderr)

@@ -123,6 +123,11 @@ FAMILIES = {
         t.get("model_type") == "nemotron-nas" and _kinds(c) == {"full"}
         and any(b["attention"]["no_op"] for b in t["block_configs"]) and c["groups"][0]["layers"] < t["num_hidden_layers"]
     ),
+    # a synthetic variant (the generator's VARIANTS): KV heads differing by layer, one uniform-type group of summed pages
+    "Nemotron-NAS with differing KV heads": lambda c, t: (
+        t.get("model_type") == "nemotron-nas" and len(c["groups"]) == 1
+        and len({b["attention"]["n_heads_in_group"] for b in t["block_configs"] if not b["attention"]["no_op"]}) > 1
+    ),
 }
 
 
