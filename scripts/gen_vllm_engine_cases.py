@@ -35,7 +35,11 @@ follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
   per-layer heads). Real 2026 configs come from aiconfigurator-core's ``model_configs/``
   (``AIC_CONFIGS``). DeepSeek-V4 (SWA, compressed latent, indexer and compressor-state caches,
   grouped by ``_get_packed_kv_cache_groups``) is built as its FlashMLA layers build it;
-  Nemotron-NAS (needs --trust-remote-code) is not covered;
+  Nemotron-NAS / DeciLM (model_type ``nemotron-nas``, which transformers lacks: vLLM reads it only
+  with --trust-remote-code) loads through a stand-in config class written here
+  (``_nemotron_nas_config``) that replaces the checkpoint's remote ``configuration_decilm.py``,
+  which is never run; its layers are built as ``DeciLMDecoderLayer`` builds them (plus one
+  synthetic variant, ``VARIANTS``, whose layers' KV heads differ);
 * grouping, block counts and the refusal: ``resolve_kv_cache_layout``,
   ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` (its ValueError is vLLM's refusal),
   ``generate_scheduler_kv_cache_config`` and ``get_kv_cache_capacity`` (the log line's numbers).
@@ -82,6 +86,7 @@ PUBLISHED = (
 
 # real 2026 configs vendored by aiconfigurator-core 0.12.0 (its model_configs/), one or two per new family
 AIC_CONFIGS = (
+    "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json",  # Nemotron-NAS: per-layer KV heads, no-op attention layers
     "deepseek-ai--DeepSeek-V3.2_config.json",  # MLA with an indexer on every layer
     "nvidia--GLM-5.2-NVFP4_config.json",  # DSA with shared indexers (21 owners of 78 layers), fp8 KV by checkpoint
     "nvidia--GLM-5.1-NVFP4_config.json",
@@ -96,6 +101,21 @@ AIC_CONFIGS = (
     "deepseek-ai--DeepSeek-V4-Pro_config.json",  # 61 layers, ratio-128 layers first
     "nvidia--DeepSeek-V4-Flash-NVFP4_config.json",  # modelopt NVFP4 experts: the cache is fp8_ds_mla all the same
 )
+
+
+def _mixed_heads(config: dict) -> dict:
+    """Llama-3.3-Nemotron-Super-49B with n_heads_in_group cycling 8, 16, 32, 64, 4 over its attention
+    layers (KV heads 8, 4, 2, 1, 16): a synthetic config, not a checkpoint, whose layers' pages differ,
+    as in other Nemotron-NAS checkpoints (vLLM groups them as one uniform-type group)."""
+    out = json.loads(json.dumps(config))
+    attention = [b["attention"] for b in out["block_configs"] if not b["attention"]["no_op"]]
+    for i, attn in enumerate(attention):
+        attn["n_heads_in_group"] = (8, 16, 32, 64, 4)[i % 5]
+    return out
+
+
+# synthetic variants of AIC configs (origin "variant"): (file name, AIC config it derives from, how)
+VARIANTS = (("nvidia--Llama-3_3-Nemotron-Super-49B-v1_mixed-heads.json", "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json", _mixed_heads),)
 
 
 def _aic_dir() -> Path | None:
@@ -164,6 +184,46 @@ def _register_local_configs() -> None:
             continue
         AutoConfig.register(model_type, cls, exist_ok=True)
         _REGISTERED_HERE.add(model_type)
+    if "nemotron-nas" not in CONFIG_MAPPING and VLLM >= (0, 33):
+        AutoConfig.register("nemotron-nas", _nemotron_nas_config(), exist_ok=True)
+        _REGISTERED_HERE.add("nemotron-nas")
+
+
+def _nemotron_nas_config():
+    """A config class for model_type ``nemotron-nas`` (Llama-3.3-Nemotron-Super-49B & co.) that stands
+    in for the checkpoint's remote ``configuration_decilm.DeciLMConfig`` (never downloaded nor run).
+
+    Like that class it is a ``LlamaConfig`` whose ``num_key_value_heads`` and ``intermediate_size``
+    are None and whose ``block_configs`` (one per layer) read as objects: vLLM 0.33 reads
+    ``block_configs[i].attention.no_op`` / ``.n_heads_in_group`` and ``.ffn.*`` as attributes
+    (model_executor/models/nemotron_nas.py ``DeciLMDecoderLayer``;
+    transformers_utils/model_arch_config_convertor.py ``NemotronNasModelArchConfigConvertor``).
+    Only the fields the checkpoint's config.json holds are kept; nothing is derived from them here."""
+    from types import SimpleNamespace
+
+    from huggingface_hub.dataclasses import strict
+    from transformers import LlamaConfig
+
+    def block(b):
+        return SimpleNamespace(**{k: SimpleNamespace(**v) if isinstance(v, dict) else v for k, v in b.items()}) if isinstance(b, dict) else b
+
+    @strict
+    class NemotronNasStandInConfig(LlamaConfig):
+        model_type = "nemotron-nas"
+        block_configs: list | None = None
+        intermediate_size: int | None = None  # per layer in block_configs[i].ffn
+
+        def __post_init__(self, **kwargs):
+            super().__post_init__(**kwargs)
+            self.num_key_value_heads = None  # per layer: num_attention_heads // n_heads_in_group
+            self.block_configs = [block(b) for b in self.block_configs or []]
+
+        def to_dict(self):
+            out = super().to_dict()
+            out["block_configs"] = [{k: vars(v) if isinstance(v, SimpleNamespace) else v for k, v in vars(b).items()} for b in self.block_configs]
+            return out
+
+    return NemotronNasStandInConfig
 
 
 _REGISTERED_HERE: set[str] = set()
@@ -238,6 +298,11 @@ def _layer_kinds(vcfg) -> list[tuple[str, int | None]]:
             kind = table[name]  # a name missing here stops the case: add it rather than guess
             sw = getattr(hf, "sliding_window", None) if kind == "sliding" else None
             kinds.append((kind, sw if kind == "sliding" else (chunk if kind == "chunked" else None)))
+    elif getattr(hf, "model_type", None) == "nemotron-nas":
+        # DeciLMDecoderLayer: a layer whose block_configs[i].attention.no_op is set has no self_attn
+        # (no KV cache); every other layer builds DeciLMAttention (full attention). vLLM 0.33 reads no
+        # other attention field (replace_with_linear is not looked at).
+        kinds = [("none", None) if b.attention.no_op else ("full", None) for b in hf.block_configs[:n]]
     elif _is_kda_config(hf):
         # models/kimi_k3 (KimiLinearConfig.is_kda_layer): 1-based kda_layers hold KDA state, the rest are MLA
         kda = set(hf.linear_attn_config["kda_layers"])
@@ -653,13 +718,19 @@ def _layer_shape(vcfg, i: int, kind: str) -> tuple[int, int, int, int | None] | 
     * MiMo-V2 (model_executor/models/mimo_v2.py ``MiMoV2DecoderLayer``): sliding layers use the
       swa_* heads and ``sliding_window_size``, full layers num_key_value_heads / head_dim /
       v_head_dim (K and V of different sizes: the FLASH_ATTN_DIFFKV backend).
-    Heads split over TP as ``Gemma4Attention`` / ``MiMoV2Attention`` do: max(1, total // tp).
+    * Nemotron-NAS (model_executor/models/nemotron_nas.py ``DeciLMDecoderLayer``): KV heads
+      ``num_attention_heads // block_configs[i].attention.n_heads_in_group``, head size
+      ``head_dim`` or hidden_size // num_attention_heads (``LlamaAttention``), K = V.
+    Heads split over TP as ``Gemma4Attention`` / ``MiMoV2Attention`` / ``LlamaAttention`` do: max(1, total // tp).
     """
     hf = vcfg.model_config.hf_text_config
     tp = vcfg.parallel_config.tensor_parallel_size
     if _is_gemma4(vcfg):
         layer = hf.per_layer_config[i]
         return max(1, layer.num_key_value_heads // tp), layer.head_dim, layer.head_dim, hf.sliding_window if kind == "sliding" else None
+    if getattr(hf, "model_type", None) == "nemotron-nas":
+        head = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+        return max(1, hf.num_attention_heads // hf.block_configs[i].attention.n_heads_in_group // tp), head, head, None
     if vcfg.model_config.architecture in ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"):
         if kind == "sliding":
             return max(1, hf.swa_num_key_value_heads // tp), hf.swa_head_dim, getattr(hf, "swa_v_head_dim", None) or hf.swa_head_dim, hf.sliding_window_size
@@ -921,7 +992,7 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
             args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp", **_host_args())
             vcfg = args.create_engine_config()
         except Exception as exc:  # vLLM refuses the configuration itself
-            if config.get("model_type") in _REGISTERED_HERE:
+            if config.get("model_type") in _REGISTERED_HERE and max_model_len <= (derived_max_model_len(config) or 0):
                 return None  # the stand-in config class (not the checkpoint's own code) failed: no fair answer
             case["config_error"] = _first_reason(exc)
             return case
@@ -1040,13 +1111,18 @@ def main(argv: list[str] | None = None) -> int:
     # large configs would make each older fixture several MB
     if aic is not None and VLLM >= (0, 33):
         sources += [("aic", aic / name) for name in AIC_CONFIGS if (aic / name).is_file()]
+        sources += [("variant", Path(name)) for name, base, _ in VARIANTS if (aic / base).is_file()]
     cases: list[dict] = []
     configs: dict[str, dict] = {}
     t0 = time.time()
     for origin, path in sources:
         if args.only and not any(part.strip() and part.strip().lower() in path.name.lower() for part in args.only.split(",")):
             continue
-        config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
+        if origin == "variant":
+            _, base, derive = next(v for v in VARIANTS if v[0] == path.name)
+            config = derive(json.loads((aic / base).read_text()))
+        else:
+            config = QWEN2_7B_INSTRUCT if origin == "published" else json.loads(path.read_text())
         skipped = NOT_BUILT.get(next(iter(config.get("architectures") or []), ""))
         if skipped:
             print(f"skipped {origin}/{path.name}: {skipped}", file=sys.stderr)

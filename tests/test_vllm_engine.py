@@ -118,6 +118,16 @@ FAMILIES = {
     "DeepSeek-V4 (SWA + compressed latent + indexer + compressor states, packed)": lambda c, t: (
         CONFIGS[c["source"]].get("architectures") == ["DeepseekV4ForCausalLM"] and _kinds(c) == {"sliding", "indexer+mla", "compressor"}
     ),
+    # the generator's stand-in config class replaces the checkpoint's remote DeciLMConfig
+    "Nemotron-NAS (DeciLM: no-op attention layers, per-layer KV heads)": lambda c, t: (
+        t.get("model_type") == "nemotron-nas" and _kinds(c) == {"full"}
+        and any(b["attention"]["no_op"] for b in t["block_configs"]) and c["groups"][0]["layers"] < t["num_hidden_layers"]
+    ),
+    # a synthetic variant (the generator's VARIANTS): KV heads differing by layer, one uniform-type group of summed pages
+    "Nemotron-NAS with differing KV heads": lambda c, t: (
+        t.get("model_type") == "nemotron-nas" and len(c["groups"]) == 1
+        and len({b["attention"]["n_heads_in_group"] for b in t["block_configs"] if not b["attention"]["no_op"]}) > 1
+    ),
 }
 
 
@@ -251,12 +261,16 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
 
 
 def test_families_without_vllm_computed_cases_say_so():
-    # Nemotron-NAS needs --trust-remote-code in vLLM 0.33, so no vLLM-computed case covers it: the figure is an estimate
+    # Nemotron-NAS is covered by vLLM-computed cases (Llama-3.3-Nemotron-Super-49B, test_sized_case_matches_vllm)
+    # except for linear-replaced attention blocks, which vLLM 0.33 ignores (DeciLMDecoderLayer reads only no_op):
+    # no case covers them, so the figure is an estimate
     attn = {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False}
+    linear = {"n_heads_in_group": None, "no_op": False, "replace_with_linear": True}
     nas = {"model_type": "nemotron-nas", "architectures": ["DeciLMForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 64, "num_key_value_heads": None,
-           "hidden_size": 8192, "max_position_embeddings": 131072, "block_configs": [{"attention": attn}, {"attention": attn}]}
+           "hidden_size": 8192, "max_position_embeddings": 131072, "block_configs": [{"attention": attn}, {"attention": linear}]}
     r = vllm_capacity(nas, available_kv_bytes=40 << 30, max_model_len=8192)
     assert any("Nemotron-NAS" in note and "not checked against vLLM's sizing code" in note for note in r.notes)
+    assert not vllm_capacity({**nas, "block_configs": [{"attention": attn}, {"attention": {**attn, "no_op": True}}]}, available_kv_bytes=40 << 30, max_model_len=8192).notes
     assert not vllm_capacity(load_preset("glm-5"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes
     # DeepSeek-V4 has vLLM-computed cases now (test_sized_case_matches_vllm): no estimate note
     assert not vllm_capacity(load_preset("deepseek-v4-flash"), available_kv_bytes=400 << 30, tp=8, max_model_len=65536).notes

@@ -476,10 +476,10 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         raise EngineRefusal("engine", arch, f"vLLM {version} serves Mamba hybrids such as {arch} on its V0 engine by default, whose KV cache this planner does not model")
     align = prefix_caching and hybrid and rules.hybrid_prefix_caching
     mode = "none" if not align else ("all" if rules.mamba_all_mode and geo.mamba is not None else "align")
-    notes = list(_unverified(geo))
+    cfg = text_config(config)
+    notes = list(_unverified(geo, cfg))
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
-    cfg = text_config(config)
     if geo.compressed is not None:
         return _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
@@ -654,12 +654,21 @@ def _group_bucket(members: list[tuple[KVSpec, int, int]]) -> _Bucket:
     return _Bucket(specs[0], 0, block, sum(p for _, _, p in members), specs)
 
 
-def _unverified(geo: ModelGeometry) -> tuple[str, ...]:
-    """Families vLLM 0.33 serves whose start-up sizing the conformance fixture does not cover, said
-    on every result so nobody takes the figure for vLLM's own."""
+def _unverified(geo: ModelGeometry, cfg: dict) -> tuple[str, ...]:
+    """Inputs vLLM 0.33 serves whose start-up sizing the conformance fixture does not cover, said on
+    every result so nobody takes the figure for vLLM's own.
+
+    Nemotron-NAS (DeciLM) is covered (Llama-3.3-Nemotron-Super-49B: no-op attention layers and
+    per-layer KV heads) except for attention blocks marked ``replace_with_linear``: vLLM 0.33's
+    ``DeciLMDecoderLayer`` (model_executor/models/nemotron_nas.py) reads only ``no_op`` and builds
+    attention on such a layer (or fails where its ``n_heads_in_group`` is null), while the planner
+    counts no cache for it."""
     if geo.model_type == "nemotron-nas":
-        return ("Nemotron-NAS (DeciLM): vLLM 0.33 reads this config only with --trust-remote-code; these numbers are "
-                "not checked against vLLM's sizing code",)
+        blocks = cfg.get("block_configs") or []
+        if any(isinstance(b, dict) and isinstance(b.get("attention"), dict) and b["attention"].get("replace_with_linear") is True and not b["attention"].get("no_op") for b in blocks):
+            return ("Nemotron-NAS (DeciLM) with linear-replaced attention layers: vLLM 0.33 ignores replace_with_linear "
+                    "(DeciLMDecoderLayer builds attention there); these numbers count no cache for those layers and are "
+                    "not checked against vLLM's sizing code",)
     return ()
 
 
