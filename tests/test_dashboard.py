@@ -361,3 +361,18 @@ def test_every_plan_input_has_a_label():
 
     assert set(PlanInputs.model_fields) <= set(INPUTS), set(PlanInputs.model_fields) - set(INPUTS)
     assert humanize("give prefill_ms and tp 2") == "give “Observed prefill (ms)” and TP 2"
+
+
+def test_window_caps_close_together_share_one_marker():
+    from types import SimpleNamespace as Spec
+
+    from pages.ui.charts import _window_marks
+
+    # DeepSeek-V4's windows 8 and 128 on a 1M-token axis are 0.01 % apart: one marker, one label
+    # (their two texts overlapped); equal windows of several groups are marked once
+    specs = [Spec(window=128, kind="sliding"), Spec(window=8, kind="sliding"), Spec(window=128, kind="sliding"), Spec(window=None, kind="full")]
+    assert _window_marks(specs, 1_048_576, log=False) == [(128, "sliding cap 8, 128")]
+    # Gemma-style 1,024 window next to a chunked 8,192 on a 131,072-token axis: 5.5 % apart, two markers
+    far = [Spec(window=1024, kind="sliding"), Spec(window=8192, kind="chunked")]
+    assert _window_marks(far, 131_072, log=False) == [(1024, "sliding cap 1,024"), (8192, "chunked cap 8,192")]
+    assert _window_marks(specs, 1_048_576, log=True) == [(8, "sliding cap 8"), (128, "sliding cap 128")]  # 16x apart on a log axis

@@ -116,6 +116,25 @@ def _kv_x(plan: Plan, log: bool) -> list[int]:
     return sorted(x for x in xs if (1 if log else 0) <= x <= top)
 
 
+def _window_marks(specs, top: int, log: bool) -> list[tuple[int, str]]:
+    """One marker per cluster of window caps (equal windows once; caps closer than 3 % of a linear
+    axis, or 1.5x on a log one, share a marker and a label, so their texts do not overlap)."""
+    caps = sorted({(s.window, s.kind) for s in specs if s.window and s.window < top})
+    clusters: list[list[tuple[int, str]]] = []
+    for w, kind in caps:
+        last = clusters[-1][0][0] if clusters else None
+        if last is not None and (w <= last * 1.5 if log else w - last <= 0.03 * top):
+            clusters[-1].append((w, kind))
+        else:
+            clusters.append([(w, kind)])
+    out = []
+    for c in clusters:
+        kinds = "/".join(dict.fromkeys(k for _, k in c))
+        windows = ", ".join(format(w, ",") for w in dict.fromkeys(w for w, _ in c))
+        out.append((c[-1][0], f"{kinds} cap {windows}"))
+    return out
+
+
 def fig_kv_context(plan: Plan, log: bool = False) -> go.Figure:
     ins = plan.inspect
     xs = _kv_x(plan, log)
@@ -150,7 +169,7 @@ def fig_kv_context(plan: Plan, log: bool = False) -> go.Figure:
             "hovertemplate": f"MHA equivalent: %{{y:,.2f}} {unit}<extra></extra>",
         }
     )
-    lines = [_vline(s.window, f"{s.kind} cap {s.window:,}", "#E45756", anchor="right", log=log) for s in ins.specs if s.window and s.window < xs[-1]]
+    lines = [_vline(w, label, "#E45756", anchor="right", log=log) for w, label in _window_marks(ins.specs, xs[-1], log)]
     lines.append(_vline(plan.context.reserved_total_tokens, f"reserved {plan.context.reserved_total_tokens:,}", "#54A24B", "solid", "left", log=log, label_y=0.92))
     axis_type = "log" if log else "linear"
     return _figure(
