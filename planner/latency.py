@@ -505,18 +505,17 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     steps = prefill_steps(new, n, budget_tokens)
     chunk = min(budget_tokens, n * new)
     share = chunk / new  # prompts' worth of tokens in one step
-    step = sum(roof.terms(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens).values())
+    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens)
     prefill_served = max(one, steps * step)
     burst_last = max(one, -(-n * new // max(1, budget_tokens)) * step)
     # decode steps, and the prefill chunks that ride along
     decode = roof.decode_step_s(n, kv_mid, mid)
-    span = (roof.attn_layers - len(roof.windows)) * mid + sum(min(mid, w) for w in roof.windows)
-    per_seq_attn = 4.0 * span * roof.q_heads * roof.head_dim
+    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
 
     def mixed_step(prefill: float, decodes: int) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
         if prefill <= 0:
             return roof.decode_step_s(decodes, kv_mid, mid) if decodes else 0.0
-        return sum(roof.terms(decodes + int(round(prefill)), decodes + 1, decodes * kv_mid, decodes * per_seq_attn + prefill / new * attn_one, cached + new).values())
+        return roof.step_s(decodes + int(round(prefill)), decodes + 1, decodes * kv_mid, decodes * per_seq_attn + prefill / new * attn_one, cached + new)
 
     # steady state: the other n - 1 requests decode while this prompt waits and prefills
     others = n - 1
@@ -564,7 +563,6 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     chunk_step = step0 if chunk_tokens == chunk0 or not mixed else mixed_step(chunk_tokens, n)
     itl = decode + prefill_share * (chunk_step - decode)
     itl_p95 = chunk_step if prefill_share > P95_Z else decode
-    wait, wait_p95 = max(0.0, wait), max(0.0, wait_p95)
     return Served(
         requests=n,
         budget_tokens=budget_tokens,
@@ -572,8 +570,8 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         prefill_served_ms=prefill_served * 1e3,
         wait_ms=wait * 1e3,
         wait_p95_ms=wait_p95 * 1e3,
-        burst_wait_ms=(prefill_served - one) * 1e3,
-        burst_wait_max_ms=(burst_last - one) * 1e3,
+        burst_wait_ms=burst_mean * 1e3,
+        burst_wait_max_ms=burst_max * 1e3,
         prefill_utilisation=rho,
         prefill_capacity_per_s=1.0 / max(service, 1e-12),
         saturated=saturated,
