@@ -17,18 +17,19 @@ Targets: cold start < 3 s, rerun < 200 ms server-side.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy  # noqa: E402
+
 APP = str(ROOT / "app.py")
-CHROMIUM = "/usr/bin/chromium"
 COLD_TARGET_S = 3.0
 RERUN_TARGET_MS = 200.0
 
@@ -63,12 +64,6 @@ def cold_apptest() -> tuple[float, float]:
     return float(out.stdout.strip().splitlines()[-1]), wall
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cold_server() -> tuple[float, float] | None:
     """(seconds to a healthy server, seconds from opening / to the rendered metric), or None."""
     try:
@@ -77,7 +72,7 @@ def cold_server() -> tuple[float, float] | None:
         return None
     if not Path(CHROMIUM).exists():
         return None
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -86,21 +81,13 @@ def cold_server() -> tuple[float, float] | None:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
     )
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.05)
-            if proc.poll() is not None or time.perf_counter() - start > 30:
-                raise SystemExit("streamlit did not start")
+        if not wait_healthy(url, proc, 30):
+            raise SystemExit("streamlit did not start")
         healthy = time.perf_counter() - start
         with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+                args=CHROMIUM_ARGS,
             )
             page = ctx.new_page()
             t = time.perf_counter()
@@ -182,7 +169,7 @@ def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
         return None
     if not Path(CHROMIUM).exists():
         return None
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -191,20 +178,12 @@ def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
     )
     out: dict[str, list[float]] = {"chart tab": [], "input group expander": [], "preset switch": []}
     try:
-        deadline = time.perf_counter() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.05)
-            if time.perf_counter() > deadline:
-                raise SystemExit("streamlit did not start")
+        if not wait_healthy(url, proc, 30):
+            raise SystemExit("streamlit did not start")
         with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, viewport={"width": 1280, "height": 900},
-                args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+                args=CHROMIUM_ARGS,
             )
             page = ctx.new_page()
             page.goto(f"{url}/")

@@ -3,24 +3,19 @@ the dashboard tests and the shared-deployment tests)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "free_port", "running_app"]
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -30,20 +25,11 @@ def running_app(argv: list[str], port: int, env: dict[str, str], what: str, star
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + start_timeout_s
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                log.seek(0)
-                pytest.fail(f"{what} did not start: {log.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.2)
+        if not wait_healthy(url, proc, start_timeout_s, poll_s=0.2):
+            proc.kill()
+            log.seek(0)
+            pytest.fail(f"{what} did not start: {log.read().decode(errors='replace')[-2000:]}")
         yield url
     finally:
         proc.terminate()

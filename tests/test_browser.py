@@ -13,25 +13,16 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"),
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-from tests.appserver import free_port, running_app  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.appserver import free_port, running_app
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
 from tests.hostile import EVIL, MARKDOWN_LINK
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 pytestmark = [
     pytest.mark.browser,

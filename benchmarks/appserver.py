@@ -1,0 +1,34 @@
+"""Waiting for a Streamlit server, and the Chromium that looks at it, shared by the real-browser tests (``tests/appserver.py``) and
+``benchmarks/bench_app.py`` (tests already import from ``benchmarks``; the reverse would not do)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's; no tool may download its own browser
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Poll ``url``/_stcore/health until it answers ``ok`` (True); False as soon as ``proc`` has
+    exited or ``timeout_s`` seconds have passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
+                if r.read().strip() == b"ok":
+                    return True
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
