@@ -156,8 +156,6 @@ def main() -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
@@ -247,3 +245,7 @@ def interactions_apptest(n: int = 6) -> dict[str, float]:
         out[name] = statistics.median(times) * 1000
     assert not at.exception
     return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
