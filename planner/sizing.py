@@ -210,22 +210,13 @@ class _Candidate:
             return exc.reason.split(";")[0]
         kv = one.kv_cache
         limit, binding = kv["admissible_sequences"], kv["binding_constraint"]
+        # the plan's admission already holds both SLOs (its p95 ITL and TTFT limits): limit is theirs too
         if limit < 1:
             if binding == "latency_slo":
                 return f"p95 ITL at one sequence is {_p95(one)[1]:,.1f} ms, above the {self.itl_slo:g} ms SLO"
-            return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
-        if self.ttft_slo is not None:
-            if _p95(one)[0] > self.ttft_slo:
+            if binding == "ttft_slo":
                 return f"p95 TTFT at one sequence is {_p95(one)[0]:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
-            if _p95(self.plan(1, limit))[0] > self.ttft_slo:
-                lo, hi = 1, limit  # largest concurrency whose TTFT is inside the SLO (TTFT grows with it)
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    if _p95(self.plan(1, mid))[0] <= self.ttft_slo:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                limit, binding = lo, "ttft_slo"
+            return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
         plan_at_limit = self.plan(1, limit)
         e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf

@@ -258,3 +258,12 @@ def test_slot_wait_is_erlang_c():
     assert slot_wait_p95_s(2, 1.0, 1.0) == pytest.approx(math.log(20 / 3))
     assert slot_wait_p95_s(64, 10.0, 5.0) == 0.0  # C far below 5 %: the p95 arrival finds a slot
     assert slot_wait_p95_s(4, 4.0, 1.0) == math.inf  # offered = slots: the queue grows without bound
+
+
+def test_a_candidate_refused_by_the_ttft_slo_says_so(llama8):
+    # a 16,000-token prompt on one H100-PCIe takes ~0.6 s to prefill: above a 400 ms p95 TTFT even
+    # alone, so the plan admits 0 sequences by its TTFT limit, and the refusal names the TTFT, not
+    # memory (it used to say the K/V did not fit)
+    result = size(llama8, {"input_tokens": 16000, "output_tokens": 256}, users=30, ttft_p95_ms=400, gpus=["H100-PCIe-80GB", "B200-180GB"], tps=[1])
+    pcie = [r for r in result.refused if r.gpu == "H100-PCIe-80GB"]
+    assert pcie and all(r.reason.startswith("p95 TTFT at one sequence is ") and "above the 400 ms SLO" in r.reason for r in pcie)
