@@ -22,26 +22,20 @@ import argparse
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import zlib
 from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy  # noqa: E402
+
 MEMORY_TARGET_MIB = 300
 EVIL = "evil.example"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _proc_status(pid: int) -> dict[str, int]:
@@ -94,16 +88,9 @@ def start_server(port: int) -> subprocess.Popen:
          "--browser.gatherUsageStats", "false", "--client.showErrorDetails", "none"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
-    start = time.perf_counter()
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.read().strip() == b"ok":
-                    return proc
-        except OSError:
-            time.sleep(0.1)
-        if proc.poll() is not None or time.perf_counter() - start > 60:
-            raise SystemExit("streamlit did not start")
+    if not wait_healthy(f"http://127.0.0.1:{port}", proc, 60, poll_s=0.1):
+        raise SystemExit("streamlit did not start")
+    return proc
 
 
 RENDERED = "[data-testid=stMetricValue], [data-testid=stAlert]"
@@ -117,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = start_server(port)
     evil_requests: list[str] = []
