@@ -291,7 +291,7 @@ def test_library_never_imports_the_cli():
     code = "import sys, planner.report, planner.probe, planner.plan, planner.share; print('planner.cli' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
-    for path in (ROOT / "planner").glob("*.py"):
+    for path in (ROOT / "planner").rglob("*.py"):
         if path.name not in ("cli.py", "__main__.py"):
             assert not re.search(r"^\s*(from planner\.cli |from planner import cli|import planner\.cli)", path.read_text(), re.M), path.name
 

@@ -79,7 +79,7 @@ TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": 
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "int8": 1, "uint8": 1}
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: planner/probe/__init__.py -> ../..
 
 _TRUTHY = {"1", "true", "yes", "on"}
 
@@ -1438,6 +1438,3 @@ def main(argv: list[str] | None = None) -> int:
     print("error: run the probe as `python -m planner probe ...`; `python -m planner.probe --child` is the measuring process", file=sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
