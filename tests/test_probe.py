@@ -23,7 +23,7 @@ from planner.cli import main
 from planner.errors import PlannerError
 from planner.geometry import parse_geometry
 from planner.kv import kv_specs
-from planner.probe import budget_measurements, load_probe_json, make_options, predicted_transformers_cache_bytes, run_probe
+from planner.probe import budget_measurements, load_probe_json, make_options, parent, predicted_transformers_cache_bytes, run_probe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,7 +197,7 @@ def test_refused_before_allocating_cpu_budget(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("no process may start")
 
-    monkeypatch.setattr(probe.subprocess, "run", boom)
+    monkeypatch.setattr(parent.subprocess, "run", boom)
     with pytest.raises(PlannerError, match="refused before allocating"):
         run_probe(GQA, make_options(device="cpu", tokens=64, kv_dtype="fp32"))
 
@@ -230,7 +230,7 @@ def test_timeout_gives_error_result():
 
 @pytest.mark.parametrize(("code", "needle"), [("import os; os._exit(3)", "exited with code 3"), ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "signal 9")])
 def test_crash_gives_error_result(monkeypatch, code, needle):
-    monkeypatch.setattr(probe, "_child_command", lambda: [sys.executable, "-c", code])
+    monkeypatch.setattr(parent, "_child_command", lambda: [sys.executable, "-c", code])
     r = run_probe(GQA, make_options(device="cpu", tokens=16, kv_dtype="fp32"))
     assert not r.ok and needle in r.error
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from planner.probe import main
+from planner.probe.child import main
 
 sys.exit(main())
