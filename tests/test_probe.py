@@ -23,7 +23,8 @@ from planner.cli import main
 from planner.errors import PlannerError
 from planner.geometry import parse_geometry
 from planner.kv import kv_specs
-from planner.probe import budget_measurements, load_probe_json, make_options, parent, predicted_transformers_cache_bytes, run_probe
+from planner.probe import budget_measurements, load_probe_json, make_options, parent, predicted_transformers_cache_bytes, protocol, run_probe
+from planner.probe.prepare import build_request, prepare_probe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,6 +241,68 @@ def test_disabled(monkeypatch):
     assert probe.probe_disabled()
     with pytest.raises(PlannerError, match="disabled"):
         run_probe(GQA, make_options(device="cpu"))
+
+
+# --------------------------------------------------------------------------- parent/child protocol
+
+
+def _request(config: dict = GQA, **kw) -> protocol.ProbeRequest:
+    values = {"device": "cpu", "kv_dtype": "fp32", "tokens": 16, **kw}
+    return build_request(prepare_probe(config, make_options(**values)))
+
+
+def test_protocol_round_trip_keeps_infinity():
+    # Nemotron-H's config holds a bare Infinity (time_step_limit): the child must receive it as read
+    request = _request({**GQA, "time_step_limit": [0.0, float("inf")]}, mode="runtime")
+    text = protocol.encode(request)
+    assert "Infinity" in text and json.loads(text)["protocol"] == protocol.PROTOCOL == "kvp-probe-child/1"
+    assert protocol.decode_request(text) == request
+    allocate = _request(mode="allocate")
+    assert protocol.decode_request(protocol.encode(allocate)).layout == allocate.layout  # 2 layers x K, V
+    assert len(allocate.layout) == 4
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: {**d, "protocol": "kvp-probe-child/0"}, "speaks 'kvp-probe-child/0', not 'kvp-probe-child/1'"),
+        (lambda d: {**d, "tokens": 0}, "tokens is invalid"),
+        (lambda d: {**d, "surprise": 1}, "surprise is invalid"),
+        (lambda d: {k: v for k, v in d.items() if k != "cpu_budget"}, "cpu_budget is invalid"),
+    ],
+    ids=["version", "range", "extra", "missing"],
+)
+def test_protocol_refuses_a_bad_request(mutate, needle):
+    text = json.dumps(mutate(json.loads(protocol.encode(_request()))))
+    with pytest.raises(protocol.ProtocolError, match=re.escape(needle)):
+        protocol.decode_request(text)
+
+
+def test_child_answers_a_foreign_request_with_an_error_reply():
+    request = {**json.loads(protocol.encode(_request())), "protocol": "kvp-probe-child/2"}
+    out = subprocess.run([sys.executable, "-m", "planner.probe", "--child"], input=json.dumps(request), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    reply = protocol.decode_reply(out.stdout.strip().splitlines()[-1])
+    assert out.returncode == 0 and isinstance(reply, protocol.FailedReply)
+    assert "different planner versions" in reply.error
+
+
+def test_parent_reports_an_invalid_reply(monkeypatch):
+    # a reply of the right version whose measurement lacks every figure: an error result naming the field
+    line = json.dumps({"protocol": protocol.PROTOCOL, "status": "ok", "measurement": {"mode": "allocate"}})
+    monkeypatch.setattr(parent, "_child_command", lambda: [sys.executable, "-c", f"print({line!r})"])
+    r = run_probe(GQA, make_options(device="cpu", tokens=16, kv_dtype="fp32"))
+    assert not r.ok and r.measured_kv_bytes is None
+    assert r.error == "the probe reply's ok.measurement.allocate.device is invalid: Field required"
+
+
+def test_child_imports_no_more_of_the_planner_than_the_single_module_did():
+    # planner/probe.py imported planner.errors, geometry, kv and limits at import time; the child's
+    # process (python -m planner.probe --child) loads the package, so the same set plus planner.probe.*
+    code = "import sys, planner.probe.child; print(' '.join(sorted(m for m in sys.modules if m.startswith(('planner', 'torch', 'transformers')))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    loaded = set(out.stdout.split())
+    assert out.returncode == 0, out.stderr
+    assert {m for m in loaded if not m.startswith("planner.probe")} == {"planner", "planner.errors", "planner.geometry", "planner.kv", "planner.limits"}
 
 
 # --------------------------------------------------------------------------- CLI (subprocess end to end)

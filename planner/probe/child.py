@@ -8,37 +8,40 @@ functions, so importing this module stays light.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from typing import Any
 
 from planner.errors import PlannerError
-from planner.probe.options import CUDA_ROUND, DEFAULT_CPU_BUDGET, ENV_CPU_BUDGET, GPU_FREE_FRACTION
-from planner.probe.protocol import MAX_REQUEST_BYTES, TORCH_DTYPE, CacheTensor
+from planner.probe.options import CUDA_ROUND, ENV_CPU_BUDGET, GPU_FREE_FRACTION
+from planner.probe.protocol import (
+    MAX_REQUEST_BYTES,
+    TORCH_DTYPE,
+    AllocateMeasurement,
+    CacheLayer,
+    FailedReply,
+    MeasuredReply,
+    ProbeReply,
+    ProbeRequest,
+    ProtocolError,
+    RefusedReply,
+    RuntimeMeasurement,
+    decode_request,
+    encode,
+)
 
 
-class _Refused(Exception):
-    def __init__(self, field: str, value: object, reason: str) -> None:
-        super().__init__(reason)
-        self.field, self.value, self.reason = field, value, reason
-
-
-def execute(request: dict) -> dict:
-    """Measure one request in this process (the child's work). Never raises: returns a status dict."""
+def execute(request: ProbeRequest) -> ProbeReply:
+    """Measure one request in this process (the child's work). Never raises: a refusal or a
+    failure is a reply too."""
     try:
-        if request.get("mode") == "allocate":
-            measurement = _measure_allocate(request)
-        else:
-            measurement = _measure_runtime(request)
-        return {"status": "ok", "measurement": measurement}
-    except _Refused as exc:
-        return {"status": "refused", "field": exc.field, "value": str(exc.value), "reason": exc.reason}
+        measure = _measure_allocate if request.mode == "allocate" else _measure_runtime
+        return MeasuredReply(measurement=measure(request))
     except PlannerError as exc:
-        return {"status": "refused", "field": exc.field, "value": str(exc.value), "reason": exc.reason}
+        return RefusedReply(field=str(exc.field), value=str(exc.value), reason=exc.reason)
     except Exception as exc:  # noqa: BLE001 - the child reports every failure as a result
-        return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:1000]}"}
+        return FailedReply(error=f"{type(exc).__name__}: {str(exc)[:1000]}")
     finally:
         _release()
 
@@ -54,7 +57,7 @@ def _release() -> None:
 
 def _device(torch: Any, wanted: str) -> Any:
     if wanted == "cuda" and not torch.cuda.is_available():
-        raise _Refused("device", "cuda", "CUDA is not available on this machine (torch.cuda.is_available() is False); use --device cpu or auto")
+        raise PlannerError("device", "cuda", "CUDA is not available on this machine (torch.cuda.is_available() is False); use --device cpu or auto")
     if wanted == "auto":
         wanted = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(wanted)
@@ -82,7 +85,7 @@ def _check_memory(torch: Any, dev: Any, need: int, budget: int) -> None:
 
 def _refuse_child(need: int, limit: float, what: str) -> None:
     if need > limit:
-        raise _Refused("probe", f"{need:,} bytes", f"the probe would need {need:,} bytes, above {what} of {int(limit):,} bytes: refused before allocating; lower --tokens or --batch, or use --layers-limit")
+        raise PlannerError("probe", f"{need:,} bytes", f"the probe would need {need:,} bytes, above {what} of {int(limit):,} bytes: refused before allocating; lower --tokens or --batch, or use --layers-limit")
 
 
 def _storage_bytes(tensors: list, seen: set | None = None) -> int:
@@ -103,21 +106,21 @@ def _sync(torch: Any, dev: Any) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _measure_allocate(req: dict) -> dict:
+def _measure_allocate(req: ProbeRequest) -> AllocateMeasurement:
     import torch
 
-    dev = _device(torch, req["device"])
-    specs = [CacheTensor(**t) for t in req["layout"]]
+    dev = _device(torch, req.device)
+    specs = req.layout
     dtypes = {}
     for t in specs:
         if t.dtype not in dtypes:
             dt = getattr(torch, t.dtype, None)
             if dt is None:
-                raise _Refused("kv_dtype", t.dtype, f"this torch ({torch.__version__}) has no {t.dtype}")
+                raise PlannerError("kv_dtype", t.dtype, f"this torch ({torch.__version__}) has no {t.dtype}")
             dtypes[t.dtype] = dt
     storage_pred = sum(t.nbytes for t in specs)
     rounded = sum(-(-t.nbytes // CUDA_ROUND) * CUDA_ROUND for t in specs)
-    _check_memory(torch, dev, rounded if dev.type == "cuda" else storage_pred, int(req.get("cpu_budget", DEFAULT_CPU_BUDGET)))
+    _check_memory(torch, dev, rounded if dev.type == "cuda" else storage_pred, req.cpu_budget)
     info = _device_info(torch, dev)
     tensors: list = []
     if dev.type == "cuda":
@@ -146,7 +149,7 @@ def _measure_allocate(req: dict) -> dict:
         _release()
     if dev.type == "cuda":
         out["cuda_released"] = torch.cuda.memory_allocated(dev) == before
-    return out
+    return AllocateMeasurement(**out)
 
 
 _DROP_KEYS = {"model_type", "architectures", "auto_map", "quantization_config", "torch_dtype", "dtype", "transformers_version", "attn_implementation", "use_cache", "trust_remote_code"}
@@ -158,17 +161,17 @@ def build_transformers_config(text_cfg: dict) -> Any:
 
     model_type = text_cfg.get("model_type")
     if not isinstance(model_type, str):
-        raise _Refused("model_type", model_type, "the config names no model_type: transformers cannot build a model from it")
+        raise PlannerError("model_type", model_type, "the config names no model_type: transformers cannot build a model from it")
     fields = {k: v for k, v in text_cfg.items() if not k.startswith("_") and k not in _DROP_KEYS}
     try:
         cfg = AutoConfig.for_model(model_type, **fields)
     except ValueError as exc:
-        raise _Refused("model_type", model_type, f"transformers does not know this model type (the probe never runs remote code): {str(exc)[:200]}") from None
+        raise PlannerError("model_type", model_type, f"transformers does not know this model type (the probe never runs remote code): {str(exc)[:200]}") from None
     cfg.use_cache = True
     return cfg
 
 
-def _cache_tensors(cache: Any) -> tuple[list[dict], list, list, int]:
+def _cache_tensors(cache: Any) -> tuple[list[CacheLayer], list, list, int]:
     """Per-layer rows, K/V tensors, other state tensors of a cache, and the state bytes."""
     import torch
 
@@ -182,17 +185,17 @@ def _cache_tensors(cache: Any) -> tuple[list[dict], list, list, int]:
                 state.append(value)
         if pair:
             rows.append(
-                {
-                    "index": i,
-                    "cache_class": type(layer).__name__,
-                    "keys_shape": list(keys.shape) if isinstance(keys, torch.Tensor) else [],
-                    "values_shape": list(values.shape) if isinstance(values, torch.Tensor) else [],
-                    "storage_bytes": _storage_bytes(pair),
-                    "logical_bytes": sum(t.numel() * t.element_size() for t in pair),
-                }
+                CacheLayer(
+                    index=i,
+                    cache_class=type(layer).__name__,
+                    keys_shape=tuple(keys.shape) if isinstance(keys, torch.Tensor) else (),
+                    values_shape=tuple(values.shape) if isinstance(values, torch.Tensor) else (),
+                    storage_bytes=_storage_bytes(pair),
+                    logical_bytes=sum(t.numel() * t.element_size() for t in pair),
+                )
             )
         else:
-            rows.append({"index": i, "cache_class": type(layer).__name__, "storage_bytes": 0, "logical_bytes": 0})
+            rows.append(CacheLayer(index=i, cache_class=type(layer).__name__, storage_bytes=0, logical_bytes=0))
     return rows, kv, state, _storage_bytes(state)
 
 
@@ -203,25 +206,22 @@ def _forward(model: Any, ids: Any, cache: Any) -> Any:
         return model(input_ids=ids, cache=cache, use_cache=True)
 
 
-def _measure_runtime(req: dict) -> dict:
+def _measure_runtime(req: ProbeRequest) -> RuntimeMeasurement:
     import resource
 
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, DynamicCache, StaticCache
+    from transformers import AutoModelForCausalLM
 
-    dev = _device(torch, req["device"])
-    dtype = getattr(torch, TORCH_DTYPE[req["kv_dtype"]])
-    cfg = build_transformers_config(req["text_config"])
-    B, T, N = int(req["batch"]), int(req["tokens"]), int(req["decode_steps"])
+    dev = _device(torch, req.device)
+    dtype = getattr(torch, TORCH_DTYPE[req.kv_dtype])
+    cfg = build_transformers_config(req.text_config)
     with torch.device("meta"):
         meta = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     weights = sum(p.numel() * p.element_size() for p in meta.parameters()) + sum(b.numel() * b.element_size() for b in meta.buffers())
     del meta
-    need = weights + int(req["kv_peak_bytes"]) + int(req.get("work_bytes", 0))
-    _check_memory(torch, dev, need, int(req.get("cpu_budget", DEFAULT_CPU_BUDGET)))
-    info = _device_info(torch, dev)
-    info.update(transformers_version=transformers.__version__, weights_bytes=weights)
+    _check_memory(torch, dev, weights + req.kv_peak_bytes + req.work_bytes, req.cpu_budget)
+    fields = {**_device_info(torch, dev), "transformers_version": transformers.__version__, "weights_bytes": weights}
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if dev.type == "cuda":
         torch.cuda.init()
@@ -229,7 +229,7 @@ def _measure_runtime(req: dict) -> dict:
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated(dev)
     torch.manual_seed(0)
-    model = cache = out = None
+    model = cache = None
     try:
         with torch.device(dev):
             model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
@@ -240,60 +240,67 @@ def _measure_runtime(req: dict) -> dict:
             free, total = torch.cuda.mem_get_info(dev)
             # what the device uses beyond torch's own pool: the CUDA context, cuBLAS/cuDNN workspaces
             non_torch = max(0, (total - free) - torch.cuda.memory_reserved(dev))
-        vocab = int(getattr(cfg, "vocab_size", 0) or model.get_input_embeddings().num_embeddings)
-        ids = torch.randint(0, vocab, (B, T), device=dev)
-        with torch.inference_mode():
-            if req.get("warmup", True):
-                warm = DynamicCache(config=cfg)
-                o = _forward(model, ids[:, : min(T, 8)], warm)
-                _forward(model, o.logits[:, -1:].argmax(-1), warm)
-                del warm, o
-            cache = StaticCache(config=cfg, max_cache_len=T + N) if req.get("static") else DynamicCache(config=cfg)
-            if dev.type == "cuda":
-                _sync(torch, dev)
-                torch.cuda.reset_peak_memory_stats(dev)
-            t0 = time.perf_counter()
-            out = _forward(model, ids, cache)
-            nxt = out.logits[:, -1:].argmax(-1)
-            _sync(torch, dev)
-            prefill_ms = (time.perf_counter() - t0) * 1e3
-            _, kv_after_prefill, _, _ = _cache_tensors(cache)
-            after_prefill = _storage_bytes(kv_after_prefill)
-            del kv_after_prefill
-            steps = []
-            for _ in range(N):
-                t0 = time.perf_counter()
-                out = _forward(model, nxt, cache)
-                nxt = out.logits[:, -1:].argmax(-1)
-                _sync(torch, dev)
-                steps.append((time.perf_counter() - t0) * 1e3)
+        cache, prefill_ms, after_prefill, steps = _prefill_and_decode(torch, model, cfg, req, dev)
         rows, kv, _state, state_bytes = _cache_tensors(cache)
-        result = {
-            **info,
-            "kv_bytes": _storage_bytes(kv),
-            "storage_bytes": _storage_bytes(kv),
-            "logical_kv_bytes": sum(t.numel() * t.element_size() for t in kv),
-            "kv_bytes_after_prefill": after_prefill,
-            "state_bytes": state_bytes,
-            "prefill_ms": round(prefill_ms, 4),
-            "decode_steps_ms": [round(s, 4) for s in steps],
-            "layers": rows,
-            "warmup": bool(req.get("warmup", True)),
-            "peak_rss_delta_bytes": max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0),
-        }
+        fields.update(
+            kv_bytes=_storage_bytes(kv),
+            storage_bytes=_storage_bytes(kv),
+            logical_kv_bytes=sum(t.numel() * t.element_size() for t in kv),
+            kv_bytes_after_prefill=after_prefill,
+            state_bytes=state_bytes,
+            prefill_ms=round(prefill_ms, 4),
+            decode_steps_ms=tuple(round(s, 4) for s in steps),
+            layers=tuple(rows),
+            warmup=req.warmup,
+            peak_rss_delta_bytes=max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0),
+        )
         del kv, _state
         if dev.type == "cuda":
-            result["cuda_peak_delta_bytes"] = torch.cuda.max_memory_allocated(dev) - base
-            result["cuda_weights_bytes"] = loaded - base
-            result["cuda_non_torch_bytes"] = non_torch
+            peak = torch.cuda.max_memory_allocated(dev) - base
             # the prefill's peak above the weights and the cache it filled: its activations at B x T tokens
-            result["cuda_prefill_peak_bytes"] = max(0, result["cuda_peak_delta_bytes"] - (loaded - base) - after_prefill)
+            fields.update(cuda_peak_delta_bytes=peak, cuda_weights_bytes=loaded - base, cuda_non_torch_bytes=non_torch, cuda_prefill_peak_bytes=max(0, peak - (loaded - base) - after_prefill))
     finally:
-        del model, cache, out
+        del model, cache
         _release()
     if dev.type == "cuda":
-        result["cuda_released"] = torch.cuda.memory_allocated(dev) == base
-    return result
+        fields["cuda_released"] = torch.cuda.memory_allocated(dev) == base
+    return RuntimeMeasurement(**fields)
+
+
+def _prefill_and_decode(torch: Any, model: Any, cfg: Any, req: ProbeRequest, dev: Any) -> tuple[Any, float, int, list[float]]:
+    """A (warm-up,) a timed prefill of ``tokens`` random ids and ``decode_steps`` timed single-token
+    steps into a fresh cache: (the cache, prefill ms, cache bytes after the prefill, step ms)."""
+    from transformers import DynamicCache, StaticCache
+
+    B, T, N = req.batch, req.tokens, req.decode_steps
+    vocab = int(getattr(cfg, "vocab_size", 0) or model.get_input_embeddings().num_embeddings)
+    ids = torch.randint(0, vocab, (B, T), device=dev)
+    with torch.inference_mode():
+        if req.warmup:
+            warm = DynamicCache(config=cfg)
+            o = _forward(model, ids[:, : min(T, 8)], warm)
+            _forward(model, o.logits[:, -1:].argmax(-1), warm)
+            del warm, o
+        cache = StaticCache(config=cfg, max_cache_len=T + N) if req.static else DynamicCache(config=cfg)
+        if dev.type == "cuda":
+            _sync(torch, dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        out = _forward(model, ids, cache)
+        nxt = out.logits[:, -1:].argmax(-1)
+        _sync(torch, dev)
+        prefill_ms = (time.perf_counter() - t0) * 1e3
+        _, kv_after_prefill, _, _ = _cache_tensors(cache)
+        after_prefill = _storage_bytes(kv_after_prefill)
+        del kv_after_prefill
+        steps = []
+        for _ in range(N):
+            t0 = time.perf_counter()
+            out = _forward(model, nxt, cache)
+            nxt = out.logits[:, -1:].argmax(-1)
+            _sync(torch, dev)
+            steps.append((time.perf_counter() - t0) * 1e3)
+    return cache, prefill_ms, after_prefill, steps
 
 
 def _child_main() -> int:
@@ -301,15 +308,18 @@ def _child_main() -> int:
     real_out = os.dup(1)
     os.dup2(2, 1)  # stray prints from libraries go to stderr, not into the reply
     sys.stdout = sys.stderr
+    reply: ProbeReply
     try:
         raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
         if len(raw) > MAX_REQUEST_BYTES:
-            reply = {"status": "error", "error": "probe request too large"}
+            reply = FailedReply(error="probe request too large")
         else:
-            reply = execute(json.loads(raw))
+            reply = execute(decode_request(raw))
+    except ProtocolError as exc:
+        reply = FailedReply(error=str(exc))
     except Exception as exc:  # noqa: BLE001
-        reply = {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:1000]}"}
-    os.write(real_out, (json.dumps(reply) + "\n").encode("utf-8"))
+        reply = FailedReply(error=f"{type(exc).__name__}: {str(exc)[:1000]}")
+    os.write(real_out, (encode(reply) + "\n").encode("utf-8"))
     return 0
 
 

@@ -6,7 +6,8 @@ from planner.kv import QUANT_GROUP
 from planner.probe.layouts import transformers_layers
 from planner.probe.options import CUDA_ROUND, INSTALLED_TRANSFORMERS_RUNTIME
 from planner.probe.prepare import Prepared
-from planner.probe.results import LayerMeasurement, ProbeResult
+from planner.probe.protocol import AllocateMeasurement, RuntimeMeasurement
+from planner.probe.results import ProbeResult
 
 
 def _fmt(n: int | None) -> str:
@@ -56,71 +57,85 @@ def prediction_sentences(prep: Prepared) -> list[str]:
     return out
 
 
-def explain_probe(prep: Prepared, r: dict, m: dict, layers: list[LayerMeasurement]) -> list[str]:
-    o = prep.options
+def explain_probe(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | RuntimeMeasurement) -> list[str]:
+    """How a successful probe's measured bytes (and times) compare with the predictions."""
+    out = _bytes_sentences(prep, r, m)
+    if prep.planner != r.predicted_kv_bytes:
+        pr = "n/a" if r.planner_ratio is None else f"{r.planner_ratio:.4f}"
+        out.append(f"planner.kv predicts {_fmt(prep.planner)} for these layers (measured/planner {pr}):")
+    out += prediction_sentences(prep)
+    for row in r.layers:
+        sliding_cls = "Sliding" in row.cache_class
+        if row.planner_kind in ("sliding", "chunked") and not sliding_cls or row.planner_kind == "full" and sliding_cls:
+            out.append(f"layer {row.index}: transformers uses {row.cache_class} where the planner's geometry says {row.planner_kind}.")
+    if r.layers_measured < r.layers_total:
+        out.append(
+            f"Measured the first {r.layers_measured} of {r.layers_total} layers (same layer-kind pattern); the full model is predicted at {_fmt(prep.predicted_full)} "
+            f"(planner {_fmt(prep.planner_full)}), and the measurement scaled by predicted full / predicted measured gives {_fmt(r.scaled_measured_kv_bytes)}."
+        )
+        if isinstance(m, RuntimeMeasurement):
+            out.append(f"Timings cover {r.layers_measured} layers plus the embedding and LM head: the layer part of a full-model step is roughly {r.layer_scale:.1f}x longer.")
+    if isinstance(m, RuntimeMeasurement):
+        out += _runtime_sentences(prep, r, m)
+    if r.device == "cuda" and r.cuda_released is False:
+        out.append("CUDA memory was not fully back at the baseline after release (the caching allocator may hold blocks).")
+    out += list(prep.notes)
+    return out
+
+
+def _bytes_sentences(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | RuntimeMeasurement) -> list[str]:
+    """What "measured" is in this mode, and where it differs from the prediction."""
     out = []
-    measured, predicted = r["measured_kv_bytes"], r["predicted_kv_bytes"]
-    if r["device"] == "cuda" and o.mode == "allocate":
-        out.append(f"Measured = torch.cuda.memory_allocated after minus before allocating {m.get('tensors', 0)} tensors; tensor storage alone is {_fmt(m.get('storage_bytes'))}.")
-    elif o.mode == "allocate":
-        out.append(f"Measured = the storage bytes (untyped_storage().nbytes()) of the {m.get('tensors', 0)} allocated tensors.")
+    measured, predicted = m.kv_bytes, r.predicted_kv_bytes
+    allocate = isinstance(m, AllocateMeasurement)
+    if r.device == "cuda" and allocate:
+        out.append(f"Measured = torch.cuda.memory_allocated after minus before allocating {m.tensors} tensors; tensor storage alone is {_fmt(m.storage_bytes)}.")
+    elif allocate:
+        out.append(f"Measured = the storage bytes (untyped_storage().nbytes()) of the {m.tensors} allocated tensors.")
     else:
         out.append("Measured = the storage bytes of every cache layer's keys and values tensors after the last forward (bookkeeping scalars excluded).")
     if predicted == 0:
         out.append("The measured layers hold no K/V (recurrent, MLP-only or cross-attention layers): raise --layers-limit to include attention layers.")
     if measured == predicted:
         out.append(f"Measured K/V bytes equal the prediction exactly ({_fmt(measured)}).")
-    else:
-        diff = measured - predicted
-        rounded = m.get("rounded_bytes")
-        if r["device"] == "cuda" and o.mode == "allocate" and rounded == measured and m.get("storage_bytes") == predicted:
-            out.append(f"Measured exceeds the prediction by {diff:,} B: the CUDA caching allocator rounds every tensor up to a multiple of {CUDA_ROUND} bytes; the storage itself matches exactly.")
-        else:
-            ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.6f}"
-            out.append(f"Measured differs from the prediction by {diff:+,} B (ratio {ratio}); see the per-layer rows for where.")
-            for row in layers:
-                if row.predicted_bytes is not None and row.predicted_bytes != row.measured_bytes:
-                    out.append(f"layer {row.index} ({row.cache_class}, planner kind {row.planner_kind}): predicted {_fmt(row.predicted_bytes)}, measured {_fmt(row.measured_bytes)} (keys {list(row.keys_shape)}, values {list(row.values_shape)}).")
-                    break
-    if prep.planner != predicted:
-        pr = "n/a" if r["planner_ratio"] is None else f"{r['planner_ratio']:.4f}"
-        out.append(f"planner.kv predicts {_fmt(prep.planner)} for these layers (measured/planner {pr}):")
-    out += prediction_sentences(prep)
-    for row in layers:
-        sliding_cls = "Sliding" in row.cache_class
-        if row.planner_kind in ("sliding", "chunked") and not sliding_cls or row.planner_kind == "full" and sliding_cls:
-            out.append(f"layer {row.index}: transformers uses {row.cache_class} where the planner's geometry says {row.planner_kind}.")
-    if r["layers_measured"] < r["layers_total"]:
+        return out
+    diff = measured - predicted
+    if r.device == "cuda" and allocate and m.rounded_bytes == measured and m.storage_bytes == predicted:
+        out.append(f"Measured exceeds the prediction by {diff:,} B: the CUDA caching allocator rounds every tensor up to a multiple of {CUDA_ROUND} bytes; the storage itself matches exactly.")
+        return out
+    ratio = "n/a" if r.ratio is None else f"{r.ratio:.6f}"
+    out.append(f"Measured differs from the prediction by {diff:+,} B (ratio {ratio}); see the per-layer rows for where.")
+    for row in r.layers:
+        if row.predicted_bytes is not None and row.predicted_bytes != row.measured_bytes:
+            out.append(f"layer {row.index} ({row.cache_class}, planner kind {row.planner_kind}): predicted {_fmt(row.predicted_bytes)}, measured {_fmt(row.measured_bytes)} (keys {list(row.keys_shape)}, values {list(row.values_shape)}).")
+            break
+    return out
+
+
+def _runtime_sentences(prep: Prepared, r: ProbeResult, m: RuntimeMeasurement) -> list[str]:
+    """The cache after the prefill, the timings against the roofline, and what peak memory holds."""
+    o = prep.options
+    out = []
+    after_p, after_m = r.predicted_kv_bytes_after_prefill, r.measured_kv_bytes_after_prefill
+    if after_m is not None:
+        eq = "equal to" if after_p == after_m else "against"
+        out.append(f"Right after the prefill the cache held {_fmt(after_m)} ({eq} the predicted {_fmt(after_p)}); the cache grows by one position per full layer per decode step.")
+    out.append(f"The cache holds {prep.cached:,} positions: the {o.tokens:,}-token prefill plus {o.decode_steps} decode steps, each writing one position (generate() would write one fewer: the last token's K/V is never stored).")
+    if r.prefill_ms is not None:
         out.append(
-            f"Measured the first {r['layers_measured']} of {r['layers_total']} layers (same layer-kind pattern); the full model is predicted at {_fmt(prep.predicted_full)} "
-            f"(planner {_fmt(prep.planner_full)}), and the measurement scaled by predicted full / predicted measured gives {_fmt(r.get('scaled_measured_kv_bytes'))}."
+            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {_fmt_ms(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
+            f"(roofline for {r.roofline_device} at MFU {r.assumed_mfu:g}, MBU {r.assumed_mbu:g}, weights as planner.weights counts them, bf16 peak)."
         )
-        if o.mode == "runtime":
-            out.append(f"Timings cover {r['layers_measured']} layers plus the embedding and LM head: the layer part of a full-model step is roughly {r['layer_scale']:.1f}x longer.")
-    if o.mode == "runtime":
-        after_p, after_m = r.get("predicted_kv_bytes_after_prefill"), r.get("measured_kv_bytes_after_prefill")
-        if after_m is not None:
-            eq = "equal to" if after_p == after_m else "against"
-            out.append(f"Right after the prefill the cache held {_fmt(after_m)} ({eq} the predicted {_fmt(after_p)}); the cache grows by one position per full layer per decode step.")
-        out.append(f"The cache holds {prep.cached:,} positions: the {o.tokens:,}-token prefill plus {o.decode_steps} decode steps, each writing one position (generate() would write one fewer: the last token's K/V is never stored).")
-        if r.get("prefill_ms") is not None:
-            out.append(
-                f"Prefill {r['prefill_ms']:.2f} ms vs roofline {r['predicted_prefill_ms']:.4g} ms; decode step p50 {_fmt_ms(r.get('decode_ms_p50'))} vs roofline {r['predicted_decode_step_ms']:.4g} ms "
-                f"(roofline for {r['roofline_device']} at MFU {r['assumed_mfu']:g}, MBU {r['assumed_mbu']:g}, weights as planner.weights counts them, bf16 peak)."
-            )
-        if r["device"] == "cpu":
-            out.append(f"Ran on CPU: the roofline describes {r['roofline_device']}, so latency ratios and the calibrated MFU/MBU describe this CPU against that GPU's datasheet and should not be used for a GPU plan.")
-            if r.get("peak_rss_delta_bytes") is not None:
-                out.append(f"Peak memory on CPU is the child process's peak RSS growth ({_fmt(r['peak_rss_delta_bytes'])}): weights, activations, allocator caches and Python objects, not the cache alone.")
-        elif r.get("cuda_peak_delta_bytes") is not None:
-            out.append(f"Peak CUDA memory above the baseline was {_fmt(r['cuda_peak_delta_bytes'])} (weights {_fmt(r.get('measured_weights_bytes'))}, cache and activations).")
-        if r.get("measured_state_bytes"):
-            out.append(f"Recurrent (Mamba/linear-attention) layers hold {_fmt(r['measured_state_bytes'])} of state, outside the K/V comparison.")
-        if m.get("warmup"):
-            out.append("A short warm-up forward ran first so one-time start-up costs are not in the timings.")
-    if r["device"] == "cuda" and r.get("cuda_released") is False:
-        out.append("CUDA memory was not fully back at the baseline after release (the caching allocator may hold blocks).")
-    out += list(prep.notes)
+    if r.device == "cpu":
+        out.append(f"Ran on CPU: the roofline describes {r.roofline_device}, so latency ratios and the calibrated MFU/MBU describe this CPU against that GPU's datasheet and should not be used for a GPU plan.")
+        if r.peak_rss_delta_bytes is not None:
+            out.append(f"Peak memory on CPU is the child process's peak RSS growth ({_fmt(r.peak_rss_delta_bytes)}): weights, activations, allocator caches and Python objects, not the cache alone.")
+    elif r.cuda_peak_delta_bytes is not None:
+        out.append(f"Peak CUDA memory above the baseline was {_fmt(r.cuda_peak_delta_bytes)} (weights {_fmt(r.measured_weights_bytes)}, cache and activations).")
+    if r.measured_state_bytes:
+        out.append(f"Recurrent (Mamba/linear-attention) layers hold {_fmt(r.measured_state_bytes)} of state, outside the K/V comparison.")
+    if m.warmup:
+        out.append("A short warm-up forward ran first so one-time start-up costs are not in the timings.")
     return out
 
 

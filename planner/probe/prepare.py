@@ -15,7 +15,7 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry, text_config
 from planner.probe.layouts import planner_kv_bytes, predicted_transformers_cache_bytes, transformers_layout, vllm_layout
 from planner.probe.options import ENV_CPU_BUDGET, INSTALLED_TRANSFORMERS_RUNTIME, ProbeOptions, check_combination, cpu_budget_bytes
-from planner.probe.protocol import ELEMENT_BYTES, CacheTensor
+from planner.probe.protocol import ELEMENT_BYTES, CacheTensor, ProbeRequest
 
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 
@@ -152,22 +152,22 @@ def _refuse_over_budget(need: int, limit: float, what: str, hint: str, prep: Pre
     )
 
 
-def build_request(prep: Prepared) -> dict:
+def build_request(prep: Prepared) -> ProbeRequest:
+    """The child's request: the options it needs, the (limited) config or the tensors, its budgets."""
     o = prep.options
-    return {
-        "mode": o.mode,
-        "runtime": o.effective_runtime,
-        "device": o.device,
-        "kv_dtype": o.kv_dtype,
-        "tokens": o.tokens,
-        "batch": o.batch,
-        "decode_steps": o.decode_steps,
-        "static": o.static,
-        "warmup": o.warmup,
-        "text_config": prep.text_cfg,
-        "layout": [t.model_dump(mode="json") for t in prep.layout],
-        "need_bytes": prep.need_bytes,
-        "kv_peak_bytes": max(prep.predicted, prep.predicted_after_prefill or 0),
-        "work_bytes": prep.work_estimate,
-        "cpu_budget": cpu_budget_bytes(),
-    }
+    return ProbeRequest(
+        mode=o.mode,
+        runtime=o.effective_runtime,
+        device=o.device,
+        kv_dtype=o.kv_dtype,
+        tokens=o.tokens,
+        batch=o.batch,
+        decode_steps=o.decode_steps,
+        static=o.static,
+        warmup=o.warmup,
+        text_config=prep.text_cfg,
+        layout=prep.layout,
+        kv_peak_bytes=max(prep.predicted, prep.predicted_after_prefill or 0),
+        work_bytes=prep.work_estimate,
+        cpu_budget=cpu_budget_bytes(),
+    )
