@@ -19,6 +19,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.config_keys import (
+    ATTENTION_HEAD_KEYS,
+    FALCON_NEW_ARCH_KV_HEAD_KEYS,
+    GROUPED_KV_HEAD_KEY,
+    HEAD_DIM_KEYS,
+    HIDDEN_SIZE_KEYS,
+    KV_HEAD_KEYS,
+    LAYER_COUNT_KEYS,
+    MAMBA_CONV_KERNEL_KEYS,
+    MAMBA_STATE_KEYS,
+    MAX_POSITION_KEYS,
+    NESTED_KV_HEAD_KEY,
+    TEXT_CONFIG_KEYS,
+    VOCAB_KEYS,
+    one_of,
+)
 from planner.errors import ConfigError
 from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache, check_number
 
@@ -27,7 +43,6 @@ KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linea
 
 # MAX_LAYERS, MAX_HEADS, MAX_DIM, MAX_POSITIONS: ranges documented in planner/limits.py
 
-TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 INDEXER_QUANT_BLOCK = 128  # vLLM 0.33 DeepseekV32IndexerCache: one fp32 scale per 128 fp8 values
 
 # layer_types names used by transformers and the Hub, mapped to our kinds
@@ -265,15 +280,9 @@ def _complete_with_defaults(sub: dict, where: str, notes: list[str]) -> dict:
     return {**defaults, **sub}
 
 
-_REQUIRED_ALIASES = {
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
-    "heads": ("num_attention_heads", "n_head", "n_heads"),
-    "hidden": ("hidden_size", "n_embd", "d_model"),
-}
-
-
 def _is_sparse(cfg: dict) -> bool:
-    return any(not any(_present(cfg, k) for k in keys) for keys in _REQUIRED_ALIASES.values())
+    """No layer count, head count or hidden size under any of their names."""
+    return any(not any(_present(cfg, k) for k in keys) for keys in (LAYER_COUNT_KEYS, ATTENTION_HEAD_KEYS, HIDDEN_SIZE_KEYS))
 
 
 def select_text_config(config: dict) -> tuple[dict, str, list[str]]:
@@ -303,9 +312,10 @@ def select_text_config(config: dict) -> tuple[dict, str, list[str]]:
 
 
 def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
-    attn_config = cfg.get("attn_config")
-    if isinstance(attn_config, dict) and _present(attn_config, "kv_n_heads"):
-        return _int_field(attn_config, "kv_n_heads", hi=MAX_HEADS, where=f"{where}attn_config.")
+    outer, inner = NESTED_KV_HEAD_KEY
+    nested = cfg.get(outer)
+    if isinstance(nested, dict) and _present(nested, inner):
+        return _int_field(nested, inner, hi=MAX_HEADS, where=f"{where}{outer}.")
     new_arch = cfg.get("new_decoder_architecture") is True
     if cfg.get("multi_query") is True and not new_arch:
         # Falcon (old architecture) and GPT-BigCode: one KV head, whatever num_kv_heads says
@@ -313,18 +323,18 @@ def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
         notes.append("multi_query: one KV head shared by all query heads")
         return 1
     if new_arch:
-        found = _first(cfg, ("num_kv_heads", "n_head_kv", "num_key_value_heads"), where=where, hi=MAX_HEADS)
+        found = _first(cfg, FALCON_NEW_ARCH_KV_HEAD_KEYS, where=where, hi=MAX_HEADS)
         return found[1] if found else heads
-    found = _first(cfg, ("num_key_value_heads", "num_kv_heads", "n_head_kv"), where=where, hi=MAX_HEADS)
+    found = _first(cfg, KV_HEAD_KEYS, where=where, hi=MAX_HEADS)
     if found:
         return found[1]
-    if _present(cfg, "multi_query_group_num") and cfg.get("multi_query_attention", True):
-        return _int_field(cfg, "multi_query_group_num", hi=MAX_HEADS, where=where)
+    if _present(cfg, GROUPED_KV_HEAD_KEY) and cfg.get("multi_query_attention", True):
+        return _int_field(cfg, GROUPED_KV_HEAD_KEY, hi=MAX_HEADS, where=where)
     return heads
 
 
 def _head_dim(cfg: dict, hidden: int, heads: int, where: str, notes: list[str]) -> int:
-    for key in ("head_dim", "attention_head_dim", "kv_channels", "d_head"):
+    for key in HEAD_DIM_KEYS:
         value = cfg.get(key)
         if value is None:
             continue
@@ -537,8 +547,8 @@ def _mla(cfg: dict, where: str) -> MLASpec | None:
 
 def _mamba_state(cfg: dict, hidden: int, where: str) -> StateSpec:
     """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) state per layer and sequence, in elements."""
-    d_conv = next((_int_field(cfg, k, where=where) for k in ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel") if _present(cfg, k)), 4)
-    d_state = next((_int_field(cfg, k, where=where) for k in ("mamba_d_state", "ssm_state_size", "state_size") if _present(cfg, k)), 16)
+    d_conv = next((_int_field(cfg, k, where=where) for k in MAMBA_CONV_KERNEL_KEYS if _present(cfg, k)), 4)
+    d_state = next((_int_field(cfg, k, where=where) for k in MAMBA_STATE_KEYS if _present(cfg, k)), 16)
     if _present(cfg, "mamba_num_heads") and _present(cfg, "mamba_head_dim"):  # Mamba-2
         nheads = _int_field(cfg, "mamba_num_heads", where=where)
         head_dim = _int_field(cfg, "mamba_head_dim", where=where)
@@ -784,26 +794,26 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     where = f"{path}." if path else ""
     model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
 
-    found = _first(cfg, _REQUIRED_ALIASES["layers"], where=where, hi=MAX_LAYERS)
+    found = _first(cfg, LAYER_COUNT_KEYS, where=where, hi=MAX_LAYERS)
     if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
         # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
         found = ("layers_block_type", len(cfg["layers_block_type"]))
     if not found:
-        raise ConfigError(f"{where}num_hidden_layers", None, "missing: no layer count (num_hidden_layers, n_layer, n_layers, num_layers or a layers_block_type list)")
+        raise ConfigError(f"{where}num_hidden_layers", None, f"missing: no layer count ({one_of((*LAYER_COUNT_KEYS, 'a layers_block_type list'))})")
     n_layers = found[1]
-    found = _first(cfg, _REQUIRED_ALIASES["heads"], where=where, hi=MAX_HEADS)
+    found = _first(cfg, ATTENTION_HEAD_KEYS, where=where, hi=MAX_HEADS)
     if not found:
-        raise ConfigError(f"{where}num_attention_heads", None, "missing: no attention head count (num_attention_heads, n_head or n_heads)")
+        raise ConfigError(f"{where}num_attention_heads", None, f"missing: no attention head count ({one_of(ATTENTION_HEAD_KEYS)})")
     heads = found[1]
-    found = _first(cfg, _REQUIRED_ALIASES["hidden"], where=where)
+    found = _first(cfg, HIDDEN_SIZE_KEYS, where=where)
     hidden = found[1] if found else None
     max_pos = next(
-        (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len") if _present(cfg, k)),
+        (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in MAX_POSITION_KEYS if _present(cfg, k)),
         None,
     )
     if max_pos is None:  # transformers would use the class default
         default = arch_defaults()["defaults"].get(model_type, {})
-        max_pos = next((default[k] for k in ("max_position_embeddings", "n_positions") if isinstance(default.get(k), int)), None)
+        max_pos = next((default[k] for k in MAX_POSITION_KEYS if isinstance(default.get(k), int)), None)
         if max_pos is not None:
             notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
 
@@ -856,7 +866,7 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
         inter = max(_int_field({"intermediate_size": v}, "intermediate_size", where=where) for v in sizes)
     else:
         inter = _optional_int(cfg, "intermediate_size", where=where)
-    vocab = next((_int_field(src, k, hi=1 << 24, where=w) for src, w in ((cfg, where), (config, "")) for k in ("vocab_size", "padded_vocab_size") if _present(src, k)), None)
+    vocab = next((_int_field(src, k, hi=1 << 24, where=w) for src, w in ((cfg, where), (config, "")) for k in VOCAB_KEYS if _present(src, k)), None)
     if vocab is None:
         vocab = arch_defaults()["defaults"].get(model_type, {}).get("vocab_size")
         if vocab is not None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner.config_keys import ATTENTION_HEAD_KEYS, HIDDEN_SIZE_KEYS, KV_HEAD_KEYS, LAYER_COUNT_KEYS
 from planner.configio import parse_config_text
 from planner.errors import ConfigError, PlannerError
 from planner.geometry import parse_geometry
@@ -93,6 +94,33 @@ def test_aliases_gpt2_style():
     # n_layer/n_head/n_embd: 2 x 12 x 12 x 64 x 2 = 36,864
     r = inspect_config({"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024})
     assert r.kv_bytes_per_token == 36864
+
+
+@pytest.mark.parametrize(
+    ("canonical", "keys"),
+    [("num_hidden_layers", LAYER_COUNT_KEYS), ("num_attention_heads", ATTENTION_HEAD_KEYS), ("num_key_value_heads", KV_HEAD_KEYS), ("hidden_size", HIDDEN_SIZE_KEYS)],
+)
+def test_every_alias_in_the_table_reads_the_same(canonical, keys):
+    # dense(): 32 layers, 32 heads, 8 KV heads, hidden 4096: 2 x 32 x 8 x 128 x 2 = 131,072 under every name
+    for key in keys:
+        cfg = dense()
+        cfg[key] = cfg.pop(canonical)
+        assert inspect_config(cfg).kv_bytes_per_token == 131072, key
+
+
+def test_the_first_alias_listed_wins():
+    # 16 layers under the first name, 99 under each later one: 2 x 16 x 8 x 128 x 2 = 65,536
+    cfg = {**dense(layers=16), **{k: 99 for k in LAYER_COUNT_KEYS[1:]}}
+    assert parse_geometry(cfg).num_layers == 16
+    assert inspect_config(cfg).kv_bytes_per_token == 65536
+
+
+def test_num_heads_alone_is_not_an_attention_head_count():
+    # Mamba-2 (transformers Mamba2Config) counts its 128 SSM heads in num_heads: sizing it as 128
+    # full-attention heads would invent a K/V cache, so the config is refused with the names it lacks
+    mamba2 = {"model_type": "mamba2", "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64, "hidden_size": 4096}
+    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads, n_head or n_heads\)"):
+        parse_geometry(mamba2)
 
 
 def test_falcon_multi_query_and_new_decoder_architecture():

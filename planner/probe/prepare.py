@@ -11,13 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.config_keys import LAYER_COUNT_KEYS
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry, text_config
 from planner.probe.layouts import planner_kv_bytes, predicted_transformers_cache_bytes, transformers_layout, vllm_layout
 from planner.probe.options import ENV_CPU_BUDGET, INSTALLED_TRANSFORMERS_RUNTIME, ProbeOptions, check_combination, cpu_budget_bytes
 from planner.probe.protocol import ELEMENT_BYTES, CacheTensor, ProbeRequest
-
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 
 
 def limit_layers(cfg: dict, limit: int | None) -> tuple[dict, list[str]]:
@@ -26,7 +25,7 @@ def limit_layers(cfg: dict, limit: int | None) -> tuple[dict, list[str]]:
     Per-layer lists (``layer_types``, ``no_rope_layers``, ``hybrid_override_pattern``) are cut;
     index lists (``cross_attention_layers``, ``mlp_only_layers``) keep the indices below the limit.
     """
-    key = next((k for k in _LAYER_KEYS if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)), None)
+    key = next((k for k in LAYER_COUNT_KEYS if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)), None)
     if limit is None or key is None or limit >= cfg[key]:
         return cfg, []
     out = dict(cfg)
