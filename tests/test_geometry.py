@@ -123,6 +123,14 @@ def test_num_heads_alone_is_not_an_attention_head_count():
         parse_geometry(mamba2)
 
 
+def test_class_default_context_under_any_alias():
+    # MPT names its context max_seq_len; transformers 5.24 MptConfig defaults it to 2,048, which
+    # planner/arch_defaults.json tabulates since it is generated from the same table of names
+    geo = parse_geometry({"model_type": "mpt", "n_layers": 2, "n_heads": 4, "d_model": 64})
+    assert geo.max_position_embeddings == 2048
+    assert "mpt's class default of 2,048 tokens applies" in geo.notes[0]
+
+
 def test_falcon_multi_query_and_new_decoder_architecture():
     base = {"model_type": "falcon", "num_hidden_layers": 32, "num_attention_heads": 71, "hidden_size": 4544}
     # multi_query: one KV head: 2 x 32 x 1 x 64 x 2 = 8,192
