@@ -1,10 +1,12 @@
 """Exact per-layer KV geometry from a Hugging Face ``config.json``.
 
 :func:`parse_geometry` turns an untrusted config dict into a frozen :class:`ModelGeometry` with
-one :class:`LayerSpec` per decoder layer. It knows the key aliases of the major families, nested
-``text_config``/``language_config``/``llm_config`` of multimodal wrappers, sliding and
-interleaved local/global layers, chunked local attention, MLA latents, hybrid Mamba and
-linear-attention stacks, cross-attention layers and KV-shared layers.
+one :class:`LayerSpec` per decoder layer. It knows the key aliases of the major families
+(:mod:`planner.config_keys`), nested ``text_config``/``language_config``/``llm_config`` of
+multimodal wrappers, sliding and interleaved local/global layers, chunked local attention, MLA
+latents, hybrid Mamba and linear-attention stacks, cross-attention layers and KV-shared layers.
+Which layer is which comes from :data:`LAYOUT_READERS` (one per config convention, the first that
+claims a config wins) refined by :data:`POST_PASSES`.
 
 Nothing here depends on a runtime or a dtype: :mod:`planner.kv` turns the geometry into bytes.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -349,170 +353,290 @@ def _head_dim(cfg: dict, hidden: int, heads: int, where: str, notes: list[str]) 
     return hidden // heads
 
 
+# --------------------------------------------------------------------------- layer layout
+#
+# Which layers attend fully, in a window or a chunk, hold recurrent state or nothing: configs say
+# it in a dozen conventions. LAYOUT_READERS lists them in the order they are tried; the first that
+# claims the config gives every layer's kind and the others are not read (so layer_types beats
+# everything, a per-layer list beats hybrid_override_pattern, and so on). Then every POST_PASSES
+# step runs in order on the kinds: class-default patterns (only for a layout no explicit list
+# fixed), window sizes, windows that never bind, cross-attention and KV-shared layers.
+
+
+@dataclass(frozen=True)
+class LayoutReader:
+    """One config convention for the kind of every layer."""
+
+    convention: str  # what it reads, as the docs name it
+    claims: Callable[[dict, str], bool]  # (text config, model_type): whether this convention applies
+    read: Callable[[dict, int, str, list[str]], list[str]]  # (text config, layers, where, notes) -> kinds
+    # an explicit per-layer layout: the Llama 4 chunking and the sliding-window class defaults
+    # (POST_PASSES) leave it as it is
+    final: bool = True
+
+
+@dataclass
+class _Layout:
+    """The kinds and windows the post-passes refine, with what they read."""
+
+    cfg: dict
+    model_type: str
+    where: str
+    notes: list[str]
+    max_pos: int | None
+    kinds: list[str]
+    windows: list[int | None]
+    final: bool
+    sliding_window: int | None = None  # set by _sliding_window_size
+
+
 def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str], max_pos: int | None) -> tuple[list[str], list[int | None]]:
+    reader = next(r for r in LAYOUT_READERS if r.claims(cfg, model_type))
+    layout = _Layout(cfg=cfg, model_type=model_type, where=where, notes=notes, max_pos=max_pos, kinds=reader.read(cfg, n, where, notes), windows=[None] * n, final=reader.final)
+    for post_pass in POST_PASSES:
+        post_pass(layout)
+    return layout.kinds, layout.windows
+
+
+def _read_layer_types(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """transformers' per-layer names (Gemma 2/3/4, GPT-OSS, Qwen3-Next, Llama 4, ...)."""
+    layer_types = cfg["layer_types"]
+    if not isinstance(layer_types, list):
+        raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
+    if len(layer_types) != n:
+        raise ConfigError(f"{where}layer_types", f"{len(layer_types)} entries", f"must list exactly num_hidden_layers={n} entries")
+    for i, name in enumerate(layer_types):
+        if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
+            raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
+    return [LAYER_TYPE_NAMES[name] for name in layer_types]
+
+
+def _read_layers_block_type(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name."""
+    names = _str_list(cfg["layers_block_type"], n, f"{where}layers_block_type")
+    for i, name in enumerate(names):
+        if name not in BLOCK_TYPE_NAMES:
+            raise ConfigError(f"{where}layers_block_type[{i}]", name, f"unknown block type; known: {', '.join(BLOCK_TYPE_NAMES)}")
+    notes.append("layers_block_type: only 'attention' layers hold K/V; 'mamba' layers hold recurrent state; 'moe'/'mlp' layers hold nothing")
+    return [BLOCK_TYPE_NAMES[name] for name in names]
+
+
+def _read_hybrid_layer_pattern(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py, hybrid_layer_pattern[i] == 1 is a sliding-window layer."""
+    pattern = cfg["hybrid_layer_pattern"]
+    if not isinstance(pattern, list) or len(pattern) != n:
+        raise ConfigError(f"{where}hybrid_layer_pattern", pattern if not isinstance(pattern, list) else f"{len(pattern)} entries", f"must list exactly num_hidden_layers={n} flags")
+    for i, flag in enumerate(pattern):
+        if flag not in (0, 1) or isinstance(flag, bool):
+            raise ConfigError(f"{where}hybrid_layer_pattern[{i}]", flag, "must be 0 (full attention) or 1 (sliding window)")
+    notes.append("hybrid_layer_pattern: 1 marks a sliding-window layer with its own swa_* heads, 0 a full-attention layer")
+    return ["sliding" if flag else "full" for flag in pattern]
+
+
+def _read_block_configs(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Llama-3.x-Nemotron (DeciLM, model_type nemotron-nas): vLLM 0.33 nemotron_nas.py skips the
+    attention of a no_op block and builds num_attention_heads // n_heads_in_group KV heads otherwise
+    (the heads are :func:`_layer_shapes`'s)."""
     kinds = ["full"] * n
-    windows: list[int | None] = [None] * n
+    for i, block in enumerate(_block_configs(cfg["block_configs"], n, where)):
+        attn = block.get("attention") or {}
+        if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
+            kinds[i] = "none"
+    notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
+    return kinds
 
-    layer_types = cfg.get("layer_types")
-    pattern = cfg.get("hybrid_override_pattern")
-    block_types = cfg.get("layers_block_type")
-    mimo_pattern = cfg.get("hybrid_layer_pattern")
-    block_configs = cfg.get("block_configs")
-    linear_cfg = cfg.get("linear_attn_config")
-    # an explicit per-layer list wins over the Llama 4 chunk and the sliding-pattern class defaults
-    explicit = any(v is not None for v in (block_types, mimo_pattern, block_configs)) or isinstance(linear_cfg, dict) or isinstance(cfg.get("compress_ratios"), list)
-    if block_types is not None and layer_types is None:
-        # Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name
-        names = _str_list(block_types, n, f"{where}layers_block_type")
-        for i, name in enumerate(names):
-            if name not in BLOCK_TYPE_NAMES:
-                raise ConfigError(f"{where}layers_block_type[{i}]", name, f"unknown block type; known: {', '.join(BLOCK_TYPE_NAMES)}")
-            kinds[i] = BLOCK_TYPE_NAMES[name]
-        notes.append("layers_block_type: only 'attention' layers hold K/V; 'mamba' layers hold recurrent state; 'moe'/'mlp' layers hold nothing")
-    elif mimo_pattern is not None and layer_types is None:
-        # MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py, hybrid_layer_pattern[i] == 1 is a sliding-window layer
-        if not isinstance(mimo_pattern, list) or len(mimo_pattern) != n:
-            raise ConfigError(f"{where}hybrid_layer_pattern", mimo_pattern if not isinstance(mimo_pattern, list) else f"{len(mimo_pattern)} entries", f"must list exactly num_hidden_layers={n} flags")
-        for i, flag in enumerate(mimo_pattern):
-            if flag not in (0, 1) or isinstance(flag, bool):
-                raise ConfigError(f"{where}hybrid_layer_pattern[{i}]", flag, "must be 0 (full attention) or 1 (sliding window)")
-            kinds[i] = "sliding" if flag else "full"
-        notes.append("hybrid_layer_pattern: 1 marks a sliding-window layer with its own swa_* heads, 0 a full-attention layer")
-    elif block_configs is not None and layer_types is None:
-        # Llama-3.x-Nemotron (DeciLM, model_type nemotron-nas): vLLM 0.33 nemotron_nas.py skips the
-        # attention of a no_op block and builds num_attention_heads // n_heads_in_group KV heads otherwise
-        for i, block in enumerate(_block_configs(block_configs, n, where)):
-            attn = block.get("attention") or {}
-            if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
-                kinds[i] = "none"
-        notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
-    elif isinstance(cfg.get("compress_ratios"), list) and layer_types is None:
-        # DeepSeek-V4: every layer has a sliding-window cache; the compressed part is CompressedSpec
-        kinds = ["sliding"] * n
-    elif isinstance(linear_cfg, dict) and layer_types is None:
-        # Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
-        # (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA
-        kda = linear_cfg.get("kda_layers")
-        if not isinstance(kda, list) or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in kda):
-            raise ConfigError(f"{where}linear_attn_config.kda_layers", kda, f"must list 1-based layer numbers from 1 to {n}")
-        for v in kda:
-            kinds[v - 1] = "linear_attention"
-        notes.append(f"linear_attn_config: {len(set(kda))} Kimi Delta Attention layers hold recurrent state, the other {n - len(set(kda))} are MLA")
-    if layer_types is not None:
-        if not isinstance(layer_types, list):
-            raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
-        if len(layer_types) != n:
-            raise ConfigError(f"{where}layer_types", f"{len(layer_types)} entries", f"must list exactly num_hidden_layers={n} entries")
-        for i, name in enumerate(layer_types):
-            if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
-                raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
-            kinds[i] = LAYER_TYPE_NAMES[name]
-    elif pattern is not None and not explicit:
-        if not isinstance(pattern, str) or len(pattern) != n:
-            raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
-        table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
-        for i, ch in enumerate(pattern):
-            if ch not in table:
-                raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
-            kinds[i] = table[ch]
-        notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
-    elif explicit:
-        pass
-    elif _present(cfg, "attn_layer_period") or model_type == "jamba":
-        period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
-        offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
-        if offset >= period:
-            raise ConfigError(f"{where}attn_layer_offset", offset, f"must be below attn_layer_period={period}")
-        kinds = ["full" if i % period == offset else "mamba" for i in range(n)]
-        notes.append(f"Jamba layout: attention every {period} layers at offset {offset}, Mamba elsewhere")
-    elif _present(cfg, "full_attention_interval"):
-        interval = _int_field(cfg, "full_attention_interval", where=where)
-        kinds = ["full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
-        notes.append(f"full attention every {interval} layers, linear attention elsewhere")
 
-    # Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers
-    chunk = cfg.get("attention_chunk_size")
-    if chunk is not None and layer_types is None and not explicit:
-        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
-        no_rope = cfg.get("no_rope_layers")
-        if no_rope is None or no_rope == []:
-            interval = _int_field(cfg, "no_rope_layer_interval", where=where) if _present(cfg, "no_rope_layer_interval") else 4
-            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
-            notes.append(f"no_rope_layers not given: every {interval}th layer is global (transformers default)")
-        if not isinstance(no_rope, list) or len(no_rope) != n:
-            raise ConfigError(f"{where}no_rope_layers", no_rope if not isinstance(no_rope, list) else f"{len(no_rope)} entries", f"must list exactly {n} flags")
-        for i, flag in enumerate(no_rope):
-            if flag not in (0, 1, True, False):
-                raise ConfigError(f"{where}no_rope_layers[{i}]", flag, "must be 0 or 1")
-            if flag and kinds[i] == "full":
-                kinds[i] = "chunked"
-    if "chunked" in kinds:
-        if chunk is None:
-            raise ConfigError(f"{where}attention_chunk_size", None, "layer_types has chunked_attention layers but no attention_chunk_size")
-        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
-        for i, k in enumerate(kinds):
-            if k == "chunked":
-                windows[i] = chunk
+def _read_compress_ratios(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """DeepSeek-V4: every layer has a sliding-window cache; the compressed part is :func:`_compressed`'s."""
+    return ["sliding"] * n
 
-    # sliding windows
-    window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
-    if window is not None and model_type.startswith("gemma4") and cfg.get("use_bidirectional_attention") == "all":
+
+def _read_kda_layers(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
+    (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA."""
+    kda = cfg["linear_attn_config"].get("kda_layers")
+    if not isinstance(kda, list) or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in kda):
+        raise ConfigError(f"{where}linear_attn_config.kda_layers", kda, f"must list 1-based layer numbers from 1 to {n}")
+    kinds = ["full"] * n
+    for v in kda:
+        kinds[v - 1] = "linear_attention"
+    notes.append(f"linear_attn_config: {len(set(kda))} Kimi Delta Attention layers hold recurrent state, the other {n - len(set(kda))} are MLA")
+    return kinds
+
+
+def _read_hybrid_override_pattern(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Nemotron-H: one character per layer, M (Mamba), * (attention), - (MLP), E (MoE)."""
+    pattern = cfg["hybrid_override_pattern"]
+    if not isinstance(pattern, str) or len(pattern) != n:
+        raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
+    table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+    for i, ch in enumerate(pattern):
+        if ch not in table:
+            raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
+    notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
+    return [table[ch] for ch in pattern]
+
+
+def _read_attn_layer_period(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Jamba: attention every attn_layer_period layers at attn_layer_offset (class defaults 8 and 4), Mamba elsewhere."""
+    period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
+    offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
+    if offset >= period:
+        raise ConfigError(f"{where}attn_layer_offset", offset, f"must be below attn_layer_period={period}")
+    notes.append(f"Jamba layout: attention every {period} layers at offset {offset}, Mamba elsewhere")
+    return ["full" if i % period == offset else "mamba" for i in range(n)]
+
+
+def _read_full_attention_interval(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Qwen3-Next / Qwen3.5 without layer_types: every interval-th layer attends, the others are Gated DeltaNet."""
+    interval = _int_field(cfg, "full_attention_interval", where=where)
+    notes.append(f"full attention every {interval} layers, linear attention elsewhere")
+    return ["full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+
+
+def _every_layer_full(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """No convention: every layer attends fully (the post-passes may add windows and chunks)."""
+    return ["full"] * n
+
+
+LAYOUT_READERS: tuple[LayoutReader, ...] = (
+    LayoutReader("layer_types", lambda cfg, _: cfg.get("layer_types") is not None, _read_layer_types),
+    LayoutReader("layers_block_type (Nemotron 3 Ultra)", lambda cfg, _: cfg.get("layers_block_type") is not None, _read_layers_block_type),
+    LayoutReader("hybrid_layer_pattern (MiMo-V2-Flash)", lambda cfg, _: cfg.get("hybrid_layer_pattern") is not None, _read_hybrid_layer_pattern),
+    LayoutReader("block_configs (Nemotron-NAS)", lambda cfg, _: cfg.get("block_configs") is not None, _read_block_configs),
+    LayoutReader("compress_ratios (DeepSeek-V4)", lambda cfg, _: isinstance(cfg.get("compress_ratios"), list), _read_compress_ratios),
+    LayoutReader("linear_attn_config.kda_layers (Kimi Linear)", lambda cfg, _: isinstance(cfg.get("linear_attn_config"), dict), _read_kda_layers),
+    LayoutReader("hybrid_override_pattern (Nemotron-H)", lambda cfg, _: cfg.get("hybrid_override_pattern") is not None, _read_hybrid_override_pattern, final=False),
+    LayoutReader("attn_layer_period (Jamba)", lambda cfg, model_type: _present(cfg, "attn_layer_period") or model_type == "jamba", _read_attn_layer_period, final=False),
+    LayoutReader("full_attention_interval (Qwen3-Next)", lambda cfg, _: _present(cfg, "full_attention_interval"), _read_full_attention_interval, final=False),
+    LayoutReader("every layer full attention", lambda cfg, _: True, _every_layer_full, final=False),
+)
+
+
+def _llama4_chunked_layers(layout: _Layout) -> None:
+    """Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers."""
+    cfg, where, kinds, n = layout.cfg, layout.where, layout.kinds, len(layout.kinds)
+    if cfg.get("attention_chunk_size") is None or layout.final:
+        return
+    _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
+    no_rope = cfg.get("no_rope_layers")
+    if no_rope is None or no_rope == []:
+        interval = _int_field(cfg, "no_rope_layer_interval", where=where) if _present(cfg, "no_rope_layer_interval") else 4
+        no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        layout.notes.append(f"no_rope_layers not given: every {interval}th layer is global (transformers default)")
+    if not isinstance(no_rope, list) or len(no_rope) != n:
+        raise ConfigError(f"{where}no_rope_layers", no_rope if not isinstance(no_rope, list) else f"{len(no_rope)} entries", f"must list exactly {n} flags")
+    for i, flag in enumerate(no_rope):
+        if flag not in (0, 1, True, False):
+            raise ConfigError(f"{where}no_rope_layers[{i}]", flag, "must be 0 or 1")
+        if flag and kinds[i] == "full":
+            kinds[i] = "chunked"
+
+
+def _chunk_windows(layout: _Layout) -> None:
+    """Chunked layers attend within attention_chunk_size positions."""
+    if "chunked" not in layout.kinds:
+        return
+    if layout.cfg.get("attention_chunk_size") is None:
+        raise ConfigError(f"{layout.where}attention_chunk_size", None, "layer_types has chunked_attention layers but no attention_chunk_size")
+    chunk = _int_field(layout.cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=layout.where)
+    layout.windows = [chunk if k == "chunked" else w for k, w in zip(layout.kinds, layout.windows, strict=True)]
+
+
+def _sliding_window_size(layout: _Layout) -> None:
+    """sliding_window, validated whatever the layout; Gemma 4's bidirectional models halve it."""
+    window = _optional_int(layout.cfg, "sliding_window", where=layout.where, hi=MAX_POSITIONS)
+    if window is not None and layout.model_type.startswith("gemma4") and layout.cfg.get("use_bidirectional_attention") == "all":
         # transformers Gemma4TextConfig: bidirectional models keep an exclusive window of W // 2 + 1
         window = window // 2 + 1
-        notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
+        layout.notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
+    layout.sliding_window = window
+
+
+def _sliding_class_pattern(layout: _Layout) -> None:
+    """A sliding_window without a per-layer list: every layer slides except every
+    sliding_window_pattern-th (or the family's class default), and Qwen2's first max_window_layers."""
+    cfg, where, kinds, window = layout.cfg, layout.where, layout.kinds, layout.sliding_window
     use_sliding = _bool_field(cfg, "use_sliding_window", True, where)
-    if window is not None and use_sliding and layer_types is None and not explicit and "sliding" not in kinds:
-        every = cfg.get("sliding_window_pattern")
-        if every is None:
-            every = SLIDING_PATTERN_DEFAULTS.get(model_type)
-            if every is not None:
-                notes.append(f"{model_type}: {every - 1} local layer(s) to 1 global (class default)")
-        else:
-            every = _int_field(cfg, "sliding_window_pattern", where=where)
-        max_window_layers = _optional_int(cfg, "max_window_layers", lo=0, hi=MAX_LAYERS, where=where)
-        for i in range(n):
-            if kinds[i] != "full":
-                continue
-            if every is not None and (i + 1) % every == 0:
-                continue
-            if model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
-                continue
-            kinds[i] = "sliding"
-    elif window is not None and not use_sliding and layer_types is None and not explicit:
-        notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
+    if window is None or layout.final:
+        return
+    if not use_sliding:
+        layout.notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
+        return
     if "sliding" in kinds:
-        if window is None:
-            raise ConfigError(f"{where}sliding_window", None, "layer_types has sliding_attention layers but no sliding_window")
-        if max_pos is not None and window >= max_pos:
-            notes.append(f"sliding_window {window:,} >= max_position_embeddings {max_pos:,}: the window never binds, layers counted as full")
-            kinds = ["full" if k == "sliding" else k for k in kinds]
-        else:
-            for i, k in enumerate(kinds):
-                if k == "sliding":
-                    windows[i] = window
+        return
+    every = cfg.get("sliding_window_pattern")
+    if every is None:
+        every = SLIDING_PATTERN_DEFAULTS.get(layout.model_type)
+        if every is not None:
+            layout.notes.append(f"{layout.model_type}: {every - 1} local layer(s) to 1 global (class default)")
+    else:
+        every = _int_field(cfg, "sliding_window_pattern", where=where)
+    max_window_layers = _optional_int(cfg, "max_window_layers", lo=0, hi=MAX_LAYERS, where=where)
+    for i in range(len(kinds)):
+        if kinds[i] != "full":
+            continue
+        if every is not None and (i + 1) % every == 0:
+            continue
+        if layout.model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
+            continue
+        kinds[i] = "sliding"
 
-    # Llama 3.2 Vision: cross-attention layers over the image encoder's states
-    cross = cfg.get("cross_attention_layers")
-    if cross:
-        if not isinstance(cross, list):
-            raise ConfigError(f"{where}cross_attention_layers", cross, "must be a list of layer indices")
-        for idx in cross:
-            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
-                raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
-            kinds[idx] = "cross"
-            windows[idx] = None
-        notes.append(f"{len(set(cross))} cross-attention layers cache the image encoder's states, not the text tokens")
 
-    # Gemma 3n: the last layers reuse the K/V of earlier layers
-    shared = _optional_int(cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
-    if shared:
-        if shared >= n:
-            raise ConfigError(f"{where}num_kv_shared_layers", shared, f"must be below num_hidden_layers={n}")
-        for i in range(n - shared, n):
-            kinds[i] = "none"
-            windows[i] = None
-        notes.append(f"the last {shared} layers reuse earlier layers' K/V and cache nothing")
-    return kinds, windows
+def _sliding_windows_that_bind(layout: _Layout) -> None:
+    """Sliding layers keep sliding_window positions; a window as long as the context never binds:
+    those layers are counted as full."""
+    if "sliding" not in layout.kinds:
+        return
+    window = layout.sliding_window
+    if window is None:
+        raise ConfigError(f"{layout.where}sliding_window", None, "layer_types has sliding_attention layers but no sliding_window")
+    if layout.max_pos is not None and window >= layout.max_pos:
+        layout.notes.append(f"sliding_window {window:,} >= max_position_embeddings {layout.max_pos:,}: the window never binds, layers counted as full")
+        layout.kinds = ["full" if k == "sliding" else k for k in layout.kinds]
+    else:
+        layout.windows = [window if k == "sliding" else w for k, w in zip(layout.kinds, layout.windows, strict=True)]
+
+
+def _cross_attention_layers(layout: _Layout) -> None:
+    """Llama 3.2 Vision: cross-attention layers over the image encoder's states."""
+    cross = layout.cfg.get("cross_attention_layers")
+    if not cross:
+        return
+    n, where = len(layout.kinds), layout.where
+    if not isinstance(cross, list):
+        raise ConfigError(f"{where}cross_attention_layers", cross, "must be a list of layer indices")
+    for idx in cross:
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+            raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
+        layout.kinds[idx] = "cross"
+        layout.windows[idx] = None
+    layout.notes.append(f"{len(set(cross))} cross-attention layers cache the image encoder's states, not the text tokens")
+
+
+def _kv_shared_layers(layout: _Layout) -> None:
+    """Gemma 3n: the last num_kv_shared_layers layers reuse the K/V of earlier layers."""
+    n, where = len(layout.kinds), layout.where
+    shared = _optional_int(layout.cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
+    if not shared:
+        return
+    if shared >= n:
+        raise ConfigError(f"{where}num_kv_shared_layers", shared, f"must be below num_hidden_layers={n}")
+    for i in range(n - shared, n):
+        layout.kinds[i] = "none"
+        layout.windows[i] = None
+    layout.notes.append(f"the last {shared} layers reuse earlier layers' K/V and cache nothing")
+
+
+POST_PASSES: tuple[Callable[[_Layout], None], ...] = (
+    _llama4_chunked_layers,
+    _chunk_windows,
+    _sliding_window_size,
+    _sliding_class_pattern,
+    _sliding_windows_that_bind,
+    _cross_attention_layers,
+    _kv_shared_layers,
+)
 
 
 def _str_list(value: object, n: int, field: str) -> list[str]:

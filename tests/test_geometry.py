@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from planner.config_keys import ATTENTION_HEAD_KEYS, HIDDEN_SIZE_KEYS, KV_HEAD_KEYS, LAYER_COUNT_KEYS
 from planner.configio import parse_config_text
 from planner.errors import ConfigError, PlannerError
-from planner.geometry import parse_geometry
+from planner.geometry import LAYOUT_READERS, parse_geometry
 from planner.kv import inspect_config, vector_bytes
 
 
@@ -222,6 +222,23 @@ def test_nemotron_h_pattern_and_jamba_and_qwen3_next():
     assert parse_geometry(jamba).counts() == {"full": 4, "mamba": 28}
     q3n = dense(layers=48, model_type="qwen3_next", full_attention_interval=4, head_dim=256, kv=2)
     assert parse_geometry(q3n).counts() == {"full": 12, "linear_attention": 36}
+
+
+def test_the_first_layout_reader_that_claims_a_config_wins():
+    pattern = "M*M*"
+    block_types = ["mamba", "attention", "moe", "attention"]
+    # layer_types is tried first: the Nemotron names and the pattern beside it are not read
+    both = dense(layers=4, layer_types=["full_attention"] * 4, layers_block_type=block_types, hybrid_override_pattern=pattern)
+    assert parse_geometry(both).counts() == {"full": 4}
+    # layers_block_type (an explicit per-layer list) comes before hybrid_override_pattern
+    assert parse_geometry(dense(layers=4, layers_block_type=block_types, hybrid_override_pattern="****")).counts() == {"full": 2, "mamba": 1, "none": 1}
+    # an explicit list also keeps the Llama 4 chunking and the sliding class default away: the
+    # same config without it has 3 chunked layers of 4 (every 4th is global) and no sliding layer
+    nas = dense(layers=4, model_type="llama4_text", attention_chunk_size=8192, block_configs=[{"attention": {"n_heads_in_group": 4}}] * 4)
+    assert parse_geometry(nas).counts() == {"full": 4}
+    assert parse_geometry({k: v for k, v in nas.items() if k != "block_configs"}).counts() == {"full": 1, "chunked": 3}
+    # the last reader claims every config
+    assert LAYOUT_READERS[-1].claims({}, "")
 
 
 def test_cross_attention_layers_and_kv_shared_layers():
