@@ -917,53 +917,17 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     cfg, path, notes = select_text_config(config)
     where = f"{path}." if path else ""
     model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
-
-    found = _first(cfg, LAYER_COUNT_KEYS, where=where, hi=MAX_LAYERS)
-    if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
-        # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
-        found = ("layers_block_type", len(cfg["layers_block_type"]))
-    if not found:
-        raise ConfigError(f"{where}num_hidden_layers", None, f"missing: no layer count ({one_of((*LAYER_COUNT_KEYS, 'a layers_block_type list'))})")
-    n_layers = found[1]
-    found = _first(cfg, ATTENTION_HEAD_KEYS, where=where, hi=MAX_HEADS)
-    if not found:
-        raise ConfigError(f"{where}num_attention_heads", None, f"missing: no attention head count ({one_of(ATTENTION_HEAD_KEYS)})")
-    heads = found[1]
-    found = _first(cfg, HIDDEN_SIZE_KEYS, where=where)
-    hidden = found[1] if found else None
-    max_pos = next(
-        (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in MAX_POSITION_KEYS if _present(cfg, k)),
-        None,
-    )
-    if max_pos is None:  # transformers would use the class default
-        default = arch_defaults()["defaults"].get(model_type, {})
-        max_pos = next((default[k] for k in MAX_POSITION_KEYS if isinstance(default.get(k), int)), None)
-        if max_pos is not None:
-            notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
-
+    n_layers, heads, hidden = _sizes(cfg, where)
+    max_pos = _max_positions(cfg, model_type, where, notes)
     mla = _mla(cfg, where)
     kv_heads = _kv_heads(cfg, heads, where, notes)
-    if hidden is None:
-        if not _present(cfg, "head_dim") and mla is None:
-            raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
-        hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
-    head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    v_head_dim = mla.v_head_dim if mla else head_dim
-    if mla is None:
-        if kv_heads > heads:
-            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"exceeds num_attention_heads={heads}")
-        if heads % kv_heads:
-            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"does not divide num_attention_heads={heads}")
-    else:
-        kv_heads = heads
-        notes.append(f"MLA: paged runtimes cache one {mla.latent_dim}-element latent (kv_lora_rank {mla.kv_lora_rank} + rope {mla.qk_rope_head_dim}) per layer and token")
+    hidden, kv_heads, head_dim, v_head_dim = _attention_dims(cfg, heads, kv_heads, hidden, mla, where, notes)
 
     kinds, windows = _layer_kinds(cfg, n_layers, model_type, where, notes, max_pos)
     mamba = _mamba_state(cfg, hidden, where) if "mamba" in kinds else None
     linear = None
     if "linear_attention" in kinds:
         linear = _kda_state(cfg["linear_attn_config"], where) if isinstance(cfg.get("linear_attn_config"), dict) else _linear_state(cfg, where)
-
     _check_cache_size(kinds, kv_heads, head_dim, v_head_dim, mamba, linear, where)
     shapes = _layer_shapes(cfg, kinds, (kv_heads, head_dim, v_head_dim), heads, where, notes)
     layers = []
@@ -979,10 +943,82 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     mtp_layers, mtp_indexer = _mtp_layers(cfg, layers, indexer, where, notes)
     if not any(layer.kind in ("full", "sliding", "chunked", "mla") for layer in layers) and not (mamba or linear):
         raise ConfigError(f"{where}layer_types", "no attention layers", "the config has no layer that holds a cache or state")
+    weights = _weights_fields(config, cfg, n_layers, model_type, where, notes)
+    return ModelGeometry(
+        model_type=model_type,
+        config_path=path,
+        num_layers=n_layers,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        hidden_size=hidden,
+        max_position_embeddings=max_pos,
+        mla=mla,
+        mamba=mamba,
+        linear=linear,
+        indexer=indexer,
+        compressed=compressed,
+        layers=tuple(layers),
+        mtp_layers=mtp_layers,
+        mtp_indexer_layers=mtp_indexer,
+        **weights,
+        notes=tuple(notes),
+        config_hash=digest,
+    )
 
+
+def _sizes(cfg: dict, where: str) -> tuple[int, int, int | None]:
+    """(layers, attention heads, hidden size or None) under any of their names."""
+    found = _first(cfg, LAYER_COUNT_KEYS, where=where, hi=MAX_LAYERS)
+    if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
+        # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
+        found = ("layers_block_type", len(cfg["layers_block_type"]))
+    if not found:
+        raise ConfigError(f"{where}num_hidden_layers", None, f"missing: no layer count ({one_of((*LAYER_COUNT_KEYS, 'a layers_block_type list'))})")
+    n_layers = found[1]
+    found = _first(cfg, ATTENTION_HEAD_KEYS, where=where, hi=MAX_HEADS)
+    if not found:
+        raise ConfigError(f"{where}num_attention_heads", None, f"missing: no attention head count ({one_of(ATTENTION_HEAD_KEYS)})")
+    heads = found[1]
+    found = _first(cfg, HIDDEN_SIZE_KEYS, where=where)
+    return n_layers, heads, found[1] if found else None
+
+
+def _max_positions(cfg: dict, model_type: str, where: str, notes: list[str]) -> int | None:
+    """The context limit the config gives, else its architecture's class default (as transformers)."""
+    max_pos = next((_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in MAX_POSITION_KEYS if _present(cfg, k)), None)
+    if max_pos is None:  # transformers would use the class default
+        default = arch_defaults()["defaults"].get(model_type, {})
+        max_pos = next((default[k] for k in MAX_POSITION_KEYS if isinstance(default.get(k), int)), None)
+        if max_pos is not None:
+            notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
+    return max_pos
+
+
+def _attention_dims(cfg: dict, heads: int, kv_heads: int, hidden: int | None, mla: MLASpec | None, where: str, notes: list[str]) -> tuple[int, int, int, int]:
+    """(hidden size, KV heads, K head dim, V head dim), checked; MLA caches one latent per head group."""
+    if hidden is None:
+        if not _present(cfg, "head_dim") and mla is None:
+            raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
+        hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
+    head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    v_head_dim = mla.v_head_dim if mla else head_dim
+    if mla is None:
+        if kv_heads > heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"exceeds num_attention_heads={heads}")
+        if heads % kv_heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"does not divide num_attention_heads={heads}")
+    else:
+        kv_heads = heads
+        notes.append(f"MLA: paged runtimes cache one {mla.latent_dim}-element latent (kv_lora_rank {mla.kv_lora_rank} + rope {mla.qk_rope_head_dim}) per layer and token")
+    return hidden, kv_heads, head_dim, v_head_dim
+
+
+def _weights_fields(config: dict, cfg: dict, n_layers: int, model_type: str, where: str, notes: list[str]) -> dict:
+    """The fields the weights estimate reads: typed here, so a string never silently becomes a default."""
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     archs = config.get("architectures") or cfg.get("architectures") or ()
-    # fields the weights estimate reads: typed here, so a string never silently becomes a default
     if isinstance(cfg.get("intermediate_size"), list):  # per-layer sizes (Gemma 3n)
         sizes = cfg["intermediate_size"]
         if len(sizes) != n_layers:
@@ -996,33 +1032,13 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
         if vocab is not None:
             notes.append(f"no vocab_size in the config: {model_type}'s class default of {vocab:,} applies")
     tie_src = cfg if "tie_word_embeddings" in cfg else config
-    tie = _bool_field(tie_src, "tie_word_embeddings", model_type.startswith("gemma"), where if tie_src is cfg else "")
-    return ModelGeometry(
-        model_type=model_type,
-        architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
-        config_path=path,
-        num_layers=n_layers,
-        num_attention_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=v_head_dim,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        vocab_size=vocab,
-        max_position_embeddings=max_pos,
-        tie_word_embeddings=tie,
-        torch_dtype=dtype if isinstance(dtype, str) else None,
-        mla=mla,
-        mamba=mamba,
-        linear=linear,
-        indexer=indexer,
-        compressed=compressed,
-        layers=tuple(layers),
-        mtp_layers=mtp_layers,
-        mtp_indexer_layers=mtp_indexer,
-        notes=tuple(notes),
-        config_hash=digest,
-    )
+    return {
+        "architectures": tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
+        "intermediate_size": inter,
+        "vocab_size": vocab,
+        "tie_word_embeddings": _bool_field(tie_src, "tie_word_embeddings", model_type.startswith("gemma"), where if tie_src is cfg else ""),
+        "torch_dtype": dtype if isinstance(dtype, str) else None,
+    }
 
 
 def text_config(config: dict) -> dict:
