@@ -295,6 +295,21 @@ def test_parent_reports_an_invalid_reply(monkeypatch):
     assert r.error == "the probe reply's ok.measurement.allocate.device is invalid: Field required"
 
 
+def test_cuda_allocate_reply_explains_the_allocator_rounding(monkeypatch):
+    # No GPU here: the reply a CUDA child sends is given by hand. 1 token in 1-token blocks: 2 layers
+    # x K, V tensors of 1 x 1 x 2 heads x 16 fp32 = 128 B each, 512 B in all; the caching allocator
+    # rounds each to 512 B, so memory_allocated grows by 4 x 512 = 2,048 B
+    measurement = protocol.AllocateMeasurement(
+        device="cuda", device_name="NVIDIA H200", device_total_bytes=150_000_000_000, torch_version="2.13.0", kv_bytes=2048, storage_bytes=512,
+        logical_kv_bytes=512, tensors=4, allocate_ms=0.5, rounded_bytes=2048, cuda_allocated_delta_bytes=2048, cuda_peak_delta_bytes=2048, cuda_released=True,
+    )
+    monkeypatch.setattr(parent, "execute", lambda request: protocol.MeasuredReply(measurement=measurement))
+    r = run_probe(GQA, make_options(device="cuda", tokens=1, block_tokens=1, kv_dtype="fp32"), isolate=False)
+    assert (r.ok, r.device, r.predicted_kv_bytes, r.measured_kv_bytes, r.ratio, r.cuda_allocated_delta_bytes) == (True, "cuda", 512, 2048, 4.0, 2048)
+    assert any("rounds every tensor up to a multiple of 512 bytes; the storage itself matches exactly" in s for s in r.explanation)
+    assert r.explanation[0] == "Measured = torch.cuda.memory_allocated after minus before allocating 4 tensors; tensor storage alone is 512 B."
+
+
 def test_child_imports_no_more_of_the_planner_than_the_single_module_did():
     # planner/probe.py imported planner.errors, geometry, kv and limits at import time; the child's
     # process (python -m planner.probe --child) loads the package, so the same set plus planner.probe.*
