@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of the live probe (planner/probe.py): both modes for three presets, with
+# GPU check of the live probe (planner/probe/): both modes for three presets, with
 # --layers-limit for the runtime mode, one JSON per probe into "$OUT" plus summary.txt.
 #
 #   OUT=/tmp/probe bash benchmarks/gpu_probe_check.sh        # on a CUDA machine, repo root

@@ -1,10 +1,12 @@
 """Exact per-layer KV geometry from a Hugging Face ``config.json``.
 
 :func:`parse_geometry` turns an untrusted config dict into a frozen :class:`ModelGeometry` with
-one :class:`LayerSpec` per decoder layer. It knows the key aliases of the major families, nested
-``text_config``/``language_config``/``llm_config`` of multimodal wrappers, sliding and
-interleaved local/global layers, chunked local attention, MLA latents, hybrid Mamba and
-linear-attention stacks, cross-attention layers and KV-shared layers.
+one :class:`LayerSpec` per decoder layer. It knows the key aliases of the major families
+(:mod:`planner.config_keys`), nested ``text_config``/``language_config``/``llm_config`` of
+multimodal wrappers, sliding and interleaved local/global layers, chunked local attention, MLA
+latents, hybrid Mamba and linear-attention stacks, cross-attention layers and KV-shared layers.
+Which layer is which comes from :data:`LAYOUT_READERS` (one per config convention, the first that
+claims a config wins) refined by :data:`POST_PASSES`.
 
 Nothing here depends on a runtime or a dtype: :mod:`planner.kv` turns the geometry into bytes.
 """
@@ -14,11 +16,29 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.config_keys import (
+    ATTENTION_HEAD_KEYS,
+    FALCON_NEW_ARCH_KV_HEAD_KEYS,
+    GROUPED_KV_HEAD_KEY,
+    HEAD_DIM_KEYS,
+    HIDDEN_SIZE_KEYS,
+    KV_HEAD_KEYS,
+    LAYER_COUNT_KEYS,
+    MAMBA_CONV_KERNEL_KEYS,
+    MAMBA_STATE_KEYS,
+    MAX_POSITION_KEYS,
+    NESTED_KV_HEAD_KEY,
+    TEXT_CONFIG_KEYS,
+    VOCAB_KEYS,
+    one_of,
+)
 from planner.errors import ConfigError
 from planner.limits import MAX_DIM, MAX_HEADS, MAX_KV_BYTES_PER_TOKEN, MAX_LAYERS, MAX_POSITIONS, ByteBudgetCache, check_number
 
@@ -27,7 +47,6 @@ KINDS: tuple[str, ...] = ("full", "sliding", "chunked", "cross", "mamba", "linea
 
 # MAX_LAYERS, MAX_HEADS, MAX_DIM, MAX_POSITIONS: ranges documented in planner/limits.py
 
-TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 INDEXER_QUANT_BLOCK = 128  # vLLM 0.33 DeepseekV32IndexerCache: one fp32 scale per 128 fp8 values
 
 # layer_types names used by transformers and the Hub, mapped to our kinds
@@ -265,15 +284,9 @@ def _complete_with_defaults(sub: dict, where: str, notes: list[str]) -> dict:
     return {**defaults, **sub}
 
 
-_REQUIRED_ALIASES = {
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
-    "heads": ("num_attention_heads", "n_head", "n_heads"),
-    "hidden": ("hidden_size", "n_embd", "d_model"),
-}
-
-
 def _is_sparse(cfg: dict) -> bool:
-    return any(not any(_present(cfg, k) for k in keys) for keys in _REQUIRED_ALIASES.values())
+    """No layer count, head count or hidden size under any of their names."""
+    return any(not any(_present(cfg, k) for k in keys) for keys in (LAYER_COUNT_KEYS, ATTENTION_HEAD_KEYS, HIDDEN_SIZE_KEYS))
 
 
 def select_text_config(config: dict) -> tuple[dict, str, list[str]]:
@@ -303,9 +316,10 @@ def select_text_config(config: dict) -> tuple[dict, str, list[str]]:
 
 
 def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
-    attn_config = cfg.get("attn_config")
-    if isinstance(attn_config, dict) and _present(attn_config, "kv_n_heads"):
-        return _int_field(attn_config, "kv_n_heads", hi=MAX_HEADS, where=f"{where}attn_config.")
+    outer, inner = NESTED_KV_HEAD_KEY
+    nested = cfg.get(outer)
+    if isinstance(nested, dict) and _present(nested, inner):
+        return _int_field(nested, inner, hi=MAX_HEADS, where=f"{where}{outer}.")
     new_arch = cfg.get("new_decoder_architecture") is True
     if cfg.get("multi_query") is True and not new_arch:
         # Falcon (old architecture) and GPT-BigCode: one KV head, whatever num_kv_heads says
@@ -313,18 +327,18 @@ def _kv_heads(cfg: dict, heads: int, where: str, notes: list[str]) -> int:
         notes.append("multi_query: one KV head shared by all query heads")
         return 1
     if new_arch:
-        found = _first(cfg, ("num_kv_heads", "n_head_kv", "num_key_value_heads"), where=where, hi=MAX_HEADS)
+        found = _first(cfg, FALCON_NEW_ARCH_KV_HEAD_KEYS, where=where, hi=MAX_HEADS)
         return found[1] if found else heads
-    found = _first(cfg, ("num_key_value_heads", "num_kv_heads", "n_head_kv"), where=where, hi=MAX_HEADS)
+    found = _first(cfg, KV_HEAD_KEYS, where=where, hi=MAX_HEADS)
     if found:
         return found[1]
-    if _present(cfg, "multi_query_group_num") and cfg.get("multi_query_attention", True):
-        return _int_field(cfg, "multi_query_group_num", hi=MAX_HEADS, where=where)
+    if _present(cfg, GROUPED_KV_HEAD_KEY) and cfg.get("multi_query_attention", True):
+        return _int_field(cfg, GROUPED_KV_HEAD_KEY, hi=MAX_HEADS, where=where)
     return heads
 
 
 def _head_dim(cfg: dict, hidden: int, heads: int, where: str, notes: list[str]) -> int:
-    for key in ("head_dim", "attention_head_dim", "kv_channels", "d_head"):
+    for key in HEAD_DIM_KEYS:
         value = cfg.get(key)
         if value is None:
             continue
@@ -339,170 +353,290 @@ def _head_dim(cfg: dict, hidden: int, heads: int, where: str, notes: list[str]) 
     return hidden // heads
 
 
+# --------------------------------------------------------------------------- layer layout
+#
+# Which layers attend fully, in a window or a chunk, hold recurrent state or nothing: configs say
+# it in a dozen conventions. LAYOUT_READERS lists them in the order they are tried; the first that
+# claims the config gives every layer's kind and the others are not read (so layer_types beats
+# everything, a per-layer list beats hybrid_override_pattern, and so on). Then every POST_PASSES
+# step runs in order on the kinds: class-default patterns (only for a layout no explicit list
+# fixed), window sizes, windows that never bind, cross-attention and KV-shared layers.
+
+
+@dataclass(frozen=True)
+class LayoutReader:
+    """One config convention for the kind of every layer."""
+
+    convention: str  # what it reads, as the docs name it
+    claims: Callable[[dict, str], bool]  # (text config, model_type): whether this convention applies
+    read: Callable[[dict, int, str, list[str]], list[str]]  # (text config, layers, where, notes) -> kinds
+    # an explicit per-layer layout: the Llama 4 chunking and the sliding-window class defaults
+    # (POST_PASSES) leave it as it is
+    final: bool = True
+
+
+@dataclass
+class _Layout:
+    """The kinds and windows the post-passes refine, with what they read."""
+
+    cfg: dict
+    model_type: str
+    where: str
+    notes: list[str]
+    max_pos: int | None
+    kinds: list[str]
+    windows: list[int | None]
+    final: bool
+    sliding_window: int | None = None  # set by _sliding_window_size
+
+
 def _layer_kinds(cfg: dict, n: int, model_type: str, where: str, notes: list[str], max_pos: int | None) -> tuple[list[str], list[int | None]]:
+    reader = next(r for r in LAYOUT_READERS if r.claims(cfg, model_type))
+    layout = _Layout(cfg=cfg, model_type=model_type, where=where, notes=notes, max_pos=max_pos, kinds=reader.read(cfg, n, where, notes), windows=[None] * n, final=reader.final)
+    for post_pass in POST_PASSES:
+        post_pass(layout)
+    return layout.kinds, layout.windows
+
+
+def _read_layer_types(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """transformers' per-layer names (Gemma 2/3/4, GPT-OSS, Qwen3-Next, Llama 4, ...)."""
+    layer_types = cfg["layer_types"]
+    if not isinstance(layer_types, list):
+        raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
+    if len(layer_types) != n:
+        raise ConfigError(f"{where}layer_types", f"{len(layer_types)} entries", f"must list exactly num_hidden_layers={n} entries")
+    for i, name in enumerate(layer_types):
+        if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
+            raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
+    return [LAYER_TYPE_NAMES[name] for name in layer_types]
+
+
+def _read_layers_block_type(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name."""
+    names = _str_list(cfg["layers_block_type"], n, f"{where}layers_block_type")
+    for i, name in enumerate(names):
+        if name not in BLOCK_TYPE_NAMES:
+            raise ConfigError(f"{where}layers_block_type[{i}]", name, f"unknown block type; known: {', '.join(BLOCK_TYPE_NAMES)}")
+    notes.append("layers_block_type: only 'attention' layers hold K/V; 'mamba' layers hold recurrent state; 'moe'/'mlp' layers hold nothing")
+    return [BLOCK_TYPE_NAMES[name] for name in names]
+
+
+def _read_hybrid_layer_pattern(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py, hybrid_layer_pattern[i] == 1 is a sliding-window layer."""
+    pattern = cfg["hybrid_layer_pattern"]
+    if not isinstance(pattern, list) or len(pattern) != n:
+        raise ConfigError(f"{where}hybrid_layer_pattern", pattern if not isinstance(pattern, list) else f"{len(pattern)} entries", f"must list exactly num_hidden_layers={n} flags")
+    for i, flag in enumerate(pattern):
+        if flag not in (0, 1) or isinstance(flag, bool):
+            raise ConfigError(f"{where}hybrid_layer_pattern[{i}]", flag, "must be 0 (full attention) or 1 (sliding window)")
+    notes.append("hybrid_layer_pattern: 1 marks a sliding-window layer with its own swa_* heads, 0 a full-attention layer")
+    return ["sliding" if flag else "full" for flag in pattern]
+
+
+def _read_block_configs(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Llama-3.x-Nemotron (DeciLM, model_type nemotron-nas): vLLM 0.33 nemotron_nas.py skips the
+    attention of a no_op block and builds num_attention_heads // n_heads_in_group KV heads otherwise
+    (the heads are :func:`_layer_shapes`'s)."""
     kinds = ["full"] * n
-    windows: list[int | None] = [None] * n
+    for i, block in enumerate(_block_configs(cfg["block_configs"], n, where)):
+        attn = block.get("attention") or {}
+        if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
+            kinds[i] = "none"
+    notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
+    return kinds
 
-    layer_types = cfg.get("layer_types")
-    pattern = cfg.get("hybrid_override_pattern")
-    block_types = cfg.get("layers_block_type")
-    mimo_pattern = cfg.get("hybrid_layer_pattern")
-    block_configs = cfg.get("block_configs")
-    linear_cfg = cfg.get("linear_attn_config")
-    # an explicit per-layer list wins over the Llama 4 chunk and the sliding-pattern class defaults
-    explicit = any(v is not None for v in (block_types, mimo_pattern, block_configs)) or isinstance(linear_cfg, dict) or isinstance(cfg.get("compress_ratios"), list)
-    if block_types is not None and layer_types is None:
-        # Nemotron 3 Ultra: vLLM 0.33 nemotron_h.py builds one layer class per name
-        names = _str_list(block_types, n, f"{where}layers_block_type")
-        for i, name in enumerate(names):
-            if name not in BLOCK_TYPE_NAMES:
-                raise ConfigError(f"{where}layers_block_type[{i}]", name, f"unknown block type; known: {', '.join(BLOCK_TYPE_NAMES)}")
-            kinds[i] = BLOCK_TYPE_NAMES[name]
-        notes.append("layers_block_type: only 'attention' layers hold K/V; 'mamba' layers hold recurrent state; 'moe'/'mlp' layers hold nothing")
-    elif mimo_pattern is not None and layer_types is None:
-        # MiMo-V2-Flash: vLLM 0.33 mimo_v2_flash.py, hybrid_layer_pattern[i] == 1 is a sliding-window layer
-        if not isinstance(mimo_pattern, list) or len(mimo_pattern) != n:
-            raise ConfigError(f"{where}hybrid_layer_pattern", mimo_pattern if not isinstance(mimo_pattern, list) else f"{len(mimo_pattern)} entries", f"must list exactly num_hidden_layers={n} flags")
-        for i, flag in enumerate(mimo_pattern):
-            if flag not in (0, 1) or isinstance(flag, bool):
-                raise ConfigError(f"{where}hybrid_layer_pattern[{i}]", flag, "must be 0 (full attention) or 1 (sliding window)")
-            kinds[i] = "sliding" if flag else "full"
-        notes.append("hybrid_layer_pattern: 1 marks a sliding-window layer with its own swa_* heads, 0 a full-attention layer")
-    elif block_configs is not None and layer_types is None:
-        # Llama-3.x-Nemotron (DeciLM, model_type nemotron-nas): vLLM 0.33 nemotron_nas.py skips the
-        # attention of a no_op block and builds num_attention_heads // n_heads_in_group KV heads otherwise
-        for i, block in enumerate(_block_configs(block_configs, n, where)):
-            attn = block.get("attention") or {}
-            if attn.get("no_op") is True or attn.get("replace_with_linear") is True:
-                kinds[i] = "none"
-        notes.append("block_configs: per-layer attention; no-op and linear-replaced attention layers cache nothing")
-    elif isinstance(cfg.get("compress_ratios"), list) and layer_types is None:
-        # DeepSeek-V4: every layer has a sliding-window cache; the compressed part is CompressedSpec
-        kinds = ["sliding"] * n
-    elif isinstance(linear_cfg, dict) and layer_types is None:
-        # Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
-        # (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA
-        kda = linear_cfg.get("kda_layers")
-        if not isinstance(kda, list) or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in kda):
-            raise ConfigError(f"{where}linear_attn_config.kda_layers", kda, f"must list 1-based layer numbers from 1 to {n}")
-        for v in kda:
-            kinds[v - 1] = "linear_attention"
-        notes.append(f"linear_attn_config: {len(set(kda))} Kimi Delta Attention layers hold recurrent state, the other {n - len(set(kda))} are MLA")
-    if layer_types is not None:
-        if not isinstance(layer_types, list):
-            raise ConfigError(f"{where}layer_types", type(layer_types).__name__, "must be a list of layer type names")
-        if len(layer_types) != n:
-            raise ConfigError(f"{where}layer_types", f"{len(layer_types)} entries", f"must list exactly num_hidden_layers={n} entries")
-        for i, name in enumerate(layer_types):
-            if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
-                raise ConfigError(f"{where}layer_types[{i}]", name, f"unknown layer type; known: {', '.join(sorted(LAYER_TYPE_NAMES))}")
-            kinds[i] = LAYER_TYPE_NAMES[name]
-    elif pattern is not None and not explicit:
-        if not isinstance(pattern, str) or len(pattern) != n:
-            raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
-        table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
-        for i, ch in enumerate(pattern):
-            if ch not in table:
-                raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
-            kinds[i] = table[ch]
-        notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
-    elif explicit:
-        pass
-    elif _present(cfg, "attn_layer_period") or model_type == "jamba":
-        period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
-        offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
-        if offset >= period:
-            raise ConfigError(f"{where}attn_layer_offset", offset, f"must be below attn_layer_period={period}")
-        kinds = ["full" if i % period == offset else "mamba" for i in range(n)]
-        notes.append(f"Jamba layout: attention every {period} layers at offset {offset}, Mamba elsewhere")
-    elif _present(cfg, "full_attention_interval"):
-        interval = _int_field(cfg, "full_attention_interval", where=where)
-        kinds = ["full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
-        notes.append(f"full attention every {interval} layers, linear attention elsewhere")
 
-    # Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers
-    chunk = cfg.get("attention_chunk_size")
-    if chunk is not None and layer_types is None and not explicit:
-        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
-        no_rope = cfg.get("no_rope_layers")
-        if no_rope is None or no_rope == []:
-            interval = _int_field(cfg, "no_rope_layer_interval", where=where) if _present(cfg, "no_rope_layer_interval") else 4
-            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
-            notes.append(f"no_rope_layers not given: every {interval}th layer is global (transformers default)")
-        if not isinstance(no_rope, list) or len(no_rope) != n:
-            raise ConfigError(f"{where}no_rope_layers", no_rope if not isinstance(no_rope, list) else f"{len(no_rope)} entries", f"must list exactly {n} flags")
-        for i, flag in enumerate(no_rope):
-            if flag not in (0, 1, True, False):
-                raise ConfigError(f"{where}no_rope_layers[{i}]", flag, "must be 0 or 1")
-            if flag and kinds[i] == "full":
-                kinds[i] = "chunked"
-    if "chunked" in kinds:
-        if chunk is None:
-            raise ConfigError(f"{where}attention_chunk_size", None, "layer_types has chunked_attention layers but no attention_chunk_size")
-        chunk = _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
-        for i, k in enumerate(kinds):
-            if k == "chunked":
-                windows[i] = chunk
+def _read_compress_ratios(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """DeepSeek-V4: every layer has a sliding-window cache; the compressed part is :func:`_compressed`'s."""
+    return ["sliding"] * n
 
-    # sliding windows
-    window = _optional_int(cfg, "sliding_window", where=where, hi=MAX_POSITIONS)
-    if window is not None and model_type.startswith("gemma4") and cfg.get("use_bidirectional_attention") == "all":
+
+def _read_kda_layers(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Kimi Linear / Kimi K3: vLLM 0.33 kimi_linear.py, KimiLinearConfig.is_kda_layer(i) tests
+    (i + 1) in linear_attn_config["kda_layers"]; the other layers are MLA."""
+    kda = cfg["linear_attn_config"].get("kda_layers")
+    if not isinstance(kda, list) or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in kda):
+        raise ConfigError(f"{where}linear_attn_config.kda_layers", kda, f"must list 1-based layer numbers from 1 to {n}")
+    kinds = ["full"] * n
+    for v in kda:
+        kinds[v - 1] = "linear_attention"
+    notes.append(f"linear_attn_config: {len(set(kda))} Kimi Delta Attention layers hold recurrent state, the other {n - len(set(kda))} are MLA")
+    return kinds
+
+
+def _read_hybrid_override_pattern(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Nemotron-H: one character per layer, M (Mamba), * (attention), - (MLP), E (MoE)."""
+    pattern = cfg["hybrid_override_pattern"]
+    if not isinstance(pattern, str) or len(pattern) != n:
+        raise ConfigError(f"{where}hybrid_override_pattern", pattern, f"must be a string of exactly {n} characters (M, *, -, E)")
+    table = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+    for i, ch in enumerate(pattern):
+        if ch not in table:
+            raise ConfigError(f"{where}hybrid_override_pattern[{i}]", ch, "unknown symbol; known: M (Mamba), * (attention), - (MLP), E (MoE)")
+    notes.append("hybrid_override_pattern: only '*' layers hold K/V; 'M' layers hold recurrent state; '-'/'E' layers hold nothing")
+    return [table[ch] for ch in pattern]
+
+
+def _read_attn_layer_period(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Jamba: attention every attn_layer_period layers at attn_layer_offset (class defaults 8 and 4), Mamba elsewhere."""
+    period = _int_field(cfg, "attn_layer_period", where=where) if _present(cfg, "attn_layer_period") else 8
+    offset = _int_field(cfg, "attn_layer_offset", lo=0, where=where) if _present(cfg, "attn_layer_offset") else 4
+    if offset >= period:
+        raise ConfigError(f"{where}attn_layer_offset", offset, f"must be below attn_layer_period={period}")
+    notes.append(f"Jamba layout: attention every {period} layers at offset {offset}, Mamba elsewhere")
+    return ["full" if i % period == offset else "mamba" for i in range(n)]
+
+
+def _read_full_attention_interval(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """Qwen3-Next / Qwen3.5 without layer_types: every interval-th layer attends, the others are Gated DeltaNet."""
+    interval = _int_field(cfg, "full_attention_interval", where=where)
+    notes.append(f"full attention every {interval} layers, linear attention elsewhere")
+    return ["full" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+
+
+def _every_layer_full(cfg: dict, n: int, where: str, notes: list[str]) -> list[str]:
+    """No convention: every layer attends fully (the post-passes may add windows and chunks)."""
+    return ["full"] * n
+
+
+LAYOUT_READERS: tuple[LayoutReader, ...] = (
+    LayoutReader("layer_types", lambda cfg, _: cfg.get("layer_types") is not None, _read_layer_types),
+    LayoutReader("layers_block_type (Nemotron 3 Ultra)", lambda cfg, _: cfg.get("layers_block_type") is not None, _read_layers_block_type),
+    LayoutReader("hybrid_layer_pattern (MiMo-V2-Flash)", lambda cfg, _: cfg.get("hybrid_layer_pattern") is not None, _read_hybrid_layer_pattern),
+    LayoutReader("block_configs (Nemotron-NAS)", lambda cfg, _: cfg.get("block_configs") is not None, _read_block_configs),
+    LayoutReader("compress_ratios (DeepSeek-V4)", lambda cfg, _: isinstance(cfg.get("compress_ratios"), list), _read_compress_ratios),
+    LayoutReader("linear_attn_config.kda_layers (Kimi Linear)", lambda cfg, _: isinstance(cfg.get("linear_attn_config"), dict), _read_kda_layers),
+    LayoutReader("hybrid_override_pattern (Nemotron-H)", lambda cfg, _: cfg.get("hybrid_override_pattern") is not None, _read_hybrid_override_pattern, final=False),
+    LayoutReader("attn_layer_period (Jamba)", lambda cfg, model_type: _present(cfg, "attn_layer_period") or model_type == "jamba", _read_attn_layer_period, final=False),
+    LayoutReader("full_attention_interval (Qwen3-Next)", lambda cfg, _: _present(cfg, "full_attention_interval"), _read_full_attention_interval, final=False),
+    LayoutReader("every layer full attention", lambda cfg, _: True, _every_layer_full, final=False),
+)
+
+
+def _llama4_chunked_layers(layout: _Layout) -> None:
+    """Llama 4: chunked local attention on RoPE layers, global attention on NoPE layers."""
+    cfg, where, kinds, n = layout.cfg, layout.where, layout.kinds, len(layout.kinds)
+    if cfg.get("attention_chunk_size") is None or layout.final:
+        return
+    _int_field(cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=where)
+    no_rope = cfg.get("no_rope_layers")
+    if no_rope is None or no_rope == []:
+        interval = _int_field(cfg, "no_rope_layer_interval", where=where) if _present(cfg, "no_rope_layer_interval") else 4
+        no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        layout.notes.append(f"no_rope_layers not given: every {interval}th layer is global (transformers default)")
+    if not isinstance(no_rope, list) or len(no_rope) != n:
+        raise ConfigError(f"{where}no_rope_layers", no_rope if not isinstance(no_rope, list) else f"{len(no_rope)} entries", f"must list exactly {n} flags")
+    for i, flag in enumerate(no_rope):
+        if flag not in (0, 1, True, False):
+            raise ConfigError(f"{where}no_rope_layers[{i}]", flag, "must be 0 or 1")
+        if flag and kinds[i] == "full":
+            kinds[i] = "chunked"
+
+
+def _chunk_windows(layout: _Layout) -> None:
+    """Chunked layers attend within attention_chunk_size positions."""
+    if "chunked" not in layout.kinds:
+        return
+    if layout.cfg.get("attention_chunk_size") is None:
+        raise ConfigError(f"{layout.where}attention_chunk_size", None, "layer_types has chunked_attention layers but no attention_chunk_size")
+    chunk = _int_field(layout.cfg, "attention_chunk_size", hi=MAX_POSITIONS, where=layout.where)
+    layout.windows = [chunk if k == "chunked" else w for k, w in zip(layout.kinds, layout.windows, strict=True)]
+
+
+def _sliding_window_size(layout: _Layout) -> None:
+    """sliding_window, validated whatever the layout; Gemma 4's bidirectional models halve it."""
+    window = _optional_int(layout.cfg, "sliding_window", where=layout.where, hi=MAX_POSITIONS)
+    if window is not None and layout.model_type.startswith("gemma4") and layout.cfg.get("use_bidirectional_attention") == "all":
         # transformers Gemma4TextConfig: bidirectional models keep an exclusive window of W // 2 + 1
         window = window // 2 + 1
-        notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
+        layout.notes.append(f"use_bidirectional_attention 'all': the sliding window is {window:,} (sliding_window // 2 + 1)")
+    layout.sliding_window = window
+
+
+def _sliding_class_pattern(layout: _Layout) -> None:
+    """A sliding_window without a per-layer list: every layer slides except every
+    sliding_window_pattern-th (or the family's class default), and Qwen2's first max_window_layers."""
+    cfg, where, kinds, window = layout.cfg, layout.where, layout.kinds, layout.sliding_window
     use_sliding = _bool_field(cfg, "use_sliding_window", True, where)
-    if window is not None and use_sliding and layer_types is None and not explicit and "sliding" not in kinds:
-        every = cfg.get("sliding_window_pattern")
-        if every is None:
-            every = SLIDING_PATTERN_DEFAULTS.get(model_type)
-            if every is not None:
-                notes.append(f"{model_type}: {every - 1} local layer(s) to 1 global (class default)")
-        else:
-            every = _int_field(cfg, "sliding_window_pattern", where=where)
-        max_window_layers = _optional_int(cfg, "max_window_layers", lo=0, hi=MAX_LAYERS, where=where)
-        for i in range(n):
-            if kinds[i] != "full":
-                continue
-            if every is not None and (i + 1) % every == 0:
-                continue
-            if model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
-                continue
-            kinds[i] = "sliding"
-    elif window is not None and not use_sliding and layer_types is None and not explicit:
-        notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
+    if window is None or layout.final:
+        return
+    if not use_sliding:
+        layout.notes.append(f"use_sliding_window is false: sliding_window {window} ignored, every layer attends fully")
+        return
     if "sliding" in kinds:
-        if window is None:
-            raise ConfigError(f"{where}sliding_window", None, "layer_types has sliding_attention layers but no sliding_window")
-        if max_pos is not None and window >= max_pos:
-            notes.append(f"sliding_window {window:,} >= max_position_embeddings {max_pos:,}: the window never binds, layers counted as full")
-            kinds = ["full" if k == "sliding" else k for k in kinds]
-        else:
-            for i, k in enumerate(kinds):
-                if k == "sliding":
-                    windows[i] = window
+        return
+    every = cfg.get("sliding_window_pattern")
+    if every is None:
+        every = SLIDING_PATTERN_DEFAULTS.get(layout.model_type)
+        if every is not None:
+            layout.notes.append(f"{layout.model_type}: {every - 1} local layer(s) to 1 global (class default)")
+    else:
+        every = _int_field(cfg, "sliding_window_pattern", where=where)
+    max_window_layers = _optional_int(cfg, "max_window_layers", lo=0, hi=MAX_LAYERS, where=where)
+    for i in range(len(kinds)):
+        if kinds[i] != "full":
+            continue
+        if every is not None and (i + 1) % every == 0:
+            continue
+        if layout.model_type.startswith("qwen2") and max_window_layers is not None and i < max_window_layers:
+            continue
+        kinds[i] = "sliding"
 
-    # Llama 3.2 Vision: cross-attention layers over the image encoder's states
-    cross = cfg.get("cross_attention_layers")
-    if cross:
-        if not isinstance(cross, list):
-            raise ConfigError(f"{where}cross_attention_layers", cross, "must be a list of layer indices")
-        for idx in cross:
-            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
-                raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
-            kinds[idx] = "cross"
-            windows[idx] = None
-        notes.append(f"{len(set(cross))} cross-attention layers cache the image encoder's states, not the text tokens")
 
-    # Gemma 3n: the last layers reuse the K/V of earlier layers
-    shared = _optional_int(cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
-    if shared:
-        if shared >= n:
-            raise ConfigError(f"{where}num_kv_shared_layers", shared, f"must be below num_hidden_layers={n}")
-        for i in range(n - shared, n):
-            kinds[i] = "none"
-            windows[i] = None
-        notes.append(f"the last {shared} layers reuse earlier layers' K/V and cache nothing")
-    return kinds, windows
+def _sliding_windows_that_bind(layout: _Layout) -> None:
+    """Sliding layers keep sliding_window positions; a window as long as the context never binds:
+    those layers are counted as full."""
+    if "sliding" not in layout.kinds:
+        return
+    window = layout.sliding_window
+    if window is None:
+        raise ConfigError(f"{layout.where}sliding_window", None, "layer_types has sliding_attention layers but no sliding_window")
+    if layout.max_pos is not None and window >= layout.max_pos:
+        layout.notes.append(f"sliding_window {window:,} >= max_position_embeddings {layout.max_pos:,}: the window never binds, layers counted as full")
+        layout.kinds = ["full" if k == "sliding" else k for k in layout.kinds]
+    else:
+        layout.windows = [window if k == "sliding" else w for k, w in zip(layout.kinds, layout.windows, strict=True)]
+
+
+def _cross_attention_layers(layout: _Layout) -> None:
+    """Llama 3.2 Vision: cross-attention layers over the image encoder's states."""
+    cross = layout.cfg.get("cross_attention_layers")
+    if not cross:
+        return
+    n, where = len(layout.kinds), layout.where
+    if not isinstance(cross, list):
+        raise ConfigError(f"{where}cross_attention_layers", cross, "must be a list of layer indices")
+    for idx in cross:
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+            raise ConfigError(f"{where}cross_attention_layers", idx, f"layer index must be in 0..{n - 1}")
+        layout.kinds[idx] = "cross"
+        layout.windows[idx] = None
+    layout.notes.append(f"{len(set(cross))} cross-attention layers cache the image encoder's states, not the text tokens")
+
+
+def _kv_shared_layers(layout: _Layout) -> None:
+    """Gemma 3n: the last num_kv_shared_layers layers reuse the K/V of earlier layers."""
+    n, where = len(layout.kinds), layout.where
+    shared = _optional_int(layout.cfg, "num_kv_shared_layers", lo=0, hi=MAX_LAYERS, where=where)
+    if not shared:
+        return
+    if shared >= n:
+        raise ConfigError(f"{where}num_kv_shared_layers", shared, f"must be below num_hidden_layers={n}")
+    for i in range(n - shared, n):
+        layout.kinds[i] = "none"
+        layout.windows[i] = None
+    layout.notes.append(f"the last {shared} layers reuse earlier layers' K/V and cache nothing")
+
+
+POST_PASSES: tuple[Callable[[_Layout], None], ...] = (
+    _llama4_chunked_layers,
+    _chunk_windows,
+    _sliding_window_size,
+    _sliding_class_pattern,
+    _sliding_windows_that_bind,
+    _cross_attention_layers,
+    _kv_shared_layers,
+)
 
 
 def _str_list(value: object, n: int, field: str) -> list[str]:
@@ -537,8 +671,8 @@ def _mla(cfg: dict, where: str) -> MLASpec | None:
 
 def _mamba_state(cfg: dict, hidden: int, where: str) -> StateSpec:
     """Mamba-1 (Jamba) or Mamba-2 (Nemotron-H) state per layer and sequence, in elements."""
-    d_conv = next((_int_field(cfg, k, where=where) for k in ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel") if _present(cfg, k)), 4)
-    d_state = next((_int_field(cfg, k, where=where) for k in ("mamba_d_state", "ssm_state_size", "state_size") if _present(cfg, k)), 16)
+    d_conv = next((_int_field(cfg, k, where=where) for k in MAMBA_CONV_KERNEL_KEYS if _present(cfg, k)), 4)
+    d_state = next((_int_field(cfg, k, where=where) for k in MAMBA_STATE_KEYS if _present(cfg, k)), 16)
     if _present(cfg, "mamba_num_heads") and _present(cfg, "mamba_head_dim"):  # Mamba-2
         nheads = _int_field(cfg, "mamba_num_heads", where=where)
         head_dim = _int_field(cfg, "mamba_head_dim", where=where)
@@ -783,53 +917,17 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     cfg, path, notes = select_text_config(config)
     where = f"{path}." if path else ""
     model_type = str(cfg.get("model_type") or config.get("model_type") or "unknown")
-
-    found = _first(cfg, _REQUIRED_ALIASES["layers"], where=where, hi=MAX_LAYERS)
-    if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
-        # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
-        found = ("layers_block_type", len(cfg["layers_block_type"]))
-    if not found:
-        raise ConfigError(f"{where}num_hidden_layers", None, "missing: no layer count (num_hidden_layers, n_layer, n_layers, num_layers or a layers_block_type list)")
-    n_layers = found[1]
-    found = _first(cfg, _REQUIRED_ALIASES["heads"], where=where, hi=MAX_HEADS)
-    if not found:
-        raise ConfigError(f"{where}num_attention_heads", None, "missing: no attention head count (num_attention_heads, n_head or n_heads)")
-    heads = found[1]
-    found = _first(cfg, _REQUIRED_ALIASES["hidden"], where=where)
-    hidden = found[1] if found else None
-    max_pos = next(
-        (_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len") if _present(cfg, k)),
-        None,
-    )
-    if max_pos is None:  # transformers would use the class default
-        default = arch_defaults()["defaults"].get(model_type, {})
-        max_pos = next((default[k] for k in ("max_position_embeddings", "n_positions") if isinstance(default.get(k), int)), None)
-        if max_pos is not None:
-            notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
-
+    n_layers, heads, hidden = _sizes(cfg, where)
+    max_pos = _max_positions(cfg, model_type, where, notes)
     mla = _mla(cfg, where)
     kv_heads = _kv_heads(cfg, heads, where, notes)
-    if hidden is None:
-        if not _present(cfg, "head_dim") and mla is None:
-            raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
-        hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
-    head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    v_head_dim = mla.v_head_dim if mla else head_dim
-    if mla is None:
-        if kv_heads > heads:
-            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"exceeds num_attention_heads={heads}")
-        if heads % kv_heads:
-            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"does not divide num_attention_heads={heads}")
-    else:
-        kv_heads = heads
-        notes.append(f"MLA: paged runtimes cache one {mla.latent_dim}-element latent (kv_lora_rank {mla.kv_lora_rank} + rope {mla.qk_rope_head_dim}) per layer and token")
+    hidden, kv_heads, head_dim, v_head_dim = _attention_dims(cfg, heads, kv_heads, hidden, mla, where, notes)
 
     kinds, windows = _layer_kinds(cfg, n_layers, model_type, where, notes, max_pos)
     mamba = _mamba_state(cfg, hidden, where) if "mamba" in kinds else None
     linear = None
     if "linear_attention" in kinds:
         linear = _kda_state(cfg["linear_attn_config"], where) if isinstance(cfg.get("linear_attn_config"), dict) else _linear_state(cfg, where)
-
     _check_cache_size(kinds, kv_heads, head_dim, v_head_dim, mamba, linear, where)
     shapes = _layer_shapes(cfg, kinds, (kv_heads, head_dim, v_head_dim), heads, where, notes)
     layers = []
@@ -845,27 +943,9 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
     mtp_layers, mtp_indexer = _mtp_layers(cfg, layers, indexer, where, notes)
     if not any(layer.kind in ("full", "sliding", "chunked", "mla") for layer in layers) and not (mamba or linear):
         raise ConfigError(f"{where}layer_types", "no attention layers", "the config has no layer that holds a cache or state")
-
-    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
-    archs = config.get("architectures") or cfg.get("architectures") or ()
-    # fields the weights estimate reads: typed here, so a string never silently becomes a default
-    if isinstance(cfg.get("intermediate_size"), list):  # per-layer sizes (Gemma 3n)
-        sizes = cfg["intermediate_size"]
-        if len(sizes) != n_layers:
-            raise ConfigError(f"{where}intermediate_size", f"{len(sizes)} entries", f"a per-layer list must have num_hidden_layers={n_layers} entries")
-        inter = max(_int_field({"intermediate_size": v}, "intermediate_size", where=where) for v in sizes)
-    else:
-        inter = _optional_int(cfg, "intermediate_size", where=where)
-    vocab = next((_int_field(src, k, hi=1 << 24, where=w) for src, w in ((cfg, where), (config, "")) for k in ("vocab_size", "padded_vocab_size") if _present(src, k)), None)
-    if vocab is None:
-        vocab = arch_defaults()["defaults"].get(model_type, {}).get("vocab_size")
-        if vocab is not None:
-            notes.append(f"no vocab_size in the config: {model_type}'s class default of {vocab:,} applies")
-    tie_src = cfg if "tie_word_embeddings" in cfg else config
-    tie = _bool_field(tie_src, "tie_word_embeddings", model_type.startswith("gemma"), where if tie_src is cfg else "")
+    weights = _weights_fields(config, cfg, n_layers, model_type, where, notes)
     return ModelGeometry(
         model_type=model_type,
-        architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
         config_path=path,
         num_layers=n_layers,
         num_attention_heads=heads,
@@ -873,11 +953,7 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
         head_dim=head_dim,
         v_head_dim=v_head_dim,
         hidden_size=hidden,
-        intermediate_size=inter,
-        vocab_size=vocab,
         max_position_embeddings=max_pos,
-        tie_word_embeddings=tie,
-        torch_dtype=dtype if isinstance(dtype, str) else None,
         mla=mla,
         mamba=mamba,
         linear=linear,
@@ -886,9 +962,83 @@ def _parse(config: dict, digest: str) -> ModelGeometry:
         layers=tuple(layers),
         mtp_layers=mtp_layers,
         mtp_indexer_layers=mtp_indexer,
+        **weights,
         notes=tuple(notes),
         config_hash=digest,
     )
+
+
+def _sizes(cfg: dict, where: str) -> tuple[int, int, int | None]:
+    """(layers, attention heads, hidden size or None) under any of their names."""
+    found = _first(cfg, LAYER_COUNT_KEYS, where=where, hi=MAX_LAYERS)
+    if not found and isinstance(cfg.get("layers_block_type"), list) and 0 < len(cfg["layers_block_type"]) <= MAX_LAYERS:
+        # Nemotron 3 Ultra gives no num_hidden_layers: its NemotronHConfig counts layers_block_type
+        found = ("layers_block_type", len(cfg["layers_block_type"]))
+    if not found:
+        raise ConfigError(f"{where}num_hidden_layers", None, f"missing: no layer count ({one_of((*LAYER_COUNT_KEYS, 'a layers_block_type list'))})")
+    n_layers = found[1]
+    found = _first(cfg, ATTENTION_HEAD_KEYS, where=where, hi=MAX_HEADS)
+    if not found:
+        raise ConfigError(f"{where}num_attention_heads", None, f"missing: no attention head count ({one_of(ATTENTION_HEAD_KEYS)})")
+    heads = found[1]
+    found = _first(cfg, HIDDEN_SIZE_KEYS, where=where)
+    return n_layers, heads, found[1] if found else None
+
+
+def _max_positions(cfg: dict, model_type: str, where: str, notes: list[str]) -> int | None:
+    """The context limit the config gives, else its architecture's class default (as transformers)."""
+    max_pos = next((_int_field(cfg, k, hi=MAX_POSITIONS, where=where) for k in MAX_POSITION_KEYS if _present(cfg, k)), None)
+    if max_pos is None:  # transformers would use the class default
+        default = arch_defaults()["defaults"].get(model_type, {})
+        max_pos = next((default[k] for k in MAX_POSITION_KEYS if isinstance(default.get(k), int)), None)
+        if max_pos is not None:
+            notes.append(f"no maximum context in the config: {model_type}'s class default of {max_pos:,} tokens applies")
+    return max_pos
+
+
+def _attention_dims(cfg: dict, heads: int, kv_heads: int, hidden: int | None, mla: MLASpec | None, where: str, notes: list[str]) -> tuple[int, int, int, int]:
+    """(hidden size, KV heads, K head dim, V head dim), checked; MLA caches one latent per head group."""
+    if hidden is None:
+        if not _present(cfg, "head_dim") and mla is None:
+            raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
+        hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
+    head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    v_head_dim = mla.v_head_dim if mla else head_dim
+    if mla is None:
+        if kv_heads > heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"exceeds num_attention_heads={heads}")
+        if heads % kv_heads:
+            raise ConfigError(f"{where}num_key_value_heads", kv_heads, f"does not divide num_attention_heads={heads}")
+    else:
+        kv_heads = heads
+        notes.append(f"MLA: paged runtimes cache one {mla.latent_dim}-element latent (kv_lora_rank {mla.kv_lora_rank} + rope {mla.qk_rope_head_dim}) per layer and token")
+    return hidden, kv_heads, head_dim, v_head_dim
+
+
+def _weights_fields(config: dict, cfg: dict, n_layers: int, model_type: str, where: str, notes: list[str]) -> dict:
+    """The fields the weights estimate reads: typed here, so a string never silently becomes a default."""
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+    archs = config.get("architectures") or cfg.get("architectures") or ()
+    if isinstance(cfg.get("intermediate_size"), list):  # per-layer sizes (Gemma 3n)
+        sizes = cfg["intermediate_size"]
+        if len(sizes) != n_layers:
+            raise ConfigError(f"{where}intermediate_size", f"{len(sizes)} entries", f"a per-layer list must have num_hidden_layers={n_layers} entries")
+        inter = max(_int_field({"intermediate_size": v}, "intermediate_size", where=where) for v in sizes)
+    else:
+        inter = _optional_int(cfg, "intermediate_size", where=where)
+    vocab = next((_int_field(src, k, hi=1 << 24, where=w) for src, w in ((cfg, where), (config, "")) for k in VOCAB_KEYS if _present(src, k)), None)
+    if vocab is None:
+        vocab = arch_defaults()["defaults"].get(model_type, {}).get("vocab_size")
+        if vocab is not None:
+            notes.append(f"no vocab_size in the config: {model_type}'s class default of {vocab:,} applies")
+    tie_src = cfg if "tie_word_embeddings" in cfg else config
+    return {
+        "architectures": tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
+        "intermediate_size": inter,
+        "vocab_size": vocab,
+        "tie_word_embeddings": _bool_field(tie_src, "tie_word_embeddings", model_type.startswith("gemma"), where if tie_src is cfg else ""),
+        "torch_dtype": dtype if isinstance(dtype, str) else None,
+    }
 
 
 def text_config(config: dict) -> dict:

@@ -38,6 +38,7 @@ from huggingface_hub import errors as hf_errors  # noqa: E402
 from tqdm.auto import tqdm as _tqdm
 
 from planner import __version__
+from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
 from planner.errors import ConfigError
 from planner.limits import ByteBudgetCache, RateLimiter
@@ -75,10 +76,6 @@ _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_RE = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
 _TOKEN_LIKE_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-
-_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
-_NESTED_KEYS = ("text_config", "language_config", "llm_config")
 
 
 # --------------------------------------------------------------------------- errors
@@ -543,9 +540,9 @@ def _fetch_config_from_disk(repo_id: str, revision: str) -> str | None:
 
 
 def _has_required_fields(config: dict) -> bool:
-    scopes = [config] + [config[k] for k in _NESTED_KEYS if isinstance(config.get(k), dict)]
-    has_layers = any(any(isinstance(s.get(k), int) for k in _LAYER_KEYS) for s in scopes)
-    has_heads = any(any(isinstance(s.get(k), int) for k in _HEAD_KEYS) for s in scopes)
+    scopes = [config] + [config[k] for k in TEXT_CONFIG_KEYS if isinstance(config.get(k), dict)]
+    has_layers = any(any(isinstance(s.get(k), int) for k in LAYER_COUNT_KEYS) for s in scopes)
+    has_heads = any(any(isinstance(s.get(k), int) for k in ATTENTION_HEAD_KEYS) for s in scopes)
     return has_layers and has_heads
 
 

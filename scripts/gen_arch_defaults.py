@@ -11,19 +11,25 @@ Run: .venv/bin/python scripts/gen_arch_defaults.py
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from pathlib import Path
 
 import transformers
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-# the keys planner.geometry / planner.weights read (aliases included); lists that are derived from
-# the layer count (layer_types) are left out: the geometry derives them for the actual count
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner import config_keys as names  # noqa: E402
+
+# the keys planner.geometry / planner.weights read (every alias of planner/config_keys.py); lists
+# that are derived from the layer count (layer_types) are left out: the geometry derives them for
+# the actual count
 KEYS = (
-    "num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_attention_heads", "n_head", "n_heads",
-    "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "multi_query", "new_decoder_architecture",
-    "hidden_size", "n_embd", "d_model", "head_dim", "attention_head_dim", "kv_channels", "intermediate_size",
-    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window", "use_sliding_window", "sliding_window_pattern",
+    *names.LAYER_COUNT_KEYS, *names.ATTENTION_HEAD_KEYS, *names.KV_HEAD_KEYS, names.GROUPED_KV_HEAD_KEY, "multi_query", "new_decoder_architecture",
+    *names.HIDDEN_SIZE_KEYS, *names.HEAD_DIM_KEYS, "intermediate_size",
+    *names.VOCAB_KEYS, *names.MAX_POSITION_KEYS, "sliding_window", "use_sliding_window", "sliding_window_pattern",
     "max_window_layers", "attention_chunk_size", "no_rope_layer_interval", "cross_attention_layers", "num_kv_shared_layers",
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "tie_word_embeddings",
     "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
@@ -48,9 +54,9 @@ def main() -> None:
             row.pop("head_dim", None)
         if "num_key_value_heads" in row and row["num_key_value_heads"] == heads:
             row.pop("num_key_value_heads", None)
-        if any(k in row for k in ("num_hidden_layers", "n_layer", "n_layers", "num_layers")):
+        if any(k in row for k in names.LAYER_COUNT_KEYS):
             table[model_type] = row
-    out = Path(__file__).resolve().parents[1] / "planner" / "arch_defaults.json"
+    out = ROOT / "planner" / "arch_defaults.json"
     out.write_text(json.dumps({"transformers_version": transformers.__version__, "defaults": table}, indent=0, sort_keys=True) + "\n")
     print(f"{len(table)} model types written to {out} ({out.stat().st_size:,} bytes)")
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner.config_keys import ATTENTION_HEAD_KEYS, HIDDEN_SIZE_KEYS, KV_HEAD_KEYS, LAYER_COUNT_KEYS
 from planner.configio import parse_config_text
 from planner.errors import ConfigError, PlannerError
-from planner.geometry import parse_geometry
+from planner.geometry import LAYOUT_READERS, parse_geometry
 from planner.kv import inspect_config, vector_bytes
 
 
@@ -93,6 +94,41 @@ def test_aliases_gpt2_style():
     # n_layer/n_head/n_embd: 2 x 12 x 12 x 64 x 2 = 36,864
     r = inspect_config({"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024})
     assert r.kv_bytes_per_token == 36864
+
+
+@pytest.mark.parametrize(
+    ("canonical", "keys"),
+    [("num_hidden_layers", LAYER_COUNT_KEYS), ("num_attention_heads", ATTENTION_HEAD_KEYS), ("num_key_value_heads", KV_HEAD_KEYS), ("hidden_size", HIDDEN_SIZE_KEYS)],
+)
+def test_every_alias_in_the_table_reads_the_same(canonical, keys):
+    # dense(): 32 layers, 32 heads, 8 KV heads, hidden 4096: 2 x 32 x 8 x 128 x 2 = 131,072 under every name
+    for key in keys:
+        cfg = dense()
+        cfg[key] = cfg.pop(canonical)
+        assert inspect_config(cfg).kv_bytes_per_token == 131072, key
+
+
+def test_the_first_alias_listed_wins():
+    # 16 layers under the first name, 99 under each later one: 2 x 16 x 8 x 128 x 2 = 65,536
+    cfg = {**dense(layers=16), **{k: 99 for k in LAYER_COUNT_KEYS[1:]}}
+    assert parse_geometry(cfg).num_layers == 16
+    assert inspect_config(cfg).kv_bytes_per_token == 65536
+
+
+def test_num_heads_alone_is_not_an_attention_head_count():
+    # Mamba-2 (transformers Mamba2Config) counts its 128 SSM heads in num_heads: sizing it as 128
+    # full-attention heads would invent a K/V cache, so the config is refused with the names it lacks
+    mamba2 = {"model_type": "mamba2", "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64, "hidden_size": 4096}
+    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads, n_head or n_heads\)"):
+        parse_geometry(mamba2)
+
+
+def test_class_default_context_under_any_alias():
+    # MPT names its context max_seq_len; transformers 5.24 MptConfig defaults it to 2,048, which
+    # planner/arch_defaults.json tabulates since it is generated from the same table of names
+    geo = parse_geometry({"model_type": "mpt", "n_layers": 2, "n_heads": 4, "d_model": 64})
+    assert geo.max_position_embeddings == 2048
+    assert "mpt's class default of 2,048 tokens applies" in geo.notes[0]
 
 
 def test_falcon_multi_query_and_new_decoder_architecture():
@@ -186,6 +222,23 @@ def test_nemotron_h_pattern_and_jamba_and_qwen3_next():
     assert parse_geometry(jamba).counts() == {"full": 4, "mamba": 28}
     q3n = dense(layers=48, model_type="qwen3_next", full_attention_interval=4, head_dim=256, kv=2)
     assert parse_geometry(q3n).counts() == {"full": 12, "linear_attention": 36}
+
+
+def test_the_first_layout_reader_that_claims_a_config_wins():
+    pattern = "M*M*"
+    block_types = ["mamba", "attention", "moe", "attention"]
+    # layer_types is tried first: the Nemotron names and the pattern beside it are not read
+    both = dense(layers=4, layer_types=["full_attention"] * 4, layers_block_type=block_types, hybrid_override_pattern=pattern)
+    assert parse_geometry(both).counts() == {"full": 4}
+    # layers_block_type (an explicit per-layer list) comes before hybrid_override_pattern
+    assert parse_geometry(dense(layers=4, layers_block_type=block_types, hybrid_override_pattern="****")).counts() == {"full": 2, "mamba": 1, "none": 1}
+    # an explicit list also keeps the Llama 4 chunking and the sliding class default away: the
+    # same config without it has 3 chunked layers of 4 (every 4th is global) and no sliding layer
+    nas = dense(layers=4, model_type="llama4_text", attention_chunk_size=8192, block_configs=[{"attention": {"n_heads_in_group": 4}}] * 4)
+    assert parse_geometry(nas).counts() == {"full": 4}
+    assert parse_geometry({k: v for k, v in nas.items() if k != "block_configs"}).counts() == {"full": 1, "chunked": 3}
+    # the last reader claims every config
+    assert LAYOUT_READERS[-1].claims({}, "")
 
 
 def test_cross_attention_layers_and_kv_shared_layers():

@@ -231,6 +231,18 @@ def test_missing_required_fields(hub):
         fetch_model("org/odd")
 
 
+def test_required_fields_are_the_names_the_geometry_reads(hub):
+    # GPT-Neo, T5 and Mamba-2 name a head count num_heads, which the geometry does not read (in
+    # Mamba-2 it counts SSM heads): such a config lacks the required fields at the Hub already
+    config = {"model_type": "not-a-real-arch", "num_hidden_layers": 4, "num_heads": 8, "hidden_size": 64}
+    hub.add_repo("org/num-heads", {"config.json": config})
+    with pytest.raises(InvalidHubConfigError, match="required fields"):
+        fetch_model("org/num-heads")
+    renamed = {"n_heads" if k == "num_heads" else k: v for k, v in config.items()}  # MPT's name
+    hub.add_repo("org/n-heads", {"config.json": renamed})
+    assert fetch_model("org/n-heads").config["n_heads"] == 8
+
+
 def test_remote_code_without_fields_refused(hub):
     config = {"model_type": "my_custom_arch", "auto_map": {"AutoConfig": "configuration_x.XConfig"}}
     hub.add_repo("org/custom", {"config.json": config, "configuration_x.py": "raise SystemExit('ran!')"})

@@ -23,7 +23,8 @@ from planner.cli import main
 from planner.errors import PlannerError
 from planner.geometry import parse_geometry
 from planner.kv import kv_specs
-from planner.probe import budget_measurements, load_probe_json, make_options, predicted_transformers_cache_bytes, run_probe
+from planner.probe import budget_measurements, load_probe_json, make_options, parent, predicted_transformers_cache_bytes, protocol, run_probe
+from planner.probe.prepare import build_request, prepare_probe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,7 +198,7 @@ def test_refused_before_allocating_cpu_budget(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("no process may start")
 
-    monkeypatch.setattr(probe.subprocess, "run", boom)
+    monkeypatch.setattr(parent.subprocess, "run", boom)
     with pytest.raises(PlannerError, match="refused before allocating"):
         run_probe(GQA, make_options(device="cpu", tokens=64, kv_dtype="fp32"))
 
@@ -230,7 +231,7 @@ def test_timeout_gives_error_result():
 
 @pytest.mark.parametrize(("code", "needle"), [("import os; os._exit(3)", "exited with code 3"), ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "signal 9")])
 def test_crash_gives_error_result(monkeypatch, code, needle):
-    monkeypatch.setattr(probe, "_child_command", lambda: [sys.executable, "-c", code])
+    monkeypatch.setattr(parent, "_child_command", lambda: [sys.executable, "-c", code])
     r = run_probe(GQA, make_options(device="cpu", tokens=16, kv_dtype="fp32"))
     assert not r.ok and needle in r.error
 
@@ -240,6 +241,84 @@ def test_disabled(monkeypatch):
     assert probe.probe_disabled()
     with pytest.raises(PlannerError, match="disabled"):
         run_probe(GQA, make_options(device="cpu"))
+
+
+# --------------------------------------------------------------------------- parent/child protocol
+
+
+def _request(config: dict = GQA, **kw) -> protocol.ProbeRequest:
+    values = {"device": "cpu", "kv_dtype": "fp32", "tokens": 16, **kw}
+    return build_request(prepare_probe(config, make_options(**values)))
+
+
+def test_protocol_round_trip_keeps_infinity():
+    # Nemotron-H's config holds a bare Infinity (time_step_limit): the child must receive it as read
+    request = _request({**GQA, "time_step_limit": [0.0, float("inf")]}, mode="runtime")
+    text = protocol.encode(request)
+    assert "Infinity" in text and json.loads(text)["protocol"] == protocol.PROTOCOL == "kvp-probe-child/1"
+    assert protocol.decode_request(text) == request
+    allocate = _request(mode="allocate")
+    assert protocol.decode_request(protocol.encode(allocate)).layout == allocate.layout  # 2 layers x K, V
+    assert len(allocate.layout) == 4
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: {**d, "protocol": "kvp-probe-child/0"}, "speaks 'kvp-probe-child/0', not 'kvp-probe-child/1'"),
+        (lambda d: {**d, "tokens": 0}, "tokens is invalid"),
+        (lambda d: {**d, "surprise": 1}, "surprise is invalid"),
+        (lambda d: {k: v for k, v in d.items() if k != "cpu_budget"}, "cpu_budget is invalid"),
+    ],
+    ids=["version", "range", "extra", "missing"],
+)
+def test_protocol_refuses_a_bad_request(mutate, needle):
+    text = json.dumps(mutate(json.loads(protocol.encode(_request()))))
+    with pytest.raises(protocol.ProtocolError, match=re.escape(needle)):
+        protocol.decode_request(text)
+
+
+def test_child_answers_a_foreign_request_with_an_error_reply():
+    request = {**json.loads(protocol.encode(_request())), "protocol": "kvp-probe-child/2"}
+    out = subprocess.run([sys.executable, "-m", "planner.probe", "--child"], input=json.dumps(request), capture_output=True, text=True, cwd=ROOT, timeout=60)
+    reply = protocol.decode_reply(out.stdout.strip().splitlines()[-1])
+    assert out.returncode == 0 and isinstance(reply, protocol.FailedReply)
+    assert "different planner versions" in reply.error
+
+
+def test_parent_reports_an_invalid_reply(monkeypatch):
+    # a reply of the right version whose measurement lacks every figure: an error result naming the field
+    line = json.dumps({"protocol": protocol.PROTOCOL, "status": "ok", "measurement": {"mode": "allocate"}})
+    monkeypatch.setattr(parent, "_child_command", lambda: [sys.executable, "-c", f"print({line!r})"])
+    r = run_probe(GQA, make_options(device="cpu", tokens=16, kv_dtype="fp32"))
+    assert not r.ok and r.measured_kv_bytes is None
+    assert r.error == "the probe reply's ok.measurement.allocate.device is invalid: Field required"
+
+
+def test_cuda_allocate_reply_explains_the_allocator_rounding(monkeypatch):
+    # No GPU here: the reply a CUDA child sends is given by hand. 1 token in 1-token blocks: 2 layers
+    # x K, V tensors of 1 x 1 x 2 heads x 16 fp32 = 128 B each, 512 B in all; the caching allocator
+    # rounds each to 512 B, so memory_allocated grows by 4 x 512 = 2,048 B
+    measurement = protocol.AllocateMeasurement(
+        device="cuda", device_name="NVIDIA H200", device_total_bytes=150_000_000_000, torch_version="2.13.0", kv_bytes=2048, storage_bytes=512,
+        logical_kv_bytes=512, tensors=4, allocate_ms=0.5, rounded_bytes=2048, cuda_allocated_delta_bytes=2048, cuda_peak_delta_bytes=2048, cuda_released=True,
+    )
+    monkeypatch.setattr(parent, "execute", lambda request: protocol.MeasuredReply(measurement=measurement))
+    r = run_probe(GQA, make_options(device="cuda", tokens=1, block_tokens=1, kv_dtype="fp32"), isolate=False)
+    assert (r.ok, r.device, r.predicted_kv_bytes, r.measured_kv_bytes, r.ratio, r.cuda_allocated_delta_bytes) == (True, "cuda", 512, 2048, 4.0, 2048)
+    assert any("rounds every tensor up to a multiple of 512 bytes; the storage itself matches exactly" in s for s in r.explanation)
+    assert r.explanation[0] == "Measured = torch.cuda.memory_allocated after minus before allocating 4 tensors; tensor storage alone is 512 B."
+
+
+def test_child_imports_no_more_of_the_planner_than_the_single_module_did():
+    # planner/probe.py imported planner.errors, geometry, kv and limits at import time; the child's
+    # process (python -m planner.probe --child) loads the package, so the same set plus planner.probe.*
+    # and the config-key table geometry reads (names only)
+    code = "import sys, planner.probe.child; print(' '.join(sorted(m for m in sys.modules if m.startswith(('planner', 'torch', 'transformers')))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    loaded = set(out.stdout.split())
+    assert out.returncode == 0, out.stderr
+    assert {m for m in loaded if not m.startswith("planner.probe")} == {"planner", "planner.config_keys", "planner.errors", "planner.geometry", "planner.kv", "planner.limits"}
 
 
 # --------------------------------------------------------------------------- CLI (subprocess end to end)
@@ -291,7 +370,7 @@ def test_library_never_imports_the_cli():
     code = "import sys, planner.report, planner.probe, planner.plan, planner.share; print('planner.cli' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
-    for path in (ROOT / "planner").glob("*.py"):
+    for path in (ROOT / "planner").rglob("*.py"):
         if path.name not in ("cli.py", "__main__.py"):
             assert not re.search(r"^\s*(from planner\.cli |from planner import cli|import planner\.cli)", path.read_text(), re.M), path.name
 
