@@ -1,16 +1,79 @@
-"""The plan's result (:class:`Plan`) and the labels every surface shows with it."""
+"""The plan's result (:class:`Plan`): what its stages found, and its sections built from them.
+
+``compute_plan`` runs the stages and keeps their results (:class:`Memory`, :class:`Ceiling`,
+:class:`Admission`, :class:`Load`: small immutable tuples, cheap to make on every slider move).
+Each section (``kv_cache``, ``capacity``, ``roofline``, ``prefix``, ``cost``, ``work``) is built
+from them by :mod:`planner.plan.sections` the first time it is read and then kept, so a caller
+that reads one figure of a plan (a grid cell, a sizing step) pays for that section only.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from planner import capacity, latency
 from planner.context import ContextBudget
 from planner.hardware import Device
 from planner.kv import InspectReport
+from planner.plan import sections
 from planner.plan.inputs import PlanInputs
 from planner.results import Result
 from planner.weights import WeightsEstimate
+
+
+class Memory(NamedTuple):
+    """One GPU's memory: usable after the headroom, the fixed part, what is left for K/V."""
+
+    usable: int
+    resident: int  # model weights on this GPU
+    resident_source: str
+    workspace: int
+    fixed: int  # resident + workspace
+    available: int  # usable - fixed: the K/V pool
+    replicas: int  # gpu_count / tp
+
+
+class Sharing(NamedTuple):
+    """The shared prefix: whole blocks held once per tenant and replica by a paged engine."""
+
+    applies: bool
+    shared_blocks: int
+    saved: int  # bytes each further sequence of a tenant saves
+    per_replica_load: int  # the requested load on the busiest replica (ceil split)
+    saved_per_replica: int  # bytes saved at that load
+    cached: float  # prompt tokens a request finds cached (hit rate x the whole shared blocks)
+
+
+class Ceiling(NamedTuple):
+    """Concurrent sequences memory admits: steady state, with sharing, and as vLLM admits."""
+
+    per_replica: int
+    memory_max: int  # all replicas
+    shared_max: int  # with prefix sharing
+    limit_memory: int  # the memory limit the admission uses
+    steady_max: int  # the steady-state figure (before vLLM's block reservation)
+    engine: dict | None  # vLLM's view (runtime vllm, not static)
+
+
+class Admission(NamedTuple):
+    """Every limit on concurrent sequences and the verdict on the requested load."""
+
+    limits: dict[str, int]
+    admitted: bool
+    limit: int
+    binding: str
+    error: str | None
+
+
+class Load(NamedTuple):
+    """The requested load on the busiest replica and the served-latency model there."""
+
+    generated: int  # tokens a request generates
+    mid: int  # context halfway through the generation (the mean decode step's)
+    kv_mid: int  # K/V one sequence holds there
+    concurrency: int  # requests on the busiest replica
+    served: latency.Served
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,16 +86,53 @@ class Plan(Result):
     inspect: InspectReport
     weights: WeightsEstimate
     reservation: capacity.SequenceReservation
-    kv_cache: dict
-    capacity: dict
     latency: latency.LatencyReport
     estimate: latency.LatencyReport
-    roofline: dict
-    prefix: dict
-    cost: dict
-    work: dict
     notes: tuple[str, ...]
-    roof: latency.Roofline | None = None  # the step-time model behind the estimate (every term)
+    roof: latency.Roofline | None  # the step-time model behind the estimate (every term)
+    # the stages' results the sections are built from
+    _memory: Memory
+    _sharing: Sharing
+    _ceiling: Ceiling
+    _admission: Admission
+    _load: Load
+    _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
+
+    def _section(self, name: str, build):
+        hit = self._built.get(name)
+        if hit is None:
+            hit = self._built[name] = build(self)
+        return hit
+
+    @property
+    def kv_cache(self) -> dict:
+        """K/V per token and per sequence, the memory ceiling and the admission verdict."""
+        return self._section("kv_cache", sections.kv_cache_section)
+
+    @property
+    def capacity(self) -> dict:
+        """One GPU's memory from the device down to the K/V pool, and the replicas."""
+        return self._section("capacity", sections.capacity_section)
+
+    @property
+    def roofline(self) -> dict:
+        """The step-time model's figures at the requested load and at one request."""
+        return self._section("roofline", sections.roofline_section)
+
+    @property
+    def prefix(self) -> dict:
+        """Prefix sharing: blocks held once per tenant, memory saved, sequences gained."""
+        return self._section("prefix", sections.prefix_section)
+
+    @property
+    def cost(self) -> dict:
+        """Cost per hour and per million tokens (a GPU-hour price given)."""
+        return self._section("cost", sections.cost_section)
+
+    @property
+    def work(self) -> dict:
+        """What the cache saves: attention FLOPs and token projections with and without it."""
+        return self._section("work", sections.work_section)
 
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
@@ -60,16 +160,6 @@ class Plan(Result):
             "notes": list(self.notes),
             "inputs": self.inputs.model_dump(exclude_none=True),
         }
-
-
-def _num(x: float) -> float | int:
-    """320.0 -> 320 so JSON shows the seed's integers; other floats rounded to 4 places."""
-    return int(x) if float(x).is_integer() else round(x, 4)
-
-
-def at_requests(n: int) -> str:
-    """The label every latency figure carries: "at 1 request" or "at N requests"."""
-    return "at 1 request" if n == 1 else f"at {n:,} requests"
 
 
 def memory_basis(plan: Plan) -> str:

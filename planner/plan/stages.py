@@ -9,12 +9,12 @@ from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry
 from planner.hardware import GIB, Device
-from planner.kv import inspect_geometry
+from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
-from planner.plan.result import Plan, _num, at_requests
+from planner.plan.result import Admission, Ceiling, Load, Memory, Plan, Sharing
 from planner.weights import WeightsEstimate
 
 
@@ -70,7 +70,7 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
 _ROOFLINES = ByteBudgetCache(16 << 20, sizer=lambda roof: size_of(roof) + latency.MEMO_BYTES)
 
 
-def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, sharing: bool, shared_blocks: int, load_at=None) -> int:
+def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, cached: int, load_at=None) -> int:
     """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
 
     Observed latencies are one measurement: the SLO admits everything or nothing. The roofline's
@@ -82,7 +82,6 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
     if inputs.observed:
         ttft = fixed + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
         return 0 if ttft > slo else limit_memory
-    cached = int(inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1)) if sharing else 0
     base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
     first_kv = kv_at(ctx.input_tokens + 1)
 
@@ -118,29 +117,73 @@ def _context(inputs: PlanInputs, max_ctx: int) -> ContextBudget:
 
 
 def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
-    """Compute the whole plan.
+    """Compute the whole plan: each stage below, in this order, from what the ones before found.
 
     Raises:
         PlannerError: reserved context above the model maximum, fixed memory above usable
             memory, an invalid tensor-parallel size, or any other invalid combination.
     """
     geo = model.geometry
+    ctx = plan_context(inputs, geo)
+    device = resolve_device(inputs)
+    report, weights, res = reserve(inputs, model, ctx)
+    memory = memory_per_gpu(inputs, device, weights)
+    sharing = prefix_sharing(inputs, ctx, report.specs, memory.replicas)
+    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing)
+    roof = roofline(inputs, geo, weights, report.specs, device, memory.resident)
+    kv_at = kv_held(report, res)
+    generated = inputs.generated_tokens or inputs.output_tokens
+    mid = ctx.input_tokens + generated // 2
+    kv_mid = kv_at(mid)
+    cached = int(sharing.cached)
+
+    def load_at(c: int) -> latency.Served:
+        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, inputs.max_batched_tokens)
+
+    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached)
+    # latency at the requested load on the busiest replica (the same ceil split as memory), even
+    # when the load is not admitted: the plan marks it, never silently shows a smaller load
+    load = Load(generated, mid, kv_mid, sharing.per_replica_load, load_at(sharing.per_replica_load))
+    est, lat = latency_at_load(inputs, roof, ctx, sharing.cached, load, kv_at)
+    return Plan(
+        inputs=inputs,
+        device=device,
+        context=ctx,
+        inspect=report,
+        weights=weights,
+        reservation=res,
+        latency=lat,
+        estimate=est,
+        notes=plan_notes(inputs, report, device, ctx, sharing.applies),
+        roof=roof,
+        _memory=memory,
+        _sharing=sharing,
+        _ceiling=ceiling,
+        _admission=admission,
+        _load=load,
+    )
+
+
+def plan_context(inputs: PlanInputs, geo: ModelGeometry) -> ContextBudget:
+    """The request's context budget against the model's maximum (the config's unless given)."""
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    ctx = _context(inputs, max_ctx)
+    return _context(inputs, max_ctx)
 
-    device = resolve_device(inputs)
+
+def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tuple[InspectReport, WeightsEstimate, capacity.SequenceReservation]:
+    """The K/V layout per GPU (in the resolved KV dtype), the weights, and what one sequence reserves."""
     kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)
-    report = inspect_geometry(geo, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp, kv_source)
-    specs = report.specs
+    report = inspect_geometry(model.geometry, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp, kv_source)
     weights = model.weights(inputs.weight_dtype)
-    res = capacity.reserve(specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
-    per_seq = res.total_bytes
+    res = capacity.reserve(report.specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
+    return report, weights, res
 
-    # ---- memory per GPU
-    device_bytes = device.memory_bytes
-    usable = capacity.usable_bytes(device_bytes, inputs.headroom_bp)
+
+def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate) -> Memory:
+    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU."""
+    usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     if inputs.model_resident_gib is not None:
         resident = int(inputs.model_resident_gib * GIB)
         resident_source = "given"
@@ -156,53 +199,63 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
         )
-    available = usable - fixed
-    replicas = inputs.gpu_count // inputs.tp
-    per_replica = capacity.max_sequences(available, per_seq)
-    memory_max = per_replica * replicas
+    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, inputs.gpu_count // inputs.tp)
 
-    # ---- prefix sharing: a paged engine (runtime vllm) holds whole shared blocks once per tenant
-    # and replica; a static cache or transformers' eager cache shares nothing
+
+def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int) -> Sharing:
+    """A paged engine (runtime vllm) holds whole shared blocks once per tenant and replica; a
+    static cache or transformers' eager cache shares nothing."""
     if inputs.shared_prefix_tokens > ctx.input_tokens:
         raise PlannerError("shared_prefix_tokens", inputs.shared_prefix_tokens, f"the shared prefix cannot exceed the input ({ctx.input_tokens:,} tokens)")
-    sharing = bool(inputs.shared_prefix_tokens) and inputs.reservation != "static" and inputs.runtime == "vllm"
-    shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens) if sharing else (0, 0)
-    per_rep_seqs = -(-inputs.sequences // replicas)  # the requested load, spread over the replicas
-    copies = min(inputs.tenants, per_rep_seqs)  # each replica holds each of its tenants' prefix once
-    saved_per_replica = max(0, per_rep_seqs - copies) * saved
+    applies = bool(inputs.shared_prefix_tokens) and inputs.reservation != "static" and inputs.runtime == "vllm"
+    shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens) if applies else (0, 0)
+    per_replica_load = -(-inputs.sequences // replicas)  # the requested load, spread over the replicas
+    copies = min(inputs.tenants, per_replica_load)  # each replica holds each of its tenants' prefix once
+    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
+    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if applies else 0.0
+    return Sharing(applies, shared_blocks, saved, per_replica_load, max(0, per_replica_load - copies) * saved, cached)
+
+
+def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing) -> Ceiling:
+    """The most sequences memory holds: steady state, with prefix sharing, and (runtime vllm) as
+    vLLM admits them, reserving a request's blocks for all its reserved tokens."""
+    available, replicas, saved = memory.available, memory.replicas, sharing.saved
+    per_replica = capacity.max_sequences(available, per_seq)
+    memory_max = steady_max = per_replica * replicas
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
-    limit_memory = shared_max if saved else memory_max
-    steady_max = memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
     engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
     if engine is not None and engine["applies"] and engine["refusal"]:
-        per_replica = memory_max = shared_max = limit_memory = 0
+        per_replica = memory_max = shared_max = 0
     elif engine is not None and engine["applies"]:
-        # runtime vllm admits as vLLM does: a request reserves its blocks for all reserved tokens
         engine_pool = engine["num_blocks"] * engine["bytes_per_block"]
         per_replica = engine["max_sequences_per_replica"]
         memory_max = per_replica * replicas
         shared_max = capacity.max_sequences_shared(engine_pool, engine["bytes_per_request"], saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
-        limit_memory = shared_max if saved else memory_max
+    return Ceiling(per_replica, memory_max, shared_max, shared_max if saved else memory_max, steady_max, engine)
 
-    # ---- roofline
+
+def roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, specs: tuple, device: Device, resident: int) -> latency.Roofline:
+    """The step-time model, in fp8 where the weights are fp8 (their GEMMs run at the fp8 peak)."""
     compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
     if weights.num_experts and inputs.tp % inputs.ep:
         raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
-    roof = build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
-    heads_gpu, attn_layers = roof.q_heads, roof.attn_layers  # max(1, heads // tp); layers with attention (not cross)
+    return build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
+
+
+def kv_held(report: InspectReport, res: capacity.SequenceReservation):
+    """tokens -> K/V bytes one sequence holds at that context (windows capped, state and encoder included)."""
+    specs, fixed = report.specs, report.state_bytes_per_sequence + res.encoder_bytes
+
     def kv_at(tokens: int) -> int:
-        return sum(s.bytes_at(tokens) for s in specs) + report.state_bytes_per_sequence + res.encoder_bytes
+        return sum(s.bytes_at(tokens) for s in specs) + fixed
 
-    generated = inputs.generated_tokens or inputs.output_tokens
-    mid = ctx.input_tokens + generated // 2
-    kv_mid = kv_at(mid)
+    return kv_at
 
-    # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
-    cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if sharing else 0.0
 
-    def load_at(c: int) -> latency.Served:
-        return latency.served(roof, ctx.input_tokens, int(cached), generated, c, kv_mid, mid, inputs.max_batched_tokens)
+def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int) -> Admission:
+    """Every limit on concurrent sequences (memory, the p95 ITL and TTFT SLOs, the runtime's
+    maximum, the tenant quota) and the verdict on the requested load."""
 
     def itl_ms(c: int) -> float:  # p95 of the gaps between tokens (an SLO is a percentile)
         return load_at(c).itl_p95_ms
@@ -222,212 +275,58 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
                     hi = m - 1
             limits["latency_slo"] = lo * replicas
     if inputs.ttft_slo_ms is not None:
-        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, sharing, shared_blocks, load_at)
+        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, cached, load_at)
     if inputs.max_num_seqs is not None:
         limits["runtime"] = inputs.max_num_seqs * replicas
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
-    admitted, limit, binding, error = capacity.admission(inputs.sequences, limits)
+    return Admission(limits, *capacity.admission(inputs.sequences, limits))
 
-    # latency at the requested load on the busiest replica (the same ceil split as memory), even
-    # when the load is not admitted: the plan marks it, never silently shows a smaller load
-    concurrency = per_rep_seqs
-    load = load_at(concurrency)
+
+def latency_at_load(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, cached: float, load: Load, kv_at) -> tuple[latency.LatencyReport, latency.LatencyReport]:
+    """(the roofline estimate, the latency the plan shows): the estimate, or the observed phases
+    when they are given (then every phase must be)."""
     est = latency.estimate(
         roof,
         ctx.input_tokens,
         cached,
-        generated,
-        concurrency,
+        load.generated,
+        load.concurrency,
         kv_at,
         queue_ms=inputs.queue_ms or 0.0,
         preprocessing_ms=inputs.preprocessing_ms or 0.0,
-        load=load,
+        load=load.served,
     )
-    if inputs.observed:
-        for name in ("prefill_ms", "first_decode_ms"):
-            if getattr(inputs, name) is None:
-                raise PlannerError(name, None, "an observed latency needs prefill_ms and first_decode_ms (or give none of the measured phases for the roofline estimate)")
-        if generated > 1 and inputs.remaining_decode_ms is None:
-            raise PlannerError("remaining_decode_ms", None, f"{generated:,} generated tokens need the remaining decode time (0 only when one token is generated)")
-        if generated > ctx.reserved_output_tokens:
-            raise PlannerError("generated_tokens", generated, f"exceeds the output reserve of {ctx.reserved_output_tokens:,} tokens")
-        obs = latency.LatencyObservation(
-            prompt_tokens=ctx.input_tokens,
-            generated_tokens=generated,
-            queue_ms=inputs.queue_ms or 0.0,
-            preprocessing_ms=inputs.preprocessing_ms or 0.0,
-            prefill_ms=inputs.prefill_ms,
-            first_decode_ms=inputs.first_decode_ms,
-            remaining_decode_ms=inputs.remaining_decode_ms or 0.0,
-        )
-        lat = latency.observe(obs)
-    else:
-        lat = est
+    if not inputs.observed:
+        return est, est
+    generated = load.generated
+    for name in ("prefill_ms", "first_decode_ms"):
+        if getattr(inputs, name) is None:
+            raise PlannerError(name, None, "an observed latency needs prefill_ms and first_decode_ms (or give none of the measured phases for the roofline estimate)")
+    if generated > 1 and inputs.remaining_decode_ms is None:
+        raise PlannerError("remaining_decode_ms", None, f"{generated:,} generated tokens need the remaining decode time (0 only when one token is generated)")
+    if generated > ctx.reserved_output_tokens:
+        raise PlannerError("generated_tokens", generated, f"exceeds the output reserve of {ctx.reserved_output_tokens:,} tokens")
+    obs = latency.LatencyObservation(
+        prompt_tokens=ctx.input_tokens,
+        generated_tokens=generated,
+        queue_ms=inputs.queue_ms or 0.0,
+        preprocessing_ms=inputs.preprocessing_ms or 0.0,
+        prefill_ms=inputs.prefill_ms,
+        first_decode_ms=inputs.first_decode_ms,
+        remaining_decode_ms=inputs.remaining_decode_ms or 0.0,
+    )
+    return est, latency.observe(obs)
 
-    # ---- pool view (what a paged engine prints at start-up)
-    full_per_token = report.kv_bytes_per_token
-    pool_tokens = available // full_per_token if full_per_token else None
-    kv_cache = {
-        "bytes_per_token_per_sequence": report.kv_bytes_per_token,
-        "bytes_per_token_within_windows": sum(sp.bytes_per_token for sp in specs if sp.kind != "cross"),
-        "mha_equivalent_bytes_per_reserved_sequence": report.mha_equivalent_bytes_per_token * res.tokens,
-        "kv_bytes_per_reserved_sequence": res.kv_bytes,
-        "state_bytes_per_sequence": res.state_bytes,
-        "encoder_bytes_per_sequence": res.encoder_bytes,
-        "bytes_per_reserved_sequence": per_seq,
-        "mib_per_reserved_sequence": _num(per_seq / (1 << 20)),
-        "reservation": res.mode,
-        "reserved_tokens_per_sequence": res.tokens,
-        "paged_waste_bytes": res.waste_bytes if res.mode == "paged" else 0,
-        "static_waste_bytes": res.waste_bytes if res.mode == "static" else 0,
-        "blocks_per_layer": res.blocks,
-        "requested_sequences": inputs.sequences,
-        "maximum_sequences_by_memory": memory_max,
-        "admissible_sequences": limit,
-        "binding_constraint": binding,
-        "limits": limits,
-        "admitted": admitted,
-        "kv_bytes_at_requested": per_rep_seqs * per_seq - saved_per_replica,
-        "runtime": inputs.runtime,
-        "kv_dtype": kv_dtype,
-        "kv_dtype_source": kv_source,
-        "steady_state_sequences": steady_max,
-    }
-    if engine is not None:
-        kv_cache["engine"] = engine
-    if error:
-        kv_cache["admission_error"] = error
-    cap = {
-        "device": device.name,
-        "device_bytes": device_bytes,
-        "headroom_bp": inputs.headroom_bp,
-        "usable_bytes": usable,
-        "headroom_bytes": device_bytes - usable,
-        "model_resident_bytes": resident,
-        "model_resident_source": resident_source,
-        "workspace_bytes": workspace,
-        "fixed_bytes": fixed,
-        "available_for_kv_bytes": available,
-        "gpu_count": inputs.gpu_count,
-        "tp": inputs.tp,
-        "replicas": replicas,
-        "sequences_per_replica": per_replica,
-        "pool_kv_tokens": pool_tokens,
-        "max_concurrency_at_reserved_tokens": round(available / per_seq, 2),
-        "kv_bytes_at_requested_load": kv_cache["kv_bytes_at_requested"],
-        "free_bytes_at_requested_load": available - kv_cache["kv_bytes_at_requested"],
-    }
-    peak = device.peak_flops(compute_dtype)
-    ridge = peak / device.bandwidth_bytes_s
-    prefill_ai = roof.prefill_intensity(ctx.input_tokens)
-    decode_ai = roof.decode_intensity(concurrency, kv_mid, mid)
-    # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
-    ttft_p95 = est.time_to_first_token_ms - load.wait_ms + load.wait_p95_ms
-    roofline = {
-        "mfu": inputs.mfu,
-        "mbu": inputs.mbu,
-        "peak_tflops": peak / 1e12,
-        "bandwidth_gb_s": device.bandwidth_gb_s,
-        "ridge_flops_per_byte": ridge,
-        "q_heads_per_gpu": heads_gpu,
-        "attention_layers": attn_layers,
-        "prefill_intensity": prefill_ai,
-        "decode_intensity": decode_ai,
-        "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
-        "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
-        "decode_concurrency": concurrency,
-        "load_label": at_requests(concurrency),
-        "load_admitted": admitted,
-        "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
-        "itl_ms_at_1_request": load.itl_one_ms,
-        "itl_ms_decode_only": load.itl_decode_ms,
-        "prefill_ms_at_1_request": load.prefill_one_ms,
-        "prefill_wait_ms": load.wait_ms,
-        "prefill_wait_p95_ms": load.wait_p95_ms,
-        "burst_wait_ms": load.burst_wait_ms,
-        "burst_wait_max_ms": load.burst_wait_max_ms,
-        "prefill_utilisation": load.prefill_utilisation,
-        "prefill_capacity_per_s": load.prefill_capacity_per_s,
-        "prefill_saturated": load.saturated,
-        "prefill_step_share": load.prefill_step_share,
-        "prefill_chunk_tokens": load.chunk_tokens,
-        "ttft_p95_ms": ttft_p95,
-        "itl_p95_ms": load.itl_p95_ms,
-        "prefill_steps": load.steps,
-        "mixed_prefill_tokens_per_step": load.mixed_prefill_tokens_per_step,
-        "max_batched_tokens": inputs.max_batched_tokens,
-        "ep": roof.ep,
-        "decode_terms_ms": {k: v * 1e3 for k, v in roof.decode_terms(concurrency, kv_mid, mid).items()},
-        "prefill_terms_ms": {k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
-        "link_gb_s": roof.link_bytes_s / 1e9,
-        "link_latency_us": roof.link_latency_s * 1e6,
-        "compute_efficiency": roof.compute_scale,
-        "decode_tokens_per_second": concurrency * replicas * 1000.0 / est.mean_inter_token_latency_ms if est.mean_inter_token_latency_ms else 0.0,
-        "prefill_tokens_per_second": est.prefill_tokens_per_second,
-        "ttft_slo_met": None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
-    }
-    prefix = {
-        "shared_prefix_tokens": inputs.shared_prefix_tokens,
-        "shared_blocks": shared_blocks,
-        "bytes_saved_per_extra_sequence": saved,
-        "memory_saved_at_requested_bytes": saved_per_replica * replicas,
-        "applies": sharing,
-        "maximum_sequences_with_sharing": shared_max,
-        "extra_sequences": shared_max - memory_max,
-        "tenants": inputs.tenants,
-        "scope": "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)",
-        "cached_prompt_tokens_expected": cached,
-        "hit_rate": inputs.prefix_hit_rate,
-    }
-    cost: dict = {"gpu_hour_price": inputs.gpu_hour_price}
-    if inputs.gpu_hour_price is not None:
-        per_hour = inputs.gpu_hour_price * inputs.gpu_count
-        out_tps = roofline["decode_tokens_per_second"]
-        in_tps = est.prefill_tokens_per_second * replicas
-        cost.update(
-            deployment_per_hour=per_hour,
-            output_tokens_per_second=out_tps,
-            input_tokens_per_second=in_tps,
-            per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
-            per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
-            basis="each price assumes the deployment does only that phase at the planned concurrency",
-        )
-    final_ctx = ctx.input_tokens + generated
-    attn_naive, attn_cached = latency.attention_flops_per_step(final_ctx, geo.hidden_size)
-    proj_naive, proj_cached = latency.generation_projections(ctx.input_tokens, generated)
-    work = {
-        "context_at_last_step": final_ctx,
-        "attention_flops_last_step_without_cache": attn_naive * attn_layers,
-        "attention_flops_last_step_with_cache": attn_cached * attn_layers,
-        "token_projections_without_cache": proj_naive,
-        "token_projections_with_cache": proj_cached,
-        "projection_ratio": proj_naive / proj_cached,
-        "basis": f"{attn_layers} attention layers of d_model {geo.hidden_size}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
-    }
+
+def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: ContextBudget, sharing: bool) -> tuple[str, ...]:
+    """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
-    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in specs):
+    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
         notes.append("transformers keeps the last W positions of a sliding layer once decoding, but right after a prefill longer than W it briefly holds the whole prompt there (probe-measured); the reservation counts the steady W")
     if inputs.shared_prefix_tokens and not sharing:
         notes.append("the shared prefix is not deduplicated: only a paged engine (runtime vllm, dynamic or paged reservation) shares prefix blocks")
     if inputs.reservation == "static":
         notes.append(f"static reservation allocates the configured maximum ({ctx.maximum_context_tokens:,} tokens) per sequence")
-    return Plan(
-        inputs=inputs,
-        device=device,
-        context=ctx,
-        inspect=report,
-        weights=weights,
-        reservation=res,
-        kv_cache=kv_cache,
-        capacity=cap,
-        latency=lat,
-        estimate=est,
-        roofline=roofline,
-        prefix=prefix,
-        cost=cost,
-        work=work,
-        notes=tuple(notes),
-        roof=roof,
-    )
+    return tuple(notes)

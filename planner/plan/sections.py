@@ -1,0 +1,209 @@
+"""The sections of a :class:`~planner.plan.result.Plan`, each built from the stages' results.
+
+:class:`~planner.plan.result.Plan` calls these the first time a section is read (see its
+docstring), so each is a pure function of the plan's fields: no error is raised here (the
+stages refused every bad input already) and no figure depends on when it is built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from planner import latency
+
+if TYPE_CHECKING:
+    from planner.plan.result import Plan
+
+# why prefix sharing stops at a tenant (the JSON says it beside the figures)
+SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
+COST_BASIS = "each price assumes the deployment does only that phase at the planned concurrency"
+
+
+def _num(x: float) -> float | int:
+    """320.0 -> 320 so JSON shows the seed's integers; other floats rounded to 4 places."""
+    return int(x) if float(x).is_integer() else round(x, 4)
+
+
+def at_requests(n: int) -> str:
+    """The label every latency figure carries: "at 1 request" or "at N requests"."""
+    return "at 1 request" if n == 1 else f"at {n:,} requests"
+
+
+def _kv_at_requested(plan: Plan) -> int:
+    """K/V bytes the requested load holds on the busiest replica (shared prefix blocks once)."""
+    return plan._sharing.per_replica_load * plan.reservation.total_bytes - plan._sharing.saved_per_replica
+
+
+def kv_cache_section(plan: Plan) -> dict:
+    report, res, ceiling, adm = plan.inspect, plan.reservation, plan._ceiling, plan._admission
+    per_seq = res.total_bytes
+    kv_cache = {
+        "bytes_per_token_per_sequence": report.kv_bytes_per_token,
+        "bytes_per_token_within_windows": sum(sp.bytes_per_token for sp in report.specs if sp.kind != "cross"),
+        "mha_equivalent_bytes_per_reserved_sequence": report.mha_equivalent_bytes_per_token * res.tokens,
+        "kv_bytes_per_reserved_sequence": res.kv_bytes,
+        "state_bytes_per_sequence": res.state_bytes,
+        "encoder_bytes_per_sequence": res.encoder_bytes,
+        "bytes_per_reserved_sequence": per_seq,
+        "mib_per_reserved_sequence": _num(per_seq / (1 << 20)),
+        "reservation": res.mode,
+        "reserved_tokens_per_sequence": res.tokens,
+        "paged_waste_bytes": res.waste_bytes if res.mode == "paged" else 0,
+        "static_waste_bytes": res.waste_bytes if res.mode == "static" else 0,
+        "blocks_per_layer": res.blocks,
+        "requested_sequences": plan.inputs.sequences,
+        "maximum_sequences_by_memory": ceiling.memory_max,
+        "admissible_sequences": adm.limit,
+        "binding_constraint": adm.binding,
+        "limits": adm.limits,
+        "admitted": adm.admitted,
+        "kv_bytes_at_requested": _kv_at_requested(plan),
+        "runtime": plan.inputs.runtime,
+        "kv_dtype": report.kv_dtype,
+        "kv_dtype_source": report.kv_dtype_source,
+        "steady_state_sequences": ceiling.steady_max,
+    }
+    if ceiling.engine is not None:
+        kv_cache["engine"] = ceiling.engine
+    if adm.error:
+        kv_cache["admission_error"] = adm.error
+    return kv_cache
+
+
+def capacity_section(plan: Plan) -> dict:
+    mem, inputs = plan._memory, plan.inputs
+    device_bytes = plan.device.memory_bytes
+    per_token = plan.inspect.kv_bytes_per_token
+    at_requested = _kv_at_requested(plan)
+    return {
+        "device": plan.device.name,
+        "device_bytes": device_bytes,
+        "headroom_bp": inputs.headroom_bp,
+        "usable_bytes": mem.usable,
+        "headroom_bytes": device_bytes - mem.usable,
+        "model_resident_bytes": mem.resident,
+        "model_resident_source": mem.resident_source,
+        "workspace_bytes": mem.workspace,
+        "fixed_bytes": mem.fixed,
+        "available_for_kv_bytes": mem.available,
+        "gpu_count": inputs.gpu_count,
+        "tp": inputs.tp,
+        "replicas": mem.replicas,
+        "sequences_per_replica": plan._ceiling.per_replica,
+        "pool_kv_tokens": mem.available // per_token if per_token else None,  # what a paged engine prints at start-up
+        "max_concurrency_at_reserved_tokens": round(mem.available / plan.reservation.total_bytes, 2),
+        "kv_bytes_at_requested_load": at_requested,
+        "free_bytes_at_requested_load": mem.available - at_requested,
+    }
+
+
+def roofline_section(plan: Plan) -> dict:
+    inputs, device, roof, est, lat, ctx = plan.inputs, plan.device, plan.roof, plan.estimate, plan.latency, plan.context
+    load, served, cached = plan._load, plan._load.served, plan._sharing.cached
+    concurrency = load.concurrency
+    peak = roof.peak_flops  # the device's peak in the compute dtype (build_roofline)
+    prefill_ai = roof.prefill_intensity(ctx.input_tokens)
+    decode_ai = roof.decode_intensity(concurrency, load.kv_mid, load.mid)
+    # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
+    ttft_p95 = est.time_to_first_token_ms - served.wait_ms + served.wait_p95_ms
+    return {
+        "mfu": inputs.mfu,
+        "mbu": inputs.mbu,
+        "peak_tflops": peak / 1e12,
+        "bandwidth_gb_s": device.bandwidth_gb_s,
+        "ridge_flops_per_byte": peak / device.bandwidth_bytes_s,
+        "q_heads_per_gpu": roof.q_heads,
+        "attention_layers": roof.attn_layers,
+        "prefill_intensity": prefill_ai,
+        "decode_intensity": decode_ai,
+        "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
+        "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
+        "decode_concurrency": concurrency,
+        "load_label": at_requests(concurrency),
+        "load_admitted": plan._admission.admitted,
+        "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
+        "itl_ms_at_1_request": served.itl_one_ms,
+        "itl_ms_decode_only": served.itl_decode_ms,
+        "prefill_ms_at_1_request": served.prefill_one_ms,
+        "prefill_wait_ms": served.wait_ms,
+        "prefill_wait_p95_ms": served.wait_p95_ms,
+        "burst_wait_ms": served.burst_wait_ms,
+        "burst_wait_max_ms": served.burst_wait_max_ms,
+        "prefill_utilisation": served.prefill_utilisation,
+        "prefill_capacity_per_s": served.prefill_capacity_per_s,
+        "prefill_saturated": served.saturated,
+        "prefill_step_share": served.prefill_step_share,
+        "prefill_chunk_tokens": served.chunk_tokens,
+        "ttft_p95_ms": ttft_p95,
+        "itl_p95_ms": served.itl_p95_ms,
+        "prefill_steps": served.steps,
+        "mixed_prefill_tokens_per_step": served.mixed_prefill_tokens_per_step,
+        "max_batched_tokens": inputs.max_batched_tokens,
+        "ep": roof.ep,
+        "decode_terms_ms": {k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
+        "prefill_terms_ms": {k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
+        "link_gb_s": roof.link_bytes_s / 1e9,
+        "link_latency_us": roof.link_latency_s * 1e6,
+        "compute_efficiency": roof.compute_scale,
+        "decode_tokens_per_second": _decode_tokens_per_second(plan),
+        "prefill_tokens_per_second": est.prefill_tokens_per_second,
+        "ttft_slo_met": None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
+    }
+
+
+def _decode_tokens_per_second(plan: Plan) -> float:
+    """Output tokens a second of the whole deployment at the requested load (the estimate's ITL)."""
+    itl = plan.estimate.mean_inter_token_latency_ms
+    return plan._load.concurrency * plan._memory.replicas * 1000.0 / itl if itl else 0.0
+
+
+def prefix_section(plan: Plan) -> dict:
+    inputs, sharing, ceiling = plan.inputs, plan._sharing, plan._ceiling
+    return {
+        "shared_prefix_tokens": inputs.shared_prefix_tokens,
+        "shared_blocks": sharing.shared_blocks,
+        "bytes_saved_per_extra_sequence": sharing.saved,
+        "memory_saved_at_requested_bytes": sharing.saved_per_replica * plan._memory.replicas,
+        "applies": sharing.applies,
+        "maximum_sequences_with_sharing": ceiling.shared_max,
+        "extra_sequences": ceiling.shared_max - ceiling.memory_max,
+        "tenants": inputs.tenants,
+        "scope": SHARING_SCOPE,
+        "cached_prompt_tokens_expected": sharing.cached,
+        "hit_rate": inputs.prefix_hit_rate,
+    }
+
+
+def cost_section(plan: Plan) -> dict:
+    inputs = plan.inputs
+    cost: dict = {"gpu_hour_price": inputs.gpu_hour_price}
+    if inputs.gpu_hour_price is not None:
+        per_hour = inputs.gpu_hour_price * inputs.gpu_count
+        out_tps = _decode_tokens_per_second(plan)
+        in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
+        cost.update(
+            deployment_per_hour=per_hour,
+            output_tokens_per_second=out_tps,
+            input_tokens_per_second=in_tps,
+            per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
+            per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
+            basis=COST_BASIS,
+        )
+    return cost
+
+
+def work_section(plan: Plan) -> dict:
+    prompt, generated = plan.context.input_tokens, plan._load.generated
+    attn_layers, hidden = plan.roof.attn_layers, plan.roof.hidden
+    final_ctx = prompt + generated
+    attn_naive, attn_cached = latency.attention_flops_per_step(final_ctx, hidden)
+    proj_naive, proj_cached = latency.generation_projections(prompt, generated)
+    return {
+        "context_at_last_step": final_ctx,
+        "attention_flops_last_step_without_cache": attn_naive * attn_layers,
+        "attention_flops_last_step_with_cache": attn_cached * attn_layers,
+        "token_projections_without_cache": proj_naive,
+        "token_projections_with_cache": proj_cached,
+        "projection_ratio": proj_naive / proj_cached,
+        "basis": f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
+    }
