@@ -213,6 +213,21 @@ def test_latency_slo_limit_is_largest_concurrency_meeting_itl():
     assert p.kv_cache["binding_constraint"] == "latency_slo"
 
 
+def test_largest_within_is_the_last_concurrency_meeting_the_bound():
+    # hand arithmetic: c^2 <= 50 holds up to c = 7 (49), not at 8 (64); the SLO limits bisect with it
+    calls: list[int] = []
+
+    def square(c: int) -> int:
+        calls.append(c)
+        return c * c
+
+    assert capacity.largest_within(square, 50, 100) == 7
+    assert len(calls) <= 1 + math.ceil(math.log2(100))  # cost(1), then one call per halving
+    assert capacity.largest_within(square, 50, 5) == 5  # the top itself meets the bound
+    assert capacity.largest_within(square, 0.5, 100) == 0  # even one misses it
+    assert capacity.largest_within(square, 1, 1) == 1
+
+
 def test_pool_view_tokens_and_concurrency():
     p = example()
     # 10,093,173,145 // 131,072 = 77,004 tokens; 10,093,173,145 / 335,544,320 = 30.08x at 2,560 tokens

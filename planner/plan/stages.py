@@ -89,17 +89,7 @@ def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replica
         wait = load_at(c).wait_p95_ms if load_at else 0.0
         return base + wait + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
 
-    hi = max(1, limit_memory // max(1, replicas))
-    if ttft_ms(1) > slo:
-        return 0
-    lo = 1
-    while lo < hi:  # largest c with ttft(c) <= slo (the first decode step grows with c)
-        m = (lo + hi + 1) // 2
-        if ttft_ms(m) <= slo:
-            lo = m
-        else:
-            hi = m - 1
-    return lo * replicas
+    return capacity.largest_within(ttft_ms, slo, max(1, limit_memory // max(1, replicas))) * replicas  # the first decode step grows with c
 
 
 _COMPONENTS_OF = attrgetter(*COMPONENTS)
@@ -262,18 +252,7 @@ def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_
 
     limits = {"memory": limit_memory}
     if inputs.itl_slo_ms is not None:
-        hi = max(1, limit_memory)
-        if itl_ms(1) > inputs.itl_slo_ms:
-            limits["latency_slo"] = 0
-        else:
-            lo = 1
-            while lo < hi:  # largest c with itl(c) <= slo (itl grows with c)
-                m = (lo + hi + 1) // 2
-                if itl_ms(m) <= inputs.itl_slo_ms:
-                    lo = m
-                else:
-                    hi = m - 1
-            limits["latency_slo"] = lo * replicas
+        limits["latency_slo"] = capacity.largest_within(itl_ms, inputs.itl_slo_ms, max(1, limit_memory)) * replicas
     if inputs.ttft_slo_ms is not None:
         limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, cached, load_at)
     if inputs.max_num_seqs is not None:
