@@ -318,11 +318,11 @@ def test_make_inputs_names_bad_field():
 def test_plan_reports_work_with_and_without_cache():
     w = example().work
     # 2,048 prompt + 129 generated = 2,177 positions; 32 layers of d_model 4,096
-    assert w["attention_flops_last_step_without_cache"] == 32 * 4 * 2177 * 2177 * 4096
-    assert w["attention_flops_last_step_with_cache"] == 32 * 4 * 2177 * 4096
+    assert w.attention_flops_last_step_without_cache == 32 * 4 * 2177 * 2177 * 4096
+    assert w.attention_flops_last_step_with_cache == 32 * 4 * 2177 * 4096
     # projections: 2,048 + 2,049 + ... + 2,176 (129 passes) vs 2,048 + 128
-    assert w["token_projections_without_cache"] == sum(range(2048, 2177))
-    assert w["token_projections_with_cache"] == 2176
+    assert w.token_projections_without_cache == sum(range(2048, 2177))
+    assert w.token_projections_with_cache == 2176
 
 
 def test_headroom_and_window_figures():

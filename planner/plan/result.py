@@ -130,7 +130,7 @@ class Plan(Result):
         return self._section("cost", sections.cost_section)
 
     @property
-    def work(self) -> dict:
+    def work(self) -> sections.WorkSection:
         """What the cache saves: attention FLOPs and token projections with and without it."""
         return self._section("work", sections.work_section)
 
@@ -153,7 +153,7 @@ class Plan(Result):
             "roofline": self.roofline,
             "prefix_sharing": self.prefix,
             "cost": self.cost,
-            "work": self.work,
+            "work": self.work.to_json(),
             "weights": self.weights.model_dump(),
             "device": self.device.model_dump(),
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},

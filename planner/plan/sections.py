@@ -7,9 +7,11 @@ stages refused every bad input already) and no figure depends on when it is buil
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from planner import latency
+from planner.results import Result
 
 if TYPE_CHECKING:
     from planner.plan.result import Plan
@@ -17,6 +19,25 @@ if TYPE_CHECKING:
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
 SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
 COST_BASIS = "each price assumes the deployment does only that phase at the planned concurrency"
+
+
+class Section(Result):
+    """A frozen section of a plan: ``to_json()`` is its part of :meth:`Plan.summary`, each field
+    under its own name in declaration order (nested dicts and tuples copied, so a caller's JSON
+    is its own)."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict:
+        return {f.name: _json_value(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 def _num(x: float) -> float | int:
@@ -192,18 +213,34 @@ def cost_section(plan: Plan) -> dict:
     return cost
 
 
-def work_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class WorkSection(Section):
+    """What the cache saves: the last decode step's attention and the token projections of the
+    whole generation, without a cache and with one."""
+
+    # attention at the last step, summed over the attention layers (4 n^2 d vs 4 n d a layer)
+    context_at_last_step: int
+    attention_flops_last_step_without_cache: int
+    attention_flops_last_step_with_cache: int
+    # token projections over the generation (P + (P+1) + ... vs P + N - 1)
+    token_projections_without_cache: int
+    token_projections_with_cache: int
+    projection_ratio: float
+    basis: str
+
+
+def work_section(plan: Plan) -> WorkSection:
     prompt, generated = plan.context.input_tokens, plan._load.generated
     attn_layers, hidden = plan.roof.attn_layers, plan.roof.hidden
     final_ctx = prompt + generated
     attn_naive, attn_cached = latency.attention_flops_per_step(final_ctx, hidden)
     proj_naive, proj_cached = latency.generation_projections(prompt, generated)
-    return {
-        "context_at_last_step": final_ctx,
-        "attention_flops_last_step_without_cache": attn_naive * attn_layers,
-        "attention_flops_last_step_with_cache": attn_cached * attn_layers,
-        "token_projections_without_cache": proj_naive,
-        "token_projections_with_cache": proj_cached,
-        "projection_ratio": proj_naive / proj_cached,
-        "basis": f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
-    }
+    return WorkSection(
+        context_at_last_step=final_ctx,
+        attention_flops_last_step_without_cache=attn_naive * attn_layers,
+        attention_flops_last_step_with_cache=attn_cached * attn_layers,
+        token_projections_without_cache=proj_naive,
+        token_projections_with_cache=proj_cached,
+        projection_ratio=proj_naive / proj_cached,
+        basis=f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
+    )
