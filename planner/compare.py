@@ -148,10 +148,6 @@ def _money(d: float) -> str:
     return f"${d:,.2f}" if abs(d) >= 1 or d == 0 else f"${d:.4g}"
 
 
-def _cost(p: Plan, key: str) -> float | None:
-    return p.cost.get(key)
-
-
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
 _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | None] | None, str, str], ...] = (
     ("Model", lambda p, lab: lab, None, "", ""),
@@ -170,11 +166,11 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("TTFT", lambda p, lab: _ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
     ("ITL", lambda p, lab: _ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
     ("Decode tokens/s", lambda p, lab: f"{p.roofline['decode_tokens_per_second']:,.0f}", lambda p: p.roofline["decode_tokens_per_second"], "higher", "more throughput"),
-    ("Cost per hour", lambda p, lab: _money(p.cost["deployment_per_hour"]) if _cost(p, "deployment_per_hour") is not None else "–", lambda p: _cost(p, "deployment_per_hour"), "lower", "lower cost"),
+    ("Cost per hour", lambda p, lab: _money(p.cost.deployment_per_hour) if p.cost.deployment_per_hour is not None else "–", lambda p: p.cost.deployment_per_hour, "lower", "lower cost"),
     (
         "Cost per M output tokens",
-        lambda p, lab: _money(p.cost["per_million_output_tokens"]) if _cost(p, "per_million_output_tokens") is not None else "–",
-        lambda p: _cost(p, "per_million_output_tokens"),
+        lambda p, lab: _money(p.cost.per_million_output_tokens) if p.cost.per_million_output_tokens is not None else "–",
+        lambda p: p.cost.per_million_output_tokens,
         "lower",
         "lower cost",
     ),

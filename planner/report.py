@@ -317,11 +317,11 @@ def fmt_money(dollars: float) -> str:
 def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
     """Cost per hour and per million tokens, when a GPU-hour price is given."""
     c = plan.cost
-    if c.get("per_million_output_tokens") is None:
+    if c.per_million_output_tokens is None:
         return []
     return [
-        ("Cost per hour", f"{fmt_money(c['deployment_per_hour'])} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
-        ("Cost per million tokens", f"{fmt_money(c['per_million_output_tokens'])} output, {fmt_money(c['per_million_input_tokens'])} input ({c['basis']})"),
+        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per million tokens", f"{fmt_money(c.per_million_output_tokens)} output, {fmt_money(c.per_million_input_tokens)} input ({c.basis})"),
     ]
 
 
@@ -584,8 +584,8 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
         f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
         f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
     )
-    if plan.cost.get("per_million_output_tokens") is not None:
-        text += f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+    if plan.cost.per_million_output_tokens is not None:
+        text += f" Cost {fmt_money(plan.cost.deployment_per_hour)} per hour, {fmt_money(plan.cost.per_million_output_tokens)} per million output tokens."
     return text
 
 

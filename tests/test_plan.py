@@ -237,9 +237,9 @@ def test_pool_view_tokens_and_concurrency():
 
 def test_cost_per_million_tokens():
     p = example(gpu_hour_price=3.6)
-    out_tps = p.cost["output_tokens_per_second"]
-    assert p.cost["per_million_output_tokens"] == pytest.approx(3.6 / (out_tps * 3600) * 1e6)
-    assert p.cost["per_million_input_tokens"] > 0
+    out_tps = p.cost.output_tokens_per_second
+    assert p.cost.per_million_output_tokens == pytest.approx(3.6 / (out_tps * 3600) * 1e6)
+    assert p.cost.per_million_input_tokens > 0
 
 
 # ---------------------------------------------------------------- latency: observed and roofline

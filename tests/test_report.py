@@ -321,7 +321,7 @@ def test_report_headline_has_cost_and_inputs_use_labels(tmp_path):
     # 4 GPUs x $2.50 per GPU-hour = $10.00 per hour
     assert "Cost $10.00 per hour" in flat
     assert "Cost per hour $10.00 (4 GPUs x $2.50 per GPU-hour)" in flat
-    per_m = plan.cost["per_million_output_tokens"]
+    per_m = plan.cost.per_million_output_tokens
     assert "per million output tokens" in flat and (f"${per_m:,.2f}" in flat or f"${per_m:.4g}" in flat)
     assert "Headroom 10 %" in flat and "GPU-hour price ($) * 2.5" in flat
     assert "headroom_bp" not in text and "gpu_hour_price" not in text and "conservative KV-memory plan" not in text

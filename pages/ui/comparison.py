@@ -95,8 +95,8 @@ def column_metrics(plan: Plan, wide: bool) -> None:
     a.metric("TTFT", fmt_ms(lat.time_to_first_token_ms))
     b.metric("ITL", fmt_ms(lat.mean_inter_token_latency_ms))
     a.metric("KV bytes / token", fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
-    if plan.cost.get("per_million_output_tokens") is not None:
-        b.metric("Cost per hour", fmt_money(plan.cost["deployment_per_hour"]), delta=f"{fmt_money(plan.cost['per_million_output_tokens'])} per M output tokens", delta_color="gray", delta_arrow="off")
+    if plan.cost.per_million_output_tokens is not None:
+        b.metric("Cost per hour", fmt_money(plan.cost.deployment_per_hour), delta=f"{fmt_money(plan.cost.per_million_output_tokens)} per M output tokens", delta_color="gray", delta_arrow="off")
     admission_badge(plan)
 
 

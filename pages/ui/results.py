@@ -199,17 +199,17 @@ def render_metrics(plan: Plan) -> None:
         help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
     )
     cost = plan.cost
-    if cost.get("per_million_output_tokens") is not None:
+    if cost.per_million_output_tokens is not None:
         row2[2].metric(
             "Cost per hour",
-            fmt_money(cost["deployment_per_hour"]),
-            delta=f"{fmt_money(cost['per_million_output_tokens'])} per M output tokens",
+            fmt_money(cost.deployment_per_hour),
+            delta=f"{fmt_money(cost.per_million_output_tokens)} per M output tokens",
             delta_color="gray",
             delta_arrow="off",
             help=(
                 f"{plan.inputs.gpu_count:,} GPUs × {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: "
-                f"{fmt_money(cost['per_million_output_tokens'])} output at {cost['output_tokens_per_second']:,.0f} output tokens/s, "
-                f"{fmt_money(cost['per_million_input_tokens'])} input ({cost['basis']})."
+                f"{fmt_money(cost.per_million_output_tokens)} output at {cost.output_tokens_per_second:,.0f} output tokens/s, "
+                f"{fmt_money(cost.per_million_input_tokens)} input ({cost.basis})."
             ),
         )
     else:
@@ -319,10 +319,10 @@ def render_formulas(plan: Plan) -> None:
     lines.append(
         f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
     )
-    if plan.cost.get("per_million_output_tokens") is not None:
+    if plan.cost.per_million_output_tokens is not None:
         c = plan.cost
         lines.append(
-            f"\n**Cost** = ${c['deployment_per_hour']:,.2f}/h ÷ ({c['output_tokens_per_second']:,.1f} output tokens/s × 3,600) × 10⁶ = **${c['per_million_output_tokens']:,.4f} per million output tokens**; input ${c['per_million_input_tokens']:,.4f} per million"
+            f"\n**Cost** = ${c.deployment_per_hour:,.2f}/h ÷ ({c.output_tokens_per_second:,.1f} output tokens/s × 3,600) × 10⁶ = **${c.per_million_output_tokens:,.4f} per million output tokens**; input ${c.per_million_input_tokens:,.4f} per million"
         )
     st.markdown("\n".join(lines))
 
@@ -403,8 +403,8 @@ def card_memory(r: Shown) -> None:
     extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
     if plan.prefix.get("extra_sequences"):
         extra.append(f"prefix sharing adds {plan.prefix['extra_sequences']:,} sequences")
-    if plan.cost.get("per_million_output_tokens") is not None:
-        extra.append(f"{fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens")
+    if plan.cost.per_million_output_tokens is not None:
+        extra.append(f"{fmt_money(plan.cost.per_million_output_tokens)} per million output tokens")
     st.caption(" · ".join(extra))
 
 

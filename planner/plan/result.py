@@ -125,7 +125,7 @@ class Plan(Result):
         return self._section("prefix", sections.prefix_section)
 
     @property
-    def cost(self) -> dict:
+    def cost(self) -> sections.CostSection:
         """Cost per hour and per million tokens (a GPU-hour price given)."""
         return self._section("cost", sections.cost_section)
 
@@ -152,7 +152,7 @@ class Plan(Result):
             "capacity": self.capacity,
             "roofline": self.roofline,
             "prefix_sharing": self.prefix,
-            "cost": self.cost,
+            "cost": self.cost.to_json(),
             "work": self.work.to_json(),
             "weights": self.weights.model_dump(),
             "device": self.device.model_dump(),

@@ -195,22 +195,41 @@ def prefix_section(plan: Plan) -> dict:
     }
 
 
-def cost_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class CostSection(Section):
+    """Cost per hour and per million tokens at the requested load; every figure but the price is
+    None without a GPU-hour price (and the JSON then carries the price alone)."""
+
+    gpu_hour_price: float | None
+    # the deployment's price and its token rates (output: the estimate's ITL; input: its prefill rate)
+    deployment_per_hour: float | None = None
+    output_tokens_per_second: float | None = None
+    input_tokens_per_second: float | None = None
+    # per million tokens, each as if the deployment did only that phase (None at a zero rate)
+    per_million_output_tokens: float | None = None
+    per_million_input_tokens: float | None = None
+    basis: str | None = None
+
+    def to_json(self) -> dict:
+        return Section.to_json(self) if self.gpu_hour_price is not None else {"gpu_hour_price": None}
+
+
+def cost_section(plan: Plan) -> CostSection:
     inputs = plan.inputs
-    cost: dict = {"gpu_hour_price": inputs.gpu_hour_price}
-    if inputs.gpu_hour_price is not None:
-        per_hour = inputs.gpu_hour_price * inputs.gpu_count
-        out_tps = _decode_tokens_per_second(plan)
-        in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
-        cost.update(
-            deployment_per_hour=per_hour,
-            output_tokens_per_second=out_tps,
-            input_tokens_per_second=in_tps,
-            per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
-            per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
-            basis=COST_BASIS,
-        )
-    return cost
+    if inputs.gpu_hour_price is None:
+        return CostSection(gpu_hour_price=None)
+    per_hour = inputs.gpu_hour_price * inputs.gpu_count
+    out_tps = _decode_tokens_per_second(plan)
+    in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
+    return CostSection(
+        gpu_hour_price=inputs.gpu_hour_price,
+        deployment_per_hour=per_hour,
+        output_tokens_per_second=out_tps,
+        input_tokens_per_second=in_tps,
+        per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
+        per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
+        basis=COST_BASIS,
+    )
 
 
 @dataclass(frozen=True, slots=True)
