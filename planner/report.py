@@ -292,8 +292,8 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Available for K/V per GPU", fmt_bytes(cap["available_for_kv_bytes"])),
         ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,}; {memory_basis(plan)})"),
     ]
-    if plan.prefix["shared_blocks"]:
-        rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
+    if plan.prefix.shared_blocks:
+        rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
     limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
     rows += [
         ("Requested sequences", f"{kv['requested_sequences']:,}"),

@@ -136,23 +136,23 @@ def test_paged_sliding_layers_capped_at_window_plus_one_block():
 def test_prefix_sharing_whole_blocks_only():
     # 100 shared tokens with 16-token blocks: 6 whole blocks (96 tokens) held once
     p = example(reservation="paged", shared_prefix_tokens=100)
-    assert p.prefix["shared_blocks"] == 6
+    assert p.prefix.shared_blocks == 6
     saved = 96 * 131072
-    assert p.prefix["bytes_saved_per_extra_sequence"] == saved == 12582912
+    assert p.prefix.bytes_saved_per_extra_sequence == saved == 12582912
     # 8 sequences of one tenant: 7 of them skip the shared blocks
-    assert p.prefix["memory_saved_at_requested_bytes"] == 7 * saved
+    assert p.prefix.memory_saved_at_requested_bytes == 7 * saved
     # N x 335,544,320 - (N - 1) x 12,582,912 <= 10,093,173,145 -> N = floor((10,093,173,145 - 12,582,912) / 322,961,408) = 31
-    assert p.prefix["maximum_sequences_with_sharing"] == 31
-    assert p.prefix["extra_sequences"] == 1
+    assert p.prefix.maximum_sequences_with_sharing == 31
+    assert p.prefix.extra_sequences == 1
     # 15 tokens share no whole block
-    assert example(reservation="paged", shared_prefix_tokens=15).prefix["bytes_saved_per_extra_sequence"] == 0
+    assert example(reservation="paged", shared_prefix_tokens=15).prefix.bytes_saved_per_extra_sequence == 0
 
 
 def test_prefix_scoped_per_tenant_and_cached_prefill_skipped():
     one = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=1.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
     four = example(reservation="paged", shared_prefix_tokens=1024, tenants=4)
-    assert four.prefix["memory_saved_at_requested_bytes"] == (8 - 4) * 1024 * 131072
-    assert one.prefix["memory_saved_at_requested_bytes"] == (8 - 1) * 1024 * 131072
+    assert four.prefix.memory_saved_at_requested_bytes == (8 - 4) * 1024 * 131072
+    assert one.prefix.memory_saved_at_requested_bytes == (8 - 1) * 1024 * 131072
     none = example(reservation="paged", queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
     assert one.estimate.prefill_ms < none.estimate.prefill_ms  # 1,024 cached tokens skip prefill
     miss = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=0.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
@@ -411,9 +411,9 @@ def test_prefix_sharing_per_replica_and_only_in_paged_engines():
     # 2 replicas x 4 sequences; 1,024 shared tokens = 64 blocks of 131,072 x 16 B = 134,217,728 B each
     p = example(gpu_count=2, shared_prefix_tokens=1024)
     assert p.kv_cache["kv_bytes_at_requested"] == 4 * 335544320 - 3 * 134217728 == 939524096
-    assert p.prefix["memory_saved_at_requested_bytes"] == 2 * 3 * 134217728
+    assert p.prefix.memory_saved_at_requested_bytes == 2 * 3 * 134217728
     eager = example(runtime="transformers", shared_prefix_tokens=1024)
-    assert eager.prefix["applies"] is False and eager.prefix["bytes_saved_per_extra_sequence"] == 0
+    assert eager.prefix.applies is False and eager.prefix.bytes_saved_per_extra_sequence == 0
     assert any("not deduplicated" in n for n in eager.notes)
     with pytest.raises(PlannerError, match="shared prefix cannot exceed"):
         example(reservation="static", shared_prefix_tokens=5000)

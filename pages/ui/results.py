@@ -302,7 +302,7 @@ def render_formulas(plan: Plan) -> None:
     )
     lines.append(
         f"\n**Max sequences by memory** = ⌊{cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas (GPUs {cap['gpu_count']:,} / TP {cap['tp']:,}) = **{kv['maximum_sequences_by_memory']:,}**"
-        + (f"; with prefix sharing **{plan.prefix['maximum_sequences_with_sharing']:,}**" if plan.prefix.get("bytes_saved_per_extra_sequence") else "")
+        + (f"; with prefix sharing **{plan.prefix.maximum_sequences_with_sharing:,}**" if plan.prefix.bytes_saved_per_extra_sequence else "")
     )
     limits = ", ".join(f"{k} {v:,}" for k, v in kv["limits"].items())
     lines.append(
@@ -401,8 +401,8 @@ def card_memory(r: Shown) -> None:
     if cap["pool_kv_tokens"] is not None:
         extra.append(f"KV pool {cap['pool_kv_tokens']:,} tokens")
     extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
-    if plan.prefix.get("extra_sequences"):
-        extra.append(f"prefix sharing adds {plan.prefix['extra_sequences']:,} sequences")
+    if plan.prefix.extra_sequences:
+        extra.append(f"prefix sharing adds {plan.prefix.extra_sequences:,} sequences")
     if plan.cost.per_million_output_tokens is not None:
         extra.append(f"{fmt_money(plan.cost.per_million_output_tokens)} per million output tokens")
     st.caption(" · ".join(extra))

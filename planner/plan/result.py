@@ -120,7 +120,7 @@ class Plan(Result):
         return self._section("roofline", sections.roofline_section)
 
     @property
-    def prefix(self) -> dict:
+    def prefix(self) -> sections.PrefixSection:
         """Prefix sharing: blocks held once per tenant, memory saved, sequences gained."""
         return self._section("prefix", sections.prefix_section)
 
@@ -151,7 +151,7 @@ class Plan(Result):
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity,
             "roofline": self.roofline,
-            "prefix_sharing": self.prefix,
+            "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),
             "weights": self.weights.model_dump(),

@@ -178,21 +178,42 @@ def _decode_tokens_per_second(plan: Plan) -> float:
     return plan._load.concurrency * plan._memory.replicas * 1000.0 / itl if itl else 0.0
 
 
-def prefix_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class PrefixSection(Section):
+    """Prefix sharing: a paged engine holds a tenant's shared prefix once per replica, in whole
+    blocks; ``applies`` is False where nothing is shared (static or eager caches)."""
+
+    # the shared prefix and the blocks it fills
+    shared_prefix_tokens: int
+    shared_blocks: int
+    bytes_saved_per_extra_sequence: int
+    memory_saved_at_requested_bytes: int  # all replicas, at the requested load
+    applies: bool
+    # what sharing adds to the memory ceiling
+    maximum_sequences_with_sharing: int
+    extra_sequences: int
+    tenants: int
+    scope: str
+    # the prefill a cached prefix skips
+    cached_prompt_tokens_expected: float
+    hit_rate: float
+
+
+def prefix_section(plan: Plan) -> PrefixSection:
     inputs, sharing, ceiling = plan.inputs, plan._sharing, plan._ceiling
-    return {
-        "shared_prefix_tokens": inputs.shared_prefix_tokens,
-        "shared_blocks": sharing.shared_blocks,
-        "bytes_saved_per_extra_sequence": sharing.saved,
-        "memory_saved_at_requested_bytes": sharing.saved_per_replica * plan._memory.replicas,
-        "applies": sharing.applies,
-        "maximum_sequences_with_sharing": ceiling.shared_max,
-        "extra_sequences": ceiling.shared_max - ceiling.memory_max,
-        "tenants": inputs.tenants,
-        "scope": SHARING_SCOPE,
-        "cached_prompt_tokens_expected": sharing.cached,
-        "hit_rate": inputs.prefix_hit_rate,
-    }
+    return PrefixSection(
+        shared_prefix_tokens=inputs.shared_prefix_tokens,
+        shared_blocks=sharing.shared_blocks,
+        bytes_saved_per_extra_sequence=sharing.saved,
+        memory_saved_at_requested_bytes=sharing.saved_per_replica * plan._memory.replicas,
+        applies=sharing.applies,
+        maximum_sequences_with_sharing=ceiling.shared_max,
+        extra_sequences=ceiling.shared_max - ceiling.memory_max,
+        tenants=inputs.tenants,
+        scope=SHARING_SCOPE,
+        cached_prompt_tokens_expected=sharing.cached,
+        hit_rate=inputs.prefix_hit_rate,
+    )
 
 
 @dataclass(frozen=True, slots=True)
