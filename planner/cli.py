@@ -264,7 +264,7 @@ def plan_summary(plan, comparison=None) -> str:
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
         f"K/V          {kv['bytes_per_token_per_sequence']:,} B/token, {kv['mib_per_reserved_sequence']:,} MiB per reserved sequence ({kv['reservation']}, {kv['kv_dtype']}, {kv['runtime']})",
-        f"memory       {cap['device']}: usable {cap['usable_bytes'] / 2**30:,.2f} GiB, fixed {cap['fixed_bytes'] / 2**30:,.2f} GiB, KV {cap['available_for_kv_bytes'] / 2**30:,.2f} GiB",
+        f"memory       {cap.device}: usable {cap.usable_bytes / 2**30:,.2f} GiB, fixed {cap.fixed_bytes / 2**30:,.2f} GiB, KV {cap.available_for_kv_bytes / 2**30:,.2f} GiB",
         f"capacity     {kv['maximum_sequences_by_memory']:,} sequences by memory; requested {kv['requested_sequences']:,}: " + ("admitted" if kv["admitted"] else "REFUSED") + f" (binding: {kv['binding_constraint']})",
     ]
     if "admission_error" in kv:

@@ -151,14 +151,14 @@ def _money(d: float) -> str:
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
 _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | None] | None, str, str], ...] = (
     ("Model", lambda p, lab: lab, None, "", ""),
-    ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity['gpu_count']:,}", None, "", ""),
-    ("TP", lambda p, lab: f"{p.capacity['tp']:,}", None, "", ""),
+    ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity.gpu_count:,}", None, "", ""),
+    ("TP", lambda p, lab: f"{p.capacity.tp:,}", None, "", ""),
     ("KV dtype", lambda p, lab: p.inspect.kv_dtype, None, "", ""),
     ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else ""), None, "", ""),
     ("KV bytes / token", lambda p, lab: _bytes(p.kv_cache["bytes_per_token_per_sequence"]), lambda p: p.kv_cache["bytes_per_token_per_sequence"], "lower", "smaller cache"),
     ("Memory per sequence", lambda p, lab: f"{p.kv_cache['mib_per_reserved_sequence']:,.2f}".rstrip("0").rstrip(".") + " MiB", lambda p: p.kv_cache["bytes_per_reserved_sequence"], "lower", "less memory per sequence"),
-    ("Weights per GPU", lambda p, lab: _bytes(p.capacity["model_resident_bytes"]), None, "", ""),
-    ("Available for K/V per GPU", lambda p, lab: _bytes(p.capacity["available_for_kv_bytes"]), lambda p: p.capacity["available_for_kv_bytes"], "higher", "more headroom"),
+    ("Weights per GPU", lambda p, lab: _bytes(p.capacity.model_resident_bytes), None, "", ""),
+    ("Available for K/V per GPU", lambda p, lab: _bytes(p.capacity.available_for_kv_bytes), lambda p: p.capacity.available_for_kv_bytes, "higher", "more headroom"),
     ("Max sequences", lambda p, lab: f"{p.kv_cache['admissible_sequences']:,}", lambda p: p.kv_cache["admissible_sequences"], "higher", "more sequences"),
     ("Memory figure counts", lambda p, lab: memory_basis(p), None, "", ""),
     ("Bound by", lambda p, lab: LIMIT_LABELS.get(p.kv_cache["binding_constraint"], p.kv_cache["binding_constraint"]), None, "", ""),

@@ -104,18 +104,18 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
 
     cap = plan.capacity
     gib = float(1 << 30)
-    kv_req = cap["kv_bytes_at_requested_load"]
-    available = cap["available_for_kv_bytes"]
+    kv_req = cap.kv_bytes_at_requested_load
+    available = cap.available_for_kv_bytes
     shown_kv = min(kv_req, available)
     segments = [
-        ("model weights", cap["model_resident_bytes"]),
-        ("workspace", cap["workspace_bytes"]),
+        ("model weights", cap.model_resident_bytes),
+        ("workspace", cap.workspace_bytes),
         ("K/V at requested load", shown_kv),
         ("free for more K/V", max(0, available - shown_kv)),
-        ("headroom", cap["device_bytes"] - cap["usable_bytes"]),
+        ("headroom", cap.device_bytes - cap.usable_bytes),
     ]
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[0]} ({cap['device']}, {human_bytes(cap['device_bytes'])})", width, height)
+    _title(d, f"{CHART_TITLES[0]} ({cap.device}, {human_bytes(cap.device_bytes)})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 70, 62, width - 90, 50
     bc.data = [[v / gib] for _, v in segments]
@@ -123,7 +123,7 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
     bc.categoryAxis.categoryNames = ["per GPU"]
     bc.categoryAxis.labels.fontSize = 8
     bc.valueAxis.valueMin = 0
-    bc.valueAxis.valueMax = cap["device_bytes"] / gib
+    bc.valueAxis.valueMax = cap.device_bytes / gib
     bc.valueAxis.labels.fontSize = 7
     bc.valueAxis.labelTextFormat = lambda v: f"{_trim(v)} GiB"
     bc.barWidth = 30
@@ -265,11 +265,11 @@ def _device_rows(plan: Plan) -> list[tuple[str, str]]:
     peak = f"{dev.bf16_tflops:,g} TFLOP/s bf16" + (f", {dev.fp8_tflops:,g} fp8" if dev.fp8_tflops else "")
     return [
         ("Device", dev.name),
-        ("Memory per GPU", fmt_bytes(cap["device_bytes"])),
+        ("Memory per GPU", fmt_bytes(cap.device_bytes)),
         ("HBM bandwidth", f"{dev.bandwidth_gb_s:,g} GB/s"),
         ("Dense peak", peak),
         ("Figures from", dev.source or "(not stated)"),
-        ("GPUs, tensor parallel, replicas", f"{cap['gpu_count']:,} GPU(s), tp {cap['tp']}, {cap['replicas']:,} replica(s)"),
+        ("GPUs, tensor parallel, replicas", f"{cap.gpu_count:,} GPU(s), tp {cap.tp}, {cap.replicas:,} replica(s)"),
     ]
 
 
@@ -286,11 +286,11 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     if res.waste_bytes:
         rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes(res.waste_bytes)))
     rows += [
-        ("Usable memory per GPU", f"{fmt_bytes(cap['usable_bytes'])} after {cap['headroom_bp'] / 100:g} % headroom"),
-        ("Model resident per GPU", f"{fmt_bytes(cap['model_resident_bytes'])} ({cap['model_resident_source']})"),
-        ("Workspace per GPU", fmt_bytes(cap["workspace_bytes"])),
-        ("Available for K/V per GPU", fmt_bytes(cap["available_for_kv_bytes"])),
-        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,}; {memory_basis(plan)})"),
+        ("Usable memory per GPU", f"{fmt_bytes(cap.usable_bytes)} after {cap.headroom_bp / 100:g} % headroom"),
+        ("Model resident per GPU", f"{fmt_bytes(cap.model_resident_bytes)} ({cap.model_resident_source})"),
+        ("Workspace per GPU", fmt_bytes(cap.workspace_bytes)),
+        ("Available for K/V per GPU", fmt_bytes(cap.available_for_kv_bytes)),
+        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
     ]
     if plan.prefix.shared_blocks:
         rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
@@ -403,12 +403,12 @@ def _formulas(plan: Plan) -> list[str]:
     if res.state_bytes:
         out.append(f"per sequence = K/V {res.kv_bytes:,} + state {res.state_bytes:,} = {kv['bytes_per_reserved_sequence']:,} B")
     out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
-    out.append(f"usable = floor({cap['device_bytes']:,} x (10,000 - {cap['headroom_bp']:,}) / 10,000) = {cap['usable_bytes']:,} B ({human_bytes(cap['usable_bytes'])})")
-    out.append(f"fixed = model {cap['model_resident_bytes']:,} + workspace {cap['workspace_bytes']:,} = {cap['fixed_bytes']:,} B ({human_bytes(cap['fixed_bytes'])})")
-    out.append(f"available for K/V = {cap['usable_bytes']:,} - {cap['fixed_bytes']:,} = {cap['available_for_kv_bytes']:,} B ({human_bytes(cap['available_for_kv_bytes'])})")
+    out.append(f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({human_bytes(cap.usable_bytes)})")
+    out.append(f"fixed = model {cap.model_resident_bytes:,} + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({human_bytes(cap.fixed_bytes)})")
+    out.append(f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({human_bytes(cap.available_for_kv_bytes)})")
     out.append(
-        f"max sequences = floor({cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}) x {cap['replicas']:,} replica(s) = "
-        f"{cap['sequences_per_replica']:,} x {cap['replicas']:,} = {kv['maximum_sequences_by_memory']:,}"
+        f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv['bytes_per_reserved_sequence']:,}) x {cap.replicas:,} replica(s) = "
+        f"{cap.sequences_per_replica:,} x {cap.replicas:,} = {kv['maximum_sequences_by_memory']:,}"
     )
     limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv["limits"].items())
     verdict = "<=" if kv["admitted"] else ">"
@@ -579,7 +579,7 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     kv = plan.kv_cache
     verdict = "admitted" if kv["admitted"] else "REFUSED"
     text = (
-        f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+        f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}): "
         f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
         f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
         f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."

@@ -38,8 +38,8 @@ def test_seed_example_exactly():
     assert kv["mib_per_reserved_sequence"] == 320  # 131,072 x 2,560 / 2^20
     assert kv["requested_sequences"] == 8
     # usable = 16 GiB x 0.9 = 15,461,882,265 B (floored); - 5 GiB fixed = 10,093,173,145; / 335,544,320 = 30.08 -> 30
-    assert p.capacity["usable_bytes"] == 15461882265
-    assert p.capacity["available_for_kv_bytes"] == 10093173145
+    assert p.capacity.usable_bytes == 15461882265
+    assert p.capacity.available_for_kv_bytes == 10093173145
     assert kv["maximum_sequences_by_memory"] == 30
     assert kv["admitted"] is True
     lat = p.latency
@@ -231,8 +231,8 @@ def test_largest_within_is_the_last_concurrency_meeting_the_bound():
 def test_pool_view_tokens_and_concurrency():
     p = example()
     # 10,093,173,145 // 131,072 = 77,004 tokens; 10,093,173,145 / 335,544,320 = 30.08x at 2,560 tokens
-    assert p.capacity["pool_kv_tokens"] == 77004
-    assert p.capacity["max_concurrency_at_reserved_tokens"] == 30.08
+    assert p.capacity.pool_kv_tokens == 77004
+    assert p.capacity.max_concurrency_at_reserved_tokens == 30.08
 
 
 def test_cost_per_million_tokens():
@@ -327,7 +327,7 @@ def test_plan_reports_work_with_and_without_cache():
 
 def test_headroom_and_window_figures():
     p = example()
-    assert p.capacity["headroom_bytes"] == 16 * GIB - 15461882265
+    assert p.capacity.headroom_bytes == 16 * GIB - 15461882265
     assert p.kv_cache["bytes_per_token_within_windows"] == 131072
     slid = compute_plan(EXAMPLE_INPUTS, prepare_model({**EXAMPLE_CONFIG, "sliding_window": 1024}))
     # every layer is sliding: nothing grows past the window, but below it each token costs 131,072 B

@@ -60,7 +60,7 @@ def test_users_scenarios_are_minimal_ranked_and_plan_confirms(request, fixture, 
     for rec in recs[:5]:
         # plan agrees: the deployment admits the users inside the SLOs, with the same numbers
         p = compute_plan(make_inputs(**rec.plan_values), model)
-        assert p.kv_cache["admitted"] and p.capacity["replicas"] == rec.replicas and p.capacity["gpu_count"] == rec.gpu_count == rec.tp * rec.replicas
+        assert p.kv_cache["admitted"] and p.capacity.replicas == rec.replicas and p.capacity.gpu_count == rec.gpu_count == rec.tp * rec.replicas
         assert p.roofline["itl_p95_ms"] == pytest.approx(rec.itl_p95_ms) and rec.itl_p95_ms <= itl
         assert p.roofline["ttft_p95_ms"] == pytest.approx(rec.ttft_p95_ms) and rec.ttft_p95_ms <= ttft
         assert rec.sequences_per_replica == math.ceil(users / rec.replicas) <= rec.max_num_seqs

@@ -377,7 +377,7 @@ def test_plan_under_vllm_admits_with_the_engine_reservation():
     assert engine["bytes_per_block"] == 65_536 and engine["groups"] == "4 sliding (512), 4 sliding (512), 4 sliding (512), 4 sliding (512), 3 sliding (512), 3 sliding (512), 4 full"
     # a request: full cdiv(2,560, 16) = 160; sliding cdiv(min(511 + 2 x 8,192, 2,560), 16) + 1 = 161
     assert engine["blocks_per_request"] == 160 + 6 * 161
-    blocks = plan.capacity["available_for_kv_bytes"] // 65_536
+    blocks = plan.capacity.available_for_kv_bytes // 65_536
     assert kv["maximum_sequences_by_memory"] == blocks // 1126
     assert kv["steady_state_sequences"] > 3 * kv["maximum_sequences_by_memory"]  # sliding layers hold 512, not 2,560
     assert "admits a request only when blocks for all 2,560 reserved tokens are free" in engine["why"]

@@ -58,12 +58,12 @@ def title_of(fig: go.Figure) -> str:
 
 def fig_memory(plan: Plan) -> go.Figure:
     cap = plan.capacity
-    headroom = cap["headroom_bytes"]
-    free = cap["free_bytes_at_requested_load"]
+    headroom = cap.headroom_bytes
+    free = cap.free_bytes_at_requested_load
     parts = [
-        ("Weights", cap["model_resident_bytes"], PALETTE[0]),
-        ("Workspace", cap["workspace_bytes"], PALETTE[5]),
-        (f"KV at {plan.kv_cache['requested_sequences']:,} sequences", cap["kv_bytes_at_requested_load"], PALETTE[1]),
+        ("Weights", cap.model_resident_bytes, PALETTE[0]),
+        ("Workspace", cap.workspace_bytes, PALETTE[5]),
+        (f"KV at {plan.kv_cache['requested_sequences']:,} sequences", cap.kv_bytes_at_requested_load, PALETTE[1]),
         ("Free", max(0, free), PALETTE[2]),
         ("Headroom", headroom, "#9E9E9E"),
     ]
@@ -84,11 +84,11 @@ def fig_memory(plan: Plan) -> go.Figure:
     ]
     notes = []
     if free < 0:
-        notes.append({"x": gib(cap["device_bytes"]), "y": 0.5, "yref": "paper", "text": f"KV at the requested load exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"color": "#E45756"}})
+        notes.append({"x": gib(cap.device_bytes), "y": 0.5, "yref": "paper", "text": f"KV at the requested load exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"color": "#E45756"}})
     return _figure(
         traces,
-        f"Memory on one GPU: {plan.device.name}, {fmt_bytes(cap['device_bytes'])}",
-        [_vline(gib(cap["usable_bytes"]), f"usable {fmt_bytes(cap['usable_bytes'])}", anchor="right")],
+        f"Memory on one GPU: {plan.device.name}, {fmt_bytes(cap.device_bytes)}",
+        [_vline(gib(cap.usable_bytes), f"usable {fmt_bytes(cap.usable_bytes)}", anchor="right")],
         height=210,
         barmode="stack",
         uniformtext={"minsize": 9, "mode": "hide"},

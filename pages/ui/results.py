@@ -142,9 +142,9 @@ def render_metrics(plan: Plan) -> None:
     row1 = st.columns(3)
     row2 = st.columns(3)
     requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
-    per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
+    per_replica_text = f"{cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"
     binding = kv["binding_constraint"]
-    if cap["replicas"] > 1:
+    if cap.replicas > 1:
         max_delta = f"memory: {per_replica_text}"
     elif binding != "memory":
         max_delta = f"memory alone: {kv['maximum_sequences_by_memory']:,}"
@@ -296,12 +296,12 @@ def render_formulas(plan: Plan) -> None:
         f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
         + (f", of which {waste:,} B reserved but unfilled" if waste else "")
     )
-    lines.append(f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})")
+    lines.append(f"\n**Usable** = device {cap.device_bytes:,} B × (10,000 − {cap.headroom_bp:,}) / 10,000 = **{cap.usable_bytes:,} B** ({fmt_bytes(cap.usable_bytes)})")
     lines.append(
-        f"\n**Available for K/V** = usable − weights {cap['model_resident_bytes']:,} B ({cap['model_resident_source']}) − workspace {cap['workspace_bytes']:,} B = **{cap['available_for_kv_bytes']:,} B** ({fmt_bytes(cap['available_for_kv_bytes'])})"
+        f"\n**Available for K/V** = usable − weights {cap.model_resident_bytes:,} B ({cap.model_resident_source}) − workspace {cap.workspace_bytes:,} B = **{cap.available_for_kv_bytes:,} B** ({fmt_bytes(cap.available_for_kv_bytes)})"
     )
     lines.append(
-        f"\n**Max sequences by memory** = ⌊{cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas (GPUs {cap['gpu_count']:,} / TP {cap['tp']:,}) = **{kv['maximum_sequences_by_memory']:,}**"
+        f"\n**Max sequences by memory** = ⌊{cap.available_for_kv_bytes:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas (GPUs {cap.gpu_count:,} / TP {cap.tp:,}) = **{kv['maximum_sequences_by_memory']:,}**"
         + (f"; with prefix sharing **{plan.prefix.maximum_sequences_with_sharing:,}**" if plan.prefix.bytes_saved_per_extra_sequence else "")
     )
     limits = ", ".join(f"{k} {v:,}" for k, v in kv["limits"].items())
@@ -398,9 +398,9 @@ def card_memory(r: Shown) -> None:
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart")
     cap = plan.capacity
     extra = []
-    if cap["pool_kv_tokens"] is not None:
-        extra.append(f"KV pool {cap['pool_kv_tokens']:,} tokens")
-    extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
+    if cap.pool_kv_tokens is not None:
+        extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
+    extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
         extra.append(f"prefix sharing adds {plan.prefix.extra_sequences:,} sequences")
     if plan.cost.per_million_output_tokens is not None:

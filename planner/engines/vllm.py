@@ -1010,8 +1010,8 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
     utilization = (10_000 - inputs.headroom_bp) / 10_000
     cap = plan.capacity
     budget = predict_budget(
-        cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
-        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"], measured=measured,
+        cap.device_bytes, utilization, cap.model_resident_bytes * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap.model_resident_source, measured=measured,
     )  # fmt: skip
     block = None if inputs.block_tokens == 16 else inputs.block_tokens
     length = plan.context.maximum_context_tokens

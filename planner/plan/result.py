@@ -110,7 +110,7 @@ class Plan(Result):
         return self._section("kv_cache", sections.kv_cache_section)
 
     @property
-    def capacity(self) -> dict:
+    def capacity(self) -> sections.CapacitySection:
         """One GPU's memory from the device down to the K/V pool, and the replicas."""
         return self._section("capacity", sections.capacity_section)
 
@@ -149,7 +149,7 @@ class Plan(Result):
             "kv_cache": self.kv_cache,
             "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
             "estimate": self.estimate.model_dump(),
-            "capacity": self.capacity,
+            "capacity": self.capacity.to_json(),
             "roofline": self.roofline,
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),

@@ -91,31 +91,59 @@ def kv_cache_section(plan: Plan) -> dict:
     return kv_cache
 
 
-def capacity_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class CapacitySection(Section):
+    """One GPU's memory from the device down to the K/V pool (bytes per GPU), and the replicas."""
+
+    # the device less its headroom
+    device: str
+    device_bytes: int
+    headroom_bp: int
+    usable_bytes: int
+    headroom_bytes: int
+    # the fixed part, and what is left for K/V
+    model_resident_bytes: int
+    model_resident_source: str
+    workspace_bytes: int
+    fixed_bytes: int
+    available_for_kv_bytes: int
+    # replicas and the sequences each holds at the reserved length
+    gpu_count: int
+    tp: int
+    replicas: int
+    sequences_per_replica: int
+    pool_kv_tokens: int | None  # what a paged engine prints at start-up (None: nothing grows per token)
+    max_concurrency_at_reserved_tokens: float
+    # the requested load on the busiest replica
+    kv_bytes_at_requested_load: int
+    free_bytes_at_requested_load: int
+
+
+def capacity_section(plan: Plan) -> CapacitySection:
     mem, inputs = plan._memory, plan.inputs
     device_bytes = plan.device.memory_bytes
     per_token = plan.inspect.kv_bytes_per_token
     at_requested = _kv_at_requested(plan)
-    return {
-        "device": plan.device.name,
-        "device_bytes": device_bytes,
-        "headroom_bp": inputs.headroom_bp,
-        "usable_bytes": mem.usable,
-        "headroom_bytes": device_bytes - mem.usable,
-        "model_resident_bytes": mem.resident,
-        "model_resident_source": mem.resident_source,
-        "workspace_bytes": mem.workspace,
-        "fixed_bytes": mem.fixed,
-        "available_for_kv_bytes": mem.available,
-        "gpu_count": inputs.gpu_count,
-        "tp": inputs.tp,
-        "replicas": mem.replicas,
-        "sequences_per_replica": plan._ceiling.per_replica,
-        "pool_kv_tokens": mem.available // per_token if per_token else None,  # what a paged engine prints at start-up
-        "max_concurrency_at_reserved_tokens": round(mem.available / plan.reservation.total_bytes, 2),
-        "kv_bytes_at_requested_load": at_requested,
-        "free_bytes_at_requested_load": mem.available - at_requested,
-    }
+    return CapacitySection(
+        device=plan.device.name,
+        device_bytes=device_bytes,
+        headroom_bp=inputs.headroom_bp,
+        usable_bytes=mem.usable,
+        headroom_bytes=device_bytes - mem.usable,
+        model_resident_bytes=mem.resident,
+        model_resident_source=mem.resident_source,
+        workspace_bytes=mem.workspace,
+        fixed_bytes=mem.fixed,
+        available_for_kv_bytes=mem.available,
+        gpu_count=inputs.gpu_count,
+        tp=inputs.tp,
+        replicas=mem.replicas,
+        sequences_per_replica=plan._ceiling.per_replica,
+        pool_kv_tokens=mem.available // per_token if per_token else None,
+        max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
+        kv_bytes_at_requested_load=at_requested,
+        free_bytes_at_requested_load=mem.available - at_requested,
+    )
 
 
 def roofline_section(plan: Plan) -> dict:

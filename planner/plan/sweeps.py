@@ -14,11 +14,11 @@ from planner.plan.stages import compute_plan
 
 def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float, float]]:
     """(concurrency, estimated mean ITL ms, its p95) from 1 to the memory ceiling, for charts."""
-    top = max(1, plan.kv_cache["maximum_sequences_by_memory"] // max(1, plan.capacity["replicas"]))
+    top = max(1, plan.kv_cache["maximum_sequences_by_memory"] // max(1, plan.capacity.replicas))
     cs = sorted({max(1, round(top * i / (points - 1))) for i in range(points)} | {1})
     out = []
     for c in cs:
-        p = compute_plan(plan.inputs.model_copy(update={"sequences": c * plan.capacity["replicas"], "itl_slo_ms": None}), model)
+        p = compute_plan(plan.inputs.model_copy(update={"sequences": c * plan.capacity.replicas, "itl_slo_ms": None}), model)
         out.append((c, p.estimate.mean_inter_token_latency_ms, p.roofline["itl_p95_ms"]))
     return out
 

@@ -42,7 +42,7 @@ def from_plan(plan) -> tuple[StepCost, int]:
     res, cap, roof = plan.reservation, plan.capacity, plan.roofline
     per_token = max(1, res.used_kv_bytes // max(1, res.tokens))
     cost = StepCost(
-        weights_bytes=cap["model_resident_bytes"],
+        weights_bytes=cap.model_resident_bytes,
         kv_bytes_per_token=per_token,
         bandwidth_bytes_per_s=plan.device.bandwidth_bytes_s,
         mbu=plan.inputs.mbu,
@@ -52,7 +52,7 @@ def from_plan(plan) -> tuple[StepCost, int]:
         mfu=plan.inputs.mfu,
     )
     block = plan.inputs.block_tokens
-    blocks = max(1, cap["available_for_kv_bytes"] // (per_token * block))
+    blocks = max(1, cap.available_for_kv_bytes // (per_token * block))
     return cost, blocks
 
 
