@@ -270,23 +270,23 @@ def plan_summary(plan, comparison=None) -> str:
     if "admission_error" in kv:
         lines.append(f"             {kv['admission_error']}")
     r = plan.roofline
-    at = r["load_label"] + ("" if r["load_admitted"] else ", NOT ADMITTED")
+    at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(
         f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
         f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
     )
     if lat.source != "observed":
-        lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
+        lines.append(f"             at 1 request: prefill {r.prefill_ms_at_1_request:,.1f} ms, ITL {r.itl_ms_at_1_request:,.2f} ms; wait behind other prompts {r.prefill_wait_ms:,.1f} ms")
         lines.append(
-            f"             p95: TTFT {r['ttft_p95_ms']:,.1f} ms, ITL {r['itl_p95_ms']:,.1f} ms ({r['prefill_step_share']:.0%} of steps carry a prefill chunk); "
-            f"prefill budget {r['prefill_utilisation']:.0%} used{' (SATURATED: prompts queue)' if r['prefill_saturated'] else ''}; all prompts at once: the last waits {r['burst_wait_max_ms']:,.1f} ms"
+            f"             p95: TTFT {r.ttft_p95_ms:,.1f} ms, ITL {r.itl_p95_ms:,.1f} ms ({r.prefill_step_share:.0%} of steps carry a prefill chunk); "
+            f"prefill budget {r.prefill_utilisation:.0%} used{' (SATURATED: prompts queue)' if r.prefill_saturated else ''}; all prompts at once: the last waits {r.burst_wait_max_ms:,.1f} ms"
         )
     if comparison is not None:
         if comparison.covered:
             d = comparison.difference()
             lines.append(
                 f"measured     ({comparison.source}) at 1 request: prefill {comparison.prefill_ms_at_1:,.1f} ms, ITL {comparison.itl_ms_at_1:,.2f} ms; "
-                f"{r['load_label']}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
+                f"{r.load_label}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
                 + ", ".join(f"{k} {v:.2f}x" for k, v in d.items())
             )
         else:

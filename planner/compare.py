@@ -165,7 +165,7 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("Admitted", lambda p, lab: "yes" if p.kv_cache["admitted"] else "no", lambda p: 1 if p.kv_cache["admitted"] else 0, "higher", "admits the load"),
     ("TTFT", lambda p, lab: _ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
     ("ITL", lambda p, lab: _ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
-    ("Decode tokens/s", lambda p, lab: f"{p.roofline['decode_tokens_per_second']:,.0f}", lambda p: p.roofline["decode_tokens_per_second"], "higher", "more throughput"),
+    ("Decode tokens/s", lambda p, lab: f"{p.roofline.decode_tokens_per_second:,.0f}", lambda p: p.roofline.decode_tokens_per_second, "higher", "more throughput"),
     ("Cost per hour", lambda p, lab: _money(p.cost.deployment_per_hour) if p.cost.deployment_per_hour is not None else "–", lambda p: p.cost.deployment_per_hour, "lower", "lower cost"),
     (
         "Cost per M output tokens",

@@ -157,7 +157,7 @@ def resolve_gpus(gpus: list[str] | None) -> list[str]:
 
 def _p95(plan: Plan) -> tuple[float, float]:
     """(p95 TTFT, p95 ITL) of a plan in ms: what the SLOs bound (the plan's served-latency model)."""
-    return plan.roofline["ttft_p95_ms"], plan.roofline["itl_p95_ms"]
+    return plan.roofline.ttft_p95_ms, plan.roofline.itl_p95_ms
 
 
 def slot_wait_p95_s(slots: int, offered: float, hold_s: float) -> float:
@@ -222,7 +222,7 @@ class _Candidate:
         little = limit / e2e_s if e2e_s > 0 else math.inf
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
-        gpu_bound = plan_at_limit.roofline["prefill_capacity_per_s"]
+        gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"

@@ -202,13 +202,13 @@ def test_admission_takes_minimum_and_names_binding():
 def test_latency_slo_limit_is_largest_concurrency_meeting_itl():
     # the ITL SLO bounds the p95 of the gaps between tokens (the plan's served-latency model)
     base = example()
-    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).roofline["itl_p95_ms"]
+    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).roofline.itl_p95_ms
     slo = itl_1 * 1.05
     p = example(itl_slo_ms=slo, sequences=30)
     limit = p.kv_cache["limits"]["latency_slo"]
     assert 1 <= limit < 30
-    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).roofline["itl_p95_ms"]
-    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).roofline["itl_p95_ms"]
+    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).roofline.itl_p95_ms
+    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).roofline.itl_p95_ms
     assert ok <= slo < over
     assert p.kv_cache["binding_constraint"] == "latency_slo"
 
@@ -299,8 +299,8 @@ def test_roofline_estimate_is_consistent():
     assert est.source == "roofline estimate"
     assert est.time_to_first_token_ms == pytest.approx(est.queue_ms + est.preprocessing_ms + est.prefill_ms + est.first_decode_ms)
     assert est.end_to_end_ms == pytest.approx(est.time_to_first_token_ms + est.remaining_decode_ms)
-    assert p.roofline["ridge_flops_per_byte"] > p.roofline["decode_intensity"]  # decode is memory-bound
-    assert math.isfinite(p.roofline["prefill_intensity"])
+    assert p.roofline.ridge_flops_per_byte > p.roofline.decode_intensity  # decode is memory-bound
+    assert math.isfinite(p.roofline.prefill_intensity)
 
 
 def test_make_inputs_names_bad_field():

@@ -275,11 +275,11 @@ def fig_waterfall(plan: Plan) -> go.Figure:
 
 def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
     curve = itl_curve(plan, model)
-    c = plan.roofline["decode_concurrency"]
+    c = plan.roofline.decode_concurrency
     traces = [
         {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, v, _ in curve], "mode": "lines+markers", "name": "mean ITL", "line": {"color": PALETTE[0]}, "hovertemplate": "%{x:,} sequences: mean %{y:,.2f} ms<extra></extra>"},
         {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, _, v in curve], "mode": "lines", "name": "p95 ITL (the SLO's)", "line": {"color": PALETTE[2], "dash": "dot"}, "hovertemplate": "%{x:,} sequences: p95 %{y:,.2f} ms<extra></extra>"},
-        {"type": "scatter", "x": [c], "y": [plan.roofline["itl_ms_at_concurrency"]], "mode": "markers", "marker": {"size": 12, "color": "#E45756", "symbol": "x"}, "name": "this plan", "hovertemplate": "this plan: %{y:,.2f} ms<extra></extra>"},
+        {"type": "scatter", "x": [c], "y": [plan.roofline.itl_ms_at_concurrency], "mode": "markers", "marker": {"size": 12, "color": "#E45756", "symbol": "x"}, "name": "this plan", "hovertemplate": "this plan: %{y:,.2f} ms<extra></extra>"},
     ]
     lines = [_hline(plan.inputs.itl_slo_ms, f"SLO {fmt_ms(plan.inputs.itl_slo_ms)}")] if plan.inputs.itl_slo_ms is not None else []
     return _figure(
@@ -293,12 +293,12 @@ def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
 
 def fig_roofline(plan: Plan) -> go.Figure:
     r = plan.roofline
-    peak = r["peak_tflops"]
-    bw_tb = r["bandwidth_gb_s"] / 1000  # TB/s = TFLOP/s per FLOP/byte (unit conversion)
-    ridge = r["ridge_flops_per_byte"]
+    peak = r.peak_tflops
+    bw_tb = r.bandwidth_gb_s / 1000  # TB/s = TFLOP/s per FLOP/byte (unit conversion)
+    ridge = r.ridge_flops_per_byte
     pts = [
-        ("prefill", r["prefill_intensity"], r["prefill_attainable_tflops"], PALETTE[1]),
-        ("decode", r["decode_intensity"], r["decode_attainable_tflops"], PALETTE[0]),
+        ("prefill", r.prefill_intensity, r.prefill_attainable_tflops, PALETTE[1]),
+        ("decode", r.decode_intensity, r.decode_attainable_tflops, PALETTE[0]),
     ]
     intensities = [p[1] for p in pts if p[1] > 0] + [ridge]
     x0, x1 = min(intensities) / 10, max(intensities) * 10  # axis range
@@ -308,7 +308,7 @@ def fig_roofline(plan: Plan) -> go.Figure:
             "x": [x0, ridge, x1],
             "y": [x0 * bw_tb, peak, peak],
             "mode": "lines",
-            "name": f"roof: {fmt_num(peak, 1)} TFLOP/s, {fmt_num(r['bandwidth_gb_s'])} GB/s",
+            "name": f"roof: {fmt_num(peak, 1)} TFLOP/s, {fmt_num(r.bandwidth_gb_s)} GB/s",
             "line": {"color": "#888", "width": 2},
             "hovertemplate": "%{x:,.1f} FLOP/B: %{y:,.1f} TFLOP/s<extra></extra>",
         }
@@ -331,7 +331,7 @@ def fig_roofline(plan: Plan) -> go.Figure:
             )
     return _figure(
         traces,
-        f"Roofline on {plan.device.name} ({r['decode_concurrency']:,} sequences decoding)",
+        f"Roofline on {plan.device.name} ({r.decode_concurrency:,} sequences decoding)",
         [_vline(ridge, f"ridge {fmt_num(ridge, 1)} FLOP/B", "#E45756", log=True)],
         xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
         yaxis={"type": "log", "title": {"text": "attainable TFLOP/s"}},

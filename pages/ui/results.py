@@ -159,34 +159,34 @@ def render_metrics(plan: Plan) -> None:
         help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
     ttft_slo, roof = plan.inputs.ttft_slo_ms, plan.roofline
-    at = roof["load_label"] + ("" if roof["load_admitted"] else " (not admitted)")
+    at = roof.load_label + ("" if roof.load_admitted else " (not admitted)")
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        **_load_delta(at, ttft_slo, lat.time_to_first_token_ms if lat.source == "observed" else roof["ttft_p95_ms"], lat.source != "observed"),
+        **_load_delta(at, ttft_slo, lat.time_to_first_token_ms if lat.source == "observed" else roof.ttft_p95_ms, lat.source != "observed"),
         help=f"Mean time to first token {at} ({lat.source})"
         + (
             ""
             if lat.source == "observed"
-            else f", including {fmt_ms(roof['prefill_wait_ms'])} waiting behind the other prompts in steady state (p95 {fmt_ms(roof['ttft_p95_ms'])}); "
-            f"at 1 request the prefill is {fmt_ms(roof['prefill_ms_at_1_request'])}. Worst moment, all prompts arriving at once: {fmt_ms(roof['burst_wait_max_ms'])} more for the last."
-            + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if roof["prefill_saturated"] else "")
+            else f", including {fmt_ms(roof.prefill_wait_ms)} waiting behind the other prompts in steady state (p95 {fmt_ms(roof.ttft_p95_ms)}); "
+            f"at 1 request the prefill is {fmt_ms(roof.prefill_ms_at_1_request)}. Worst moment, all prompts arriving at once: {fmt_ms(roof.burst_wait_max_ms)} more for the last."
+            + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if roof.prefill_saturated else "")
         )
-        + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
+        + ("" if plan.roofline.load_admitted else " The requested load is not admitted: this is what it would cost, not a promise."),
     )
     itl_slo = plan.inputs.itl_slo_ms
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        **_load_delta(at, itl_slo, lat.mean_inter_token_latency_ms if lat.source == "observed" else roof["itl_p95_ms"], lat.source != "observed"),
+        **_load_delta(at, itl_slo, lat.mean_inter_token_latency_ms if lat.source == "observed" else roof.itl_p95_ms, lat.source != "observed"),
         help=f"Mean inter-token latency {at} per replica ({lat.source})"
         + (
             "."
             if lat.source == "observed"
-            else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(roof['itl_ms_at_1_request'])}. "
-            f"{roof['prefill_step_share']:.0%} of steps carry a prefill chunk"
-            + (", so the p95 gap is such a step" if roof["prefill_step_share"] > 0.05 else ", so the p95 gap is a decode-only step")
-            + (": a smaller max batched tokens shortens it." if roof["prefill_step_share"] > 0.05 else ".")
+            else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(roof.itl_ms_at_1_request)}. "
+            f"{roof.prefill_step_share:.0%} of steps carry a prefill chunk"
+            + (", so the p95 gap is such a step" if roof.prefill_step_share > 0.05 else ", so the p95 gap is a decode-only step")
+            + (": a smaller max batched tokens shortens it." if roof.prefill_step_share > 0.05 else ".")
         ),
     )
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
@@ -317,7 +317,7 @@ def render_formulas(plan: Plan) -> None:
         lines.append("\n**Latency, term by term** (roofline; every figure labelled at 1 request or at N requests):")
         lines += [f"- {line}" for line in formula_lines(r, plan.roof)]
     lines.append(
-        f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
+        f"\n**Ridge** = {fmt_num(r.peak_tflops)} TFLOP/s / {fmt_num(r.bandwidth_gb_s)} GB/s = **{r.ridge_flops_per_byte:,.1f} FLOP/B**; prefill {r.prefill_intensity:,.1f} FLOP/B, decode {r.decode_intensity:,.2f} FLOP/B"
     )
     if plan.cost.per_million_output_tokens is not None:
         c = plan.cost
@@ -369,7 +369,7 @@ def card_latency_models(r: Shown) -> None:
     if not cmp.covered:
         st.info(f"Measured kernels not available: {cmp.reason}. Showing the roofline only.", icon=":material/info:")
         return
-    n = plan.roofline["load_label"]
+    n = plan.roofline.load_label
     ratio = cmp.difference()
     rows = [
         ("Prefill, one prompt (at 1 request)", cmp.roofline_prefill_ms_at_1, cmp.prefill_ms_at_1, ratio.get("prefill_at_1")),

@@ -115,7 +115,7 @@ class Plan(Result):
         return self._section("capacity", sections.capacity_section)
 
     @property
-    def roofline(self) -> dict:
+    def roofline(self) -> sections.RooflineSection:
         """The step-time model's figures at the requested load and at one request."""
         return self._section("roofline", sections.roofline_section)
 
@@ -136,7 +136,7 @@ class Plan(Result):
 
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
-        ctx = self.context
+        ctx, roofline = self.context, self.roofline
         return {
             "context": {
                 "input_tokens": ctx.input_tokens,
@@ -147,10 +147,10 @@ class Plan(Result):
                 "components": dict(ctx.components),  # the budget is shared by plans with the same context
             },
             "kv_cache": self.kv_cache,
-            "latency": {**self.latency.model_dump(), "at": self.roofline["load_label"], "requests_per_replica": self.roofline["decode_concurrency"], "load_admitted": self.roofline["load_admitted"]},
+            "latency": {**self.latency.model_dump(), "at": roofline.load_label, "requests_per_replica": roofline.decode_concurrency, "load_admitted": roofline.load_admitted},
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
-            "roofline": self.roofline,
+            "roofline": roofline.to_json(),
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),

@@ -146,7 +146,62 @@ def capacity_section(plan: Plan) -> CapacitySection:
     )
 
 
-def roofline_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class RooflineSection(Section):
+    """The step-time model's figures: the device's roof, the requested load on the busiest
+    replica (``load_label``: "at N requests") beside one request alone, and the p95s the SLOs bound."""
+
+    # the roof: efficiency factors, peak and bandwidth, and the arithmetic intensities under it
+    mfu: float
+    mbu: float
+    peak_tflops: float  # in the compute dtype, with the device's compute efficiency
+    bandwidth_gb_s: float
+    ridge_flops_per_byte: float
+    q_heads_per_gpu: int
+    attention_layers: int
+    prefill_intensity: float
+    decode_intensity: float
+    prefill_attainable_tflops: float
+    decode_attainable_tflops: float
+    # the load the latency is timed at, and whether it is admitted
+    decode_concurrency: int
+    load_label: str
+    load_admitted: bool
+    # inter-token latency: at the load (mean, with prefill chunks), alone, and decode-only
+    itl_ms_at_concurrency: float
+    itl_ms_at_1_request: float
+    itl_ms_decode_only: float
+    # prefill: alone, the wait behind other prompts (steady state and the all-at-once burst), the budget
+    prefill_ms_at_1_request: float
+    prefill_wait_ms: float
+    prefill_wait_p95_ms: float
+    burst_wait_ms: float
+    burst_wait_max_ms: float
+    prefill_utilisation: float
+    prefill_capacity_per_s: float
+    prefill_saturated: bool
+    prefill_step_share: float
+    prefill_chunk_tokens: int
+    # the 95th percentiles the TTFT and ITL SLOs bound
+    ttft_p95_ms: float
+    itl_p95_ms: float
+    prefill_steps: float
+    mixed_prefill_tokens_per_step: float
+    max_batched_tokens: int
+    # every term of a decode step at the load and of a prefill alone (ms), and the interconnect
+    ep: int
+    decode_terms_ms: dict[str, float]
+    prefill_terms_ms: dict[str, float]
+    link_gb_s: float
+    link_latency_us: float
+    compute_efficiency: float
+    # throughput of the whole deployment, and the TTFT SLO's verdict (None: no TTFT SLO)
+    decode_tokens_per_second: float
+    prefill_tokens_per_second: float
+    ttft_slo_met: bool | None
+
+
+def roofline_section(plan: Plan) -> RooflineSection:
     inputs, device, roof, est, lat, ctx = plan.inputs, plan.device, plan.roof, plan.estimate, plan.latency, plan.context
     load, served, cached = plan._load, plan._load.served, plan._sharing.cached
     concurrency = load.concurrency
@@ -155,49 +210,49 @@ def roofline_section(plan: Plan) -> dict:
     decode_ai = roof.decode_intensity(concurrency, load.kv_mid, load.mid)
     # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
     ttft_p95 = est.time_to_first_token_ms - served.wait_ms + served.wait_p95_ms
-    return {
-        "mfu": inputs.mfu,
-        "mbu": inputs.mbu,
-        "peak_tflops": peak / 1e12,
-        "bandwidth_gb_s": device.bandwidth_gb_s,
-        "ridge_flops_per_byte": peak / device.bandwidth_bytes_s,
-        "q_heads_per_gpu": roof.q_heads,
-        "attention_layers": roof.attn_layers,
-        "prefill_intensity": prefill_ai,
-        "decode_intensity": decode_ai,
-        "prefill_attainable_tflops": min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
-        "decode_attainable_tflops": min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
-        "decode_concurrency": concurrency,
-        "load_label": at_requests(concurrency),
-        "load_admitted": plan._admission.admitted,
-        "itl_ms_at_concurrency": est.mean_inter_token_latency_ms,
-        "itl_ms_at_1_request": served.itl_one_ms,
-        "itl_ms_decode_only": served.itl_decode_ms,
-        "prefill_ms_at_1_request": served.prefill_one_ms,
-        "prefill_wait_ms": served.wait_ms,
-        "prefill_wait_p95_ms": served.wait_p95_ms,
-        "burst_wait_ms": served.burst_wait_ms,
-        "burst_wait_max_ms": served.burst_wait_max_ms,
-        "prefill_utilisation": served.prefill_utilisation,
-        "prefill_capacity_per_s": served.prefill_capacity_per_s,
-        "prefill_saturated": served.saturated,
-        "prefill_step_share": served.prefill_step_share,
-        "prefill_chunk_tokens": served.chunk_tokens,
-        "ttft_p95_ms": ttft_p95,
-        "itl_p95_ms": served.itl_p95_ms,
-        "prefill_steps": served.steps,
-        "mixed_prefill_tokens_per_step": served.mixed_prefill_tokens_per_step,
-        "max_batched_tokens": inputs.max_batched_tokens,
-        "ep": roof.ep,
-        "decode_terms_ms": {k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
-        "prefill_terms_ms": {k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
-        "link_gb_s": roof.link_bytes_s / 1e9,
-        "link_latency_us": roof.link_latency_s * 1e6,
-        "compute_efficiency": roof.compute_scale,
-        "decode_tokens_per_second": _decode_tokens_per_second(plan),
-        "prefill_tokens_per_second": est.prefill_tokens_per_second,
-        "ttft_slo_met": None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
-    }
+    return RooflineSection(
+        mfu=inputs.mfu,
+        mbu=inputs.mbu,
+        peak_tflops=peak / 1e12,
+        bandwidth_gb_s=device.bandwidth_gb_s,
+        ridge_flops_per_byte=peak / device.bandwidth_bytes_s,
+        q_heads_per_gpu=roof.q_heads,
+        attention_layers=roof.attn_layers,
+        prefill_intensity=prefill_ai,
+        decode_intensity=decode_ai,
+        prefill_attainable_tflops=min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
+        decode_attainable_tflops=min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
+        decode_concurrency=concurrency,
+        load_label=at_requests(concurrency),
+        load_admitted=plan._admission.admitted,
+        itl_ms_at_concurrency=est.mean_inter_token_latency_ms,
+        itl_ms_at_1_request=served.itl_one_ms,
+        itl_ms_decode_only=served.itl_decode_ms,
+        prefill_ms_at_1_request=served.prefill_one_ms,
+        prefill_wait_ms=served.wait_ms,
+        prefill_wait_p95_ms=served.wait_p95_ms,
+        burst_wait_ms=served.burst_wait_ms,
+        burst_wait_max_ms=served.burst_wait_max_ms,
+        prefill_utilisation=served.prefill_utilisation,
+        prefill_capacity_per_s=served.prefill_capacity_per_s,
+        prefill_saturated=served.saturated,
+        prefill_step_share=served.prefill_step_share,
+        prefill_chunk_tokens=served.chunk_tokens,
+        ttft_p95_ms=ttft_p95,
+        itl_p95_ms=served.itl_p95_ms,
+        prefill_steps=served.steps,
+        mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
+        max_batched_tokens=inputs.max_batched_tokens,
+        ep=roof.ep,
+        decode_terms_ms={k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
+        prefill_terms_ms={k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
+        link_gb_s=roof.link_bytes_s / 1e9,
+        link_latency_us=roof.link_latency_s * 1e6,
+        compute_efficiency=roof.compute_scale,
+        decode_tokens_per_second=_decode_tokens_per_second(plan),
+        prefill_tokens_per_second=est.prefill_tokens_per_second,
+        ttft_slo_met=None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
+    )
 
 
 def _decode_tokens_per_second(plan: Plan) -> float:

@@ -19,7 +19,7 @@ def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[
     out = []
     for c in cs:
         p = compute_plan(plan.inputs.model_copy(update={"sequences": c * plan.capacity.replicas, "itl_slo_ms": None}), model)
-        out.append((c, p.estimate.mean_inter_token_latency_ms, p.roofline["itl_p95_ms"]))
+        out.append((c, p.estimate.mean_inter_token_latency_ms, p.roofline.itl_p95_ms))
     return out
 
 

@@ -47,8 +47,8 @@ def from_plan(plan) -> tuple[StepCost, int]:
         bandwidth_bytes_per_s=plan.device.bandwidth_bytes_s,
         mbu=plan.inputs.mbu,
         flops_per_token=2.0 * plan.weights.active_params / plan.inputs.tp,
-        attn_flops_per_token_ctx=4.0 * roof["q_heads_per_gpu"] * plan.inspect.head_dim * roof["attention_layers"],
-        peak_flops=roof["peak_tflops"] * 1e12,
+        attn_flops_per_token_ctx=4.0 * roof.q_heads_per_gpu * plan.inspect.head_dim * roof.attention_layers,
+        peak_flops=roof.peak_tflops * 1e12,
         mfu=plan.inputs.mfu,
     )
     block = plan.inputs.block_tokens
