@@ -431,9 +431,9 @@ def _render_vllm_preview(r: Shown) -> None:
     rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
     with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
         st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
-    engine = r.plan.kv_cache.get("engine") or {}
-    if engine.get("why"):
-        st.caption(f"Admission: {engine['why']} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
+    engine = r.plan.kv_cache.get("engine")
+    if engine is not None and engine.why:
+        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
     st.code(preview.command, language="bash", wrap_lines=True)
 
 

@@ -17,6 +17,7 @@ from planner.context import ContextBudget
 from planner.hardware import Device
 from planner.kv import InspectReport
 from planner.plan import sections
+from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
 from planner.results import Result
 from planner.weights import WeightsEstimate
@@ -53,7 +54,7 @@ class Ceiling(NamedTuple):
     shared_max: int  # with prefix sharing
     limit_memory: int  # the memory limit the admission uses
     steady_max: int  # the steady-state figure (before vLLM's block reservation)
-    engine: dict | None  # vLLM's view (runtime vllm, not static)
+    engine: EngineView | None  # vLLM's view (runtime vllm, not static)
 
 
 class Admission(NamedTuple):
@@ -137,6 +138,9 @@ class Plan(Result):
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
         ctx, roofline = self.context, self.roofline
+        kv_cache = dict(self.kv_cache)
+        if "engine" in kv_cache:
+            kv_cache["engine"] = kv_cache["engine"].to_json()
         return {
             "context": {
                 "input_tokens": ctx.input_tokens,
@@ -146,7 +150,7 @@ class Plan(Result):
                 "maximum_context_tokens": ctx.maximum_context_tokens,
                 "components": dict(ctx.components),  # the budget is shared by plans with the same context
             },
-            "kv_cache": self.kv_cache,
+            "kv_cache": kv_cache,
             "latency": {**self.latency.model_dump(), "at": roofline.load_label, "requests_per_replica": roofline.decode_concurrency, "load_admitted": roofline.load_admitted},
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
@@ -166,6 +170,6 @@ def memory_basis(plan: Plan) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
     engine = plan.kv_cache.get("engine")
-    if engine and engine.get("applies"):
-        return f"vLLM {engine['vllm_version']} block reservation; steady state {plan.kv_cache['steady_state_sequences']:,}"
+    if engine and engine.applies:
+        return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache['steady_state_sequences']:,}"
     return f"{plan.inputs.runtime} steady state"

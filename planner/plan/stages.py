@@ -215,13 +215,13 @@ def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget,
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
     engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
-    if engine is not None and engine["applies"] and engine["refusal"]:
+    if engine is not None and engine.applies and engine.refusal:
         per_replica = memory_max = shared_max = 0
-    elif engine is not None and engine["applies"]:
-        engine_pool = engine["num_blocks"] * engine["bytes_per_block"]
-        per_replica = engine["max_sequences_per_replica"]
+    elif engine is not None and engine.applies:
+        engine_pool = engine.num_blocks * engine.bytes_per_block
+        per_replica = engine.max_sequences_per_replica
         memory_max = per_replica * replicas
-        shared_max = capacity.max_sequences_shared(engine_pool, engine["bytes_per_request"], saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
+        shared_max = capacity.max_sequences_shared(engine_pool, engine.bytes_per_request, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     return Ceiling(per_replica, memory_max, shared_max, shared_max if saved else memory_max, steady_max, engine)
 
 
