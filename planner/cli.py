@@ -263,12 +263,12 @@ def plan_summary(plan, comparison=None) -> str:
     kv, ctx, lat, cap = plan.kv_cache, plan.context, plan.latency, plan.capacity
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
-        f"K/V          {kv['bytes_per_token_per_sequence']:,} B/token, {kv['mib_per_reserved_sequence']:,} MiB per reserved sequence ({kv['reservation']}, {kv['kv_dtype']}, {kv['runtime']})",
+        f"K/V          {kv.bytes_per_token_per_sequence:,} B/token, {kv.mib_per_reserved_sequence:,} MiB per reserved sequence ({kv.reservation}, {kv.kv_dtype}, {kv.runtime})",
         f"memory       {cap.device}: usable {cap.usable_bytes / 2**30:,.2f} GiB, fixed {cap.fixed_bytes / 2**30:,.2f} GiB, KV {cap.available_for_kv_bytes / 2**30:,.2f} GiB",
-        f"capacity     {kv['maximum_sequences_by_memory']:,} sequences by memory; requested {kv['requested_sequences']:,}: " + ("admitted" if kv["admitted"] else "REFUSED") + f" (binding: {kv['binding_constraint']})",
+        f"capacity     {kv.maximum_sequences_by_memory:,} sequences by memory; requested {kv.requested_sequences:,}: " + ("admitted" if kv.admitted else "REFUSED") + f" (binding: {kv.binding_constraint})",
     ]
-    if "admission_error" in kv:
-        lines.append(f"             {kv['admission_error']}")
+    if kv.admission_error:
+        lines.append(f"             {kv.admission_error}")
     r = plan.roofline
     at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(

@@ -277,12 +277,12 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     kv, cap, ctx, res = plan.kv_cache, plan.capacity, plan.context, plan.reservation
     rows = [
         ("Context", f"input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} tokens ({ctx.unreserved_tokens:,} unreserved)"),
-        ("K/V per token", f"{fmt_bytes(kv['bytes_per_token_per_sequence'])} per sequence per GPU ({kv['kv_dtype']}, {kv['runtime']})"),
-        ("K/V per reserved sequence", f"{fmt_bytes(kv['kv_bytes_per_reserved_sequence'])} ({kv['reservation']}, {kv['reserved_tokens_per_sequence']:,} tokens)"),
+        ("K/V per token", f"{fmt_bytes(kv.bytes_per_token_per_sequence)} per sequence per GPU ({kv.kv_dtype}, {kv.runtime})"),
+        ("K/V per reserved sequence", f"{fmt_bytes(kv.kv_bytes_per_reserved_sequence)} ({kv.reservation}, {kv.reserved_tokens_per_sequence:,} tokens)"),
     ]
-    if kv["state_bytes_per_sequence"]:
-        rows.append(("Recurrent state per sequence", fmt_bytes(kv["state_bytes_per_sequence"])))
-    rows.append(("Reserved per sequence", f"{kv['bytes_per_reserved_sequence']:,} B = {fmt_num(kv['mib_per_reserved_sequence'])} MiB"))
+    if kv.state_bytes_per_sequence:
+        rows.append(("Recurrent state per sequence", fmt_bytes(kv.state_bytes_per_sequence)))
+    rows.append(("Reserved per sequence", f"{kv.bytes_per_reserved_sequence:,} B = {fmt_num(kv.mib_per_reserved_sequence)} MiB"))
     if res.waste_bytes:
         rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes(res.waste_bytes)))
     rows += [
@@ -290,23 +290,23 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Model resident per GPU", f"{fmt_bytes(cap.model_resident_bytes)} ({cap.model_resident_source})"),
         ("Workspace per GPU", fmt_bytes(cap.workspace_bytes)),
         ("Available for K/V per GPU", fmt_bytes(cap.available_for_kv_bytes)),
-        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
+        ("Maximum sequences by memory", f"{kv.maximum_sequences_by_memory:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
     ]
     if plan.prefix.shared_blocks:
         rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
-    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
+    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv.limits.items())
     rows += [
-        ("Requested sequences", f"{kv['requested_sequences']:,}"),
+        ("Requested sequences", f"{kv.requested_sequences:,}"),
         ("Limits", limits),
-        ("Admissible sequences", f"{kv['admissible_sequences']:,} (bound by {_binding(plan)})"),
-        ("Admission", "ADMITTED" if kv["admitted"] else f"REFUSED: requested {kv['requested_sequences']:,} sequences, but the {_binding(plan)} admits at most {kv['admissible_sequences']:,}"),
+        ("Admissible sequences", f"{kv.admissible_sequences:,} (bound by {_binding(plan)})"),
+        ("Admission", "ADMITTED" if kv.admitted else f"REFUSED: requested {kv.requested_sequences:,} sequences, but the {_binding(plan)} admits at most {kv.admissible_sequences:,}"),
     ]
     rows += _cost_rows(plan)
     return rows
 
 
 def _binding(plan: Plan) -> str:
-    return LIMIT_LABELS.get(plan.kv_cache["binding_constraint"], plan.kv_cache["binding_constraint"])
+    return LIMIT_LABELS.get(plan.kv_cache.binding_constraint, plan.kv_cache.binding_constraint)
 
 
 def fmt_money(dollars: float) -> str:
@@ -392,7 +392,7 @@ def _formulas(plan: Plan) -> list[str]:
         out.append(line)
     growing = [s for s in specs if s.grows_per_token]
     if len(growing) > 1:
-        out.append("K/V per token (growing layers) = " + " + ".join(f"{s.bytes_per_token:,}" for s in growing) + f" = {kv['bytes_per_token_per_sequence']:,} B")
+        out.append("K/V per token (growing layers) = " + " + ".join(f"{s.bytes_per_token:,}" for s in growing) + f" = {kv.bytes_per_token_per_sequence:,} B")
     if res.mode == "paged":
         parts = [f"{s.blocks(res.tokens, plan.inputs.block_tokens):,} blocks x {plan.inputs.block_tokens} tokens x {s.bytes_per_token:,} B" for s in specs]
         out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
@@ -401,20 +401,20 @@ def _formulas(plan: Plan) -> list[str]:
         parts = [f"{s.bytes_per_token:,} B x {s.tokens_held(res.tokens):,}" for s in specs]
         out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
     if res.state_bytes:
-        out.append(f"per sequence = K/V {res.kv_bytes:,} + state {res.state_bytes:,} = {kv['bytes_per_reserved_sequence']:,} B")
+        out.append(f"per sequence = K/V {res.kv_bytes:,} + state {res.state_bytes:,} = {kv.bytes_per_reserved_sequence:,} B")
     out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
     out.append(f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({human_bytes(cap.usable_bytes)})")
     out.append(f"fixed = model {cap.model_resident_bytes:,} + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({human_bytes(cap.fixed_bytes)})")
     out.append(f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({human_bytes(cap.available_for_kv_bytes)})")
     out.append(
-        f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv['bytes_per_reserved_sequence']:,}) x {cap.replicas:,} replica(s) = "
-        f"{cap.sequences_per_replica:,} x {cap.replicas:,} = {kv['maximum_sequences_by_memory']:,}"
+        f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}) x {cap.replicas:,} replica(s) = "
+        f"{cap.sequences_per_replica:,} x {cap.replicas:,} = {kv.maximum_sequences_by_memory:,}"
     )
-    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv["limits"].items())
-    verdict = "<=" if kv["admitted"] else ">"
+    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv.limits.items())
+    verdict = "<=" if kv.admitted else ">"
     out.append(
-        f"admissible = min({limits}) = {kv['admissible_sequences']:,} (binding: {kv['binding_constraint'].replace('_', ' ')}); "
-        f"requested {kv['requested_sequences']:,} {verdict} {kv['admissible_sequences']:,}: {'admitted' if kv['admitted'] else 'refused'}"
+        f"admissible = min({limits}) = {kv.admissible_sequences:,} (binding: {kv.binding_constraint.replace('_', ' ')}); "
+        f"requested {kv.requested_sequences:,} {verdict} {kv.admissible_sequences:,}: {'admitted' if kv.admitted else 'refused'}"
     )
     out.append(
         f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f} = {fmt_ms(lat.time_to_first_token_ms)}"
@@ -577,11 +577,11 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
 def _headline(plan: Plan, ref: ModelRef) -> str:
     """One sentence a plan: model, deployment, admission and its binding limit, latency, cost."""
     kv = plan.kv_cache
-    verdict = "admitted" if kv["admitted"] else "REFUSED"
+    verdict = "admitted" if kv.admitted else "REFUSED"
     text = (
         f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}): "
-        f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
-        f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+        f"at most {kv.admissible_sequences:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv.maximum_sequences_by_memory:,}); "
+        f"{kv.requested_sequences:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
         f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
     )
     if plan.cost.per_million_output_tokens is not None:

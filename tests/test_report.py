@@ -114,9 +114,9 @@ def test_every_headline_number_comes_from_the_plan(example, gemma):
     for case in (example, gemma):
         plan, text = case["plan"], case["text"]
         kv, cap = plan.kv_cache, plan.capacity
-        for n in (kv["bytes_per_token_per_sequence"], kv["kv_bytes_per_reserved_sequence"], cap.usable_bytes, cap.available_for_kv_bytes, cap.model_resident_bytes):
+        for n in (kv.bytes_per_token_per_sequence, kv.kv_bytes_per_reserved_sequence, cap.usable_bytes, cap.available_for_kv_bytes, cap.model_resident_bytes):
             assert fmt_bytes(n) in text, n
-        assert f"Maximum sequences by memory {kv['maximum_sequences_by_memory']:,}" in text
+        assert f"Maximum sequences by memory {kv.maximum_sequences_by_memory:,}" in text
         assert f"{plan.latency.time_to_first_token_ms:,.1f} ms" in text
         assert f"{plan.latency.mean_inter_token_latency_ms:,.1f} ms" in text
 

@@ -63,7 +63,7 @@ def fig_memory(plan: Plan) -> go.Figure:
     parts = [
         ("Weights", cap.model_resident_bytes, PALETTE[0]),
         ("Workspace", cap.workspace_bytes, PALETTE[5]),
-        (f"KV at {plan.kv_cache['requested_sequences']:,} sequences", cap.kv_bytes_at_requested_load, PALETTE[1]),
+        (f"KV at {plan.kv_cache.requested_sequences:,} sequences", cap.kv_bytes_at_requested_load, PALETTE[1]),
         ("Free", max(0, free), PALETTE[2]),
         ("Headroom", headroom, "#9E9E9E"),
     ]
@@ -200,7 +200,7 @@ def fig_heatmap(plan: Plan, model: PreparedModel) -> go.Figure:
     max_ctx = plan.context.maximum_context_tokens
     lo = 1 << max(9, (inputs.output_tokens + 1).bit_length())
     contexts = [c for c in _axis_points(lo, max_ctx, plan.context.reserved_total_tokens) if c > inputs.output_tokens]
-    ceiling = max(8, plan.kv_cache["admissible_sequences"], inputs.sequences)
+    ceiling = max(8, plan.kv_cache.admissible_sequences, inputs.sequences)
     concs = _axis_points(1, 1 << ceiling.bit_length(), inputs.sequences)
     limits = grid_limits(inputs, model, contexts)  # admissible sequences per reserved context (-1: does not fit)
     cells = [[c <= lim for c in concs] for lim in limits]

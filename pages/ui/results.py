@@ -54,7 +54,7 @@ def binding_phrase(plan: Plan) -> str:
     """The limit that binds, in the words of the badge: "KV-cache memory", "TTFT SLO"."""
     from planner.capacity import LIMIT_LABELS
 
-    binding = plan.kv_cache["binding_constraint"]
+    binding = plan.kv_cache.binding_constraint
     return LIMIT_LABELS.get(binding, binding)
 
 
@@ -62,22 +62,22 @@ def admission_badge(plan: Plan) -> None:
     """Admitted or refused, and which limit binds (memory, ITL SLO, TTFT SLO, runtime, quota)."""
     kv = plan.kv_cache
     bound = binding_phrase(plan)
-    if kv["admitted"]:
-        st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
+    if kv.admitted:
+        st.badge(f"Admitted · {kv.requested_sequences:,} of at most {kv.admissible_sequences:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
-        st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+        st.badge(f"Refused by the {bound} · at most {kv.admissible_sequences:,} of {kv.requested_sequences:,} requested", icon=":material/block:", color="red")
         size_link(plan)
-    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
+    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv.limits.items())
     st.caption(f"Limits on concurrent sequences: {limits}.")
 
 
 def size_link(plan: Plan) -> None:
     """A refused plan links to the Size page for its load (users and SLOs)."""
-    params = {"size_users": str(plan.kv_cache["requested_sequences"])}
+    params = {"size_users": str(plan.kv_cache.requested_sequences)}
     params["size_itl"] = f"{plan.inputs.itl_slo_ms or 0:g}"
     params["size_ttft"] = f"{plan.inputs.ttft_slo_ms or 0:g}"
     try:
-        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache['requested_sequences']:,} sequences", icon=":material/dns:", query_params=params)
+        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache.requested_sequences:,} sequences", icon=":material/dns:", query_params=params)
     except Exception:  # noqa: BLE001 - the page is not registered (a page run on its own, as in some tests)
         st.caption("The Size page answers how many GPUs this load needs.")
 
@@ -120,8 +120,8 @@ def _load_delta(at: str, slo: float | None, judged: float, p95: bool) -> dict:
 def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
-    growing = kv["bytes_per_token_per_sequence"]
-    within = kv["bytes_per_token_within_windows"]
+    growing = kv.bytes_per_token_per_sequence
+    within = kv.bytes_per_token_within_windows
     windowed_only = growing == 0 and within > 0  # every cached layer is windowed (e.g. Mistral-7B v0.1)
     if windowed_only:
         value = fmt_bytes(within)
@@ -141,13 +141,13 @@ def render_metrics(plan: Plan) -> None:
         )
     row1 = st.columns(3)
     row2 = st.columns(3)
-    requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
+    requested, admissible = kv.requested_sequences, kv.admissible_sequences
     per_replica_text = f"{cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"
-    binding = kv["binding_constraint"]
+    binding = kv.binding_constraint
     if cap.replicas > 1:
         max_delta = f"memory: {per_replica_text}"
     elif binding != "memory":
-        max_delta = f"memory alone: {kv['maximum_sequences_by_memory']:,}"
+        max_delta = f"memory alone: {kv.maximum_sequences_by_memory:,}"
     else:
         max_delta = None
     row1[0].metric(
@@ -156,7 +156,7 @@ def render_metrics(plan: Plan) -> None:
         delta=max_delta,
         delta_color="gray",
         delta_arrow="off",
-        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
+        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv.maximum_sequences_by_memory:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
     )
     ttft_slo, roof = plan.inputs.ttft_slo_ms, plan.roofline
     at = roof.load_label + ("" if roof.load_admitted else " (not admitted)")
@@ -192,11 +192,11 @@ def render_metrics(plan: Plan) -> None:
     row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
     row2[1].metric(
         "Memory per sequence",
-        f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB",
-        delta=f"{kv['reserved_tokens_per_sequence']:,} tokens reserved",
+        f"{fmt_num(kv.mib_per_reserved_sequence)} MiB",
+        delta=f"{kv.reserved_tokens_per_sequence:,} tokens reserved",
         delta_color="gray",
         delta_arrow="off",
-        help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
+        help=f"{kv.bytes_per_reserved_sequence:,} B for {kv.reserved_tokens_per_sequence:,} reserved tokens ({kv.reservation} reservation) on one GPU.",
     )
     cost = plan.cost
     if cost.per_million_output_tokens is not None:
@@ -283,17 +283,17 @@ def render_formulas(plan: Plan) -> None:
         what = s.shape
         grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
         lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
-    lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
+    lines.append(f"- growing with every token: **{kv.bytes_per_token_per_sequence:,} B** ({fmt_bytes(kv.bytes_per_token_per_sequence)})")
     lines.append(f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}")
-    mode = kv["reservation"]
+    mode = kv.reservation
     basis = {
-        "dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens",
-        "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}",
-        "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)",
+        "dynamic": f"{kv.reserved_tokens_per_sequence:,} reserved tokens",
+        "static": f"the maximum context {kv.reserved_tokens_per_sequence:,}",
+        "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv.blocks_per_layer.items())} blocks per layer)",
     }[mode]
-    waste = kv["paged_waste_bytes"] or kv["static_waste_bytes"]
+    waste = kv.paged_waste_bytes or kv.static_waste_bytes
     lines.append(
-        f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
+        f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv.state_bytes_per_sequence:,} B = **{kv.bytes_per_reserved_sequence:,} B** ({fmt_bytes(kv.bytes_per_reserved_sequence)})"
         + (f", of which {waste:,} B reserved but unfilled" if waste else "")
     )
     lines.append(f"\n**Usable** = device {cap.device_bytes:,} B × (10,000 − {cap.headroom_bp:,}) / 10,000 = **{cap.usable_bytes:,} B** ({fmt_bytes(cap.usable_bytes)})")
@@ -301,12 +301,12 @@ def render_formulas(plan: Plan) -> None:
         f"\n**Available for K/V** = usable − weights {cap.model_resident_bytes:,} B ({cap.model_resident_source}) − workspace {cap.workspace_bytes:,} B = **{cap.available_for_kv_bytes:,} B** ({fmt_bytes(cap.available_for_kv_bytes)})"
     )
     lines.append(
-        f"\n**Max sequences by memory** = ⌊{cap.available_for_kv_bytes:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas (GPUs {cap.gpu_count:,} / TP {cap.tp:,}) = **{kv['maximum_sequences_by_memory']:,}**"
+        f"\n**Max sequences by memory** = ⌊{cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}⌋ = {cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas (GPUs {cap.gpu_count:,} / TP {cap.tp:,}) = **{kv.maximum_sequences_by_memory:,}**"
         + (f"; with prefix sharing **{plan.prefix.maximum_sequences_with_sharing:,}**" if plan.prefix.bytes_saved_per_extra_sequence else "")
     )
-    limits = ", ".join(f"{k} {v:,}" for k, v in kv["limits"].items())
+    limits = ", ".join(f"{k} {v:,}" for k, v in kv.limits.items())
     lines.append(
-        f"\n**Admission**: requested {kv['requested_sequences']:,} vs min({limits}) = {kv['admissible_sequences']:,} → **{'admitted' if kv['admitted'] else 'refused'}** (binding: {binding_phrase(plan)})"
+        f"\n**Admission**: requested {kv.requested_sequences:,} vs min({limits}) = {kv.admissible_sequences:,} → **{'admitted' if kv.admitted else 'refused'}** (binding: {binding_phrase(plan)})"
     )
     lines.append(
         f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
@@ -431,9 +431,9 @@ def _render_vllm_preview(r: Shown) -> None:
     rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
     with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
         st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
-    engine = r.plan.kv_cache.get("engine")
+    engine = r.plan.kv_cache.engine
     if engine is not None and engine.why:
-        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
+        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")
     st.code(preview.command, language="bash", wrap_lines=True)
 
 

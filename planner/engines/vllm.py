@@ -1003,7 +1003,7 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
     """
     inputs = plan.inputs
-    resolved = plan.kv_cache.get("kv_dtype", inputs.kv_dtype)  # "auto" as the checkpoint resolved it
+    resolved = plan.kv_cache.kv_dtype  # "auto" as the checkpoint resolved it
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(resolved)
     if dtype is None:
         raise PlannerError("kv_dtype", resolved, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")

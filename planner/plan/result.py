@@ -106,7 +106,7 @@ class Plan(Result):
         return hit
 
     @property
-    def kv_cache(self) -> dict:
+    def kv_cache(self) -> sections.KVCacheSection:
         """K/V per token and per sequence, the memory ceiling and the admission verdict."""
         return self._section("kv_cache", sections.kv_cache_section)
 
@@ -138,9 +138,6 @@ class Plan(Result):
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
         ctx, roofline = self.context, self.roofline
-        kv_cache = dict(self.kv_cache)
-        if "engine" in kv_cache:
-            kv_cache["engine"] = kv_cache["engine"].to_json()
         return {
             "context": {
                 "input_tokens": ctx.input_tokens,
@@ -150,7 +147,7 @@ class Plan(Result):
                 "maximum_context_tokens": ctx.maximum_context_tokens,
                 "components": dict(ctx.components),  # the budget is shared by plans with the same context
             },
-            "kv_cache": kv_cache,
+            "kv_cache": self.kv_cache.to_json(),
             "latency": {**self.latency.model_dump(), "at": roofline.load_label, "requests_per_replica": roofline.decode_concurrency, "load_admitted": roofline.load_admitted},
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
@@ -169,7 +166,7 @@ class Plan(Result):
 def memory_basis(plan: Plan) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
-    engine = plan.kv_cache.get("engine")
-    if engine and engine.applies:
-        return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache['steady_state_sequences']:,}"
+    engine = plan.kv_cache.engine
+    if engine is not None and engine.applies:
+        return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
     return f"{plan.inputs.runtime} steady state"

@@ -14,6 +14,7 @@ from planner import latency
 from planner.results import Result
 
 if TYPE_CHECKING:
+    from planner.plan.engine_view import EngineView
     from planner.plan.result import Plan
 
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
@@ -55,40 +56,85 @@ def _kv_at_requested(plan: Plan) -> int:
     return plan._sharing.per_replica_load * plan.reservation.total_bytes - plan._sharing.saved_per_replica
 
 
-def kv_cache_section(plan: Plan) -> dict:
+@dataclass(frozen=True, slots=True)
+class KVCacheSection(Section):
+    """K/V per token and per reserved sequence on one GPU, the memory ceiling on concurrent
+    sequences and the verdict on the requested load."""
+
+    # bytes per token of one sequence (growing layers; within the windows every layer counts)
+    bytes_per_token_per_sequence: int
+    bytes_per_token_within_windows: int
+    mha_equivalent_bytes_per_reserved_sequence: int
+    # one reserved sequence: K/V, recurrent state, encoder (cross-attention) tokens, their sum
+    kv_bytes_per_reserved_sequence: int
+    state_bytes_per_sequence: int
+    encoder_bytes_per_sequence: int
+    bytes_per_reserved_sequence: int
+    mib_per_reserved_sequence: float | int  # 320.0 is written 320 (the seed's integers)
+    reservation: str
+    reserved_tokens_per_sequence: int
+    paged_waste_bytes: int
+    static_waste_bytes: int
+    blocks_per_layer: dict[str, int]
+    # the ceiling and the admission: every limit, the one that binds, the verdict
+    requested_sequences: int
+    maximum_sequences_by_memory: int
+    admissible_sequences: int
+    binding_constraint: str
+    limits: dict[str, int]
+    admitted: bool
+    kv_bytes_at_requested: int  # the busiest replica, shared prefix blocks once
+    # the cache the runtime keeps, and its dtype
+    runtime: str
+    kv_dtype: str
+    kv_dtype_source: str
+    steady_state_sequences: int  # memory alone in steady state (before vLLM's block reservation)
+    engine: EngineView | None = None  # vLLM's view (runtime vllm, not static)
+    admission_error: str | None = None  # the refusal, in the seed's words (None: admitted)
+
+    def to_json(self) -> dict:
+        """As the summary has always written it: ``engine`` and ``admission_error`` only when set."""
+        out = Section.to_json(self)
+        if self.engine is None:
+            del out["engine"]
+        else:
+            out["engine"] = self.engine.to_json()
+        if self.admission_error is None:
+            del out["admission_error"]
+        return out
+
+
+def kv_cache_section(plan: Plan) -> KVCacheSection:
     report, res, ceiling, adm = plan.inspect, plan.reservation, plan._ceiling, plan._admission
     per_seq = res.total_bytes
-    kv_cache = {
-        "bytes_per_token_per_sequence": report.kv_bytes_per_token,
-        "bytes_per_token_within_windows": sum(sp.bytes_per_token for sp in report.specs if sp.kind != "cross"),
-        "mha_equivalent_bytes_per_reserved_sequence": report.mha_equivalent_bytes_per_token * res.tokens,
-        "kv_bytes_per_reserved_sequence": res.kv_bytes,
-        "state_bytes_per_sequence": res.state_bytes,
-        "encoder_bytes_per_sequence": res.encoder_bytes,
-        "bytes_per_reserved_sequence": per_seq,
-        "mib_per_reserved_sequence": _num(per_seq / (1 << 20)),
-        "reservation": res.mode,
-        "reserved_tokens_per_sequence": res.tokens,
-        "paged_waste_bytes": res.waste_bytes if res.mode == "paged" else 0,
-        "static_waste_bytes": res.waste_bytes if res.mode == "static" else 0,
-        "blocks_per_layer": res.blocks,
-        "requested_sequences": plan.inputs.sequences,
-        "maximum_sequences_by_memory": ceiling.memory_max,
-        "admissible_sequences": adm.limit,
-        "binding_constraint": adm.binding,
-        "limits": adm.limits,
-        "admitted": adm.admitted,
-        "kv_bytes_at_requested": _kv_at_requested(plan),
-        "runtime": plan.inputs.runtime,
-        "kv_dtype": report.kv_dtype,
-        "kv_dtype_source": report.kv_dtype_source,
-        "steady_state_sequences": ceiling.steady_max,
-    }
-    if ceiling.engine is not None:
-        kv_cache["engine"] = ceiling.engine
-    if adm.error:
-        kv_cache["admission_error"] = adm.error
-    return kv_cache
+    return KVCacheSection(
+        bytes_per_token_per_sequence=report.kv_bytes_per_token,
+        bytes_per_token_within_windows=sum(sp.bytes_per_token for sp in report.specs if sp.kind != "cross"),
+        mha_equivalent_bytes_per_reserved_sequence=report.mha_equivalent_bytes_per_token * res.tokens,
+        kv_bytes_per_reserved_sequence=res.kv_bytes,
+        state_bytes_per_sequence=res.state_bytes,
+        encoder_bytes_per_sequence=res.encoder_bytes,
+        bytes_per_reserved_sequence=per_seq,
+        mib_per_reserved_sequence=_num(per_seq / (1 << 20)),
+        reservation=res.mode,
+        reserved_tokens_per_sequence=res.tokens,
+        paged_waste_bytes=res.waste_bytes if res.mode == "paged" else 0,
+        static_waste_bytes=res.waste_bytes if res.mode == "static" else 0,
+        blocks_per_layer=res.blocks,
+        requested_sequences=plan.inputs.sequences,
+        maximum_sequences_by_memory=ceiling.memory_max,
+        admissible_sequences=adm.limit,
+        binding_constraint=adm.binding,
+        limits=adm.limits,
+        admitted=adm.admitted,
+        kv_bytes_at_requested=_kv_at_requested(plan),
+        runtime=plan.inputs.runtime,
+        kv_dtype=report.kv_dtype,
+        kv_dtype_source=report.kv_dtype_source,
+        steady_state_sequences=ceiling.steady_max,
+        engine=ceiling.engine,
+        admission_error=adm.error or None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

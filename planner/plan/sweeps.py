@@ -14,7 +14,7 @@ from planner.plan.stages import compute_plan
 
 def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float, float]]:
     """(concurrency, estimated mean ITL ms, its p95) from 1 to the memory ceiling, for charts."""
-    top = max(1, plan.kv_cache["maximum_sequences_by_memory"] // max(1, plan.capacity.replicas))
+    top = max(1, plan.kv_cache.maximum_sequences_by_memory // max(1, plan.capacity.replicas))
     cs = sorted({max(1, round(top * i / (points - 1))) for i in range(points)} | {1})
     out = []
     for c in cs:
@@ -38,7 +38,7 @@ def grid_limits(inputs: PlanInputs, model: PreparedModel, contexts: list[int]) -
     for total in contexts:
         try:
             base = compute_plan(inputs.model_copy(update={"input_tokens": max(1, total - inputs.output_tokens), "sequences": 1}), model)
-            out.append(base.kv_cache["admissible_sequences"])
+            out.append(base.kv_cache.admissible_sequences)
         except PlannerError:
             out.append(-1)
     return out
