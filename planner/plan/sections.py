@@ -30,15 +30,24 @@ class Section(Result):
     __slots__ = ()
 
     def to_json(self) -> dict:
-        return {f.name: _json_value(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        names, nested = _layout(type(self))
+        out = {name: getattr(self, name) for name in names}
+        for name in nested:
+            value = out[name]
+            out[name] = list(value) if isinstance(value, tuple) else dict(value)
+        return out
 
 
-def _json_value(value: object) -> object:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, tuple):
-        return list(value)
-    return value
+_LAYOUTS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _layout(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every field name, the names of dict and tuple fields) of a section class, found once."""
+    hit = _LAYOUTS.get(cls)
+    if hit is None:
+        every = fields(cls)  # type: ignore[arg-type]
+        hit = _LAYOUTS[cls] = (tuple(f.name for f in every), tuple(f.name for f in every if str(f.type).startswith(("dict", "tuple"))))
+    return hit
 
 
 def _num(x: float) -> float | int:
