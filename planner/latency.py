@@ -294,6 +294,13 @@ class Roofline(Result):
         _remember(k.memo, key, hit)
         return hit
 
+    def fixed_s(self) -> float:
+        """Seconds of fixed cost every step pays whatever its size, summed over the terms that
+        carry one: kernel launch and tail of each layer's GEMMs, attention and MoE kernels, and
+        the per-layer bookkeeping of norms and activations (what :meth:`terms` adds to each)."""
+        k = self._k
+        return k.dense_fixed + k.moe_fixed * k.moe + k.attn_fixed + self.layers * self.eff.layer_s
+
     def prefill_terms(self, tokens: int, cached: int = 0) -> dict[str, float]:
         return self.terms(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
 
@@ -494,6 +501,12 @@ def _per_roofline(fn):
     return memoised
 
 
+# What the served-latency model (:func:`served`) computes beside the step terms: the wait of a
+# prompt for the prefill budget (M/D/1 queue, the step in flight, the all-at-once burst) and the
+# prefill chunks that ride in decode steps (so the ITL and its p95 carry the interference).
+SERVED_TERMS = frozenset({"prefill_queue", "mixed_prefill_decode_steps"})
+
+
 @_per_roofline
 def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
     """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
@@ -639,8 +652,8 @@ TERM_LABELS = {
 
 
 def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[str]:
-    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the app's
-    formulas panel and the PDF both print these). ``roofline``: the plan's
+    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the
+    latency steps of :func:`planner.explain.formula_steps`). ``roofline``: the plan's
     :class:`~planner.plan.sections.RooflineSection` (:attr:`Plan.roofline`)."""
     r, e = roofline, roof.eff
 

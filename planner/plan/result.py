@@ -15,7 +15,7 @@ from typing import NamedTuple
 from planner import capacity, latency
 from planner.context import ContextBudget
 from planner.hardware import Device
-from planner.kv import InspectReport
+from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
@@ -134,6 +134,28 @@ class Plan(Result):
     def work(self) -> sections.WorkSection:
         """What the cache saves: attention FLOPs and token projections with and without it."""
         return self._section("work", sections.work_section)
+
+    def memory_terms(self) -> frozenset[str]:
+        """The terms of this plan's memory budget (what :mod:`planner.explain` may say is counted):
+        the headroom, weights, workspace and K/V pool always; recurrent state, cross-attention K/V
+        over encoder tokens, whole-block rounding, a static reservation's over-allocation, shared
+        prefix blocks and integer-cache scales where this plan computes them."""
+        res, specs = self.reservation, self.inspect.specs
+        terms = {"headroom", "weights", "workspace", "kv_cache"}
+        engine = self._ceiling.engine
+        if res.state_bytes:
+            terms.add("recurrent_state")
+        if any(s.kind == "cross" for s in specs):
+            terms.add("encoder_kv")
+        if res.mode == "paged" or (engine is not None and engine.applies):
+            terms.add("block_rounding")
+        if res.mode == "static":
+            terms.add("static_reservation")
+        if self._sharing.applies:
+            terms.add("prefix_sharing")
+        if self.inspect.kv_dtype in INTEGER_DTYPES:
+            terms.add("quantization_scales")
+        return frozenset(terms)
 
     def summary(self) -> dict:
         """The seed-compatible JSON: ``context``, ``kv_cache`` and ``latency`` (plus more sections)."""
