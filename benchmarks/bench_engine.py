@@ -26,7 +26,7 @@ def time_preset(name: str, tp: int) -> tuple[float, float, float, float]:
     inputs = make_inputs(tp=tp, gpu_count=tp, model_resident_gib=PINNED.get(name))
     model = prepare_model(load_preset(name))
     plan = compute_plan(inputs, model)
-    available = plan.capacity["available_for_kv_bytes"]
+    available = plan.capacity.available_for_kv_bytes
 
     def uncached() -> None:  # a new model or engine setting: layout and sizing from scratch
         engine._MEMO.clear()

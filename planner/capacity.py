@@ -6,6 +6,7 @@ points without multiplying the whole capacity by 10,000 first, as the seed requi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -108,6 +109,22 @@ def max_sequences_shared(available: int, per_sequence: int, saved: int, copies: 
     if n < copies:  # fewer sequences than tenants: each holds its own copy
         return max_sequences(available, per_sequence)
     return max(0, n)
+
+
+def largest_within(cost: Callable[[int], float], bound: float, top: int) -> int:
+    """The largest ``c`` in 1..``top`` with ``cost(c) <= bound``, for a ``cost`` that does not fall
+    as ``c`` grows (a p95 latency against concurrency); 0 when ``cost(1)`` already exceeds it.
+    Bisection: about log2(top) calls of ``cost``."""
+    if cost(1) > bound:
+        return 0
+    lo, hi = 1, top
+    while lo < hi:
+        m = (lo + hi + 1) // 2
+        if cost(m) <= bound:
+            lo = m
+        else:
+            hi = m - 1
+    return lo
 
 
 LIMIT_PHRASES = {

@@ -260,33 +260,16 @@ def plan_from_args(args: argparse.Namespace):
 
 
 def plan_summary(plan, comparison=None) -> str:
-    kv, ctx, lat, cap = plan.kv_cache, plan.context, plan.latency, plan.capacity
-    lines = [
-        f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
-        f"K/V          {kv['bytes_per_token_per_sequence']:,} B/token, {kv['mib_per_reserved_sequence']:,} MiB per reserved sequence ({kv['reservation']}, {kv['kv_dtype']}, {kv['runtime']})",
-        f"memory       {cap['device']}: usable {cap['usable_bytes'] / 2**30:,.2f} GiB, fixed {cap['fixed_bytes'] / 2**30:,.2f} GiB, KV {cap['available_for_kv_bytes'] / 2**30:,.2f} GiB",
-        f"capacity     {kv['maximum_sequences_by_memory']:,} sequences by memory; requested {kv['requested_sequences']:,}: " + ("admitted" if kv["admitted"] else "REFUSED") + f" (binding: {kv['binding_constraint']})",
-    ]
-    if "admission_error" in kv:
-        lines.append(f"             {kv['admission_error']}")
-    r = plan.roofline
-    at = r["load_label"] + ("" if r["load_admitted"] else ", NOT ADMITTED")
-    lines.append(
-        f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
-        f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
-    )
-    if lat.source != "observed":
-        lines.append(f"             at 1 request: prefill {r['prefill_ms_at_1_request']:,.1f} ms, ITL {r['itl_ms_at_1_request']:,.2f} ms; wait behind other prompts {r['prefill_wait_ms']:,.1f} ms")
-        lines.append(
-            f"             p95: TTFT {r['ttft_p95_ms']:,.1f} ms, ITL {r['itl_p95_ms']:,.1f} ms ({r['prefill_step_share']:.0%} of steps carry a prefill chunk); "
-            f"prefill budget {r['prefill_utilisation']:.0%} used{' (SATURATED: prompts queue)' if r['prefill_saturated'] else ''}; all prompts at once: the last waits {r['burst_wait_max_ms']:,.1f} ms"
-        )
+    """The plan's summary lines (:func:`planner.explain.summary_lines`), then the measured-kernel comparison."""
+    from planner.explain import summary_lines
+
+    lines = list(summary_lines(plan))
     if comparison is not None:
         if comparison.covered:
             d = comparison.difference()
             lines.append(
                 f"measured     ({comparison.source}) at 1 request: prefill {comparison.prefill_ms_at_1:,.1f} ms, ITL {comparison.itl_ms_at_1:,.2f} ms; "
-                f"{r['load_label']}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
+                f"{plan.roofline.load_label}: ITL {comparison.itl_ms_at_n:,.2f} ms (static batch); roofline / measured: "
                 + ", ".join(f"{k} {v:.2f}x" for k, v in d.items())
             )
         else:
@@ -307,9 +290,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out["latency_model"] = args.latency_model or "roofline"
         if comparison is not None:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
+        if args.explain:
+            from planner.explain import explain
+
+            e = explain(plan)
+            out["explanation"] = {
+                "steps": [{"title": g.title, "lines": list(g.lines)} for g in e.steps],
+                "assumptions": [{"title": n.title, "text": n.text} for n in e.assumptions],
+                "not_modelled": [{"title": n.title, "text": n.text} for n in e.not_modelled],
+            }
         print_json(out)
     else:
         print(plan_summary(plan, comparison))
+        if args.explain:
+            from planner.explain import explain
+
+            print(explain(plan).text())
     return 0
 
 
@@ -656,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="context budget, capacity, admission and latency")
     add_plan_options(p)
     p.add_argument("--json", action="store_true", help="print the whole plan as JSON instead of a summary (default: off)")
+    p.add_argument("--explain", action="store_true", help="also print the formulas with this plan's numbers, the assumptions and what is not modelled, as the app and the PDF show them (default: off)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")

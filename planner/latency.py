@@ -294,6 +294,13 @@ class Roofline(Result):
         _remember(k.memo, key, hit)
         return hit
 
+    def fixed_s(self) -> float:
+        """Seconds of fixed cost every step pays whatever its size, summed over the terms that
+        carry one: kernel launch and tail of each layer's GEMMs, attention and MoE kernels, and
+        the per-layer bookkeeping of norms and activations (what :meth:`terms` adds to each)."""
+        k = self._k
+        return k.dense_fixed + k.moe_fixed * k.moe + k.attn_fixed + self.layers * self.eff.layer_s
+
     def prefill_terms(self, tokens: int, cached: int = 0) -> dict[str, float]:
         return self.terms(tokens, 1, 0.0, self._attention_flops(tokens, cached), cached + tokens)
 
@@ -494,6 +501,12 @@ def _per_roofline(fn):
     return memoised
 
 
+# What the served-latency model (:func:`served`) computes beside the step terms: the wait of a
+# prompt for the prefill budget (M/D/1 queue, the step in flight, the all-at-once burst) and the
+# prefill chunks that ride in decode steps (so the ITL and its p95 carry the interference).
+SERVED_TERMS = frozenset({"prefill_queue", "mixed_prefill_decode_steps"})
+
+
 @_per_roofline
 def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
     """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
@@ -638,20 +651,21 @@ TERM_LABELS = {
 }
 
 
-def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> list[str]:
-    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the app's
-    formulas panel and the PDF both print these). ``roofline``: :attr:`Plan.roofline`."""
+def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[str]:
+    """Every term of the roofline estimate with this plan's numbers, as plain text lines (the
+    latency steps of :func:`planner.explain.formula_steps`). ``roofline``: the plan's
+    :class:`~planner.plan.sections.RooflineSection` (:attr:`Plan.roofline`)."""
     r, e = roofline, roof.eff
 
     def terms(d: dict[str, float]) -> str:
         return " + ".join(f"{TERM_LABELS.get(k, k)} {v:,.3f}" for k, v in d.items()) + f" = {sum(d.values()):,.3f} ms"
 
-    at_n = r["load_label"] + ("" if r["load_admitted"] else " (not admitted)")
+    at_n = r.load_label + ("" if r.load_admitted else " (not admitted)")
     out = [
-        f"step model: peak {r['peak_tflops']:,.0f} TFLOP/s"
+        f"step model: peak {r.peak_tflops:,.0f} TFLOP/s"
         + (f" x this GPU's measured compute efficiency {roof.compute_scale:g} (below, peak includes it)" if roof.compute_scale != 1 else "")
-        + f" x MFU {r['mfu']:g}, HBM {r['bandwidth_gb_s']:,.0f} GB/s x MBU {r['mbu']:g}, "
-        f"link {r['link_gb_s']:,g} GB/s per direction + {r['link_latency_us']:g} us a message, TP {roof.tp}, EP {roof.ep}; each term = max(compute, memory) + fixed cost"
+        + f" x MFU {r.mfu:g}, HBM {r.bandwidth_gb_s:,.0f} GB/s x MBU {r.mbu:g}, "
+        f"link {r.link_gb_s:,g} GB/s per direction + {r.link_latency_us:g} us a message, TP {roof.tp}, EP {roof.ep}; each term = max(compute, memory) + fixed cost"
         + (" (MFU/MBU from a probe calibration: they rescale the GEMM, MoE and attention compute and the weight and K/V reads; fixed costs and communication stay)" if calibrated else ""),
         f"dense GEMMs = max({roof.weights_bytes - roof.expert_bytes - roof.lm_head_bytes - roof.unread_bytes:,.0f} B / (BW x MBU), 2 x params x T / (peak x MFU x T / (T + {e.gemm_tokens_half:g}))) + {roof.layers} layers x {e.gemm_layer_s * 1e6:.2f} us",
         f"LM head = max({roof.lm_head_bytes:,.0f} B / (BW x MBU), 2 x {roof.lm_head_params:,.0f} params x logits / (peak x MFU)); logits: the last prompt token in a prefill, every sequence in a decode",
@@ -666,29 +680,29 @@ def formula_lines(roofline: dict, roof: Roofline, calibrated: bool = False) -> l
     )
     if roof.tp > 1:
         out.append(
-            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r['link_latency_us']:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
+            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
         )
         if roof.ep > 1:
             out.append(
-                f"all-to-all = 2 x {roof.moe_layers} x ({r['link_latency_us']:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
+                f"all-to-all = 2 x {roof.moe_layers} x ({r.link_latency_us:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
             )
     out.append(f"norms and activations = {roof.layers} layers x ({e.layer_s * 1e6:.2f} us + T x {roof.layer_width:,.0f} x {roof.act_bytes} B x {e.elementwise_passes:g} / BW)")
-    out.append(f"prefill at 1 request = {terms(r['prefill_terms_ms'])}")
-    out.append(f"decode step {at_n} (T = {r['decode_concurrency']:,}) = {terms(r['decode_terms_ms'])}; at 1 request {r['itl_ms_at_1_request']:,.3f} ms")
+    out.append(f"prefill at 1 request = {terms(r.prefill_terms_ms)}")
+    out.append(f"decode step {at_n} (T = {r.decode_concurrency:,}) = {terms(r.decode_terms_ms)}; at 1 request {r.itl_ms_at_1_request:,.3f} ms")
     out.append(
         f"wait behind other prompts {at_n} (steady state) = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
-        f"{r['max_batched_tokens']:,}-token budget (utilisation {r['prefill_utilisation']:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
-        f"= {r['prefill_wait_ms']:,.1f} ms mean, {r['prefill_wait_p95_ms']:,.1f} ms p95 (in the queue term of TTFT; p95 TTFT {r['ttft_p95_ms']:,.1f} ms)"
-        + (" — SATURATED: the prefill cannot keep up, the burst figure stands" if r["prefill_saturated"] else "")
+        f"{r.max_batched_tokens:,}-token budget (utilisation {r.prefill_utilisation:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
+        f"= {r.prefill_wait_ms:,.1f} ms mean, {r.prefill_wait_p95_ms:,.1f} ms p95 (in the queue term of TTFT; p95 TTFT {r.ttft_p95_ms:,.1f} ms)"
+        + (" — SATURATED: the prefill cannot keep up, the burst figure stands" if r.prefill_saturated else "")
     )
     out.append(
-        f"worst moment, all {r['decode_concurrency']:,} prompts at once: {r['prefill_steps']:,.2f} steps on average (mean ceil(k x prompt / budget), k = 1..N), "
-        f"wait {r['burst_wait_ms']:,.1f} ms mean, {r['burst_wait_max_ms']:,.1f} ms for the last"
+        f"worst moment, all {r.decode_concurrency:,} prompts at once: {r.prefill_steps:,.2f} steps on average (mean ceil(k x prompt / budget), k = 1..N), "
+        f"wait {r.burst_wait_ms:,.1f} ms mean, {r.burst_wait_max_ms:,.1f} ms for the last"
     )
     out.append(
-        f"ITL {at_n} = decode-only step {r['itl_ms_decode_only']:,.3f} ms, and in {r['prefill_step_share']:.1%} of steps (N x prompt / output = {r['mixed_prefill_tokens_per_step']:,.0f} prefill tokens a step "
-        f"over chunks of {r['prefill_chunk_tokens']:,}) a step carrying a chunk: mean {r['itl_ms_at_concurrency']:,.3f} ms, p95 {r['itl_p95_ms']:,.3f} ms"
-        + (" (more than 5 % of steps are long)" if r["prefill_step_share"] > 0.05 else " (at most 5 % of steps are long)")
+        f"ITL {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and in {r.prefill_step_share:.1%} of steps (N x prompt / output = {r.mixed_prefill_tokens_per_step:,.0f} prefill tokens a step "
+        f"over chunks of {r.prefill_chunk_tokens:,}) a step carrying a chunk: mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms"
+        + (" (more than 5 % of steps are long)" if r.prefill_step_share > 0.05 else " (at most 5 % of steps are long)")
     )
     return out
 

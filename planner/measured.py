@@ -242,7 +242,7 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
     about 1-2 s (import and database view), later ones well under a millisecond.
     """
     inputs, r = plan.inputs, plan.roofline
-    n = r["decode_concurrency"]
+    n = r.decode_concurrency
     weight_dtype = "fp8" if inputs.weight_dtype == "fp8" else "bf16"
     kv = plan.inspect.kv_dtype  # "auto" resolved from the checkpoint
     if plan.device.name not in SYSTEMS and plan.device.source == "user-provided":
@@ -268,8 +268,8 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
         itl_ms_at_1=one.itl_ms,
         ttft_ms_at_n=many.prefill_ms,
         itl_ms_at_n=many.itl_ms,
-        roofline_prefill_ms_at_1=r["prefill_ms_at_1_request"],
-        roofline_itl_ms_at_1=r["itl_ms_at_1_request"],
-        roofline_itl_ms_at_n=r["itl_ms_decode_only"],
+        roofline_prefill_ms_at_1=r.prefill_ms_at_1_request,
+        roofline_itl_ms_at_1=r.itl_ms_at_1_request,
+        roofline_itl_ms_at_n=r.itl_ms_decode_only,
         measured_share=many.measured_share_decode,
     )

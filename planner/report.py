@@ -3,7 +3,8 @@
 ``build_pdf(plan, ref, share_link)`` lays out: title and date; model identity; device; the
 inputs; results (K/V per token and per sequence, capacity, admission and the binding
 constraint, latency by phase); three charts (memory per GPU, K/V bytes vs context per layer
-kind, latency by phase); the formulas with this plan's numbers; assumptions and omissions; the
+kind, latency by phase); the formulas with this plan's numbers, the assumptions and what is not
+modelled (all three from :mod:`planner.explain`, as the Plan page and the CLI show them); the
 share link. Every number is read from the :class:`~planner.plan.Plan` (the K/V-vs-context curve
 evaluates the plan's own per-layer specs at other lengths).
 
@@ -104,18 +105,18 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
 
     cap = plan.capacity
     gib = float(1 << 30)
-    kv_req = cap["kv_bytes_at_requested_load"]
-    available = cap["available_for_kv_bytes"]
+    kv_req = cap.kv_bytes_at_requested_load
+    available = cap.available_for_kv_bytes
     shown_kv = min(kv_req, available)
     segments = [
-        ("model weights", cap["model_resident_bytes"]),
-        ("workspace", cap["workspace_bytes"]),
+        ("model weights", cap.model_resident_bytes),
+        ("workspace", cap.workspace_bytes),
         ("K/V at requested load", shown_kv),
         ("free for more K/V", max(0, available - shown_kv)),
-        ("headroom", cap["device_bytes"] - cap["usable_bytes"]),
+        ("headroom", cap.device_bytes - cap.usable_bytes),
     ]
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[0]} ({cap['device']}, {human_bytes(cap['device_bytes'])})", width, height)
+    _title(d, f"{CHART_TITLES[0]} ({cap.device}, {human_bytes(cap.device_bytes)})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 70, 62, width - 90, 50
     bc.data = [[v / gib] for _, v in segments]
@@ -123,7 +124,7 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
     bc.categoryAxis.categoryNames = ["per GPU"]
     bc.categoryAxis.labels.fontSize = 8
     bc.valueAxis.valueMin = 0
-    bc.valueAxis.valueMax = cap["device_bytes"] / gib
+    bc.valueAxis.valueMax = cap.device_bytes / gib
     bc.valueAxis.labels.fontSize = 7
     bc.valueAxis.labelTextFormat = lambda v: f"{_trim(v)} GiB"
     bc.barWidth = 30
@@ -265,11 +266,11 @@ def _device_rows(plan: Plan) -> list[tuple[str, str]]:
     peak = f"{dev.bf16_tflops:,g} TFLOP/s bf16" + (f", {dev.fp8_tflops:,g} fp8" if dev.fp8_tflops else "")
     return [
         ("Device", dev.name),
-        ("Memory per GPU", fmt_bytes(cap["device_bytes"])),
+        ("Memory per GPU", fmt_bytes(cap.device_bytes)),
         ("HBM bandwidth", f"{dev.bandwidth_gb_s:,g} GB/s"),
         ("Dense peak", peak),
         ("Figures from", dev.source or "(not stated)"),
-        ("GPUs, tensor parallel, replicas", f"{cap['gpu_count']:,} GPU(s), tp {cap['tp']}, {cap['replicas']:,} replica(s)"),
+        ("GPUs, tensor parallel, replicas", f"{cap.gpu_count:,} GPU(s), tp {cap.tp}, {cap.replicas:,} replica(s)"),
     ]
 
 
@@ -277,36 +278,36 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     kv, cap, ctx, res = plan.kv_cache, plan.capacity, plan.context, plan.reservation
     rows = [
         ("Context", f"input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} tokens ({ctx.unreserved_tokens:,} unreserved)"),
-        ("K/V per token", f"{fmt_bytes(kv['bytes_per_token_per_sequence'])} per sequence per GPU ({kv['kv_dtype']}, {kv['runtime']})"),
-        ("K/V per reserved sequence", f"{fmt_bytes(kv['kv_bytes_per_reserved_sequence'])} ({kv['reservation']}, {kv['reserved_tokens_per_sequence']:,} tokens)"),
+        ("K/V per token", f"{fmt_bytes(kv.bytes_per_token_per_sequence)} per sequence per GPU ({kv.kv_dtype}, {kv.runtime})"),
+        ("K/V per reserved sequence", f"{fmt_bytes(kv.kv_bytes_per_reserved_sequence)} ({kv.reservation}, {kv.reserved_tokens_per_sequence:,} tokens)"),
     ]
-    if kv["state_bytes_per_sequence"]:
-        rows.append(("Recurrent state per sequence", fmt_bytes(kv["state_bytes_per_sequence"])))
-    rows.append(("Reserved per sequence", f"{kv['bytes_per_reserved_sequence']:,} B = {fmt_num(kv['mib_per_reserved_sequence'])} MiB"))
+    if kv.state_bytes_per_sequence:
+        rows.append(("Recurrent state per sequence", fmt_bytes(kv.state_bytes_per_sequence)))
+    rows.append(("Reserved per sequence", f"{kv.bytes_per_reserved_sequence:,} B = {fmt_num(kv.mib_per_reserved_sequence)} MiB"))
     if res.waste_bytes:
         rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes(res.waste_bytes)))
     rows += [
-        ("Usable memory per GPU", f"{fmt_bytes(cap['usable_bytes'])} after {cap['headroom_bp'] / 100:g} % headroom"),
-        ("Model resident per GPU", f"{fmt_bytes(cap['model_resident_bytes'])} ({cap['model_resident_source']})"),
-        ("Workspace per GPU", fmt_bytes(cap["workspace_bytes"])),
-        ("Available for K/V per GPU", fmt_bytes(cap["available_for_kv_bytes"])),
-        ("Maximum sequences by memory", f"{kv['maximum_sequences_by_memory']:,} ({cap['sequences_per_replica']:,} per replica x {cap['replicas']:,}; {memory_basis(plan)})"),
+        ("Usable memory per GPU", f"{fmt_bytes(cap.usable_bytes)} after {cap.headroom_bp / 100:g} % headroom"),
+        ("Model resident per GPU", f"{fmt_bytes(cap.model_resident_bytes)} ({cap.model_resident_source})"),
+        ("Workspace per GPU", fmt_bytes(cap.workspace_bytes)),
+        ("Available for K/V per GPU", fmt_bytes(cap.available_for_kv_bytes)),
+        ("Maximum sequences by memory", f"{kv.maximum_sequences_by_memory:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
     ]
-    if plan.prefix["shared_blocks"]:
-        rows.append(("With prefix sharing", f"{plan.prefix['maximum_sequences_with_sharing']:,} sequences ({plan.prefix['shared_blocks']:,} shared blocks, {fmt_bytes(plan.prefix['bytes_saved_per_extra_sequence'])} saved per extra sequence)"))
-    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv["limits"].items())
+    if plan.prefix.shared_blocks:
+        rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
+    limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv.limits.items())
     rows += [
-        ("Requested sequences", f"{kv['requested_sequences']:,}"),
+        ("Requested sequences", f"{kv.requested_sequences:,}"),
         ("Limits", limits),
-        ("Admissible sequences", f"{kv['admissible_sequences']:,} (bound by {_binding(plan)})"),
-        ("Admission", "ADMITTED" if kv["admitted"] else f"REFUSED: requested {kv['requested_sequences']:,} sequences, but the {_binding(plan)} admits at most {kv['admissible_sequences']:,}"),
+        ("Admissible sequences", f"{kv.admissible_sequences:,} (bound by {_binding(plan)})"),
+        ("Admission", "ADMITTED" if kv.admitted else f"REFUSED: requested {kv.requested_sequences:,} sequences, but the {_binding(plan)} admits at most {kv.admissible_sequences:,}"),
     ]
     rows += _cost_rows(plan)
     return rows
 
 
 def _binding(plan: Plan) -> str:
-    return LIMIT_LABELS.get(plan.kv_cache["binding_constraint"], plan.kv_cache["binding_constraint"])
+    return LIMIT_LABELS.get(plan.kv_cache.binding_constraint, plan.kv_cache.binding_constraint)
 
 
 def fmt_money(dollars: float) -> str:
@@ -317,11 +318,11 @@ def fmt_money(dollars: float) -> str:
 def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
     """Cost per hour and per million tokens, when a GPU-hour price is given."""
     c = plan.cost
-    if c.get("per_million_output_tokens") is None:
+    if c.per_million_output_tokens is None:
         return []
     return [
-        ("Cost per hour", f"{fmt_money(c['deployment_per_hour'])} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
-        ("Cost per million tokens", f"{fmt_money(c['per_million_output_tokens'])} output, {fmt_money(c['per_million_input_tokens'])} input ({c['basis']})"),
+        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per million tokens", f"{fmt_money(c.per_million_output_tokens)} output, {fmt_money(c.per_million_input_tokens)} input ({c.basis})"),
     ]
 
 
@@ -345,8 +346,8 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
         rows.append([label, fmt(getattr(lat, attr))] + ([fmt(getattr(est, attr))] if two else []))
     # the SLOs bound the 95th percentiles, which only the estimate's served-latency model gives
     r = plan.roofline
-    for label, key in (("p95 TTFT (what a TTFT SLO bounds)", "ttft_p95_ms"), ("p95 ITL (what an ITL SLO bounds)", "itl_p95_ms")):
-        rows.append([label] + (["-", fmt_ms(r[key])] if two else [fmt_ms(r[key])]))
+    for label, p95 in (("p95 TTFT (what a TTFT SLO bounds)", r.ttft_p95_ms), ("p95 ITL (what an ITL SLO bounds)", r.itl_p95_ms)):
+        rows.append([label] + (["-", fmt_ms(p95)] if two else [fmt_ms(p95)]))
     return rows
 
 
@@ -378,76 +379,6 @@ def _input_rows(inputs: PlanInputs) -> list[list[str]]:
     return rows
 
 
-def _formulas(plan: Plan) -> list[str]:
-    from planner.kv import KV_DTYPE_BITS
-
-    kv, cap, ctx, res, lat = plan.kv_cache, plan.capacity, plan.context, plan.reservation, plan.latency
-    out: list[str] = []
-    specs = [s for s in plan.inspect.specs if s.kind != "cross"]
-    bits = KV_DTYPE_BITS.get(plan.inspect.kv_dtype)
-    for s in specs:
-        line = f"K/V per token, {s.kind}{' ' + format(s.window, ',') if s.window else ''}: {s.num_layers} layers x {s.bytes_per_token_per_layer:,} B = {s.bytes_per_token:,} B"
-        if bits and s.kv_heads_per_gpu * (s.k_head_dim + s.v_head_dim) * bits == s.bytes_per_token_per_layer * 8:
-            line += f"   (per layer: {s.kv_heads_per_gpu} KV heads x ({s.k_head_dim} K + {s.v_head_dim} V) x {bits / 8:g} B)"
-        out.append(line)
-    growing = [s for s in specs if s.grows_per_token]
-    if len(growing) > 1:
-        out.append("K/V per token (growing layers) = " + " + ".join(f"{s.bytes_per_token:,}" for s in growing) + f" = {kv['bytes_per_token_per_sequence']:,} B")
-    if res.mode == "paged":
-        parts = [f"{s.blocks(res.tokens, plan.inputs.block_tokens):,} blocks x {plan.inputs.block_tokens} tokens x {s.bytes_per_token:,} B" for s in specs]
-        out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
-    else:
-        what = "maximum context" if res.mode == "static" else "reserved tokens"
-        parts = [f"{s.bytes_per_token:,} B x {s.tokens_held(res.tokens):,}" for s in specs]
-        out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
-    if res.state_bytes:
-        out.append(f"per sequence = K/V {res.kv_bytes:,} + state {res.state_bytes:,} = {kv['bytes_per_reserved_sequence']:,} B")
-    out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
-    out.append(f"usable = floor({cap['device_bytes']:,} x (10,000 - {cap['headroom_bp']:,}) / 10,000) = {cap['usable_bytes']:,} B ({human_bytes(cap['usable_bytes'])})")
-    out.append(f"fixed = model {cap['model_resident_bytes']:,} + workspace {cap['workspace_bytes']:,} = {cap['fixed_bytes']:,} B ({human_bytes(cap['fixed_bytes'])})")
-    out.append(f"available for K/V = {cap['usable_bytes']:,} - {cap['fixed_bytes']:,} = {cap['available_for_kv_bytes']:,} B ({human_bytes(cap['available_for_kv_bytes'])})")
-    out.append(
-        f"max sequences = floor({cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}) x {cap['replicas']:,} replica(s) = "
-        f"{cap['sequences_per_replica']:,} x {cap['replicas']:,} = {kv['maximum_sequences_by_memory']:,}"
-    )
-    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv["limits"].items())
-    verdict = "<=" if kv["admitted"] else ">"
-    out.append(
-        f"admissible = min({limits}) = {kv['admissible_sequences']:,} (binding: {kv['binding_constraint'].replace('_', ' ')}); "
-        f"requested {kv['requested_sequences']:,} {verdict} {kv['admissible_sequences']:,}: {'admitted' if kv['admitted'] else 'refused'}"
-    )
-    out.append(
-        f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f} = {fmt_ms(lat.time_to_first_token_ms)}"
-    )
-    generated = plan.inputs.generated_tokens or plan.inputs.output_tokens
-    if lat.source == "observed":
-        if generated > 1:
-            out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
-    else:
-        from planner.latency import formula_lines
-
-        out += formula_lines(plan.roofline, plan.roof)
-    out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
-    out.append(
-        f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
-    )
-    return out
-
-
-ASSUMPTIONS = (
-    "K/V bytes are per sequence on one GPU; tensor parallelism splits the KV heads (and replicates them when tp exceeds the KV heads).",
-    "Headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers.",
-    "Sliding-window and chunked layers hold at most their window; cross-attention caches (encoder states) are not counted per text token.",
-    "Latency is observed when prefill and first-decode timings are given; otherwise a roofline estimate from the device's datasheet figures and the MFU/MBU efficiency factors.",
-    "Prefix sharing is counted per tenant only, in whole blocks of full-attention layers.",
-)
-OMISSIONS = (
-    "Not modelled: activation peaks of long prefills beyond the workspace, CUDA graph pools, speculative-decoding drafts, LoRA adapters, multimodal encoder caches.",
-    "Not modelled: K/V offload to CPU or disk, pipeline parallelism, interconnect time of tensor-parallel all-reduces, scheduler and kernel-launch overheads, prefill/decode interference.",
-    "Device figures are nominal datasheet values; measure your own deployment before committing capacity.",
-)
-
-
 # --------------------------------------------------------------------------- PDF
 
 
@@ -469,6 +400,7 @@ class _Kit:
         self.mono = ParagraphStyle("mono", parent=self.body, fontName="Courier", fontSize=7.2, leading=9.2, splitLongWords=1)
         self.h1 = ParagraphStyle("h1", parent=styles["Title"], fontSize=18, leading=22, alignment=TA_LEFT, spaceAfter=2)
         self.h2 = ParagraphStyle("h2", parent=styles["Heading2"], fontSize=12, leading=15, spaceBefore=8, spaceAfter=4)
+        self.h3 = ParagraphStyle("h3", parent=self.body, fontName="Helvetica-Bold", spaceBefore=4, spaceAfter=1)
         self.grid = TableStyle(
             [
                 ("GRID", (0, 0), (-1, -1), 0.25, colors.HexColor("#BBBBBB")),
@@ -577,15 +509,15 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
 def _headline(plan: Plan, ref: ModelRef) -> str:
     """One sentence a plan: model, deployment, admission and its binding limit, latency, cost."""
     kv = plan.kv_cache
-    verdict = "admitted" if kv["admitted"] else "REFUSED"
+    verdict = "admitted" if kv.admitted else "REFUSED"
     text = (
-        f"{ref.label()} on {plan.capacity['gpu_count']:,} x {plan.device.name} (TP {plan.inputs.tp}): "
-        f"at most {kv['admissible_sequences']:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv['maximum_sequences_by_memory']:,}); "
-        f"{kv['requested_sequences']:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
+        f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+        f"at most {kv.admissible_sequences:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv.maximum_sequences_by_memory:,}); "
+        f"{kv.requested_sequences:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
         f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
     )
-    if plan.cost.get("per_million_output_tokens") is not None:
-        text += f" Cost {fmt_money(plan.cost['deployment_per_hour'])} per hour, {fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens."
+    if plan.cost.per_million_output_tokens is not None:
+        text += f" Cost {fmt_money(plan.cost.deployment_per_hour)} per hour, {fmt_money(plan.cost.per_million_output_tokens)} per million output tokens."
     return text
 
 
@@ -656,19 +588,31 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para("Inputs", k.h2),
         para("* differs from the default (shown in parentheses)", k.small),
         k.grid_table(_input_rows(plan.inputs), [48 * mm, width / 2 - 48 * mm, 48 * mm, width / 2 - 48 * mm]),
-        para("Formulas with this plan's numbers", k.h2),
     ]
-    story += [para(line, k.mono) for line in _formulas(plan)]
-    story.append(para("Assumptions", k.h2))
-    story += [para(f"- {line}", k.body) for line in ASSUMPTIONS]
-    story += [para(f"- {note}", k.body) for note in plan.notes]
-    story.append(para("Omissions", k.h2))
-    story += [para(f"- {line}", k.body) for line in OMISSIONS]
+    story += _explanation_story(k, plan)
     story += _link_story(k, share_link, "every input of this plan")
     buf = io.BytesIO()
     doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def _explanation_story(k: _Kit, plan: Plan) -> list:
+    """The formulas, assumptions and what is not modelled, as :mod:`planner.explain` words them
+    (the Plan page and the CLI show the same), and the plan's own notes."""
+    from planner import explain  # here, not above: explain reads this module's formatters
+
+    terms = explain.model_terms(plan)
+    story = [k.para("Formulas with this plan's numbers", k.h2)]
+    for group in explain.formula_steps(plan):
+        story.append(k.para(group.title, k.h3))
+        story += [k.para(line, k.mono) for line in group.lines]
+    story.append(k.para("Assumptions", k.h2))
+    story += [k.para(f"- {n.title}: {n.text}", k.body) for n in explain.assumptions(plan, terms)]
+    story += [k.para(f"- {note}", k.body) for note in plan.notes]
+    story.append(k.para("Not modelled", k.h2))
+    story += [k.para(f"- {n.title}: {n.text}", k.body) for n in explain.not_modelled(plan, terms)]
+    return story
 
 
 def _safe_plain(text: str) -> str:

@@ -157,7 +157,7 @@ def resolve_gpus(gpus: list[str] | None) -> list[str]:
 
 def _p95(plan: Plan) -> tuple[float, float]:
     """(p95 TTFT, p95 ITL) of a plan in ms: what the SLOs bound (the plan's served-latency model)."""
-    return plan.roofline["ttft_p95_ms"], plan.roofline["itl_p95_ms"]
+    return plan.roofline.ttft_p95_ms, plan.roofline.itl_p95_ms
 
 
 def slot_wait_p95_s(slots: int, offered: float, hold_s: float) -> float:
@@ -209,20 +209,20 @@ class _Candidate:
         except PlannerError as exc:
             return exc.reason.split(";")[0]
         kv = one.kv_cache
-        limit, binding = kv["admissible_sequences"], kv["binding_constraint"]
+        limit, binding = kv.admissible_sequences, kv.binding_constraint
         # the plan's admission already holds both SLOs (its p95 ITL and TTFT limits): limit is theirs too
         if limit < 1:
             if binding == "latency_slo":
                 return f"p95 ITL at one sequence is {_p95(one)[1]:,.1f} ms, above the {self.itl_slo:g} ms SLO"
             if binding == "ttft_slo":
                 return f"p95 TTFT at one sequence is {_p95(one)[0]:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
-            return f"one sequence's K/V ({kv['mib_per_reserved_sequence']:,} MiB) does not fit next to the weights"
+            return f"one sequence's K/V ({kv.mib_per_reserved_sequence:,} MiB) does not fit next to the weights"
         plan_at_limit = self.plan(1, limit)
         e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
-        gpu_bound = plan_at_limit.roofline["prefill_capacity_per_s"]
+        gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
@@ -291,7 +291,7 @@ class _Candidate:
         p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
         ttft, itl = _p95(p)
         ttft += self._slot_wait_ms(replicas, limit, p)
-        return p.kv_cache["admitted"] and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
+        return p.kv_cache.admitted and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
         while not self.holds(replicas, limit, per_replica_rate):

@@ -43,7 +43,7 @@ def test_rows_name_the_better_plan():
     names = ["Plan A", "Plan B"]
     # fp8 halves 128 KiB to 64 KiB per token: B holds more sequences on the same GPU
     assert rows["KV bytes / token"].cells == ("128 KiB", "64 KiB") and rows["KV bytes / token"].verdict(names) == "B: smaller cache"
-    assert b.kv_cache["admissible_sequences"] > a.kv_cache["admissible_sequences"]
+    assert b.kv_cache.admissible_sequences > a.kv_cache.admissible_sequences
     assert rows["Max sequences"].verdict(names) == "B: more sequences"
     assert rows["Cost per hour"].verdict(names) == "same"  # one GPU at $2 each
     assert rows["Cost per hour"].cells == ("$2.00", "$2.00")

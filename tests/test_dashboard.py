@@ -202,14 +202,14 @@ def test_ttft_slo_limit_is_the_largest_concurrency_meeting_it():
     _ref, model = preset_ref("llama-3.1-8b")
     base = dict(input_tokens=2048, output_tokens=512, sequences=150)
     free = compute_plan(make_inputs(**base | {"sequences": 1}), model)
-    slo = free.roofline["ttft_p95_ms"] * 1.02  # a little above the (p95) TTFT of one sequence
+    slo = free.roofline.ttft_p95_ms * 1.02  # a little above the (p95) TTFT of one sequence
     plan = compute_plan(make_inputs(**base, ttft_slo_ms=slo), model)
-    limit = plan.kv_cache["limits"]["ttft_slo"]
-    assert 1 <= limit < plan.kv_cache["maximum_sequences_by_memory"]
-    assert plan.kv_cache["binding_constraint"] == "ttft_slo" and not plan.kv_cache["admitted"]
+    limit = plan.kv_cache.limits["ttft_slo"]
+    assert 1 <= limit < plan.kv_cache.maximum_sequences_by_memory
+    assert plan.kv_cache.binding_constraint == "ttft_slo" and not plan.kv_cache.admitted
     at_limit = compute_plan(make_inputs(**base | {"sequences": limit}), model)
     over = compute_plan(make_inputs(**base | {"sequences": limit + 1}), model)
-    assert at_limit.roofline["ttft_p95_ms"] <= slo < over.roofline["ttft_p95_ms"]
+    assert at_limit.roofline.ttft_p95_ms <= slo < over.roofline.ttft_p95_ms
 
 
 # --------------------------------------------------------------------------- 6. cost in the headline

@@ -221,8 +221,8 @@ def test_hub_checkpoint_with_hf_quant_config_plans_fp8(hub):
     hub.add_repo("org/modelopt-fp8", {"config.json": LLAMA_SMALL, "hf_quant_config.json": {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}})
     _ref, model, _fetched = hub_ref("org/modelopt-fp8")
     plan = compute_plan(PlanInputs(), model)
-    assert plan.kv_cache["kv_dtype"] == "fp8" and plan.kv_cache["bytes_per_token_per_sequence"] == 512
-    assert plan.kv_cache["kv_dtype_source"] == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8"
+    assert plan.kv_cache.kv_dtype == "fp8" and plan.kv_cache.bytes_per_token_per_sequence == 512
+    assert plan.kv_cache.kv_dtype_source == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8"
 
 
 def test_each_cache_group_says_what_it_holds():

@@ -73,8 +73,8 @@ def _assert_valid_plan(plan) -> None:
     summary = plan.summary()
     text = json.dumps(summary, default=str, allow_nan=False)  # raises on a non-finite number
     assert all(math.isfinite(x) for x in _numbers(_finite_json(text)))
-    assert 0 < plan.kv_cache["bytes_per_token_per_sequence"] <= MAX_KV_BYTES_PER_TOKEN or plan.kv_cache["bytes_per_token_per_sequence"] == 0
-    assert plan.kv_cache["maximum_sequences_by_memory"] >= 0
+    assert 0 < plan.kv_cache.bytes_per_token_per_sequence <= MAX_KV_BYTES_PER_TOKEN or plan.kv_cache.bytes_per_token_per_sequence == 0
+    assert plan.kv_cache.maximum_sequences_by_memory >= 0
 
 
 def _run_cli(argv: list[str]) -> tuple[int, str, str]:

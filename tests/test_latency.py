@@ -78,27 +78,27 @@ def test_served_ttft_and_itl_grow_with_load():
     plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=512, sequences=1), prepare_model(load_preset("llama-3.1-8b")))
     busy = compute_plan(plan.inputs.model_copy(update={"sequences": 32}), prepare_model(load_preset("llama-3.1-8b")))
     r1, r32 = plan.roofline, busy.roofline
-    assert r1["prefill_wait_ms"] == r1["prefill_wait_p95_ms"] == 0.0 and r1["load_label"] == "at 1 request"
-    assert r1["ttft_p95_ms"] == pytest.approx(plan.latency.time_to_first_token_ms)
+    assert r1.prefill_wait_ms == r1.prefill_wait_p95_ms == 0.0 and r1.load_label == "at 1 request"
+    assert r1.ttft_p95_ms == pytest.approx(plan.latency.time_to_first_token_ms)
     # the burst (worst moment): 32 prompts of 2048 tokens at 8192 a step, less the (32 - 1) // 2 = 15
     # decodes running meanwhile: prompt k is done at step ceil(2048 k / 8177); the plain sum, next to
     # the closed form's floor sum
-    assert r32["prefill_steps"] == pytest.approx(sum(-(-2048 * k // 8177) for k in range(1, 33)) / 32)
-    assert 4.5 < r32["prefill_steps"] < 5.5
-    assert r32["burst_wait_ms"] > 3 * r1["prefill_ms_at_1_request"]
-    assert r32["burst_wait_max_ms"] > r32["burst_wait_ms"]
+    assert r32.prefill_steps == pytest.approx(sum(-(-2048 * k // 8177) for k in range(1, 33)) / 32)
+    assert 4.5 < r32.prefill_steps < 5.5
+    assert r32.burst_wait_ms > 3 * r1.prefill_ms_at_1_request
+    assert r32.burst_wait_max_ms > r32.burst_wait_ms
     # steady state: prompts trickle in at 32 / end-to-end a second, a light queue, well below the burst
-    assert busy.estimate.queue_ms == pytest.approx(r32["prefill_wait_ms"])
-    assert 0 < r32["prefill_wait_ms"] < r32["prefill_wait_p95_ms"] < r32["burst_wait_max_ms"]
-    assert 0 < r32["prefill_utilisation"] < 1 and not r32["prefill_saturated"]
-    assert busy.latency.time_to_first_token_ms < r32["ttft_p95_ms"]
+    assert busy.estimate.queue_ms == pytest.approx(r32.prefill_wait_ms)
+    assert 0 < r32.prefill_wait_ms < r32.prefill_wait_p95_ms < r32.burst_wait_max_ms
+    assert 0 < r32.prefill_utilisation < 1 and not r32.prefill_saturated
+    assert busy.latency.time_to_first_token_ms < r32.ttft_p95_ms
     # 32 sequences each bring a 2,048-token prompt per 512 outputs: 128 prefill tokens a step on
     # average, carried in chunks of a whole prompt and those queued behind it, so in at most
     # 128 / 2,048 = 6.25 % of steps; more than 5 % here, so the p95 gap is such a step
-    assert r32["mixed_prefill_tokens_per_step"] == pytest.approx(32 * 2048 / 512)
-    assert 2048 <= r32["prefill_chunk_tokens"] <= 8192 - 32
-    assert r32["prefill_step_share"] == pytest.approx(128 / r32["prefill_chunk_tokens"]) and 0.05 < r32["prefill_step_share"] <= 0.0625
-    assert r32["itl_p95_ms"] > r32["itl_ms_at_concurrency"] > r32["itl_ms_decode_only"] > r1["itl_ms_decode_only"]
+    assert r32.mixed_prefill_tokens_per_step == pytest.approx(32 * 2048 / 512)
+    assert 2048 <= r32.prefill_chunk_tokens <= 8192 - 32
+    assert r32.prefill_step_share == pytest.approx(128 / r32.prefill_chunk_tokens) and 0.05 < r32.prefill_step_share <= 0.0625
+    assert r32.itl_p95_ms > r32.itl_ms_at_concurrency > r32.itl_ms_decode_only > r1.itl_ms_decode_only
 
 
 @pytest.mark.parametrize(("prompt", "output", "budget", "n"), [(2048, 256, 8192, 16), (6000, 200, 8192, 48), (1000, 100, 2048, 16), (4096, 64, 8192, 16)])
@@ -132,12 +132,12 @@ def test_queue_wait_is_the_md1_formula():
 def test_terms_are_all_shown_and_sum_to_the_step():
     plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=4, gpu_count=4, input_tokens=2048, output_tokens=512, sequences=8), prepare_model(load_preset("qwen3-30b-a3b")))
     r = plan.roofline
-    assert set(r["decode_terms_ms"]) == {"dense_gemm", "lm_head", "moe", "attention", "allreduce", "other"}
-    assert sum(r["decode_terms_ms"].values()) == pytest.approx(r["itl_ms_decode_only"])
-    assert sum(r["prefill_terms_ms"].values()) == pytest.approx(r["prefill_ms_at_1_request"])
+    assert set(r.decode_terms_ms) == {"dense_gemm", "lm_head", "moe", "attention", "allreduce", "other"}
+    assert sum(r.decode_terms_ms.values()) == pytest.approx(r.itl_ms_decode_only)
+    assert sum(r.prefill_terms_ms.values()) == pytest.approx(r.prefill_ms_at_1_request)
     # expert parallelism swaps the MoE all-reduce for an all-to-all dispatch and combine
     ep = compute_plan(plan.inputs.model_copy(update={"ep": 4}), prepare_model(load_preset("qwen3-30b-a3b")))
-    assert "alltoall" in ep.roofline["decode_terms_ms"] and ep.roofline["decode_terms_ms"]["allreduce"] < r["decode_terms_ms"]["allreduce"]
+    assert "alltoall" in ep.roofline.decode_terms_ms and ep.roofline.decode_terms_ms["allreduce"] < r.decode_terms_ms["allreduce"]
 
 
 def test_all_reduce_is_the_ring_formula():
@@ -178,7 +178,7 @@ def test_pcie_parts_use_per_tp_all_reduce_figures_with_sources():
         device = hardware.get_device(name)
         assert device.allreduce_by_tp and "estimate" in device.link_source, name
     plan = compute_plan(make_inputs(gpu="L40S-48GB", tp=8, gpu_count=8), prepare_model(load_preset("llama-3.1-70b")))
-    assert plan.roofline["link_gb_s"] == pytest.approx(3.17) and plan.roofline["compute_efficiency"] == pytest.approx(0.793)
+    assert plan.roofline.link_gb_s == pytest.approx(3.17) and plan.roofline.compute_efficiency == pytest.approx(0.793)
 
 
 def test_measured_backend_says_plainly_what_it_does_not_cover():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -34,14 +35,14 @@ def test_seed_example_exactly():
     c = p.context
     assert (c.input_tokens, c.reserved_output_tokens, c.reserved_total_tokens, c.unreserved_tokens) == (2048, 512, 2560, 1536)
     kv = p.kv_cache
-    assert kv["bytes_per_token_per_sequence"] == 131072  # 2 x 32 x 8 x 128 x 2
-    assert kv["mib_per_reserved_sequence"] == 320  # 131,072 x 2,560 / 2^20
-    assert kv["requested_sequences"] == 8
+    assert kv.bytes_per_token_per_sequence == 131072  # 2 x 32 x 8 x 128 x 2
+    assert kv.mib_per_reserved_sequence == 320  # 131,072 x 2,560 / 2^20
+    assert kv.requested_sequences == 8
     # usable = 16 GiB x 0.9 = 15,461,882,265 B (floored); - 5 GiB fixed = 10,093,173,145; / 335,544,320 = 30.08 -> 30
-    assert p.capacity["usable_bytes"] == 15461882265
-    assert p.capacity["available_for_kv_bytes"] == 10093173145
-    assert kv["maximum_sequences_by_memory"] == 30
-    assert kv["admitted"] is True
+    assert p.capacity.usable_bytes == 15461882265
+    assert p.capacity.available_for_kv_bytes == 10093173145
+    assert kv.maximum_sequences_by_memory == 30
+    assert kv.admitted is True
     lat = p.latency
     assert lat.time_to_first_token_ms == 450.0  # 20 + 10 + 400 + 20
     assert lat.prefill_tokens_per_second == 5120.0  # 2048 / 0.4
@@ -50,11 +51,29 @@ def test_seed_example_exactly():
     assert lat.end_to_end_ms == 3010.0  # 450 + 2560
 
 
+def test_plan_sections_are_frozen_records_read_by_name():
+    p = example()
+    summary = p.summary()
+    for name, key in (("kv_cache", "kv_cache"), ("capacity", "capacity"), ("roofline", "roofline"), ("prefix", "prefix_sharing"), ("cost", "cost"), ("work", "work")):
+        section = getattr(p, name)
+        assert getattr(p, name) is section  # built once, on first read
+        first = dataclasses.fields(section)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(section, first, None)
+        assert section.to_json() == summary[key]
+    with pytest.raises(AttributeError):
+        p.kv_cache.admissable_sequences  # noqa: B018 - a mistyped field fails loudly
+    with pytest.raises(TypeError):
+        p.kv_cache["admitted"]  # noqa: B018 - no dict access left
+    summary["kv_cache"]["limits"]["memory"] = -1  # a caller's JSON is its own
+    assert p.kv_cache.limits["memory"] == 30
+
+
 def test_seed_refusal_31_sequences():
     p = example(sequences=31)
-    assert p.kv_cache["admitted"] is False
-    assert p.kv_cache["admission_error"] == "requested 31 sequences, but the conservative KV-memory plan admits at most 30"
-    assert p.kv_cache["binding_constraint"] == "memory"
+    assert p.kv_cache.admitted is False
+    assert p.kv_cache.admission_error == "requested 31 sequences, but the conservative KV-memory plan admits at most 30"
+    assert p.kv_cache.binding_constraint == "memory"
 
 
 def test_cli_plan_example_json_matches_seed():
@@ -106,19 +125,19 @@ def test_cli_invalid_values_exit_2_one_line(argv, needle):
 def test_static_reservation_uses_configured_maximum():
     p = example(reservation="static")
     # 131,072 x 4,096 = 536,870,912 B = 512 MiB; 10,093,173,145 / 536,870,912 = 18.8 -> 18
-    assert p.kv_cache["bytes_per_reserved_sequence"] == 536870912
-    assert p.kv_cache["maximum_sequences_by_memory"] == 18
-    assert p.kv_cache["static_waste_bytes"] == 131072 * (4096 - 2560)
+    assert p.kv_cache.bytes_per_reserved_sequence == 536870912
+    assert p.kv_cache.maximum_sequences_by_memory == 18
+    assert p.kv_cache.static_waste_bytes == 131072 * (4096 - 2560)
 
 
 def test_paged_rounding_and_waste():
     # output 500 -> 2,548 tokens -> ceil(2548 / 16) = 160 blocks = 2,560 slots; waste 12 x 131,072
     p = example(reservation="paged", output_tokens=500)
-    assert p.kv_cache["bytes_per_reserved_sequence"] == 160 * 16 * 131072
-    assert p.kv_cache["paged_waste_bytes"] == 12 * 131072 == 1572864
-    assert p.kv_cache["blocks_per_layer"] == {"full": 160}
+    assert p.kv_cache.bytes_per_reserved_sequence == 160 * 16 * 131072
+    assert p.kv_cache.paged_waste_bytes == 12 * 131072 == 1572864
+    assert p.kv_cache.blocks_per_layer == {"full": 160}
     # block 256: ceil(2548/256) = 10 blocks = 2,560 slots too; block 1: no waste
-    assert example(reservation="paged", output_tokens=500, block_tokens=1).kv_cache["paged_waste_bytes"] == 0
+    assert example(reservation="paged", output_tokens=500, block_tokens=1).kv_cache.paged_waste_bytes == 0
 
 
 def test_paged_sliding_layers_capped_at_window_plus_one_block():
@@ -126,8 +145,8 @@ def test_paged_sliding_layers_capped_at_window_plus_one_block():
     model = prepare_model(cfg)
     p = compute_plan(EXAMPLE_INPUTS.model_copy(update={"reservation": "paged", "block_tokens": 16}), model)
     # window 1,000 -> ceil(1000/16) + 1 = 64 blocks (not ceil(2560/16) = 160)
-    assert p.kv_cache["blocks_per_layer"] == {"sliding-1000": 64}
-    assert p.kv_cache["bytes_per_reserved_sequence"] == 64 * 16 * 131072
+    assert p.kv_cache.blocks_per_layer == {"sliding-1000": 64}
+    assert p.kv_cache.bytes_per_reserved_sequence == 64 * 16 * 131072
 
 
 # ---------------------------------------------------------------- prefix sharing
@@ -136,23 +155,23 @@ def test_paged_sliding_layers_capped_at_window_plus_one_block():
 def test_prefix_sharing_whole_blocks_only():
     # 100 shared tokens with 16-token blocks: 6 whole blocks (96 tokens) held once
     p = example(reservation="paged", shared_prefix_tokens=100)
-    assert p.prefix["shared_blocks"] == 6
+    assert p.prefix.shared_blocks == 6
     saved = 96 * 131072
-    assert p.prefix["bytes_saved_per_extra_sequence"] == saved == 12582912
+    assert p.prefix.bytes_saved_per_extra_sequence == saved == 12582912
     # 8 sequences of one tenant: 7 of them skip the shared blocks
-    assert p.prefix["memory_saved_at_requested_bytes"] == 7 * saved
+    assert p.prefix.memory_saved_at_requested_bytes == 7 * saved
     # N x 335,544,320 - (N - 1) x 12,582,912 <= 10,093,173,145 -> N = floor((10,093,173,145 - 12,582,912) / 322,961,408) = 31
-    assert p.prefix["maximum_sequences_with_sharing"] == 31
-    assert p.prefix["extra_sequences"] == 1
+    assert p.prefix.maximum_sequences_with_sharing == 31
+    assert p.prefix.extra_sequences == 1
     # 15 tokens share no whole block
-    assert example(reservation="paged", shared_prefix_tokens=15).prefix["bytes_saved_per_extra_sequence"] == 0
+    assert example(reservation="paged", shared_prefix_tokens=15).prefix.bytes_saved_per_extra_sequence == 0
 
 
 def test_prefix_scoped_per_tenant_and_cached_prefill_skipped():
     one = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=1.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
     four = example(reservation="paged", shared_prefix_tokens=1024, tenants=4)
-    assert four.prefix["memory_saved_at_requested_bytes"] == (8 - 4) * 1024 * 131072
-    assert one.prefix["memory_saved_at_requested_bytes"] == (8 - 1) * 1024 * 131072
+    assert four.prefix.memory_saved_at_requested_bytes == (8 - 4) * 1024 * 131072
+    assert one.prefix.memory_saved_at_requested_bytes == (8 - 1) * 1024 * 131072
     none = example(reservation="paged", queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
     assert one.estimate.prefill_ms < none.estimate.prefill_ms  # 1,024 cached tokens skip prefill
     miss = example(reservation="paged", shared_prefix_tokens=1024, prefix_hit_rate=0.0, queue_ms=None, prefill_ms=None, first_decode_ms=None, remaining_decode_ms=None)
@@ -179,52 +198,67 @@ def test_fixed_memory_above_usable_is_clear_error():
 def test_tp_replication_in_capacity():
     # tp 16 on 8 KV heads: one (replicated) KV head per GPU: 2 x 32 x 1 x 128 x 2 = 16,384 B/token
     p = example(tp=16, gpu_count=16)
-    assert p.kv_cache["bytes_per_token_per_sequence"] == 16384
+    assert p.kv_cache.bytes_per_token_per_sequence == 16384
     assert any("replicated" in n for n in p.notes)
     # tp 2 halves the per-GPU bytes: 65,536 x 2,560 = 160 MiB; floor(10,093,173,145 / 167,772,160) = 60
     p2 = example(tp=2, gpu_count=2)
-    assert p2.kv_cache["mib_per_reserved_sequence"] == 160
-    assert p2.kv_cache["maximum_sequences_by_memory"] == 60
+    assert p2.kv_cache.mib_per_reserved_sequence == 160
+    assert p2.kv_cache.maximum_sequences_by_memory == 60
 
 
 def test_data_parallel_replicas_multiply_capacity():
-    assert example(gpu_count=2).kv_cache["maximum_sequences_by_memory"] == 60  # 2 replicas x 30
+    assert example(gpu_count=2).kv_cache.maximum_sequences_by_memory == 60  # 2 replicas x 30
 
 
 def test_admission_takes_minimum_and_names_binding():
-    assert example(max_num_seqs=12, sequences=13).kv_cache["admission_error"] == "requested 13 sequences, but the runtime's maximum number of sequences admits at most 12"
+    assert example(max_num_seqs=12, sequences=13).kv_cache.admission_error == "requested 13 sequences, but the runtime's maximum number of sequences admits at most 12"
     p = example(tenant_quota=5, sequences=6)
-    assert p.kv_cache["binding_constraint"] == "tenant_quota"
-    assert p.kv_cache["admissible_sequences"] == 5
-    assert example(tenant_quota=40).kv_cache["binding_constraint"] == "memory"
+    assert p.kv_cache.binding_constraint == "tenant_quota"
+    assert p.kv_cache.admissible_sequences == 5
+    assert example(tenant_quota=40).kv_cache.binding_constraint == "memory"
 
 
 def test_latency_slo_limit_is_largest_concurrency_meeting_itl():
     # the ITL SLO bounds the p95 of the gaps between tokens (the plan's served-latency model)
     base = example()
-    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).roofline["itl_p95_ms"]
+    itl_1 = compute_plan(base.inputs.model_copy(update={"sequences": 1}), example_model()).roofline.itl_p95_ms
     slo = itl_1 * 1.05
     p = example(itl_slo_ms=slo, sequences=30)
-    limit = p.kv_cache["limits"]["latency_slo"]
+    limit = p.kv_cache.limits["latency_slo"]
     assert 1 <= limit < 30
-    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).roofline["itl_p95_ms"]
-    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).roofline["itl_p95_ms"]
+    ok = compute_plan(base.inputs.model_copy(update={"sequences": limit}), example_model()).roofline.itl_p95_ms
+    over = compute_plan(base.inputs.model_copy(update={"sequences": limit + 1}), example_model()).roofline.itl_p95_ms
     assert ok <= slo < over
-    assert p.kv_cache["binding_constraint"] == "latency_slo"
+    assert p.kv_cache.binding_constraint == "latency_slo"
+
+
+def test_largest_within_is_the_last_concurrency_meeting_the_bound():
+    # hand arithmetic: c^2 <= 50 holds up to c = 7 (49), not at 8 (64); the SLO limits bisect with it
+    calls: list[int] = []
+
+    def square(c: int) -> int:
+        calls.append(c)
+        return c * c
+
+    assert capacity.largest_within(square, 50, 100) == 7
+    assert len(calls) <= 1 + math.ceil(math.log2(100))  # cost(1), then one call per halving
+    assert capacity.largest_within(square, 50, 5) == 5  # the top itself meets the bound
+    assert capacity.largest_within(square, 0.5, 100) == 0  # even one misses it
+    assert capacity.largest_within(square, 1, 1) == 1
 
 
 def test_pool_view_tokens_and_concurrency():
     p = example()
     # 10,093,173,145 // 131,072 = 77,004 tokens; 10,093,173,145 / 335,544,320 = 30.08x at 2,560 tokens
-    assert p.capacity["pool_kv_tokens"] == 77004
-    assert p.capacity["max_concurrency_at_reserved_tokens"] == 30.08
+    assert p.capacity.pool_kv_tokens == 77004
+    assert p.capacity.max_concurrency_at_reserved_tokens == 30.08
 
 
 def test_cost_per_million_tokens():
     p = example(gpu_hour_price=3.6)
-    out_tps = p.cost["output_tokens_per_second"]
-    assert p.cost["per_million_output_tokens"] == pytest.approx(3.6 / (out_tps * 3600) * 1e6)
-    assert p.cost["per_million_input_tokens"] > 0
+    out_tps = p.cost.output_tokens_per_second
+    assert p.cost.per_million_output_tokens == pytest.approx(3.6 / (out_tps * 3600) * 1e6)
+    assert p.cost.per_million_input_tokens > 0
 
 
 # ---------------------------------------------------------------- latency: observed and roofline
@@ -284,8 +318,8 @@ def test_roofline_estimate_is_consistent():
     assert est.source == "roofline estimate"
     assert est.time_to_first_token_ms == pytest.approx(est.queue_ms + est.preprocessing_ms + est.prefill_ms + est.first_decode_ms)
     assert est.end_to_end_ms == pytest.approx(est.time_to_first_token_ms + est.remaining_decode_ms)
-    assert p.roofline["ridge_flops_per_byte"] > p.roofline["decode_intensity"]  # decode is memory-bound
-    assert math.isfinite(p.roofline["prefill_intensity"])
+    assert p.roofline.ridge_flops_per_byte > p.roofline.decode_intensity  # decode is memory-bound
+    assert math.isfinite(p.roofline.prefill_intensity)
 
 
 def test_make_inputs_names_bad_field():
@@ -303,22 +337,22 @@ def test_make_inputs_names_bad_field():
 def test_plan_reports_work_with_and_without_cache():
     w = example().work
     # 2,048 prompt + 129 generated = 2,177 positions; 32 layers of d_model 4,096
-    assert w["attention_flops_last_step_without_cache"] == 32 * 4 * 2177 * 2177 * 4096
-    assert w["attention_flops_last_step_with_cache"] == 32 * 4 * 2177 * 4096
+    assert w.attention_flops_last_step_without_cache == 32 * 4 * 2177 * 2177 * 4096
+    assert w.attention_flops_last_step_with_cache == 32 * 4 * 2177 * 4096
     # projections: 2,048 + 2,049 + ... + 2,176 (129 passes) vs 2,048 + 128
-    assert w["token_projections_without_cache"] == sum(range(2048, 2177))
-    assert w["token_projections_with_cache"] == 2176
+    assert w.token_projections_without_cache == sum(range(2048, 2177))
+    assert w.token_projections_with_cache == 2176
 
 
 def test_headroom_and_window_figures():
     p = example()
-    assert p.capacity["headroom_bytes"] == 16 * GIB - 15461882265
-    assert p.kv_cache["bytes_per_token_within_windows"] == 131072
+    assert p.capacity.headroom_bytes == 16 * GIB - 15461882265
+    assert p.kv_cache.bytes_per_token_within_windows == 131072
     slid = compute_plan(EXAMPLE_INPUTS, prepare_model({**EXAMPLE_CONFIG, "sliding_window": 1024}))
     # every layer is sliding: nothing grows past the window, but below it each token costs 131,072 B
-    assert slid.kv_cache["bytes_per_token_per_sequence"] == 0
-    assert slid.kv_cache["bytes_per_token_within_windows"] == 131072
-    assert slid.kv_cache["kv_bytes_per_reserved_sequence"] == 131072 * 1024
+    assert slid.kv_cache.bytes_per_token_per_sequence == 0
+    assert slid.kv_cache.bytes_per_token_within_windows == 131072
+    assert slid.kv_cache.kv_bytes_per_reserved_sequence == 131072 * 1024
 
 
 def test_grid_limits_agree_with_grid():
@@ -338,7 +372,7 @@ def test_suggest_inputs_makes_presets_plannable():
     # ~131 GiB of bf16 weights: 2 x 80 GiB H100 leaves too little; 4 fits
     assert updates == {"tp": 4, "gpu_count": 4}
     assert "tensor parallelism 4" in why[0]
-    assert compute_plan(make_inputs(**updates), big).kv_cache["maximum_sequences_by_memory"] > 0
+    assert compute_plan(make_inputs(**updates), big).kv_cache.maximum_sequences_by_memory > 0
     _ref, small = preset_ref("mpt-7b")  # 2,048-token maximum below the default 2,560 reserved
     updates, why = suggest_inputs(small, {})
     assert updates["input_tokens"] + updates["output_tokens"] == 2048
@@ -371,13 +405,13 @@ def test_cross_attention_encoder_tokens_count_per_sequence():
     without = compute_plan(base, vision)
     # 4 image tiles x 1,601 tokens; 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token
     with_images = compute_plan(base.model_copy(update={"encoder_tokens": 6404}), vision)
-    assert with_images.kv_cache["encoder_bytes_per_sequence"] == 32768 * 6404 == 209846272
-    assert with_images.kv_cache["bytes_per_reserved_sequence"] == without.kv_cache["bytes_per_reserved_sequence"] + 209846272
-    assert with_images.kv_cache["maximum_sequences_by_memory"] < without.kv_cache["maximum_sequences_by_memory"]
+    assert with_images.kv_cache.encoder_bytes_per_sequence == 32768 * 6404 == 209846272
+    assert with_images.kv_cache.bytes_per_reserved_sequence == without.kv_cache.bytes_per_reserved_sequence + 209846272
+    assert with_images.kv_cache.maximum_sequences_by_memory < without.kv_cache.maximum_sequences_by_memory
     # paged: whole blocks of 16: ceil(6404 / 16) = 401 blocks = 6,416 slots
     paged = compute_plan(base.model_copy(update={"encoder_tokens": 6404, "reservation": "paged"}), vision)
-    assert paged.kv_cache["encoder_bytes_per_sequence"] == 32768 * 6416
-    assert paged.kv_cache["blocks_per_layer"]["cross"] == 401
+    assert paged.kv_cache.encoder_bytes_per_sequence == 32768 * 6416
+    assert paged.kv_cache.blocks_per_layer["cross"] == 401
 
 
 # ---------------------------------------------------------------- review findings, pinned
@@ -388,17 +422,17 @@ def test_chunked_layers_reserve_a_whole_chunk():
     _ref, scout = preset_ref("llama-4-scout")
     at_8192 = compute_plan(make_inputs(input_tokens=7680, output_tokens=512, tp=8, gpu_count=8, gpu="H200-141GB"), scout)
     at_8193 = compute_plan(make_inputs(input_tokens=7681, output_tokens=512, tp=8, gpu_count=8, gpu="H200-141GB"), scout)
-    assert at_8193.kv_cache["bytes_per_reserved_sequence"] >= at_8192.kv_cache["bytes_per_reserved_sequence"]
-    assert at_8193.kv_cache["maximum_sequences_by_memory"] <= at_8192.kv_cache["maximum_sequences_by_memory"]
+    assert at_8193.kv_cache.bytes_per_reserved_sequence >= at_8192.kv_cache.bytes_per_reserved_sequence
+    assert at_8193.kv_cache.maximum_sequences_by_memory <= at_8192.kv_cache.maximum_sequences_by_memory
 
 
 def test_prefix_sharing_per_replica_and_only_in_paged_engines():
     # 2 replicas x 4 sequences; 1,024 shared tokens = 64 blocks of 131,072 x 16 B = 134,217,728 B each
     p = example(gpu_count=2, shared_prefix_tokens=1024)
-    assert p.kv_cache["kv_bytes_at_requested"] == 4 * 335544320 - 3 * 134217728 == 939524096
-    assert p.prefix["memory_saved_at_requested_bytes"] == 2 * 3 * 134217728
+    assert p.kv_cache.kv_bytes_at_requested == 4 * 335544320 - 3 * 134217728 == 939524096
+    assert p.prefix.memory_saved_at_requested_bytes == 2 * 3 * 134217728
     eager = example(runtime="transformers", shared_prefix_tokens=1024)
-    assert eager.prefix["applies"] is False and eager.prefix["bytes_saved_per_extra_sequence"] == 0
+    assert eager.prefix.applies is False and eager.prefix.bytes_saved_per_extra_sequence == 0
     assert any("not deduplicated" in n for n in eager.notes)
     with pytest.raises(PlannerError, match="shared prefix cannot exceed"):
         example(reservation="static", shared_prefix_tokens=5000)

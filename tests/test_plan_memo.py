@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+import pytest
+
 from planner import latency
 from planner import plan as plan_module
 from planner.limits import size_of
@@ -31,9 +33,11 @@ def test_a_plan_is_the_same_with_cold_and_warm_caches():
     warm = compute_plan(a, model)
     assert warm.roof is cold.roof  # one Roofline for one set of field values, memo and all
     assert warm.summary() == cold.summary()
-    assert warm.kv_cache["engine"] is not cold.kv_cache["engine"]  # each plan gets its own copy
-    assert warm.kv_cache["engine"]["log_lines"] is not cold.kv_cache["engine"]["log_lines"]
+    assert warm.kv_cache.engine is cold.kv_cache.engine  # one memoised view: frozen, so plans share it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        warm.kv_cache.engine.num_blocks = 0
     summary = warm.summary()
+    assert summary["kv_cache"]["engine"]["log_lines"] is not warm.summary()["kv_cache"]["engine"]["log_lines"]  # a caller's JSON is its own
     summary["context"]["components"]["user_tokens"] = -1  # a caller's JSON is its own: the shared context budget is untouched
     assert compute_plan(a, model).context.components["user_tokens"] == a.user_tokens
     _cold()

@@ -114,9 +114,9 @@ def test_every_headline_number_comes_from_the_plan(example, gemma):
     for case in (example, gemma):
         plan, text = case["plan"], case["text"]
         kv, cap = plan.kv_cache, plan.capacity
-        for n in (kv["bytes_per_token_per_sequence"], kv["kv_bytes_per_reserved_sequence"], cap["usable_bytes"], cap["available_for_kv_bytes"], cap["model_resident_bytes"]):
+        for n in (kv.bytes_per_token_per_sequence, kv.kv_bytes_per_reserved_sequence, cap.usable_bytes, cap.available_for_kv_bytes, cap.model_resident_bytes):
             assert fmt_bytes(n) in text, n
-        assert f"Maximum sequences by memory {kv['maximum_sequences_by_memory']:,}" in text
+        assert f"Maximum sequences by memory {kv.maximum_sequences_by_memory:,}" in text
         assert f"{plan.latency.time_to_first_token_ms:,.1f} ms" in text
         assert f"{plan.latency.mean_inter_token_latency_ms:,.1f} ms" in text
 
@@ -321,7 +321,7 @@ def test_report_headline_has_cost_and_inputs_use_labels(tmp_path):
     # 4 GPUs x $2.50 per GPU-hour = $10.00 per hour
     assert "Cost $10.00 per hour" in flat
     assert "Cost per hour $10.00 (4 GPUs x $2.50 per GPU-hour)" in flat
-    per_m = plan.cost["per_million_output_tokens"]
+    per_m = plan.cost.per_million_output_tokens
     assert "per million output tokens" in flat and (f"${per_m:,.2f}" in flat or f"${per_m:.4g}" in flat)
     assert "Headroom 10 %" in flat and "GPU-hour price ($) * 2.5" in flat
     assert "headroom_bp" not in text and "gpu_hour_price" not in text and "conservative KV-memory plan" not in text

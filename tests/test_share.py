@@ -380,7 +380,7 @@ def test_small_uploaded_config_is_embedded_and_restored():
     state = decode_query(_browser_params(share_url(BASE, params)))
     assert state.upload_config == EXAMPLE_CONFIG and state.ref == ref and not state.needs_upload and state.warnings == []
     plan = compute_plan(state.inputs, resolve(state.ref, config=state.upload_config))
-    assert plan.kv_cache["maximum_sequences_by_memory"] == 30  # floor(10,093,173,145 / 335,544,320)
+    assert plan.kv_cache.maximum_sequences_by_memory == 30  # floor(10,093,173,145 / 335,544,320)
     # the plan file carries it too
     file_state = load_plan_file(plan_file_json(ref, EXAMPLE_INPUTS, EXAMPLE_CONFIG))
     assert file_state.upload_config == EXAMPLE_CONFIG and file_state.warnings == []
@@ -556,4 +556,4 @@ def test_plan_file_of_the_example_is_readable_json():
     state = load_plan_file(json.dumps(doc).encode())
     plan = compute_plan(state.inputs, resolve(state.ref))
     assert plan.latency.time_to_first_token_ms == 450.0  # 20 + 10 + 400 + 20
-    assert compute_plan(state.inputs, example_model()).kv_cache["bytes_per_token_per_sequence"] == 131_072  # 32 x 8 x (128 + 128) x 2
+    assert compute_plan(state.inputs, example_model()).kv_cache.bytes_per_token_per_sequence == 131_072  # 32 x 8 x (128 + 128) x 2

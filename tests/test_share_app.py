@@ -266,7 +266,7 @@ def test_every_preset_yields_a_plan_after_the_suggestions():
         _ref, model = preset_ref(preset.name)
         updates, _why = suggest_inputs(model, defaults)
         plan = compute_plan(make_inputs(**(defaults | updates)), model)
-        assert plan.kv_cache["maximum_sequences_by_memory"] >= 1, preset.name
+        assert plan.kv_cache.maximum_sequences_by_memory >= 1, preset.name
 
 
 def test_picking_each_preset_in_the_app_opens_a_plan():

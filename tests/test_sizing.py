@@ -43,7 +43,7 @@ def _holds(model, rec, users=None, ttft=None, itl=None, replicas=None) -> bool:
         values["gpu_count"] = rec.tp * replicas
     p = compute_plan(make_inputs(**values), model)
     r = p.roofline  # the SLOs bound the p95s
-    return p.kv_cache["admitted"] and (ttft is None or r["ttft_p95_ms"] <= ttft) and (itl is None or r["itl_p95_ms"] <= itl)
+    return p.kv_cache.admitted and (ttft is None or r.ttft_p95_ms <= ttft) and (itl is None or r.itl_p95_ms <= itl)
 
 
 @pytest.mark.parametrize(
@@ -60,9 +60,9 @@ def test_users_scenarios_are_minimal_ranked_and_plan_confirms(request, fixture, 
     for rec in recs[:5]:
         # plan agrees: the deployment admits the users inside the SLOs, with the same numbers
         p = compute_plan(make_inputs(**rec.plan_values), model)
-        assert p.kv_cache["admitted"] and p.capacity["replicas"] == rec.replicas and p.capacity["gpu_count"] == rec.gpu_count == rec.tp * rec.replicas
-        assert p.roofline["itl_p95_ms"] == pytest.approx(rec.itl_p95_ms) and rec.itl_p95_ms <= itl
-        assert p.roofline["ttft_p95_ms"] == pytest.approx(rec.ttft_p95_ms) and rec.ttft_p95_ms <= ttft
+        assert p.kv_cache.admitted and p.capacity.replicas == rec.replicas and p.capacity.gpu_count == rec.gpu_count == rec.tp * rec.replicas
+        assert p.roofline.itl_p95_ms == pytest.approx(rec.itl_p95_ms) and rec.itl_p95_ms <= itl
+        assert p.roofline.ttft_p95_ms == pytest.approx(rec.ttft_p95_ms) and rec.ttft_p95_ms <= ttft
         assert rec.sequences_per_replica == math.ceil(users / rec.replicas) <= rec.max_num_seqs
         assert rec.cost_per_hour == pytest.approx(PRICE_TABLE[rec.gpu].usd_per_gpu_hour * rec.gpu_count)
         # minimal: one replica fewer does not hold the workload
@@ -244,8 +244,8 @@ def test_moe_searches_expert_parallelism_and_plan_agrees():
     assert with_ep and all(r.tp % r.ep == 0 for r in with_ep)
     rec = with_ep[0]
     p = compute_plan(make_inputs(**rec.plan_values), model)
-    assert p.inputs.ep == rec.ep and p.kv_cache["admitted"]
-    assert p.roofline["itl_p95_ms"] == pytest.approx(rec.itl_p95_ms)
+    assert p.inputs.ep == rec.ep and p.kv_cache.admitted
+    assert p.roofline.itl_p95_ms == pytest.approx(rec.itl_p95_ms)
 
 
 def test_slot_wait_is_erlang_c():

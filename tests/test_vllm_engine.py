@@ -255,9 +255,9 @@ def test_architectures_vllm_does_not_register_are_refused_but_planned():
     assert err.value.field == "model" and "cannot load a config of model type `deepseek_ref`" in err.value.reason
     # the plan keeps the planner's own paged figure and says why the engine's does not apply
     plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8), prepare_model(config))
-    engine = plan.kv_cache["engine"]
-    assert engine["applies"] is False and "not supported for now" in engine["reason"]
-    assert plan.kv_cache["maximum_sequences_by_memory"] > 0
+    engine = plan.kv_cache.engine
+    assert engine.applies is False and "not supported for now" in engine.reason
+    assert plan.kv_cache.maximum_sequences_by_memory > 0
 
 
 def test_families_without_vllm_computed_cases_say_so():
@@ -371,19 +371,19 @@ def test_plan_under_vllm_admits_with_the_engine_reservation():
 
     model = prepare_model(load_preset("gemma-3-1b"))
     plan = compute_plan(make_inputs(), model)  # 2,560 reserved tokens
-    kv, engine = plan.kv_cache, plan.kv_cache["engine"]
+    kv, engine = plan.kv_cache, plan.kv_cache.engine
     # 22 sliding (512) + 4 full layers, 1 KV head of 256: page 16 x 256 x 2 x 2 B = 16,384 B;
     # group size 4 -> 6 sliding groups + 1 full, 4 x 16,384 = 65,536 B a block
-    assert engine["bytes_per_block"] == 65_536 and engine["groups"] == "4 sliding (512), 4 sliding (512), 4 sliding (512), 4 sliding (512), 3 sliding (512), 3 sliding (512), 4 full"
+    assert engine.bytes_per_block == 65_536 and engine.groups == "4 sliding (512), 4 sliding (512), 4 sliding (512), 4 sliding (512), 3 sliding (512), 3 sliding (512), 4 full"
     # a request: full cdiv(2,560, 16) = 160; sliding cdiv(min(511 + 2 x 8,192, 2,560), 16) + 1 = 161
-    assert engine["blocks_per_request"] == 160 + 6 * 161
-    blocks = plan.capacity["available_for_kv_bytes"] // 65_536
-    assert kv["maximum_sequences_by_memory"] == blocks // 1126
-    assert kv["steady_state_sequences"] > 3 * kv["maximum_sequences_by_memory"]  # sliding layers hold 512, not 2,560
-    assert "admits a request only when blocks for all 2,560 reserved tokens are free" in engine["why"]
-    assert memory_basis(plan) == f"vLLM 0.33 block reservation; steady state {kv['steady_state_sequences']:,}"
-    older = compute_plan(make_inputs(vllm_version="0.24"), model).kv_cache["engine"]
-    assert older["blocks_per_request"] == 160 + 6 * 161  # 2,560 tokens bind before one batch of 8,192 does
+    assert engine.blocks_per_request == 160 + 6 * 161
+    blocks = plan.capacity.available_for_kv_bytes // 65_536
+    assert kv.maximum_sequences_by_memory == blocks // 1126
+    assert kv.steady_state_sequences > 3 * kv.maximum_sequences_by_memory  # sliding layers hold 512, not 2,560
+    assert "admits a request only when blocks for all 2,560 reserved tokens are free" in engine.why
+    assert memory_basis(plan) == f"vLLM 0.33 block reservation; steady state {kv.steady_state_sequences:,}"
+    older = compute_plan(make_inputs(vllm_version="0.24"), model).kv_cache.engine
+    assert older.blocks_per_request == 160 + 6 * 161  # 2,560 tokens bind before one batch of 8,192 does
 
 
 def test_plan_engine_does_not_apply_to_int8_or_static():
@@ -392,9 +392,10 @@ def test_plan_engine_does_not_apply_to_int8_or_static():
 
     model = prepare_model(load_preset("llama-3.1-8b"))
     int8 = compute_plan(make_inputs(kv_dtype="int8"), model)
-    assert int8.kv_cache["engine"]["applies"] is False and "no int8 KV cache" in int8.kv_cache["engine"]["reason"]
-    assert int8.kv_cache["maximum_sequences_by_memory"] == int8.kv_cache["steady_state_sequences"]
-    assert "engine" not in compute_plan(make_inputs(reservation="static"), model).kv_cache
+    assert int8.kv_cache.engine.applies is False and "no int8 KV cache" in int8.kv_cache.engine.reason
+    assert int8.kv_cache.maximum_sequences_by_memory == int8.kv_cache.steady_state_sequences
+    static = compute_plan(make_inputs(reservation="static"), model)
+    assert static.kv_cache.engine is None and "engine" not in static.summary()["kv_cache"]
 
 
 def test_plan_page_shows_the_vllm_startup_preview():

@@ -58,12 +58,12 @@ def title_of(fig: go.Figure) -> str:
 
 def fig_memory(plan: Plan) -> go.Figure:
     cap = plan.capacity
-    headroom = cap["headroom_bytes"]
-    free = cap["free_bytes_at_requested_load"]
+    headroom = cap.headroom_bytes
+    free = cap.free_bytes_at_requested_load
     parts = [
-        ("Weights", cap["model_resident_bytes"], PALETTE[0]),
-        ("Workspace", cap["workspace_bytes"], PALETTE[5]),
-        (f"KV at {plan.kv_cache['requested_sequences']:,} sequences", cap["kv_bytes_at_requested_load"], PALETTE[1]),
+        ("Weights", cap.model_resident_bytes, PALETTE[0]),
+        ("Workspace", cap.workspace_bytes, PALETTE[5]),
+        (f"KV at {plan.kv_cache.requested_sequences:,} sequences", cap.kv_bytes_at_requested_load, PALETTE[1]),
         ("Free", max(0, free), PALETTE[2]),
         ("Headroom", headroom, "#9E9E9E"),
     ]
@@ -84,11 +84,11 @@ def fig_memory(plan: Plan) -> go.Figure:
     ]
     notes = []
     if free < 0:
-        notes.append({"x": gib(cap["device_bytes"]), "y": 0.5, "yref": "paper", "text": f"KV at the requested load exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"color": "#E45756"}})
+        notes.append({"x": gib(cap.device_bytes), "y": 0.5, "yref": "paper", "text": f"KV at the requested load exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"color": "#E45756"}})
     return _figure(
         traces,
-        f"Memory on one GPU: {plan.device.name}, {fmt_bytes(cap['device_bytes'])}",
-        [_vline(gib(cap["usable_bytes"]), f"usable {fmt_bytes(cap['usable_bytes'])}", anchor="right")],
+        f"Memory on one GPU: {plan.device.name}, {fmt_bytes(cap.device_bytes)}",
+        [_vline(gib(cap.usable_bytes), f"usable {fmt_bytes(cap.usable_bytes)}", anchor="right")],
         height=210,
         barmode="stack",
         uniformtext={"minsize": 9, "mode": "hide"},
@@ -200,7 +200,7 @@ def fig_heatmap(plan: Plan, model: PreparedModel) -> go.Figure:
     max_ctx = plan.context.maximum_context_tokens
     lo = 1 << max(9, (inputs.output_tokens + 1).bit_length())
     contexts = [c for c in _axis_points(lo, max_ctx, plan.context.reserved_total_tokens) if c > inputs.output_tokens]
-    ceiling = max(8, plan.kv_cache["admissible_sequences"], inputs.sequences)
+    ceiling = max(8, plan.kv_cache.admissible_sequences, inputs.sequences)
     concs = _axis_points(1, 1 << ceiling.bit_length(), inputs.sequences)
     limits = grid_limits(inputs, model, contexts)  # admissible sequences per reserved context (-1: does not fit)
     cells = [[c <= lim for c in concs] for lim in limits]
@@ -275,11 +275,11 @@ def fig_waterfall(plan: Plan) -> go.Figure:
 
 def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
     curve = itl_curve(plan, model)
-    c = plan.roofline["decode_concurrency"]
+    c = plan.roofline.decode_concurrency
     traces = [
         {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, v, _ in curve], "mode": "lines+markers", "name": "mean ITL", "line": {"color": PALETTE[0]}, "hovertemplate": "%{x:,} sequences: mean %{y:,.2f} ms<extra></extra>"},
         {"type": "scatter", "x": [k for k, _, _ in curve], "y": [v for _, _, v in curve], "mode": "lines", "name": "p95 ITL (the SLO's)", "line": {"color": PALETTE[2], "dash": "dot"}, "hovertemplate": "%{x:,} sequences: p95 %{y:,.2f} ms<extra></extra>"},
-        {"type": "scatter", "x": [c], "y": [plan.roofline["itl_ms_at_concurrency"]], "mode": "markers", "marker": {"size": 12, "color": "#E45756", "symbol": "x"}, "name": "this plan", "hovertemplate": "this plan: %{y:,.2f} ms<extra></extra>"},
+        {"type": "scatter", "x": [c], "y": [plan.roofline.itl_ms_at_concurrency], "mode": "markers", "marker": {"size": 12, "color": "#E45756", "symbol": "x"}, "name": "this plan", "hovertemplate": "this plan: %{y:,.2f} ms<extra></extra>"},
     ]
     lines = [_hline(plan.inputs.itl_slo_ms, f"SLO {fmt_ms(plan.inputs.itl_slo_ms)}")] if plan.inputs.itl_slo_ms is not None else []
     return _figure(
@@ -293,12 +293,12 @@ def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
 
 def fig_roofline(plan: Plan) -> go.Figure:
     r = plan.roofline
-    peak = r["peak_tflops"]
-    bw_tb = r["bandwidth_gb_s"] / 1000  # TB/s = TFLOP/s per FLOP/byte (unit conversion)
-    ridge = r["ridge_flops_per_byte"]
+    peak = r.peak_tflops
+    bw_tb = r.bandwidth_gb_s / 1000  # TB/s = TFLOP/s per FLOP/byte (unit conversion)
+    ridge = r.ridge_flops_per_byte
     pts = [
-        ("prefill", r["prefill_intensity"], r["prefill_attainable_tflops"], PALETTE[1]),
-        ("decode", r["decode_intensity"], r["decode_attainable_tflops"], PALETTE[0]),
+        ("prefill", r.prefill_intensity, r.prefill_attainable_tflops, PALETTE[1]),
+        ("decode", r.decode_intensity, r.decode_attainable_tflops, PALETTE[0]),
     ]
     intensities = [p[1] for p in pts if p[1] > 0] + [ridge]
     x0, x1 = min(intensities) / 10, max(intensities) * 10  # axis range
@@ -308,7 +308,7 @@ def fig_roofline(plan: Plan) -> go.Figure:
             "x": [x0, ridge, x1],
             "y": [x0 * bw_tb, peak, peak],
             "mode": "lines",
-            "name": f"roof: {fmt_num(peak, 1)} TFLOP/s, {fmt_num(r['bandwidth_gb_s'])} GB/s",
+            "name": f"roof: {fmt_num(peak, 1)} TFLOP/s, {fmt_num(r.bandwidth_gb_s)} GB/s",
             "line": {"color": "#888", "width": 2},
             "hovertemplate": "%{x:,.1f} FLOP/B: %{y:,.1f} TFLOP/s<extra></extra>",
         }
@@ -331,7 +331,7 @@ def fig_roofline(plan: Plan) -> go.Figure:
             )
     return _figure(
         traces,
-        f"Roofline on {plan.device.name} ({r['decode_concurrency']:,} sequences decoding)",
+        f"Roofline on {plan.device.name} ({r.decode_concurrency:,} sequences decoding)",
         [_vline(ridge, f"ridge {fmt_num(ridge, 1)} FLOP/B", "#E45756", log=True)],
         xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
         yaxis={"type": "log", "title": {"text": "attainable TFLOP/s"}},

@@ -90,13 +90,13 @@ def column_plan(col: Column, base: dict[str, Any], slots: dict[str, Any]) -> tup
 def column_metrics(plan: Plan, wide: bool) -> None:
     kv, lat = plan.kv_cache, plan.latency
     a, b = st.columns(2) if wide else (st.container(), st.container())
-    a.metric("Max sequences", f"{kv['admissible_sequences']:,}", help=f"memory alone: {kv['maximum_sequences_by_memory']:,}")
-    b.metric("Memory per sequence", f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB", help=f"{kv['bytes_per_reserved_sequence']:,} B")
+    a.metric("Max sequences", f"{kv.admissible_sequences:,}", help=f"memory alone: {kv.maximum_sequences_by_memory:,}")
+    b.metric("Memory per sequence", f"{fmt_num(kv.mib_per_reserved_sequence)} MiB", help=f"{kv.bytes_per_reserved_sequence:,} B")
     a.metric("TTFT", fmt_ms(lat.time_to_first_token_ms))
     b.metric("ITL", fmt_ms(lat.mean_inter_token_latency_ms))
-    a.metric("KV bytes / token", fmt_bytes(kv["bytes_per_token_per_sequence"]), help=f"{kv['bytes_per_token_per_sequence']:,} B")
-    if plan.cost.get("per_million_output_tokens") is not None:
-        b.metric("Cost per hour", fmt_money(plan.cost["deployment_per_hour"]), delta=f"{fmt_money(plan.cost['per_million_output_tokens'])} per M output tokens", delta_color="gray", delta_arrow="off")
+    a.metric("KV bytes / token", fmt_bytes(kv.bytes_per_token_per_sequence), help=f"{kv.bytes_per_token_per_sequence:,} B")
+    if plan.cost.per_million_output_tokens is not None:
+        b.metric("Cost per hour", fmt_money(plan.cost.deployment_per_hour), delta=f"{fmt_money(plan.cost.per_million_output_tokens)} per M output tokens", delta_color="gray", delta_arrow="off")
     admission_badge(plan)
 
 
@@ -123,8 +123,8 @@ def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
     fig = make_subplots(rows=1, cols=3, subplot_titles=("Max sequences", "MiB per sequence", "ITL (ms)"))
     for col, (getter, fmt) in enumerate(
         (
-            (lambda p: p.kv_cache["admissible_sequences"], lambda v: f"{v:,}"),
-            (lambda p: p.kv_cache["mib_per_reserved_sequence"], fmt_num),
+            (lambda p: p.kv_cache.admissible_sequences, lambda v: f"{v:,}"),
+            (lambda p: p.kv_cache.mib_per_reserved_sequence, fmt_num),
             (lambda p: p.latency.mean_inter_token_latency_ms, lambda v: f"{v:,.2f}"),
         ),
         start=1,

@@ -18,23 +18,8 @@ from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
-from planner.plan import Plan, memory_basis
-
-ASSUMPTIONS = (
-    ("Allocator rounding", "PyTorch's caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks cached; not counted."),
-    ("Fragmentation", "paged engines waste at most part of one block per layer group (counted in paged mode); allocator fragmentation outside the pool is not."),
-    ("Activations", "prefill activations, logits and sampler buffers are only covered by the workspace figure."),
-    ("CUDA graphs", "captured graphs hold their own memory pool (hundreds of MiB to GiBs); not counted, use workspace or headroom."),
-    ("Tensor alignment", "padding of heads or head dims to kernel tile sizes is not counted."),
-    ("Quantization scales", "fp8 per-tensor scales are ignored; int8/int4 caches count one fp16 scale and zero-point per 64 elements; weight scales follow the config's quantization."),
-    ("Offload buffers", "CPU/NVMe swap or offload space and pinned host buffers are not counted."),
-    ("Speculative decoding", "draft-model weights and their KV caches, and target-side lookahead slots, are not counted."),
-    ("Beam search / n > 1", "each beam or parallel sample is a sequence; shared prompt blocks across beams are not deduplicated."),
-    ("Runtime temporary buffers", "attention-kernel workspaces, NCCL buffers under tensor parallelism and the CUDA context are left to the headroom."),
-    ("Encoder caches", "vision/audio encoder outputs of multimodal models are not counted (cross-attention bytes per encoder token are shown separately)."),
-    ("Prefix caching", "sharing assumes whole blocks stay resident within one tenant; eviction and cross-tenant sharing are not modelled."),
-    ("Latency", "a roofline with constant MFU/MBU: no scheduler interference, chunked-prefill interleaving, kernel launch overheads or network time."),
-)
+from planner.explain import assumptions, formula_steps, metric_help, not_modelled
+from planner.plan import Plan
 
 
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
@@ -54,7 +39,7 @@ def binding_phrase(plan: Plan) -> str:
     """The limit that binds, in the words of the badge: "KV-cache memory", "TTFT SLO"."""
     from planner.capacity import LIMIT_LABELS
 
-    binding = plan.kv_cache["binding_constraint"]
+    binding = plan.kv_cache.binding_constraint
     return LIMIT_LABELS.get(binding, binding)
 
 
@@ -62,22 +47,22 @@ def admission_badge(plan: Plan) -> None:
     """Admitted or refused, and which limit binds (memory, ITL SLO, TTFT SLO, runtime, quota)."""
     kv = plan.kv_cache
     bound = binding_phrase(plan)
-    if kv["admitted"]:
-        st.badge(f"Admitted · {kv['requested_sequences']:,} of at most {kv['admissible_sequences']:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
+    if kv.admitted:
+        st.badge(f"Admitted · {kv.requested_sequences:,} of at most {kv.admissible_sequences:,} sequences · bound by {bound}", icon=":material/check_circle:", color="green")
     else:
-        st.badge(f"Refused by the {bound} · at most {kv['admissible_sequences']:,} of {kv['requested_sequences']:,} requested", icon=":material/block:", color="red")
+        st.badge(f"Refused by the {bound} · at most {kv.admissible_sequences:,} of {kv.requested_sequences:,} requested", icon=":material/block:", color="red")
         size_link(plan)
-    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv["limits"].items())
+    limits = " · ".join(f"{LIMIT_NAMES.get(k, k)} {v:,}" for k, v in kv.limits.items())
     st.caption(f"Limits on concurrent sequences: {limits}.")
 
 
 def size_link(plan: Plan) -> None:
     """A refused plan links to the Size page for its load (users and SLOs)."""
-    params = {"size_users": str(plan.kv_cache["requested_sequences"])}
+    params = {"size_users": str(plan.kv_cache.requested_sequences)}
     params["size_itl"] = f"{plan.inputs.itl_slo_ms or 0:g}"
     params["size_ttft"] = f"{plan.inputs.ttft_slo_ms or 0:g}"
     try:
-        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache['requested_sequences']:,} sequences", icon=":material/dns:", query_params=params)
+        st.page_link("pages/size.py", label=f"Size a deployment for {plan.kv_cache.requested_sequences:,} sequences", icon=":material/dns:", query_params=params)
     except Exception:  # noqa: BLE001 - the page is not registered (a page run on its own, as in some tests)
         st.caption("The Size page answers how many GPUs this load needs.")
 
@@ -119,108 +104,67 @@ def _load_delta(at: str, slo: float | None, judged: float, p95: bool) -> dict:
 
 def render_metrics(plan: Plan) -> None:
     kv, cap, lat = plan.kv_cache, plan.capacity, plan.latency
+    help_of = metric_help(plan)
     capped = [s for s in plan.inspect.specs if not s.grows_per_token and s.window]
-    growing = kv["bytes_per_token_per_sequence"]
-    within = kv["bytes_per_token_within_windows"]
-    windowed_only = growing == 0 and within > 0  # every cached layer is windowed (e.g. Mistral-7B v0.1)
-    if windowed_only:
+    growing = kv.bytes_per_token_per_sequence
+    within = kv.bytes_per_token_within_windows
+    if growing == 0 and within > 0:  # every cached layer is windowed (e.g. Mistral-7B v0.1)
         value = fmt_bytes(within)
         delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
-        help_text = (
-            f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, "
-            f"then flat ({plan.inspect.kv_dtype}, TP {plan.inputs.tp}). " + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped) + "."
-        )
     else:
         value = fmt_bytes(growing)
         delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
-        help_text = f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({plan.inspect.kv_dtype}, TP {plan.inputs.tp})" + (
-            f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: "
-            + ", ".join(f"{s.kind} ×{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
-            if capped
-            else "."
-        )
     row1 = st.columns(3)
     row2 = st.columns(3)
-    requested, admissible = kv["requested_sequences"], kv["admissible_sequences"]
-    per_replica_text = f"{cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas" if cap["replicas"] > 1 else "one replica"
-    binding = kv["binding_constraint"]
-    if cap["replicas"] > 1:
+    per_replica_text = f"{cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"
+    if cap.replicas > 1:
         max_delta = f"memory: {per_replica_text}"
-    elif binding != "memory":
-        max_delta = f"memory alone: {kv['maximum_sequences_by_memory']:,}"
+    elif kv.binding_constraint != "memory":
+        max_delta = f"memory alone: {kv.maximum_sequences_by_memory:,}"
     else:
         max_delta = None
-    row1[0].metric(
-        "Max sequences",
-        f"{admissible:,}",
-        delta=max_delta,
-        delta_color="gray",
-        delta_arrow="off",
-        help=f"The most concurrent sequences all replicas admit (bound by {binding_phrase(plan)}). Memory alone admits {kv['maximum_sequences_by_memory']:,} ({per_replica_text}; {memory_basis(plan)}); {requested:,} requested.",
-    )
+    row1[0].metric("Max sequences", f"{kv.admissible_sequences:,}", delta=max_delta, delta_color="gray", delta_arrow="off", help=_help(help_of.max_sequences))
     ttft_slo, roof = plan.inputs.ttft_slo_ms, plan.roofline
-    at = roof["load_label"] + ("" if roof["load_admitted"] else " (not admitted)")
+    at = roof.load_label + ("" if roof.load_admitted else " (not admitted)")
+    estimated = lat.source != "observed"
     row1[1].metric(
         "TTFT",
         fmt_ms(lat.time_to_first_token_ms),
-        **_load_delta(at, ttft_slo, lat.time_to_first_token_ms if lat.source == "observed" else roof["ttft_p95_ms"], lat.source != "observed"),
-        help=f"Mean time to first token {at} ({lat.source})"
-        + (
-            ""
-            if lat.source == "observed"
-            else f", including {fmt_ms(roof['prefill_wait_ms'])} waiting behind the other prompts in steady state (p95 {fmt_ms(roof['ttft_p95_ms'])}); "
-            f"at 1 request the prefill is {fmt_ms(roof['prefill_ms_at_1_request'])}. Worst moment, all prompts arriving at once: {fmt_ms(roof['burst_wait_max_ms'])} more for the last."
-            + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if roof["prefill_saturated"] else "")
-        )
-        + ("" if plan.roofline["load_admitted"] else " The requested load is not admitted: this is what it would cost, not a promise."),
+        **_load_delta(at, ttft_slo, roof.ttft_p95_ms if estimated else lat.time_to_first_token_ms, estimated),
+        help=_help(help_of.ttft),
     )
-    itl_slo = plan.inputs.itl_slo_ms
     row1[2].metric(
         "ITL",
         fmt_ms(lat.mean_inter_token_latency_ms),
-        **_load_delta(at, itl_slo, lat.mean_inter_token_latency_ms if lat.source == "observed" else roof["itl_p95_ms"], lat.source != "observed"),
-        help=f"Mean inter-token latency {at} per replica ({lat.source})"
-        + (
-            "."
-            if lat.source == "observed"
-            else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(roof['itl_ms_at_1_request'])}. "
-            f"{roof['prefill_step_share']:.0%} of steps carry a prefill chunk"
-            + (", so the p95 gap is such a step" if roof["prefill_step_share"] > 0.05 else ", so the p95 gap is a decode-only step")
-            + (": a smaller max batched tokens shortens it." if roof["prefill_step_share"] > 0.05 else ".")
-        ),
+        **_load_delta(at, plan.inputs.itl_slo_ms, roof.itl_p95_ms if estimated else lat.mean_inter_token_latency_ms, estimated),
+        help=_help(help_of.itl),
     )
-    row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=help_text)
+    row2[0].metric("KV bytes / token", value, delta=delta, delta_color="gray", delta_arrow="off", help=_help(help_of.kv_per_token))
     row2[1].metric(
         "Memory per sequence",
-        f"{fmt_num(kv['mib_per_reserved_sequence'])} MiB",
-        delta=f"{kv['reserved_tokens_per_sequence']:,} tokens reserved",
+        f"{fmt_num(kv.mib_per_reserved_sequence)} MiB",
+        delta=f"{kv.reserved_tokens_per_sequence:,} tokens reserved",
         delta_color="gray",
         delta_arrow="off",
-        help=f"{kv['bytes_per_reserved_sequence']:,} B for {kv['reserved_tokens_per_sequence']:,} reserved tokens ({kv['reservation']} reservation) on one GPU.",
+        help=_help(help_of.memory_per_sequence),
     )
     cost = plan.cost
-    if cost.get("per_million_output_tokens") is not None:
+    if cost.per_million_output_tokens is not None:
         row2[2].metric(
             "Cost per hour",
-            fmt_money(cost["deployment_per_hour"]),
-            delta=f"{fmt_money(cost['per_million_output_tokens'])} per M output tokens",
+            fmt_money(cost.deployment_per_hour),
+            delta=f"{fmt_money(cost.per_million_output_tokens)} per M output tokens",
             delta_color="gray",
             delta_arrow="off",
-            help=(
-                f"{plan.inputs.gpu_count:,} GPUs × {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: "
-                f"{fmt_money(cost['per_million_output_tokens'])} output at {cost['output_tokens_per_second']:,.0f} output tokens/s, "
-                f"{fmt_money(cost['per_million_input_tokens'])} input ({cost['basis']})."
-            ),
+            help=_help(help_of.cost),
         )
     else:
-        row2[2].metric(
-            "Cost per hour",
-            "–",
-            delta="give a GPU-hour price",
-            delta_color="gray",
-            delta_arrow="off",
-            help="Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens.",
-        )
+        row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help=_help(help_of.cost))
+
+
+def _help(text: str) -> str:
+    """A metric's help text (from :mod:`planner.explain`) as literal markdown ("$" is no formula)."""
+    return md(text, limit=2000)
 
 
 def _source_rows(ref) -> list[tuple[str, str]]:
@@ -276,55 +220,18 @@ def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
 
 
 def render_formulas(plan: Plan) -> None:
-    kv, cap, ctx, lat, r = plan.kv_cache, plan.capacity, plan.context, plan.latency, plan.roofline
-    ins = plan.inspect
-    lines = ["**K/V bytes per token** (one sequence, one GPU) = Σ over layer groups of layers × bytes per token per layer"]
-    for s in ins.specs:
-        what = s.shape
-        grows = "" if s.grows_per_token else f" — capped at {s.window:,} tokens" if s.window else " — not per text token"
-        lines.append(f"- {s.kind}: {s.num_layers:,} layers × {s.bytes_per_token_per_layer:,} B ({what} in {s.kv_dtype}) = **{s.bytes_per_token:,} B**{grows}")
-    lines.append(f"- growing with every token: **{kv['bytes_per_token_per_sequence']:,} B** ({fmt_bytes(kv['bytes_per_token_per_sequence'])})")
-    lines.append(f"\n**Reserved tokens** = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = **{ctx.reserved_total_tokens:,}** of the model's {ctx.maximum_context_tokens:,}")
-    mode = kv["reservation"]
-    basis = {
-        "dynamic": f"{kv['reserved_tokens_per_sequence']:,} reserved tokens",
-        "static": f"the maximum context {kv['reserved_tokens_per_sequence']:,}",
-        "paged": f"whole blocks of {plan.inputs.block_tokens:,} tokens ({', '.join(f'{k}: {v:,}' for k, v in kv['blocks_per_layer'].items())} blocks per layer)",
-    }[mode]
-    waste = kv["paged_waste_bytes"] or kv["static_waste_bytes"]
-    lines.append(
-        f"\n**Per sequence** ({mode}) = K/V held at {basis} + recurrent state {kv['state_bytes_per_sequence']:,} B = **{kv['bytes_per_reserved_sequence']:,} B** ({fmt_bytes(kv['bytes_per_reserved_sequence'])})"
-        + (f", of which {waste:,} B reserved but unfilled" if waste else "")
-    )
-    lines.append(f"\n**Usable** = device {cap['device_bytes']:,} B × (10,000 − {cap['headroom_bp']:,}) / 10,000 = **{cap['usable_bytes']:,} B** ({fmt_bytes(cap['usable_bytes'])})")
-    lines.append(
-        f"\n**Available for K/V** = usable − weights {cap['model_resident_bytes']:,} B ({cap['model_resident_source']}) − workspace {cap['workspace_bytes']:,} B = **{cap['available_for_kv_bytes']:,} B** ({fmt_bytes(cap['available_for_kv_bytes'])})"
-    )
-    lines.append(
-        f"\n**Max sequences by memory** = ⌊{cap['available_for_kv_bytes']:,} / {kv['bytes_per_reserved_sequence']:,}⌋ = {cap['sequences_per_replica']:,} per replica × {cap['replicas']:,} replicas (GPUs {cap['gpu_count']:,} / TP {cap['tp']:,}) = **{kv['maximum_sequences_by_memory']:,}**"
-        + (f"; with prefix sharing **{plan.prefix['maximum_sequences_with_sharing']:,}**" if plan.prefix.get("bytes_saved_per_extra_sequence") else "")
-    )
-    limits = ", ".join(f"{k} {v:,}" for k, v in kv["limits"].items())
-    lines.append(
-        f"\n**Admission**: requested {kv['requested_sequences']:,} vs min({limits}) = {kv['admissible_sequences']:,} → **{'admitted' if kv['admitted'] else 'refused'}** (binding: {binding_phrase(plan)})"
-    )
-    lines.append(
-        f"\n**TTFT** = queue {lat.queue_ms:,.2f} + preprocessing {lat.preprocessing_ms:,.2f} + prefill {lat.prefill_ms:,.2f} + first decode {lat.first_decode_ms:,.2f} = **{lat.time_to_first_token_ms:,.2f} ms** ({lat.source})"
-    )
-    if lat.source != "observed" and plan.roof is not None:
-        from planner.latency import formula_lines
+    """The formula steps of :func:`planner.explain.formula_steps`, one group a paragraph."""
+    parts = []
+    for group in formula_steps(plan):
+        parts.append(f"**{group.title}**\n" + "\n".join(f"- {md(line, limit=2000)}" for line in group.lines))
+    st.markdown("\n\n".join(parts))
 
-        lines.append("\n**Latency, term by term** (roofline; every figure labelled at 1 request or at N requests):")
-        lines += [f"- {line}" for line in formula_lines(r, plan.roof)]
-    lines.append(
-        f"\n**Ridge** = {fmt_num(r['peak_tflops'])} TFLOP/s / {fmt_num(r['bandwidth_gb_s'])} GB/s = **{r['ridge_flops_per_byte']:,.1f} FLOP/B**; prefill {r['prefill_intensity']:,.1f} FLOP/B, decode {r['decode_intensity']:,.2f} FLOP/B"
-    )
-    if plan.cost.get("per_million_output_tokens") is not None:
-        c = plan.cost
-        lines.append(
-            f"\n**Cost** = ${c['deployment_per_hour']:,.2f}/h ÷ ({c['output_tokens_per_second']:,.1f} output tokens/s × 3,600) × 10⁶ = **${c['per_million_output_tokens']:,.4f} per million output tokens**; input ${c['per_million_input_tokens']:,.4f} per million"
-        )
-    st.markdown("\n".join(lines))
+
+def render_assumptions(plan: Plan) -> None:
+    """The assumptions and what is not modelled (:mod:`planner.explain`: generated from the terms this plan's models computed)."""
+    notes = "\n".join(f"- **{md(n.title)}**: {md(n.text, limit=2000)}" for n in assumptions(plan))
+    missing = "\n".join(f"- **{md(n.title)}**: {md(n.text, limit=2000)}" for n in not_modelled(plan))
+    st.markdown(f"**Assumptions**\n{notes}\n\n**Not modelled**\n{missing}")
 
 
 # --------------------------------------------------------------------------- cards
@@ -369,7 +276,7 @@ def card_latency_models(r: Shown) -> None:
     if not cmp.covered:
         st.info(f"Measured kernels not available: {cmp.reason}. Showing the roofline only.", icon=":material/info:")
         return
-    n = plan.roofline["load_label"]
+    n = plan.roofline.load_label
     ratio = cmp.difference()
     rows = [
         ("Prefill, one prompt (at 1 request)", cmp.roofline_prefill_ms_at_1, cmp.prefill_ms_at_1, ratio.get("prefill_at_1")),
@@ -398,13 +305,13 @@ def card_memory(r: Shown) -> None:
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart")
     cap = plan.capacity
     extra = []
-    if cap["pool_kv_tokens"] is not None:
-        extra.append(f"KV pool {cap['pool_kv_tokens']:,} tokens")
-    extra.append(f"{cap['sequences_per_replica']:,} sequences per replica at the reserved length" if cap["replicas"] > 1 else f"{cap['sequences_per_replica']:,} sequences at the reserved length")
-    if plan.prefix.get("extra_sequences"):
-        extra.append(f"prefix sharing adds {plan.prefix['extra_sequences']:,} sequences")
-    if plan.cost.get("per_million_output_tokens") is not None:
-        extra.append(f"{fmt_money(plan.cost['per_million_output_tokens'])} per million output tokens")
+    if cap.pool_kv_tokens is not None:
+        extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
+    extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
+    if plan.prefix.extra_sequences:
+        extra.append(f"prefix sharing adds {plan.prefix.extra_sequences:,} sequences")
+    if plan.cost.per_million_output_tokens is not None:
+        extra.append(f"{fmt_money(plan.cost.per_million_output_tokens)} per million output tokens")
     st.caption(" · ".join(extra))
 
 
@@ -431,9 +338,9 @@ def _render_vllm_preview(r: Shown) -> None:
     rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
     with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
         st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
-    engine = r.plan.kv_cache.get("engine") or {}
-    if engine.get("why"):
-        st.caption(f"Admission: {engine['why']} Steady state: {r.plan.kv_cache['steady_state_sequences']:,} sequences; vLLM's reservation: {r.plan.kv_cache['maximum_sequences_by_memory']:,}.")
+    engine = r.plan.kv_cache.engine
+    if engine is not None and engine.why:
+        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")
     st.code(preview.command, language="bash", wrap_lines=True)
 
 
@@ -463,7 +370,7 @@ def card_chart_tabs(r: Shown) -> None:
 
 def card_assumptions(r: Shown) -> None:
     with st.expander("Assumptions and omissions", icon=":material/info:"):
-        st.markdown("\n".join(f"- **{k}**: {v}" for k, v in ASSUMPTIONS))
+        safe(render_assumptions, r.plan, what="the assumptions")
 
 
 def card_formulas(r: Shown) -> None:

@@ -45,8 +45,8 @@ def plan_summary(current: state.Shown) -> None:
     name = ref.name if ref.kind == "preset" and ref.name else ref.label()
     with st.container(border=True):
         st.markdown(
-            f"**From the plan:** {md(name)} on {cap['gpu_count']:,} × {plan.device.name}, TP {cap['tp']:,} "
-            f"({cap['replicas']:,} replica{'s' if cap['replicas'] != 1 else ''}), KV {inputs.kv_dtype}, headroom {inputs.headroom_bp / 100:g} %, "
+            f"**From the plan:** {md(name)} on {cap.gpu_count:,} × {plan.device.name}, TP {cap.tp:,} "
+            f"({cap.replicas:,} replica{'s' if cap.replicas != 1 else ''}), KV {inputs.kv_dtype}, headroom {inputs.headroom_bp / 100:g} %, "
             f"prompt {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} tokens"
             + (f", SLOs TTFT {fmt_ms(inputs.ttft_slo_ms)}" if inputs.ttft_slo_ms else "")
             + (f", ITL {fmt_ms(inputs.itl_slo_ms)}" if inputs.itl_slo_ms else "")
@@ -93,7 +93,7 @@ def traffic_controls(plan) -> Traffic | None:
     except UnicodeDecodeError:
         st.error(f"{LABELS['trace']}: the file is not UTF-8 text.", icon=":material/error:")
         return None
-    replicas = max(1, plan.capacity["replicas"])
+    replicas = max(1, plan.capacity.replicas)
     return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text)
 
 
@@ -146,7 +146,7 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
         where = LABELS.get(field) or state.error_sentence(exc).split(":")[0]
         return Outcome({}, None, blocks, 0, f"{where}: {state.error_text(exc)}")
     bar.empty()
-    return Outcome(results, static, blocks, plan.capacity["sequences_per_replica"])
+    return Outcome(results, static, blocks, plan.capacity.sequences_per_replica)
 
 
 ROWS: tuple[tuple[str, Any], ...] = (

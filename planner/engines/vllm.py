@@ -1003,15 +1003,15 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
         PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
     """
     inputs = plan.inputs
-    resolved = plan.kv_cache.get("kv_dtype", inputs.kv_dtype)  # "auto" as the checkpoint resolved it
+    resolved = plan.kv_cache.kv_dtype  # "auto" as the checkpoint resolved it
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(resolved)
     if dtype is None:
         raise PlannerError("kv_dtype", resolved, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
     utilization = (10_000 - inputs.headroom_bp) / 10_000
     cap = plan.capacity
     budget = predict_budget(
-        cap["device_bytes"], utilization, cap["model_resident_bytes"] * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
-        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap["model_resident_source"], measured=measured,
+        cap.device_bytes, utilization, cap.model_resident_bytes * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap.model_resident_source, measured=measured,
     )  # fmt: skip
     block = None if inputs.block_tokens == 16 else inputs.block_tokens
     length = plan.context.maximum_context_tokens

@@ -42,17 +42,17 @@ def from_plan(plan) -> tuple[StepCost, int]:
     res, cap, roof = plan.reservation, plan.capacity, plan.roofline
     per_token = max(1, res.used_kv_bytes // max(1, res.tokens))
     cost = StepCost(
-        weights_bytes=cap["model_resident_bytes"],
+        weights_bytes=cap.model_resident_bytes,
         kv_bytes_per_token=per_token,
         bandwidth_bytes_per_s=plan.device.bandwidth_bytes_s,
         mbu=plan.inputs.mbu,
         flops_per_token=2.0 * plan.weights.active_params / plan.inputs.tp,
-        attn_flops_per_token_ctx=4.0 * roof["q_heads_per_gpu"] * plan.inspect.head_dim * roof["attention_layers"],
-        peak_flops=roof["peak_tflops"] * 1e12,
+        attn_flops_per_token_ctx=4.0 * roof.q_heads_per_gpu * plan.inspect.head_dim * roof.attention_layers,
+        peak_flops=roof.peak_tflops * 1e12,
         mfu=plan.inputs.mfu,
     )
     block = plan.inputs.block_tokens
-    blocks = max(1, cap["available_for_kv_bytes"] // (per_token * block))
+    blocks = max(1, cap.available_for_kv_bytes // (per_token * block))
     return cost, blocks
 
 

@@ -1,0 +1,357 @@
+"""The explanation of one plan, written once and shown three ways.
+
+:func:`explain` returns an :class:`Explanation`: the formula steps with this plan's numbers
+(K/V cache, memory per GPU, admission, latency, cost), the help text of each headline metric,
+the assumptions the figures rest on, and what the models leave out. The Plan page (its formulas
+panel, metric help and "Assumptions and omissions"), the PDF report and the CLI
+(``plan --explain``) render it; none of them writes its own.
+
+What is *not modelled* is generated, never written by hand: :func:`model_terms` collects the
+terms this plan's models computed (the step terms of :class:`planner.latency.Roofline`, its
+fixed per-layer costs, the served-latency model's parts and the memory budget's terms of
+:meth:`planner.plan.Plan.memory_terms`), and each phenomenon of :data:`PHENOMENA` that arises in
+this plan is listed as not modelled only when none of the terms that would model it was computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from planner import latency
+from planner.capacity import LIMIT_LABELS
+from planner.kv import KV_DTYPE_BITS
+from planner.plan import Plan, memory_basis
+from planner.report import fmt_bytes, fmt_money, fmt_ms, human_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StepGroup:
+    """Formula steps of one part of the plan, each a line of plain text with this plan's numbers."""
+
+    title: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """An assumption, or something not modelled: a short title and the sentence that explains it."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetricHelp:
+    """What each headline metric of the Plan page counts, with this plan's numbers."""
+
+    max_sequences: str
+    ttft: str
+    itl: str
+    kv_per_token: str
+    memory_per_sequence: str
+    cost: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The explanation of one plan (see the module docstring)."""
+
+    summary: tuple[str, ...]  # the plan in a few lines (the CLI's text output)
+    steps: tuple[StepGroup, ...]
+    metric_help: MetricHelp
+    assumptions: tuple[Note, ...]
+    not_modelled: tuple[Note, ...]
+
+    def text(self) -> str:
+        """Plain text: the steps, the assumptions and what is not modelled (``plan --explain``)."""
+        out = ["Formulas with this plan's numbers"]
+        for group in self.steps:
+            out.append(f"  {group.title}")
+            out += [f"    {line}" for line in group.lines]
+        out.append("Assumptions")
+        out += [f"  - {n.title}: {n.text}" for n in self.assumptions]
+        out.append("Not modelled")
+        out += [f"  - {n.title}: {n.text}" for n in self.not_modelled]
+        return "\n".join(out)
+
+
+def explain(plan: Plan) -> Explanation:
+    """The explanation of ``plan``: its summary, formula steps, metric help, assumptions and what
+    its models leave out (each generated from the terms they computed, :func:`model_terms`)."""
+    terms = model_terms(plan)
+    return Explanation(summary_lines(plan), formula_steps(plan), metric_help(plan), assumptions(plan, terms), not_modelled(plan, terms))
+
+
+def formula_steps(plan: Plan) -> tuple[StepGroup, ...]:
+    """Every step from the config to the verdict, latency and cost, with this plan's numbers."""
+    groups = [StepGroup("K/V cache", _kv_steps(plan)), StepGroup("Memory per GPU", _memory_steps(plan)), StepGroup("Admission", _admission_steps(plan)), StepGroup("Latency", _latency_steps(plan))]
+    if plan.cost.per_million_output_tokens is not None:
+        groups.append(StepGroup("Cost", _cost_steps(plan)))
+    return tuple(groups)
+
+
+def not_modelled(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, ...]:
+    """Each phenomenon of :data:`PHENOMENA` that arises in ``plan`` and that none of the terms its
+    models computed (``terms``, default :func:`model_terms`) accounts for."""
+    terms = model_terms(plan) if terms is None else terms
+    return tuple(Note(p.title, p.missing) for p in PHENOMENA if p.arises(plan) and not (p.terms & terms))
+
+
+# --------------------------------------------------------------------------- what the models compute
+
+
+def model_terms(plan: Plan) -> frozenset[str]:
+    """Every term this plan's models computed: the step terms of its decode step and prefill
+    (``dense_gemm``, ``lm_head``, ``moe``, ``attention``, ``allreduce``, ``alltoall``, ``other``),
+    ``fixed_per_layer`` when the step model charges fixed per-layer costs, the served-latency
+    model's parts (:data:`planner.latency.SERVED_TERMS`) and the memory budget's terms."""
+    r = plan.roofline
+    terms = set(r.decode_terms_ms) | set(r.prefill_terms_ms) | latency.SERVED_TERMS | plan.memory_terms()
+    if plan.roof is not None and plan.roof.fixed_s() > 0:
+        terms.add("fixed_per_layer")
+    return frozenset(terms)
+
+
+@dataclass(frozen=True, slots=True)
+class Phenomenon:
+    """Something that costs memory or time in a real deployment, the model terms any of which
+    would account for it, and whether it arises in a plan at all (all-reduce only under tensor
+    parallelism, say): listed as not modelled when it arises and none of its terms was computed."""
+
+    title: str
+    terms: frozenset[str]
+    arises: Callable[[Plan], bool]
+    missing: str  # the sentence shown when it is not modelled
+
+
+def _always(_plan: Plan) -> bool:
+    return True
+
+
+def _is_moe(plan: Plan) -> bool:
+    return bool(plan.weights.num_experts and plan.weights.experts_per_token)
+
+
+PHENOMENA: tuple[Phenomenon, ...] = (
+    # memory
+    Phenomenon("Allocator rounding and fragmentation", frozenset({"allocator"}), _always, "PyTorch's caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks cached; fragmentation outside the K/V pool is left to the headroom."),
+    Phenomenon("Block rounding", frozenset({"block_rounding"}), lambda p: p.inputs.reservation == "paged" or p.kv_cache.engine is not None, "the part of a block a paged cache reserves but does not fill is not counted."),
+    Phenomenon("Activations", frozenset({"activations"}), _always, "prefill activations, logits and sampler buffers are not computed: the workspace figure stands for them."),
+    Phenomenon("CUDA graphs", frozenset({"cuda_graphs"}), _always, "captured graphs hold their own memory pool (hundreds of MiB to GiBs); leave room for it in the workspace or headroom."),
+    Phenomenon("Runtime buffers", frozenset({"runtime_buffers"}), _always, "attention-kernel workspaces, NCCL buffers under tensor parallelism and the CUDA context are left to the headroom."),
+    Phenomenon("Tensor alignment", frozenset({"padding"}), _always, "padding of heads or head dims to kernel tile sizes is not counted."),
+    Phenomenon("Recurrent state", frozenset({"recurrent_state"}), lambda p: p.inspect.state_bytes_per_sequence > 0, "the Mamba / linear-attention state of each sequence is not counted."),
+    Phenomenon("Encoder K/V", frozenset({"encoder_kv"}), lambda p: p.inputs.encoder_tokens > 0 and any(s.kind == "cross" for s in p.inspect.specs), "cross-attention K/V over the image tokens is not counted."),
+    Phenomenon("Encoder outputs", frozenset({"encoder_outputs"}), _always, "a multimodal engine's cache of vision / audio encoder outputs is not counted (cross-attention K/V over image tokens is, as image tokens per request)."),
+    Phenomenon("fp8 scales", frozenset({"fp8_scales"}), lambda p: p.inspect.kv_dtype == "fp8", "fp8 per-tensor K/V scales are not counted."),
+    Phenomenon("Integer-cache scales", frozenset({"quantization_scales"}), lambda p: p.inspect.kv_dtype in ("int8", "int4"), "the fp16 scale and zero-point of each group of an integer cache are not counted."),
+    Phenomenon("Speculative decoding", frozenset({"draft_model"}), _always, "draft-model weights and their K/V, and target-side lookahead slots, are not counted (MTP layers are, when MTP is on)."),
+    Phenomenon("LoRA adapters", frozenset({"lora"}), _always, "adapter weights and their slots are not counted."),
+    Phenomenon("Offload", frozenset({"offload"}), _always, "K/V offload or swap to CPU or NVMe and pinned host buffers are not counted."),
+    Phenomenon("Beam search / n > 1", frozenset({"beam_sharing"}), _always, "each beam or parallel sample is a sequence; prompt blocks shared across beams are not deduplicated."),
+    Phenomenon("Pipeline parallelism", frozenset({"pipeline"}), _always, "stages split over GPUs (their memory and bubbles) are not planned: only tensor and expert parallelism are."),
+    Phenomenon("Prefix-cache eviction", frozenset({"prefix_eviction"}), lambda p: p.prefix.applies, "shared blocks are assumed to stay resident; eviction under memory pressure is not modelled."),
+    # latency
+    Phenomenon("Tensor-parallel all-reduce", frozenset({"allreduce"}), lambda p: p.inputs.tp > 1, "the all-reduces between tensor-parallel GPUs are not timed."),
+    Phenomenon("Expert-parallel all-to-all", frozenset({"alltoall"}), lambda p: _is_moe(p) and p.roofline.ep > 1, "the dispatch and combine between expert-parallel GPUs are not timed."),
+    Phenomenon("Kernel launches", frozenset({"fixed_per_layer"}), _always, "kernel launch and tail costs per layer are not timed."),
+    Phenomenon("Prefill queue", frozenset({"prefill_queue"}), _always, "the wait of a prompt behind the others for the prefill budget is not timed."),
+    Phenomenon("Prefill/decode interference", frozenset({"mixed_prefill_decode_steps"}), _always, "prefill chunks that share steps with decodes (and lengthen them) are not timed."),
+    Phenomenon("Engine CPU time", frozenset({"step_overhead"}), _always, "the engine's CPU work between steps (scheduling, sampling, detokenisation) is not timed: each step is GPU time only."),
+    Phenomenon("Network", frozenset({"network"}), _always, "request transport and HTTP handling count only as the queue and preprocessing times you give."),
+    Phenomenon("Preemption", frozenset({"preemption"}), _always, "an admitted load never preempts here; recomputation after a preemption is what the simulator shows."),
+)
+
+
+def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, ...]:
+    """What the figures rest on; the step terms are named from those computed (``terms``)."""
+    terms = model_terms(plan) if terms is None else terms
+    roof = plan.roof
+    step_terms = [latency.TERM_LABELS.get(t, t) for t in latency.TERM_LABELS if t in terms]
+    fixed = " plus a fixed cost per layer (kernel launch and tail)" if "fixed_per_layer" in terms else ""
+    out = [
+        Note("K/V per GPU", "K/V bytes are per sequence on one GPU; tensor parallelism splits the KV heads (and replicates them when tp exceeds the KV heads); an MLA latent is held whole on every GPU."),
+        Note("Headroom and workspace", "the headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers."),
+        Note("Windows", "sliding-window and chunked layers hold at most their window (vLLM adds the in-flight tokens and a block); cross-attention layers hold the encoder (image) tokens, not the text."),
+        Note("Quantization", "integer caches (int8, int4) count an fp16 scale and zero-point per 64 elements; weight scales follow the config's quantization."),
+        Note("Prefix sharing", "counted per tenant only, in whole blocks of the layers whose cache keeps the prefix; cross-tenant sharing is left out on purpose (it leaks prefix presence through timing)."),
+        Note(
+            "Latency",
+            "observed when prefill and first-decode timings are given; otherwise a roofline: every step sums "
+            + ", ".join(step_terms)
+            + f", each the larger of its compute and memory time{fixed}, at the device's datasheet peak and bandwidth times MFU {plan.inputs.mfu:g} / MBU {plan.inputs.mbu:g} and efficiency curves fitted to measured kernels.",
+        ),
+        Note("Served load", "prompts arrive as a Poisson stream at requests / end-to-end a second (steady state) and queue for the prefill budget (M/D/1); the burst figure is every prompt at once."),
+    ]
+    if roof is not None and _is_moe(plan):
+        out.append(Note("Expert routing", f"uniform: a step over T tokens reads 1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T of each MoE layer's experts."))
+    out.append(Note("Device figures", "nominal datasheet values; measure your own deployment before committing capacity."))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- formula steps
+
+
+def _kv_steps(plan: Plan) -> tuple[str, ...]:
+    kv, ctx, res, block = plan.kv_cache, plan.context, plan.reservation, plan.inputs.block_tokens
+    specs = [s for s in plan.inspect.specs if s.kind != "cross"]
+    bits = KV_DTYPE_BITS.get(plan.inspect.kv_dtype)
+    out = []
+    for s in specs:
+        line = f"K/V per token, {s.kind}{' ' + format(s.window, ',') if s.window else ''}: {s.num_layers} layers x {s.bytes_per_token_per_layer:,} B = {s.bytes_per_token:,} B"
+        if bits and s.kv_heads_per_gpu * (s.k_head_dim + s.v_head_dim) * bits == s.bytes_per_token_per_layer * 8:
+            line += f"   (per layer: {s.kv_heads_per_gpu} KV heads x ({s.k_head_dim} K + {s.v_head_dim} V) x {bits / 8:g} B)"
+        out.append(line + ("" if s.grows_per_token else f", capped at {s.window:,} tokens" if s.window else ", not per text token"))
+    growing = [s for s in specs if s.grows_per_token]
+    out.append("K/V per token, growing with every token = " + (" + ".join(f"{s.bytes_per_token:,}" for s in growing) + " = " if len(growing) > 1 else "") + fmt_bytes(kv.bytes_per_token_per_sequence))
+    out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
+    if res.mode == "paged":
+        parts = [f"{s.blocks(res.tokens, block):,} blocks x {block} tokens x {s.bytes_per_token:,} B" for s in specs]
+        out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+    else:
+        what = "maximum context" if res.mode == "static" else "reserved tokens"
+        parts = [f"{s.bytes_per_token:,} B x {s.tokens_held(res.tokens):,}" for s in specs]
+        out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+    if res.state_bytes or res.encoder_bytes:
+        extra = (f" + state {res.state_bytes:,}" if res.state_bytes else "") + (f" + encoder K/V {res.encoder_bytes:,}" if res.encoder_bytes else "")
+        out.append(f"per sequence = K/V {res.kv_bytes:,}{extra} = {fmt_bytes(kv.bytes_per_reserved_sequence)}")
+    if res.waste_bytes:
+        out.append(f"of which reserved but unfilled ({res.mode}): {fmt_bytes(res.waste_bytes)}")
+    return tuple(out)
+
+
+def _memory_steps(plan: Plan) -> tuple[str, ...]:
+    kv, cap, prefix, engine = plan.kv_cache, plan.capacity, plan.prefix, plan.kv_cache.engine
+    steady = kv.steady_state_sequences
+    vllm = engine is not None and engine.applies
+    out = [
+        f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({human_bytes(cap.usable_bytes)})",
+        f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({human_bytes(cap.fixed_bytes)})",
+        f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({human_bytes(cap.available_for_kv_bytes)})",
+        f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}) x {cap.replicas:,} replica(s) = "
+        f"{steady // max(1, cap.replicas):,} x {cap.replicas:,} = {steady:,}" + (" in steady state" if vllm else ""),
+    ]
+    if vllm and engine.refusal:
+        out.append(f"vLLM {engine.vllm_version} admits none: {engine.refusal}")
+    elif vllm:
+        out.append(
+            f"vLLM {engine.vllm_version} admits {engine.max_sequences_per_replica:,} a replica ({engine.num_blocks:,} blocks of {engine.bytes_per_block:,} B; a request reserves "
+            f"{engine.blocks_per_request:,} for its {plan.context.reserved_total_tokens:,} tokens) x {cap.replicas:,} = {kv.maximum_sequences_by_memory:,}: the maximum by memory"
+        )
+    if prefix.bytes_saved_per_extra_sequence:
+        out.append(f"with prefix sharing ({prefix.shared_blocks:,} shared blocks, {fmt_bytes(prefix.bytes_saved_per_extra_sequence)} saved per further sequence of a tenant) = {prefix.maximum_sequences_with_sharing:,}")
+    return tuple(out)
+
+
+def _admission_steps(plan: Plan) -> tuple[str, ...]:
+    kv = plan.kv_cache
+    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in kv.limits.items())
+    verdict = "<=" if kv.admitted else ">"
+    return (
+        f"admissible = min({limits}) = {kv.admissible_sequences:,} (binding: {kv.binding_constraint.replace('_', ' ')}); "
+        f"requested {kv.requested_sequences:,} {verdict} {kv.admissible_sequences:,}: {'admitted' if kv.admitted else 'refused'}",
+    )
+
+
+def _latency_steps(plan: Plan) -> tuple[str, ...]:
+    lat, r = plan.latency, plan.roofline
+    generated = plan.inputs.generated_tokens or plan.inputs.output_tokens
+    out = [f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f} = {fmt_ms(lat.time_to_first_token_ms)} ({lat.source})"]
+    if lat.source == "observed":
+        if generated > 1:
+            out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
+    elif plan.roof is not None:
+        out += latency.formula_lines(r, plan.roof)
+    out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
+    out.append(
+        f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
+    )
+    out.append(
+        f"ridge = {r.peak_tflops:,.1f} TFLOP/s / {r.bandwidth_gb_s:,.0f} GB/s = {r.ridge_flops_per_byte:,.1f} FLOP/B; "
+        f"prefill {r.prefill_intensity:,.1f} FLOP/B, decode {r.decode_intensity:,.2f} FLOP/B ({'compute' if r.decode_intensity >= r.ridge_flops_per_byte else 'memory'}-bound)"
+    )
+    return tuple(out)
+
+
+def _cost_steps(plan: Plan) -> tuple[str, ...]:
+    c = plan.cost
+    return (
+        f"cost = {fmt_money(c.deployment_per_hour)}/h / ({c.output_tokens_per_second:,.1f} output tokens/s x 3,600) x 1,000,000 = "
+        f"{fmt_money(c.per_million_output_tokens)} per million output tokens; input {fmt_money(c.per_million_input_tokens) if c.per_million_input_tokens is not None else '-'} per million ({c.basis})",
+    )
+
+
+# --------------------------------------------------------------------------- summary and metric help
+
+
+def summary_lines(plan: Plan) -> tuple[str, ...]:
+    """The plan in a few lines: context, K/V, memory, capacity and latency (the CLI's output)."""
+    kv, ctx, lat, cap, r = plan.kv_cache, plan.context, plan.latency, plan.capacity, plan.roofline
+    lines = [
+        f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
+        f"K/V          {kv.bytes_per_token_per_sequence:,} B/token, {kv.mib_per_reserved_sequence:,} MiB per reserved sequence ({kv.reservation}, {kv.kv_dtype}, {kv.runtime})",
+        f"memory       {cap.device}: usable {cap.usable_bytes / 2**30:,.2f} GiB, fixed {cap.fixed_bytes / 2**30:,.2f} GiB, KV {cap.available_for_kv_bytes / 2**30:,.2f} GiB",
+        f"capacity     {kv.maximum_sequences_by_memory:,} sequences by memory; requested {kv.requested_sequences:,}: " + ("admitted" if kv.admitted else "REFUSED") + f" (binding: {kv.binding_constraint})",
+    ]
+    if kv.admission_error:
+        lines.append(f"             {kv.admission_error}")
+    at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
+    lines.append(
+        f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
+        f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
+    )
+    if lat.source != "observed":
+        lines.append(f"             at 1 request: prefill {r.prefill_ms_at_1_request:,.1f} ms, ITL {r.itl_ms_at_1_request:,.2f} ms; wait behind other prompts {r.prefill_wait_ms:,.1f} ms")
+        lines.append(
+            f"             p95: TTFT {r.ttft_p95_ms:,.1f} ms, ITL {r.itl_p95_ms:,.1f} ms ({r.prefill_step_share:.0%} of steps carry a prefill chunk); "
+            f"prefill budget {r.prefill_utilisation:.0%} used{' (SATURATED: prompts queue)' if r.prefill_saturated else ''}; all prompts at once: the last waits {r.burst_wait_max_ms:,.1f} ms"
+        )
+    return tuple(lines)
+
+
+def metric_help(plan: Plan) -> MetricHelp:
+    """The help text of each headline metric of the Plan page, with this plan's numbers."""
+    kv, cap, lat, r, c = plan.kv_cache, plan.capacity, plan.latency, plan.roofline, plan.cost
+    observed = lat.source == "observed"
+    at = r.load_label + ("" if r.load_admitted else " (not admitted)")
+    per_replica = f"{cap.sequences_per_replica:,} per replica x {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"
+    ttft = f"Mean time to first token {at} ({lat.source})" + (
+        ""
+        if observed
+        else f", including {fmt_ms(r.prefill_wait_ms)} waiting behind the other prompts in steady state (p95 {fmt_ms(r.ttft_p95_ms)}); "
+        f"at 1 request the prefill is {fmt_ms(r.prefill_ms_at_1_request)}. Worst moment, all prompts arriving at once: {fmt_ms(r.burst_wait_max_ms)} more for the last."
+        + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if r.prefill_saturated else "")
+    )
+    long_steps = r.prefill_step_share > 0.05
+    itl = f"Mean inter-token latency {at} per replica ({lat.source})" + (
+        "."
+        if observed
+        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(r.itl_ms_at_1_request)}. {r.prefill_step_share:.0%} of steps carry a prefill chunk"
+        + (", so the p95 gap is such a step: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
+    )
+    return MetricHelp(
+        max_sequences=f"The most concurrent sequences all replicas admit (bound by {LIMIT_LABELS.get(kv.binding_constraint, kv.binding_constraint)}). Memory alone admits {kv.maximum_sequences_by_memory:,} ({per_replica}; {memory_basis(plan)}); {kv.requested_sequences:,} requested.",
+        ttft=ttft + ("" if r.load_admitted else " The requested load is not admitted: this is what it would cost, not a promise."),
+        itl=itl,
+        kv_per_token=_kv_help(plan),
+        memory_per_sequence=f"{kv.bytes_per_reserved_sequence:,} B for {kv.reserved_tokens_per_sequence:,} reserved tokens ({kv.reservation} reservation) on one GPU.",
+        cost=(
+            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
+            f"{fmt_money(c.per_million_input_tokens) if c.per_million_input_tokens is not None else '-'} input ({c.basis})."
+            if c.per_million_output_tokens is not None
+            else "Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens."
+        ),
+    )
+
+
+def _kv_help(plan: Plan) -> str:
+    kv, ins = plan.kv_cache, plan.inspect
+    capped = [s for s in ins.specs if not s.grows_per_token and s.window]
+    growing, within = kv.bytes_per_token_per_sequence, kv.bytes_per_token_within_windows
+    layers = ", ".join(f"{s.kind} x{s.num_layers}: {s.bytes_per_token:,} B up to {s.window:,} tokens" for s in capped)
+    if growing == 0 and within > 0:  # every cached layer is windowed (e.g. Mistral-7B v0.1)
+        return f"Every cached layer is windowed: {within:,} B per token of one sequence on one GPU while the context is within the window, then flat ({ins.kv_dtype}, TP {plan.inputs.tp}). {layers}."
+    return f"{growing:,} B per token of one sequence on one GPU from layers whose cache grows with every token ({ins.kv_dtype}, TP {plan.inputs.tp})" + (
+        f". Within the windows every layer adds up to {within:,} B per token; windowed layers stop growing at their window: {layers}" if capped else "."
+    )

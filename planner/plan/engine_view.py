@@ -1,0 +1,126 @@
+"""vLLM's view of a plan: the per-request reservation it admits with and the start-up log it prints."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields
+
+from planner.context import ContextBudget
+from planner.limits import ByteBudgetCache
+from planner.plan.inputs import PlanInputs
+from planner.plan.model import PreparedModel
+from planner.plan.sections import Section
+
+# the plan's resolved KV dtype as vLLM's --kv-cache-dtype ("auto" would re-read the checkpoint,
+# which may declare fp8 where the plan asked for 16-bit)
+VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView(Section):
+    """vLLM's view of a plan (runtime vllm): the per-request block reservation it admits with,
+    at the plan's reserved tokens, and the start-up log it prints at the maximum context.
+    ``applies`` is False when vLLM cannot run this cache at all (then only ``reason`` is set)."""
+
+    applies: bool
+    vllm_version: str
+    reason: str | None = None  # why vLLM does not apply (applies False)
+    # the start-up log at the maximum context, or vLLM's refusal to start
+    log_lines: tuple[str, ...] = ()
+    startup_max_concurrency: float | None = None
+    startup_kv_cache_tokens: int | None = None
+    startup_refusal: str | None = None
+    # the reservation of one request of the reserved tokens (all 0 when vLLM cannot hold one)
+    num_blocks: int = 0
+    bytes_per_block: int = 0
+    bytes_per_request: int = 0
+    blocks_per_request: int = 0
+    max_sequences_per_replica: int = 0
+    max_concurrency_at_reserved_tokens: float | None = None  # None with a refusal
+    block_size: int | None = None  # None with a refusal
+    groups: str = ""
+    refusal: str | None = None  # why vLLM cannot hold one request of the reserved tokens
+    why: str = ""  # why vLLM's figure differs from the planner's steady state
+
+    def to_json(self) -> dict:
+        """As the summary has always written it: ``applies``, ``vllm_version`` and ``reason`` when
+        vLLM does not apply; otherwise every other field (a refusal has no concurrency or block size)."""
+        if not self.applies:
+            return {"applies": False, "vllm_version": self.vllm_version, "reason": self.reason}
+        out = Section.to_json(self)
+        del out["reason"]
+        if self.refusal is not None:
+            del out["max_concurrency_at_reserved_tokens"], out["block_size"]
+        return out
+
+
+def engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> EngineView:
+    """vLLM's view of the plan: the per-request reservation it admits with (at the reserved
+    tokens), the start-up log it prints (at the maximum context), and why it differs from the
+    planner's steady-state figure. ``applies`` is False when vLLM cannot run this cache at all.
+    Memoised (a plan's load does not change it; the view is frozen, so plans share it)."""
+    key = (model.geometry.config_hash, inputs.vllm_version, inputs.kv_dtype, inputs.tp, inputs.block_tokens, available, ctx.maximum_context_tokens, ctx.reserved_total_tokens)
+    hit = _ENGINE_VIEWS.get(key)
+    if hit is None:
+        hit = _engine_view(model, inputs, ctx, available)
+        _ENGINE_VIEWS.put(key, hit)
+    return hit  # type: ignore[return-value]
+
+
+def _view_bytes(view: EngineView) -> int:
+    """Bytes an engine view holds: the object, its values and the log lines (nothing nests deeper)."""
+    values = [getattr(view, f.name) for f in fields(view)]
+    return sys.getsizeof(view) + sum(map(sys.getsizeof, values)) + sum(map(sys.getsizeof, view.log_lines))
+
+
+_ENGINE_VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # engine_view by everything it reads, bounded in bytes
+
+
+def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, available: int) -> EngineView:
+    from planner.engines.vllm import EngineRefusal, vllm_capacity
+
+    version = inputs.vllm_version
+    resolved = model.kv_dtype(inputs.kv_dtype)[0]
+    dtype = VLLM_KV_DTYPES.get(resolved)
+    if dtype is None:
+        return EngineView(applies=False, vllm_version=version, reason=f"vLLM has no {resolved} KV cache; the steady-state figure applies")
+    args = dict(geometry=model.geometry, available_kv_bytes=available, tp=inputs.tp, kv_cache_dtype=dtype, block_size=None if inputs.block_tokens == 16 else inputs.block_tokens, vllm_version=version)
+    try:
+        startup = vllm_capacity(model.config, max_model_len=ctx.maximum_context_tokens, **args)
+    except EngineRefusal as exc:
+        if exc.field in ("model", "engine"):  # an architecture this release cannot run at all, or runs on its V0 engine
+            return EngineView(applies=False, vllm_version=version, reason=f"{exc.reason}; the steady-state paged figure applies")
+        startup = exc
+    if isinstance(startup, EngineRefusal):
+        log = dict(log_lines=(), startup_max_concurrency=None, startup_kv_cache_tokens=None, startup_refusal=startup.reason)
+    else:
+        log = dict(log_lines=tuple(startup.log_lines), startup_max_concurrency=startup.max_concurrency, startup_kv_cache_tokens=startup.kv_cache_tokens, startup_refusal=None)
+    try:
+        at = vllm_capacity(model.config, max_model_len=ctx.reserved_total_tokens, **args)
+    except EngineRefusal as exc:
+        return EngineView(applies=True, vllm_version=version, **log, refusal=exc.reason, why=f"vLLM {version} cannot hold one request of {ctx.reserved_total_tokens:,} tokens: {exc.reason}")
+    kinds = {g.kind for g in at.groups}
+    reasons = []
+    if "sliding" in kinds or "chunked" in kinds:
+        reasons.append(f"sliding and chunked layers keep window - 1 + {at.max_in_flight_tokens:,} in-flight tokens plus a block")
+    if kinds & {"mamba", "linear_attention"}:
+        reasons.append(f"each recurrent layer holds {next(g.blocks_per_request for g in at.groups if g.kind in ('mamba', 'linear_attention'))} state blocks padded to one attention page")
+    if len(at.groups) > 1 and any(g.layers < at.group_size for g in at.groups):
+        reasons.append(f"groups are padded to {at.group_size} layers")
+    if not reasons:
+        reasons.append(f"whole {at.block_size}-token blocks are reserved")
+    return EngineView(
+        applies=True,
+        vllm_version=version,
+        **log,
+        num_blocks=at.num_blocks,
+        bytes_per_block=at.bytes_per_block,
+        bytes_per_request=at.bytes_per_request,
+        blocks_per_request=at.blocks_per_request,
+        max_sequences_per_replica=int(at.max_concurrency),
+        max_concurrency_at_reserved_tokens=at.max_concurrency,
+        block_size=at.block_size,
+        groups=", ".join(f"{g.layers} {g.kind}" + (f" ({g.window:,})" if g.window else "") for g in at.groups),
+        refusal=None,
+        why=f"vLLM {version} admits a request only when blocks for all {ctx.reserved_total_tokens:,} reserved tokens are free in every KV-cache group ({'; '.join(reasons)}); the steady-state figure counts what a running sequence holds.",
+    )

@@ -1,0 +1,138 @@
+"""Every control of a plan (:class:`PlanInputs`), validated once, and the seed's example inputs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from planner import latency, limits
+from planner.errors import PlannerError
+from planner.hardware import CATALOG, DEFAULT_GPU, Device, custom_device, get_device
+
+# The seed's runnable case: a dense 32-layer decoder with 8 KV heads of 128 (Llama-3.1-8B shape)
+# with a 4,096-token context on a 16 GiB device.
+EXAMPLE_CONFIG: dict = {
+    "_name_or_path": "example/dense-32L-8kv-128",
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+class PlanInputs(BaseModel):
+    """Every control of a plan. Defaults are a meaningful plan for a preset on one H100."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system_tokens: int = Field(default=128, ge=0, le=1 << 31)
+    tool_tokens: int = Field(default=256, ge=0, le=1 << 31)
+    retrieval_tokens: int = Field(default=512, ge=0, le=1 << 31)
+    history_tokens: int = Field(default=640, ge=0, le=1 << 31)
+    user_tokens: int = Field(default=512, ge=0, le=1 << 31)
+    input_tokens: int | None = Field(default=None, ge=1, le=1 << 31)  # overrides the components
+    output_tokens: int = Field(default=512, ge=1, le=1 << 31)
+    encoder_tokens: int = Field(default=0, ge=0, le=1 << 24)  # image tokens cached by cross-attention layers
+    max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
+    kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
+    mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
+    weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"] = "auto"
+    runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
+    vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    reservation: Literal["dynamic", "static", "paged"] = "dynamic"
+    block_tokens: int = Field(default=16, ge=1, le=4096)
+    gpu: str = DEFAULT_GPU
+    device_gib: float | None = Field(default=None, ge=limits.MIN_DEVICE_GIB, le=4096)  # custom device size
+    device_bandwidth_gb_s: float | None = Field(default=None, ge=limits.MIN_BANDWIDTH_GB_S, le=100_000)  # custom device HBM bandwidth
+    device_bf16_tflops: float | None = Field(default=None, ge=limits.MIN_TFLOPS, le=100_000)  # custom device dense peak
+    gpu_count: int = Field(default=1, ge=1, le=4096)
+    tp: int = Field(default=1, ge=1, le=4096)
+    ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
+    max_batched_tokens: int = Field(default=latency.DEFAULT_BATCH_TOKENS, ge=1, le=1 << 24)  # scheduler token budget per step
+    headroom_bp: int = Field(default=1000, ge=0, le=9999)
+    model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
+    workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
+    sequences: int = Field(default=8, ge=1, le=10_000_000)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit
+    tenant_quota: int | None = Field(default=None, ge=1, le=10_000_000)
+    itl_slo_ms: float | None = Field(default=None, gt=0, le=1e7)
+    ttft_slo_ms: float | None = Field(default=None, gt=0, le=1e9)
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=1 << 31)
+    prefix_hit_rate: float = Field(default=0.0, ge=0, le=1)  # nothing assumed cached until the user says
+    tenants: int = Field(default=1, ge=1, le=1_000_000)  # prefixes are shared within a tenant only
+    gpu_hour_price: float | None = Field(default=None, ge=0, le=1e6)
+    mfu: float = Field(default=latency.DEFAULT_MFU, ge=limits.MIN_UTILISATION, le=1)
+    mbu: float = Field(default=latency.DEFAULT_MBU, ge=limits.MIN_UTILISATION, le=1)
+    queue_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    preprocessing_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    prefill_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
+    first_decode_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
+    remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
+    generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanInputs:
+        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp)
+        if problem:
+            raise ValueError(f"{problem[0]}={problem[1]!r}: {problem[2]}")
+        return self
+
+    @property
+    def observed(self) -> bool:
+        """Latency comes from observations when any measured phase is given (then all must be)."""
+        return any(v is not None for v in (self.prefill_ms, self.first_decode_ms, self.remaining_decode_ms))
+
+
+def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp: object) -> tuple[str, object, str] | None:
+    if isinstance(gpu_count, int) and isinstance(tp, int) and tp >= 1 and gpu_count % tp:
+        return "gpu_count", gpu_count, f"must be a multiple of tp {tp} (each replica uses tp GPUs)"
+    if device_gib is None and str(gpu).lower() not in {k.lower() for k in CATALOG}:
+        return "gpu", gpu, f"unknown GPU; known: {', '.join(CATALOG)} (or give a custom device size)"
+    return None
+
+
+def make_inputs(**values: object) -> PlanInputs:
+    """Validate plan inputs, turning pydantic's errors into one :class:`PlannerError`.
+
+    Raises:
+        PlannerError: the first invalid field, its value and why.
+    """
+    try:
+        return PlanInputs(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if not err.get("loc"):  # the cross-field check: every field alone was valid, so int() is safe
+            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)))
+            if problem:
+                raise PlannerError(*problem) from None
+        field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"
+        raise PlannerError(field, err.get("input"), err.get("msg", "invalid").replace("Value error, ", "")) from None
+
+
+EXAMPLE_INPUTS = PlanInputs(
+    device_gib=16.0,
+    headroom_bp=1000,
+    model_resident_gib=4.0,
+    workspace_gib=1.0,
+    sequences=8,
+    queue_ms=20.0,
+    preprocessing_ms=10.0,
+    prefill_ms=400.0,
+    first_decode_ms=20.0,
+    remaining_decode_ms=2560.0,
+    generated_tokens=129,
+)
+
+
+def resolve_device(inputs: PlanInputs) -> Device:
+    """The catalog GPU, or a custom device (its bandwidth and peak default to 1,000 GB/s and 100 TFLOP/s)."""
+    if inputs.device_gib is None:
+        return get_device(inputs.gpu)
+    return custom_device(inputs.device_gib, inputs.device_bandwidth_gb_s or 1000.0, inputs.device_bf16_tflops or 100.0)

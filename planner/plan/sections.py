@@ -1,0 +1,424 @@
+"""The sections of a :class:`~planner.plan.result.Plan`, each built from the stages' results.
+
+:class:`~planner.plan.result.Plan` calls these the first time a section is read (see its
+docstring), so each is a pure function of the plan's fields: no error is raised here (the
+stages refused every bad input already) and no figure depends on when it is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from planner import latency
+from planner.results import Result
+
+if TYPE_CHECKING:
+    from planner.plan.engine_view import EngineView
+    from planner.plan.result import Plan
+
+# why prefix sharing stops at a tenant (the JSON says it beside the figures)
+SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
+COST_BASIS = "each price assumes the deployment does only that phase at the planned concurrency"
+
+
+class Section(Result):
+    """A frozen section of a plan: ``to_json()`` is its part of :meth:`Plan.summary`, each field
+    under its own name in declaration order (nested dicts and tuples copied, so a caller's JSON
+    is its own)."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict:
+        names, nested = _layout(type(self))
+        out = {name: getattr(self, name) for name in names}
+        for name in nested:
+            value = out[name]
+            out[name] = list(value) if isinstance(value, tuple) else dict(value)
+        return out
+
+
+_LAYOUTS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _layout(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every field name, the names of dict and tuple fields) of a section class, found once."""
+    hit = _LAYOUTS.get(cls)
+    if hit is None:
+        every = fields(cls)  # type: ignore[arg-type]
+        hit = _LAYOUTS[cls] = (tuple(f.name for f in every), tuple(f.name for f in every if str(f.type).startswith(("dict", "tuple"))))
+    return hit
+
+
+def _num(x: float) -> float | int:
+    """320.0 -> 320 so JSON shows the seed's integers; other floats rounded to 4 places."""
+    return int(x) if float(x).is_integer() else round(x, 4)
+
+
+def at_requests(n: int) -> str:
+    """The label every latency figure carries: "at 1 request" or "at N requests"."""
+    return "at 1 request" if n == 1 else f"at {n:,} requests"
+
+
+def _kv_at_requested(plan: Plan) -> int:
+    """K/V bytes the requested load holds on the busiest replica (shared prefix blocks once)."""
+    return plan._sharing.per_replica_load * plan.reservation.total_bytes - plan._sharing.saved_per_replica
+
+
+@dataclass(frozen=True, slots=True)
+class KVCacheSection(Section):
+    """K/V per token and per reserved sequence on one GPU, the memory ceiling on concurrent
+    sequences and the verdict on the requested load."""
+
+    # bytes per token of one sequence (growing layers; within the windows every layer counts)
+    bytes_per_token_per_sequence: int
+    bytes_per_token_within_windows: int
+    mha_equivalent_bytes_per_reserved_sequence: int
+    # one reserved sequence: K/V, recurrent state, encoder (cross-attention) tokens, their sum
+    kv_bytes_per_reserved_sequence: int
+    state_bytes_per_sequence: int
+    encoder_bytes_per_sequence: int
+    bytes_per_reserved_sequence: int
+    mib_per_reserved_sequence: float | int  # 320.0 is written 320 (the seed's integers)
+    reservation: str
+    reserved_tokens_per_sequence: int
+    paged_waste_bytes: int
+    static_waste_bytes: int
+    blocks_per_layer: dict[str, int]
+    # the ceiling and the admission: every limit, the one that binds, the verdict
+    requested_sequences: int
+    maximum_sequences_by_memory: int
+    admissible_sequences: int
+    binding_constraint: str
+    limits: dict[str, int]
+    admitted: bool
+    kv_bytes_at_requested: int  # the busiest replica, shared prefix blocks once
+    # the cache the runtime keeps, and its dtype
+    runtime: str
+    kv_dtype: str
+    kv_dtype_source: str
+    steady_state_sequences: int  # memory alone in steady state (before vLLM's block reservation)
+    engine: EngineView | None = None  # vLLM's view (runtime vllm, not static)
+    admission_error: str | None = None  # the refusal, in the seed's words (None: admitted)
+
+    def to_json(self) -> dict:
+        """As the summary has always written it: ``engine`` and ``admission_error`` only when set."""
+        out = Section.to_json(self)
+        if self.engine is None:
+            del out["engine"]
+        else:
+            out["engine"] = self.engine.to_json()
+        if self.admission_error is None:
+            del out["admission_error"]
+        return out
+
+
+def kv_cache_section(plan: Plan) -> KVCacheSection:
+    report, res, ceiling, adm = plan.inspect, plan.reservation, plan._ceiling, plan._admission
+    per_seq = res.total_bytes
+    return KVCacheSection(
+        bytes_per_token_per_sequence=report.kv_bytes_per_token,
+        bytes_per_token_within_windows=sum(sp.bytes_per_token for sp in report.specs if sp.kind != "cross"),
+        mha_equivalent_bytes_per_reserved_sequence=report.mha_equivalent_bytes_per_token * res.tokens,
+        kv_bytes_per_reserved_sequence=res.kv_bytes,
+        state_bytes_per_sequence=res.state_bytes,
+        encoder_bytes_per_sequence=res.encoder_bytes,
+        bytes_per_reserved_sequence=per_seq,
+        mib_per_reserved_sequence=_num(per_seq / (1 << 20)),
+        reservation=res.mode,
+        reserved_tokens_per_sequence=res.tokens,
+        paged_waste_bytes=res.waste_bytes if res.mode == "paged" else 0,
+        static_waste_bytes=res.waste_bytes if res.mode == "static" else 0,
+        blocks_per_layer=res.blocks,
+        requested_sequences=plan.inputs.sequences,
+        maximum_sequences_by_memory=ceiling.memory_max,
+        admissible_sequences=adm.limit,
+        binding_constraint=adm.binding,
+        limits=adm.limits,
+        admitted=adm.admitted,
+        kv_bytes_at_requested=_kv_at_requested(plan),
+        runtime=plan.inputs.runtime,
+        kv_dtype=report.kv_dtype,
+        kv_dtype_source=report.kv_dtype_source,
+        steady_state_sequences=ceiling.steady_max,
+        engine=ceiling.engine,
+        admission_error=adm.error or None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySection(Section):
+    """One GPU's memory from the device down to the K/V pool (bytes per GPU), and the replicas."""
+
+    # the device less its headroom
+    device: str
+    device_bytes: int
+    headroom_bp: int
+    usable_bytes: int
+    headroom_bytes: int
+    # the fixed part, and what is left for K/V
+    model_resident_bytes: int
+    model_resident_source: str
+    workspace_bytes: int
+    fixed_bytes: int
+    available_for_kv_bytes: int
+    # replicas and the sequences each holds at the reserved length
+    gpu_count: int
+    tp: int
+    replicas: int
+    sequences_per_replica: int
+    pool_kv_tokens: int | None  # what a paged engine prints at start-up (None: nothing grows per token)
+    max_concurrency_at_reserved_tokens: float
+    # the requested load on the busiest replica
+    kv_bytes_at_requested_load: int
+    free_bytes_at_requested_load: int
+
+
+def capacity_section(plan: Plan) -> CapacitySection:
+    mem, inputs = plan._memory, plan.inputs
+    device_bytes = plan.device.memory_bytes
+    per_token = plan.inspect.kv_bytes_per_token
+    at_requested = _kv_at_requested(plan)
+    return CapacitySection(
+        device=plan.device.name,
+        device_bytes=device_bytes,
+        headroom_bp=inputs.headroom_bp,
+        usable_bytes=mem.usable,
+        headroom_bytes=device_bytes - mem.usable,
+        model_resident_bytes=mem.resident,
+        model_resident_source=mem.resident_source,
+        workspace_bytes=mem.workspace,
+        fixed_bytes=mem.fixed,
+        available_for_kv_bytes=mem.available,
+        gpu_count=inputs.gpu_count,
+        tp=inputs.tp,
+        replicas=mem.replicas,
+        sequences_per_replica=plan._ceiling.per_replica,
+        pool_kv_tokens=mem.available // per_token if per_token else None,
+        max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
+        kv_bytes_at_requested_load=at_requested,
+        free_bytes_at_requested_load=mem.available - at_requested,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineSection(Section):
+    """The step-time model's figures: the device's roof, the requested load on the busiest
+    replica (``load_label``: "at N requests") beside one request alone, and the p95s the SLOs bound."""
+
+    # the roof: efficiency factors, peak and bandwidth, and the arithmetic intensities under it
+    mfu: float
+    mbu: float
+    peak_tflops: float  # in the compute dtype, with the device's compute efficiency
+    bandwidth_gb_s: float
+    ridge_flops_per_byte: float
+    q_heads_per_gpu: int
+    attention_layers: int
+    prefill_intensity: float
+    decode_intensity: float
+    prefill_attainable_tflops: float
+    decode_attainable_tflops: float
+    # the load the latency is timed at, and whether it is admitted
+    decode_concurrency: int
+    load_label: str
+    load_admitted: bool
+    # inter-token latency: at the load (mean, with prefill chunks), alone, and decode-only
+    itl_ms_at_concurrency: float
+    itl_ms_at_1_request: float
+    itl_ms_decode_only: float
+    # prefill: alone, the wait behind other prompts (steady state and the all-at-once burst), the budget
+    prefill_ms_at_1_request: float
+    prefill_wait_ms: float
+    prefill_wait_p95_ms: float
+    burst_wait_ms: float
+    burst_wait_max_ms: float
+    prefill_utilisation: float
+    prefill_capacity_per_s: float
+    prefill_saturated: bool
+    prefill_step_share: float
+    prefill_chunk_tokens: int
+    # the 95th percentiles the TTFT and ITL SLOs bound
+    ttft_p95_ms: float
+    itl_p95_ms: float
+    prefill_steps: float
+    mixed_prefill_tokens_per_step: float
+    max_batched_tokens: int
+    # every term of a decode step at the load and of a prefill alone (ms), and the interconnect
+    ep: int
+    decode_terms_ms: dict[str, float]
+    prefill_terms_ms: dict[str, float]
+    link_gb_s: float
+    link_latency_us: float
+    compute_efficiency: float
+    # throughput of the whole deployment, and the TTFT SLO's verdict (None: no TTFT SLO)
+    decode_tokens_per_second: float
+    prefill_tokens_per_second: float
+    ttft_slo_met: bool | None
+
+
+def roofline_section(plan: Plan) -> RooflineSection:
+    inputs, device, roof, est, lat, ctx = plan.inputs, plan.device, plan.roof, plan.estimate, plan.latency, plan.context
+    load, served, cached = plan._load, plan._load.served, plan._sharing.cached
+    concurrency = load.concurrency
+    peak = roof.peak_flops  # the device's peak in the compute dtype (build_roofline)
+    prefill_ai = roof.prefill_intensity(ctx.input_tokens)
+    decode_ai = roof.decode_intensity(concurrency, load.kv_mid, load.mid)
+    # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
+    ttft_p95 = est.time_to_first_token_ms - served.wait_ms + served.wait_p95_ms
+    return RooflineSection(
+        mfu=inputs.mfu,
+        mbu=inputs.mbu,
+        peak_tflops=peak / 1e12,
+        bandwidth_gb_s=device.bandwidth_gb_s,
+        ridge_flops_per_byte=peak / device.bandwidth_bytes_s,
+        q_heads_per_gpu=roof.q_heads,
+        attention_layers=roof.attn_layers,
+        prefill_intensity=prefill_ai,
+        decode_intensity=decode_ai,
+        prefill_attainable_tflops=min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
+        decode_attainable_tflops=min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
+        decode_concurrency=concurrency,
+        load_label=at_requests(concurrency),
+        load_admitted=plan._admission.admitted,
+        itl_ms_at_concurrency=est.mean_inter_token_latency_ms,
+        itl_ms_at_1_request=served.itl_one_ms,
+        itl_ms_decode_only=served.itl_decode_ms,
+        prefill_ms_at_1_request=served.prefill_one_ms,
+        prefill_wait_ms=served.wait_ms,
+        prefill_wait_p95_ms=served.wait_p95_ms,
+        burst_wait_ms=served.burst_wait_ms,
+        burst_wait_max_ms=served.burst_wait_max_ms,
+        prefill_utilisation=served.prefill_utilisation,
+        prefill_capacity_per_s=served.prefill_capacity_per_s,
+        prefill_saturated=served.saturated,
+        prefill_step_share=served.prefill_step_share,
+        prefill_chunk_tokens=served.chunk_tokens,
+        ttft_p95_ms=ttft_p95,
+        itl_p95_ms=served.itl_p95_ms,
+        prefill_steps=served.steps,
+        mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
+        max_batched_tokens=inputs.max_batched_tokens,
+        ep=roof.ep,
+        decode_terms_ms={k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
+        prefill_terms_ms={k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
+        link_gb_s=roof.link_bytes_s / 1e9,
+        link_latency_us=roof.link_latency_s * 1e6,
+        compute_efficiency=roof.compute_scale,
+        decode_tokens_per_second=_decode_tokens_per_second(plan),
+        prefill_tokens_per_second=est.prefill_tokens_per_second,
+        ttft_slo_met=None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
+    )
+
+
+def _decode_tokens_per_second(plan: Plan) -> float:
+    """Output tokens a second of the whole deployment at the requested load (the estimate's ITL)."""
+    itl = plan.estimate.mean_inter_token_latency_ms
+    return plan._load.concurrency * plan._memory.replicas * 1000.0 / itl if itl else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixSection(Section):
+    """Prefix sharing: a paged engine holds a tenant's shared prefix once per replica, in whole
+    blocks; ``applies`` is False where nothing is shared (static or eager caches)."""
+
+    # the shared prefix and the blocks it fills
+    shared_prefix_tokens: int
+    shared_blocks: int
+    bytes_saved_per_extra_sequence: int
+    memory_saved_at_requested_bytes: int  # all replicas, at the requested load
+    applies: bool
+    # what sharing adds to the memory ceiling
+    maximum_sequences_with_sharing: int
+    extra_sequences: int
+    tenants: int
+    scope: str
+    # the prefill a cached prefix skips
+    cached_prompt_tokens_expected: float
+    hit_rate: float
+
+
+def prefix_section(plan: Plan) -> PrefixSection:
+    inputs, sharing, ceiling = plan.inputs, plan._sharing, plan._ceiling
+    return PrefixSection(
+        shared_prefix_tokens=inputs.shared_prefix_tokens,
+        shared_blocks=sharing.shared_blocks,
+        bytes_saved_per_extra_sequence=sharing.saved,
+        memory_saved_at_requested_bytes=sharing.saved_per_replica * plan._memory.replicas,
+        applies=sharing.applies,
+        maximum_sequences_with_sharing=ceiling.shared_max,
+        extra_sequences=ceiling.shared_max - ceiling.memory_max,
+        tenants=inputs.tenants,
+        scope=SHARING_SCOPE,
+        cached_prompt_tokens_expected=sharing.cached,
+        hit_rate=inputs.prefix_hit_rate,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CostSection(Section):
+    """Cost per hour and per million tokens at the requested load; every figure but the price is
+    None without a GPU-hour price (and the JSON then carries the price alone)."""
+
+    gpu_hour_price: float | None
+    # the deployment's price and its token rates (output: the estimate's ITL; input: its prefill rate)
+    deployment_per_hour: float | None = None
+    output_tokens_per_second: float | None = None
+    input_tokens_per_second: float | None = None
+    # per million tokens, each as if the deployment did only that phase (None at a zero rate)
+    per_million_output_tokens: float | None = None
+    per_million_input_tokens: float | None = None
+    basis: str | None = None
+
+    def to_json(self) -> dict:
+        return Section.to_json(self) if self.gpu_hour_price is not None else {"gpu_hour_price": None}
+
+
+def cost_section(plan: Plan) -> CostSection:
+    inputs = plan.inputs
+    if inputs.gpu_hour_price is None:
+        return CostSection(gpu_hour_price=None)
+    per_hour = inputs.gpu_hour_price * inputs.gpu_count
+    out_tps = _decode_tokens_per_second(plan)
+    in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
+    return CostSection(
+        gpu_hour_price=inputs.gpu_hour_price,
+        deployment_per_hour=per_hour,
+        output_tokens_per_second=out_tps,
+        input_tokens_per_second=in_tps,
+        per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
+        per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
+        basis=COST_BASIS,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSection(Section):
+    """What the cache saves: the last decode step's attention and the token projections of the
+    whole generation, without a cache and with one."""
+
+    # attention at the last step, summed over the attention layers (4 n^2 d vs 4 n d a layer)
+    context_at_last_step: int
+    attention_flops_last_step_without_cache: int
+    attention_flops_last_step_with_cache: int
+    # token projections over the generation (P + (P+1) + ... vs P + N - 1)
+    token_projections_without_cache: int
+    token_projections_with_cache: int
+    projection_ratio: float
+    basis: str
+
+
+def work_section(plan: Plan) -> WorkSection:
+    prompt, generated = plan.context.input_tokens, plan._load.generated
+    attn_layers, hidden = plan.roof.attn_layers, plan.roof.hidden
+    final_ctx = prompt + generated
+    attn_naive, attn_cached = latency.attention_flops_per_step(final_ctx, hidden)
+    proj_naive, proj_cached = latency.generation_projections(prompt, generated)
+    return WorkSection(
+        context_at_last_step=final_ctx,
+        attention_flops_last_step_without_cache=attn_naive * attn_layers,
+        attention_flops_last_step_with_cache=attn_cached * attn_layers,
+        token_projections_without_cache=proj_naive,
+        token_projections_with_cache=proj_cached,
+        projection_ratio=proj_naive / proj_cached,
+        basis=f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
+    )
