@@ -319,6 +319,18 @@ def test_remembered_refusals_hold_no_traceback():
     assert kept and all(value.__traceback__ is None for value in kept)
 
 
+
+def test_vllm_result_answers_the_shared_engine_seam():
+    # the published gpt-oss-120b log (vLLM 0.10.1, tp 4): 330,018 blocks; a block is one group's 18
+    # layers x 8,192 B pages (16 tokens x 8 KV heads / 4 x head dim 64 x K and V x 2 B) = 147,456 B
+    from planner.engines.common import EngineCapacity
+
+    r = vllm_capacity(load_preset("gpt-oss-120b"), available_kv_bytes=330_018 * 147_456, tp=4, max_model_len=16384, max_num_batched_tokens=2048, vllm_version="0.10")
+    assert isinstance(r, EngineCapacity)
+    assert r.kv_pool_bytes == 330_018 * 147_456 == r.available_kv_bytes
+    assert r.kv_cache_tokens == 2_640_144 and r.log_lines[0] == "GPU KV cache size: 2,640,144 tokens"
+
+
 # --------------------------------------------------------------------------- CLI
 
 

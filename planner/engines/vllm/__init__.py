@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview, EngineRefusal, memoised, require_int
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
+from planner.hardware import GIB
 from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
-GIB = 1 << 30
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
 FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
@@ -127,10 +128,6 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-class EngineRefusal(PlannerError):
-    """vLLM would refuse to start with these settings; ``reason`` is vLLM's own message."""
-
-
 @dataclass(frozen=True, slots=True)
 class StatePage:
     """Mamba / linear-attention layers: one fixed-size state per request, held in pool blocks."""
@@ -191,6 +188,11 @@ class VllmCapacity(Result):
     kv_cache_tokens: int
     log_lines: tuple[str, ...]
     notes: tuple[str, ...] = ()
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        """Bytes of the pool vLLM allocates on one GPU: ``num_blocks`` blocks across every group."""
+        return self.num_blocks * self.bytes_per_block
 
     @property
     def bytes_per_request(self) -> int:
@@ -320,7 +322,7 @@ def vllm_capacity(
     """
     geo = geometry if geometry is not None else parse_geometry(config)
     args = (available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
-    return _memoised(_MEMO, _capacity, config, geo, *args)
+    return memoised(_MEMO, _capacity, config, geo, *args)
 
 
 def _result_bytes(value: object) -> int:
@@ -333,28 +335,6 @@ def _result_bytes(value: object) -> int:
 
 
 _MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
-
-
-def _memoised(memo: ByteBudgetCache, compute, config: dict, geo: ModelGeometry, *args):
-    """``compute(config, geo, *args)`` memoised by the config's hash and ``args``; a refusal is
-    remembered too and raised afresh on every hit."""
-    key = (geo.config_hash, *args)
-    hit = memo.get(key)
-    if hit is None:
-        try:
-            hit = compute(config, geo, *args)
-        except EngineRefusal as exc:  # kept without its traceback, whose frames hold the whole geometry
-            hit = EngineRefusal(exc.field, exc.value, exc.reason)
-        memo.put(key, hit)
-    if isinstance(hit, EngineRefusal):
-        raise EngineRefusal(hit.field, hit.value, hit.reason)
-    return hit
-
-
-def _positive(field: str, value: object, hi: int = 1 << 40) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-        raise PlannerError(field, value, f"must be an integer from 1 to {hi:,}")
-    return value
 
 
 def _rope_scaled(config: dict) -> bool:
@@ -411,7 +391,7 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
         if derived is None:
             raise PlannerError("max_model_len", None, "the config has no max_position_embeddings: give --max-model-len")
         max_model_len = derived
-    _positive("max_model_len", max_model_len, 1 << 31)
+    require_int("max_model_len", max_model_len, hi=1 << 31)
     if derived is not None and max_model_len > derived:
         # vllm/config: _get_and_verify_max_len; 0.10 worded the consequence differently
         rules = RULES[version]
@@ -455,17 +435,16 @@ _LAYOUTS = ByteBudgetCache(8 << 20)  # layouts by config hash and engine setting
 
 
 def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    return _memoised(_LAYOUTS, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+    return memoised(_LAYOUTS, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
     rules = _check_architecture(geo, version, config.get("model_type"))
-    _positive("tp", tp, 4096)
-    _positive("max_num_batched_tokens", batched, 1 << 31)
+    require_int("tp", tp, hi=4096)
+    require_int("max_num_batched_tokens", batched, hi=1 << 31)
     if block_size is not None:
-        _positive("block_size", block_size, 1 << 20)
-    if isinstance(speculative_layers, bool) or not isinstance(speculative_layers, int) or not 0 <= speculative_layers <= 1024:
-        raise PlannerError("speculative_layers", speculative_layers, "must be an integer from 0 to 1,024")
+        require_int("block_size", block_size, hi=1 << 20)
+    require_int("speculative_layers", speculative_layers, lo=0, hi=1024)
     planner_dtype = _dsv4_dtype(kv_cache_dtype) if geo.compressed is not None else _dtype_bytes(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
@@ -903,21 +882,8 @@ _NO_MEMORY = {
 
 
 @dataclass(frozen=True, slots=True)
-class BudgetTerm(Result):
-    name: str
-    bytes: int  # positive: what the budget starts from; negative: what start-up takes from it
-    source: str
-
-
-@dataclass(frozen=True, slots=True)
-class VllmBudget(Result):
+class VllmBudget(EngineBudget):
     """Predicted "Available KV cache memory" per GPU: requested memory less what start-up takes."""
-
-    terms: tuple[BudgetTerm, ...]
-    available_kv_bytes: int
-
-    def summary(self) -> dict:
-        return {"available_kv_bytes": self.available_kv_bytes, "available_kv_gib": round(self.available_kv_bytes / GIB, 2), "terms": [t.model_dump() for t in self.terms]}
 
 
 CUDA_GRAPH_BYTES = 768 << 20  # graphs captured for decode batch sizes up to 512 (vLLM's default list)
@@ -983,13 +949,8 @@ def serve_command(model: str, capacity: VllmCapacity, *, gpu_memory_utilization:
 
 
 @dataclass(frozen=True, slots=True)
-class VllmPreview(Result):
+class VllmPreview(EnginePreview):
     """The Plan page's start-up preview: vLLM's predicted budget, its log lines, the command."""
-
-    budget: VllmBudget
-    log_lines: tuple[str, ...]
-    refusal: str | None
-    command: str
 
 
 def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPreview:
