@@ -24,12 +24,20 @@ import math
 from dataclasses import dataclass, field, replace
 
 from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview, EngineRefusal, memoised, require_int
+from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules, check_architecture, version_tuple
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
 from planner.hardware import GIB
 from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.results import Result
+
+__all__ = [
+    "CUDA_GRAPH_BYTES", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_VLLM_VERSION", "DOCS", "DROPPED", "DSV4_BLOCK", "DSV4_STATE_BLOCK", "DSV4_SWA_BLOCK", "FLASHMLA_BLOCK",
+    "FLASH_ATTN_BLOCK", "GDN_CHECKPOINT_ALIGNMENT", "GIB", "KDA_CHECKPOINT_ALIGNMENT", "KV_CACHE_DTYPES", "MINIMAX_M3_SPARSE_BLOCK", "NCCL_BYTES", "NON_TORCH_BYTES",
+    "NOT_REGISTERED", "RULES", "SAMPLER_SEQS", "SM90_FA4_FP8_BLOCK", "STATE_KINDS", "VLLM_VERSIONS", "BudgetTerm", "EngineGroup", "EngineRefusal", "Rules", "StatePage",
+    "VllmBudget", "VllmCapacity", "VllmPreview", "predict_budget", "serve_command", "vllm_capacity", "vllm_preview",
+]  # fmt: skip
 
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
@@ -43,89 +51,7 @@ GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1
 DSV4_BLOCK = 256
 DSV4_SWA_BLOCK = 64
 DSV4_STATE_BLOCK = {4: 4, 128: 8}
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 STATE_KINDS = ("mamba", "linear_attention")
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """What one vLLM release does differently at start-up (each field names the vLLM code it mirrors)."""
-
-    version: str
-    tokens_from_concurrency: bool  # 0.24+: tokens = int(concurrency x max_model_len) (kv_cache_utils.get_kv_cache_capacity)
-    concurrent_batches: int  # batches in flight: 2 once async scheduling is the default (0.33)
-    hybrid_prefix_caching: bool  # 0.19+ keep prefix caching on for Mamba hybrids (MambaModelConfig)
-    reserve_null_block: bool  # 0.33 checks one request against num_blocks - 1 (the null block)
-    one_log_line: bool  # 0.33 prints size and concurrency in one line
-    mllama: bool  # Mllama (cross-attention) still has a vLLM implementation (dropped after 0.10.2)
-    # 0.19+ get_kv_cache_groups / _get_kv_cache_groups_uniform_page_size: the group size is the
-    # largest layer count when it is under 1.5x the smallest, and a spec's layers are dealt out
-    # round-robin (layers[i::n]); 0.10 _get_kv_cache_config_uniform_page_size: the smallest count
-    # and consecutive slices (layers[i:i + group_size])
-    group_near_max: bool = True
-    # 0.19+ unify_kv_cache_spec_page_size grows smaller pages' blocks; 0.10 raises NotImplementedError
-    unify_pages: bool = True
-    # 0.10 unify_kv_cache_configs sorts the groups by (spec class name, spec fields)
-    sort_groups_by_type: bool = False
-    # 0.10 check_enough_kv_cache_memory sums every layer's own max_memory_usage_bytes; 0.19+
-    # _max_memory_usage_bytes_from_groups counts the padded groups (group size x page x blocks)
-    fit_check_per_layer: bool = False
-    # 0.10 VllmConfig.__post_init__: chunked local attention turns the hybrid KV-cache manager off,
-    # and unify_hybrid_kv_cache_specs makes those layers FullAttentionSpec (every position cached)
-    chunked_as_full: bool = False
-    wording: str = "0.24"  # which release's refusal sentences (_check_enough_kv_cache_memory)
-    # Mamba hybrids. 0.10: EngineArgs._is_v1_supported_oracle sends them to the V0 engine by default
-    v1_hybrids: bool = True
-    # 0.19 / 0.24 MambaModelConfig: with prefix caching, models that support Mamba prefix caching
-    # (Mamba-1/2: Jamba, NemotronH, Bamba ...) cache every state ("all" mode), others "align"
-    mamba_all_mode: bool = False
-    # MambaSpec.max_memory_usage_bytes in "align" mode: 2 states (0.19, 0.24); 0.33 adds one prefill checkpoint
-    align_states: int = 3
-    # 0.33 Platform._align_hybrid_block_size: the kernel block grows to 128 for MLA and to the GDN
-    # checkpoint grid in "align" mode, the attention block is rounded to 16; 0.19 / 0.24 align to
-    # the backend's smallest kernel block (16, FlashMLA 64) only
-    checkpoint_grid: bool = True
-    # vllm/model_executor/models/config.py NemotronHForCausalLMConfig: the SSM state dtype when the
-    # config names none (0.19: float16; 0.24+: float32)
-    nemotron_ssm_dtype: str = "float32"
-    # model types whose config this release cannot load (its transformers or vLLM has no such
-    # model type; found by running the release: the fixtures' config errors)
-    unknown_model_types: frozenset[str] = frozenset()
-    # model types whose derived maximum length vLLM prints as an integer: _get_and_verify_max_len
-    # multiplies by the RoPE scaling factor (a float) only where the loaded config has RoPE parameters
-    int_max_len_types: frozenset[str] = frozenset()
-
-
-RULES: dict[str, Rules] = {
-    "0.10": Rules(
-        "0.10", False, 1, False, False, False, True, group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False,
-        unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
-        int_max_len_types=frozenset({"deepseek_v2"}),
-    ),
-    "0.19": Rules(
-        "0.19", False, 1, True, False, False, False, wording="0.19", mamba_all_mode=True, align_states=2, checkpoint_grid=False, nemotron_ssm_dtype="float16",
-        unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2"}),
-    ),
-    "0.24": Rules(
-        "0.24", True, 1, True, False, False, False, mamba_all_mode=True, align_states=2, checkpoint_grid=False,
-        unknown_model_types=frozenset({"deepseek_ref", "gemma4", "kimi_k3", "minimax_m3"}), int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4"}),
-    ),
-    # sgl-project's DeepSeek-V4 FP8 checkpoints say "deepseek_ref", which the transformers 0.33 pins does not know
-    "0.33": Rules("0.33", True, 2, True, True, True, False, unknown_model_types=frozenset({"deepseek_ref"})),
-}
-VLLM_VERSIONS = tuple(RULES)
-DEFAULT_VLLM_VERSION = VLLM_VERSIONS[-1]
-
-
-# architectures vLLM removed, with the last release that served them (vllm/model_executor/models/registry.py)
-DROPPED = {"MPTForCausalLM": "0.28.0"}
-# architectures of real 2026 checkpoints that no supported vLLM version registers (vLLM 0.33 has the
-# look-alikes MiniMaxM3SparseForCausalLM and Step3p7ForConditionalGeneration, not these names)
-NOT_REGISTERED = frozenset({"MiniMaxM3ForCausalLM", "Step3p7FlashForCausalLM"})
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,30 +279,6 @@ def _max_len_key(config: dict) -> str:
     return "max_seq_len" if text_config(config).get("model_type") == "mpt" else "max_position_embeddings"
 
 
-def _check_architecture(geo: ModelGeometry, version: str, top_model_type: str | None = None) -> Rules:
-    """vLLM resolves the architecture before anything else: dropped ones are refused first."""
-    rules = RULES.get(version)
-    if rules is None:
-        raise PlannerError("vllm_version", version, f"choose one of {', '.join(VLLM_VERSIONS)}")
-    for arch in geo.architectures:
-        last = DROPPED.get(arch)
-        if last is not None and _version_tuple(rules.version) > _version_tuple(last):
-            raise EngineRefusal("model", arch, f"Model architecture {arch} was supported in vLLM until v{last}, and is not supported anymore. Please use an older version of vLLM if you want to use this model architecture.")
-    unknown_type = next((t for t in (geo.model_type, top_model_type) if t in rules.unknown_model_types), None)
-    if unknown_type is not None:
-        arch = (geo.architectures or (geo.model_type,))[0]
-        raise EngineRefusal("model", arch, f"vLLM {rules.version} cannot load a config of model type `{unknown_type}` (its transformers or vLLM does not know it yet)")
-    unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
-    if unknown and len(unknown) == len(geo.architectures):
-        # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)
-        raise EngineRefusal("model", unknown[0], f"Model architectures {unknown} are not supported for now (vLLM {rules.version} registers no such architecture)")
-    if any(layer.kind == "cross" for layer in geo.layers):
-        arch = (geo.architectures or (geo.model_type,))[0]
-        problem = "runs on vLLM 0.10's V0 engine only, whose KV cache this planner does not model" if rules.mllama else "has no vLLM implementation since vLLM 0.10.2 (cross-attention models were dropped)"
-        raise EngineRefusal("model", arch, f"{arch} {problem}")
-    return rules
-
-
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
@@ -439,7 +341,7 @@ def _layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefi
 
 
 def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> _Layout:
-    rules = _check_architecture(geo, version, config.get("model_type"))
+    rules = check_architecture(geo, version, config.get("model_type"))
     require_int("tp", tp, hi=4096)
     require_int("max_num_batched_tokens", batched, hi=1 << 31)
     if block_size is not None:
@@ -661,7 +563,7 @@ def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version
     cache with 512-wide heads (Gemma 4's global layers) runs the SM90 FA4 FP8 kernel on 64-token
     pages (vllm/v1/attention/backends/flash_attn.py ``_get_sm90_fa4_fp8_kv_block_size``)."""
     if mla:
-        if geo.indexer is None and not fp8 and _version_tuple(version) >= (0, 19):
+        if geo.indexer is None and not fp8 and version_tuple(version) >= (0, 19):
             return FLASH_ATTN_BLOCK
         return FLASHMLA_BLOCK
     if geo.indexer is not None:  # MiniMax-M3's sparse attention and index keys (models/minimax_m3/common)
