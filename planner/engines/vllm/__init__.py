@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview, EngineRefusal, memoised, require_int
+from planner.engines.vllm.messages import DOCS, NO_MEMORY, max_len_exceeded, not_enough_memory
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules, check_architecture, version_tuple
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
@@ -263,22 +264,6 @@ def _result_bytes(value: object) -> int:
 _MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
-def _rope_scaled(config: dict) -> bool:
-    """vLLM 0.10 ``_get_and_verify_max_len`` multiplies by the RoPE factor (making the figure a
-    float) when the config has rope_scaling of a type other than su / longrope / llama3, Gemma 3 aside."""
-    cfg = text_config(config)
-    scaling = cfg.get("rope_scaling")
-    if not isinstance(scaling, dict) or "gemma3" in str(cfg.get("model_type")):
-        return False
-    return (scaling.get("rope_type") or scaling.get("type")) not in ("su", "longrope", "llama3")
-
-
-def _max_len_key(config: dict) -> str:
-    """The config key ``_get_and_verify_max_len`` names (vllm/config): transformers maps most
-    models' own keys to max_position_embeddings; MPT's config has only max_seq_len."""
-    return "max_seq_len" if text_config(config).get("model_type") == "mpt" else "max_position_embeddings"
-
-
 def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
@@ -295,19 +280,7 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
         max_model_len = derived
     require_int("max_model_len", max_model_len, hi=1 << 31)
     if derived is not None and max_model_len > derived:
-        # vllm/config: _get_and_verify_max_len; 0.10 worded the consequence differently
-        rules = RULES[version]
-        shown = derived if geo.model_type in rules.int_max_len_types or (rules.wording == "0.10" and not _rope_scaled(config)) else float(derived)
-        head = f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({_max_len_key(config)}={shown} or model_max_length=None in model's config.json)."
-        if rules.wording == "0.10":
-            text = f"{head} This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
-        else:
-            text = (
-                f"{head} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
-                "extreme caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
-                "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error."
-            )
-        raise EngineRefusal("max_model_len", max_model_len, text)
+        raise EngineRefusal("max_model_len", max_model_len, max_len_exceeded(RULES[version], config, geo.model_type, max_model_len, derived))
     if held is not None:
         raise held
     return _assemble(layout, available, max_model_len)
@@ -737,16 +710,13 @@ def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapaci
     )
 
 
-DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
-
-
 def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_len: int, needed_at) -> None:
     """``_check_enough_kv_cache_memory``: one request at max_model_len must fit (0.33 keeps the
     null block out of the budget); the message is vLLM's, with its binary-searched estimate, in
     the words of the release (vllm/v1/core/kv_cache_utils.py; kv_cache_planning.py in 0.33)."""
     check = available - bytes_per_block if rules.reserve_null_block else available
     if check <= 0:
-        raise EngineRefusal("available_kv_bytes", available, _NO_MEMORY[rules.wording])
+        raise EngineRefusal("available_kv_bytes", available, NO_MEMORY[rules.wording])
     needed = needed_at(max_model_len)
     if needed <= check:
         return
@@ -759,25 +729,7 @@ def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_le
                 estimate, lo = mid, mid + 1
             else:
                 hi = mid - 1
-    hint = f"Based on the available memory, the estimated maximum model length is {estimate}." if estimate > 0 else ""
-    if rules.wording == "0.10":
-        text = (
-            f"To serve at least one request with the models's max seq len ({max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({check / GIB:.2f} GiB). {hint} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
-        )
-    else:
-        hint += " " if hint else ""
-        head = f"To serve at least one request with the {'models' if rules.wording == '0.19' else 'model'}'s max seq len ({max_model_len}), ({round(needed / GIB, 2)} GiB KV cache is needed, which is larger than the available KV cache memory ({round(check / GIB, 2)} GiB). {hint}"
-        gpu = "`gpu_memory_utilization`" if rules.wording == "0.19" else "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend)"
-        text = f"{head}Try increasing {gpu} or decreasing `max_model_len` when initializing the engine. {DOCS}"
-    raise EngineRefusal("max_model_len", max_model_len, text)
-
-
-_NO_MEMORY = {
-    "0.10": "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
-    "0.19": f"No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. {DOCS}",
-    "0.24": "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). " + DOCS,
-}
+    raise EngineRefusal("max_model_len", max_model_len, not_enough_memory(rules, max_model_len, needed, check, estimate))
 
 
 # --------------------------------------------------------------------------- memory budget
