@@ -25,11 +25,35 @@ from dataclasses import dataclass, field, replace
 
 from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview, EngineRefusal, memoised, require_int
 from planner.engines.vllm.messages import DOCS, NO_MEMORY, max_len_exceeded, not_enough_memory
-from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules, check_architecture, version_tuple
+from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules, check_architecture
+from planner.engines.vllm.specs import (
+    DSV4_BLOCK,
+    DSV4_STATE_BLOCK,
+    DSV4_SWA_BLOCK,
+    FLASH_ATTN_BLOCK,
+    FLASHMLA_BLOCK,
+    GDN_CHECKPOINT_ALIGNMENT,
+    KDA_CHECKPOINT_ALIGNMENT,
+    KV_CACHE_DTYPES,
+    MINIMAX_M3_SPARSE_BLOCK,
+    SM90_FA4_FP8_BLOCK,
+    STATE_KINDS,
+    StatePage,
+    StateRule,
+    cfg_int,
+    chunked_as_full,
+    default_block,
+    dsv4_kv_dtype,
+    planner_kv_dtype,
+    spec_kind,
+    speculative_specs,
+    state_pages,
+    unbound_windows,
+)
 from planner.errors import PlannerError
-from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
+from planner.geometry import ModelGeometry, parse_geometry, text_config
 from planner.hardware import GIB
-from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
+from planner.kv import AUTO, KVSpec, kv_specs
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
@@ -39,46 +63,6 @@ __all__ = [
     "NOT_REGISTERED", "RULES", "SAMPLER_SEQS", "SM90_FA4_FP8_BLOCK", "STATE_KINDS", "VLLM_VERSIONS", "BudgetTerm", "EngineGroup", "EngineRefusal", "Rules", "StatePage",
     "VllmBudget", "VllmCapacity", "VllmPreview", "predict_budget", "serve_command", "vllm_capacity", "vllm_preview",
 ]  # fmt: skip
-
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
-FLASH_ATTN_BLOCK = 16  # FLASH_ATTN: MultipleOf(16) kernel blocks, default block size 16
-FLASHMLA_BLOCK = 64  # FLASHMLA supports 64-token blocks only (so do the sparse-MLA backends and the DSA indexer)
-MINIMAX_M3_SPARSE_BLOCK = 128  # MiniMaxM3SparseBackend and MiniMaxM3IndexerBackend read 128-token pages only
-SM90_FA4_FP8_BLOCK = 64  # FA4's FP8-KV kernel on Hopper reads 64-token pages
-KDA_CHECKPOINT_ALIGNMENT = 16  # FlashKDA prefill checkpoint grid (vllm/model_executor/layers/mamba/kda_checkpoint.py)
-GDN_CHECKPOINT_ALIGNMENT = 64  # FlashInfer GDN prefill checkpoint grid (vllm/v1/attention/backends/gdn_attn.py)
-# DeepSeek-V4 (vllm/models/deepseek_v4): FLASHMLA_SPARSE_DSV4 and DEEPSEEK_V4_INDEXER take 256-token blocks only;
-# DeepseekV4SWACache keeps its own 64-token blocks; CompressorStateCache 4 (ratio 4) or 8 (ratio 128)
-DSV4_BLOCK = 256
-DSV4_SWA_BLOCK = 64
-DSV4_STATE_BLOCK = {4: 4, 128: 8}
-STATE_KINDS = ("mamba", "linear_attention")
-
-
-@dataclass(frozen=True, slots=True)
-class StatePage:
-    """Mamba / linear-attention layers: one fixed-size state per request, held in pool blocks."""
-
-    kind: str  # "mamba" or "linear_attention"
-    num_layers: int
-    state_bytes: int  # conv + SSM state of one layer on one GPU
-    checkpoint_alignment: int  # token grid of prefill checkpoints in "align" mode
-
-
-@dataclass(frozen=True, slots=True)
-class _StateRule:
-    """vLLM ``MambaSpec.max_memory_usage_bytes`` for one request: without prefix caching one
-    state ("none"); in "align" mode the running state and the last cached one (0.33: and one
-    prefill checkpoint); in "all" mode (0.19 / 0.24) a state every ``block`` tokens."""
-
-    mode: str  # none, align, all
-    held: int  # states held in "align" mode
-    block: int  # mamba_block_size in "all" mode
-
-    def blocks(self, length: int) -> int:
-        if self.mode == "all":
-            return -(-length // self.block)
-        return self.held if self.mode == "align" else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,87 +120,6 @@ class VllmCapacity(Result):
 
 
 # --------------------------------------------------------------------------- layer specs
-
-
-def _dtype_bytes(kv_cache_dtype: str, config: dict) -> str:
-    """The planner KV dtype of a vLLM ``--kv-cache-dtype``; "auto" is what the checkpoint declares
-    (vLLM 0.33 ``resolve_kv_cache_dtype_string``: an fp8 ``kv_cache_scheme`` caches fp8), else the
-    16-bit serving dtype (vLLM serves float32 checkpoints in bfloat16).
-
-    Raises:
-        PlannerError: an unknown dtype, or a checkpoint KV format the planner does not model.
-    """
-    if kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
-    if kv_cache_dtype == "auto":
-        kv_cache_dtype = resolve_kv_dtype(AUTO, config)[0]
-    return "fp8" if kv_cache_dtype.startswith("fp8") else "bf16"
-
-
-def _cfg_int(cfg: dict, keys: tuple[str, ...], default: int) -> int:
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return default
-
-
-def _state_pages(geo: ModelGeometry, cfg: dict, tp: int, nemotron_ssm_dtype: str = "float32") -> list[StatePage]:
-    """Per-layer recurrent state on one GPU as vLLM shapes it (``MambaStateShapeCalculator``):
-    conv and SSM state split by TP (Mamba-2 groups padded so every shard holds whole groups);
-    conv state in the 16-bit model dtype, SSM state as vLLM's per-model config rule says."""
-    pages = []
-    # vllm/model_executor/models/config.py: NemotronH keeps SSM state in the config's
-    # mamba_ssm_cache_dtype (default: the release's, Rules.nemotron_ssm_dtype); Qwen3.5 in its
-    # mamba_ssm_dtype; others in 16-bit
-    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or nemotron_ssm_dtype) if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
-    ssm_bytes = 4 if str(ssm_name or "").lower() in ("float32", "fp32") else 2
-    count = geo.counts()
-    if geo.mamba is not None:
-        d_conv = _cfg_int(cfg, ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel"), 4)
-        d_state = _cfg_int(cfg, ("mamba_d_state", "ssm_state_size", "state_size"), 16)
-        if "mamba_num_heads" in cfg and "mamba_head_dim" in cfg:  # Mamba-2
-            heads, head_dim = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
-            groups = _cfg_int(cfg, ("n_groups",), 1)
-            groups += 0 if groups % tp == 0 else tp - groups
-            conv = (heads * head_dim + 2 * groups * d_state) // tp * (d_conv - 1)
-            ssm = heads // tp * head_dim * d_state
-        else:  # Mamba-1 (Jamba)
-            inner = _cfg_int(cfg, ("mamba_expand",), 2) * geo.hidden_size // tp
-            conv, ssm = inner * (d_conv - 1), inner * d_state
-        pages.append(StatePage("mamba", count["mamba"], conv * 2 + ssm * ssm_bytes, 1))
-    if geo.linear is not None and isinstance(cfg.get("linear_attn_config"), dict):
-        # Kimi Delta Attention (models/kimi_k3, MambaStateShapeCalculator.kda_state_shape): three
-        # short-conv states and a heads x head_dim x head_dim recurrent state, split by TP; FlashKDA
-        # prefill checkpoints on a 16-token grid (model_executor/layers/mamba/kda_checkpoint.py)
-        spec = geo.linear
-        pages.append(StatePage("linear_attention", count["linear_attention"], spec.conv_elements // tp * 2 + spec.ssm_elements // tp * spec.ssm_element_bytes, KDA_CHECKPOINT_ALIGNMENT))
-    elif geo.linear is not None:
-        k_heads, v_heads = _cfg_int(cfg, ("linear_num_key_heads",), 16), _cfg_int(cfg, ("linear_num_value_heads",), 32)
-        k_dim, v_dim = _cfg_int(cfg, ("linear_key_head_dim",), 128), _cfg_int(cfg, ("linear_value_head_dim",), 128)
-        conv = (2 * k_heads * k_dim + v_heads * v_dim) // tp * (_cfg_int(cfg, ("linear_conv_kernel_dim",), 4) - 1)
-        ssm = v_heads // tp * v_dim * k_dim
-        pages.append(StatePage("linear_attention", count["linear_attention"], conv * 2 + ssm * ssm_bytes, GDN_CHECKPOINT_ALIGNMENT))
-    return pages
-
-
-def _kind(spec: KVSpec) -> str:
-    if spec.cache in ("indexer", "compressor"):
-        return spec.cache
-    if spec.cache == "swa":  # DeepSeek-V4's sliding-window latent cache
-        return "sliding"
-    return "mla" if spec.latent else spec.kind
-
-
-def _speculative_specs(specs: tuple[KVSpec, ...], layers: int) -> tuple[KVSpec, ...]:
-    """Draft / MTP layers cached beside the model: full-attention layers of the model's shape,
-    in the model's own full-attention group (vLLM leaves ``is_draft`` out of spec equality)."""
-    if not layers:
-        return specs
-    i = next((n for n, s in enumerate(specs) if s.kind == "full"), None)
-    if i is None:
-        return (*specs, specs[0].model_copy(update={"kind": "full", "window": None, "num_layers": layers}))
-    return (*specs[:i], specs[i].model_copy(update={"num_layers": specs[i].num_layers + layers}), *specs[i + 1 :])
 
 
 # --------------------------------------------------------------------------- the computation
@@ -297,7 +200,7 @@ class _Layout:
     in_flight: int
     prefix_caching: bool
     align: bool  # prefix caching on a hybrid: states held by the rule below
-    state: _StateRule
+    state: StateRule
     split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
     fit: tuple[_Bucket, ...]  # 0.10: every layer's own spec, for the fit check
     group_size: int
@@ -320,7 +223,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     if block_size is not None:
         require_int("block_size", block_size, hi=1 << 20)
     require_int("speculative_layers", speculative_layers, lo=0, hi=1024)
-    planner_dtype = _dsv4_dtype(kv_cache_dtype) if geo.compressed is not None else _dtype_bytes(kv_cache_dtype, config)
+    planner_dtype = dsv4_kv_dtype(kv_cache_dtype) if geo.compressed is not None else planner_kv_dtype(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     hybrid = geo.mamba is not None or geo.linear is not None
@@ -336,19 +239,19 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
     if geo.compressed is not None:
         return _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype)
-    specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
+    specs = speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
-    block = block_size or _default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
-    states = _state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
+    block = block_size or default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
+    states = state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
     state_pad, state_block = None, block
     if states and specs:
-        chunk = _cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
+        chunk = cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
         block, state_pad, state_block = _align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
-    state = _StateRule(mode, rules.align_states, state_block)
+    state = StateRule(mode, rules.align_states, state_block)
     # 0.10 checks the fit on each layer's own spec, before chunked layers are made full
     fit = tuple(_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
     if rules.chunked_as_full:
-        specs = _chunked_as_full(specs)
+        specs = chunked_as_full(specs)
     buckets = _buckets(geo, specs, states, state_pad, block, rules)
     if len(buckets) == 1:  # one spec: one group of every layer
         group_size = buckets[0].layers
@@ -364,37 +267,6 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, fit, group_size, bytes_per_block, tuple(notes))
 
 
-def _chunked_as_full(specs: tuple[KVSpec, ...]) -> tuple[KVSpec, ...]:
-    """vLLM 0.10 ``unify_hybrid_kv_cache_specs`` (vllm/v1/core/kv_cache_utils.py): with the hybrid
-    manager off, chunked local-attention layers become ``FullAttentionSpec`` layers and merge with
-    the full layers of the same shape into one group that caches every position."""
-    if not any(s.kind == "chunked" for s in specs):
-        return specs
-    out: list[KVSpec] = []
-    for s in specs:
-        s = s.model_copy(update={"kind": "full", "window": None}) if s.kind == "chunked" else s
-        same = next((i for i, o in enumerate(out) if o.model_copy(update={"num_layers": s.num_layers}) == s), None)
-        if same is None:
-            out.append(s)
-        else:
-            out[same] = out[same].model_copy(update={"num_layers": out[same].num_layers + s.num_layers})
-    return tuple(out)
-
-
-def _dsv4_dtype(kv_cache_dtype: str) -> str:
-    """DeepSeek-V4's FlashMLA layers store every cache in the fp8_ds_mla layout: ``auto`` and every
-    fp8 dtype become ``fp8_ds_mla``, a 16-bit cache is refused (models/deepseek_v4/attention.py
-    ``_resolve_dsv4_kv_cache_dtype``)."""
-    if kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise PlannerError("kv_cache_dtype", kv_cache_dtype, f"vLLM KV cache dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
-    if kv_cache_dtype in ("bfloat16", "float16"):
-        raise EngineRefusal(
-            "kv_cache_dtype", kv_cache_dtype,
-            f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {kv_cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache.",
-        )
-    return "fp8"
-
-
 def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype) -> _Layout:
     """DeepSeek-V4 on a Hopper GPU (vLLM 0.33 models/deepseek_v4, the FlashMLA attention class): its
     caches in the order the layers register them (:func:`_dsv4_caches`), packed into groups as
@@ -408,7 +280,7 @@ def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_cac
     split = _packed_split(_dsv4_caches(geo, specs, DSV4_BLOCK))
     bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
     # packed groups are not padded to a common layer count (group size 0): a block spans the widest group
-    no_state = _StateRule("none", rules.align_states, DSV4_BLOCK)  # no Mamba state in DeepSeek-V4
+    no_state = StateRule("none", rules.align_states, DSV4_BLOCK)  # no Mamba state in DeepSeek-V4
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, no_state, split, (), 0, bytes_per_block, tuple(notes), DSV4_BLOCK)
 
 
@@ -526,38 +398,6 @@ def _unverified(geo: ModelGeometry, cfg: dict) -> tuple[str, ...]:
     return ()
 
 
-def _default_block(geo: ModelGeometry, mla: bool, fp8: bool, e4m3: bool, version: str) -> int:
-    """The block size the backend a Hopper GPU picks prefers (``get_preferred_block_size``).
-
-    MLA: vLLM 0.19+ (vllm/platforms/cuda.py ``_get_backend_priorities``, SM90) tries FLASH_ATTN_MLA
-    first, which takes 16-bit caches in 16-token blocks; fp8 caches go to FLASHMLA (64). 0.10
-    forces FLASHMLA's 64 for every MLA model (``CudaPlatform.check_and_update_config``).
-    Sparse MLA (DSA) and its indexer take 64. Otherwise FLASH_ATTN's 16, except that an e4m3 fp8
-    cache with 512-wide heads (Gemma 4's global layers) runs the SM90 FA4 FP8 kernel on 64-token
-    pages (vllm/v1/attention/backends/flash_attn.py ``_get_sm90_fa4_fp8_kv_block_size``)."""
-    if mla:
-        if geo.indexer is None and not fp8 and version_tuple(version) >= (0, 19):
-            return FLASH_ATTN_BLOCK
-        return FLASHMLA_BLOCK
-    if geo.indexer is not None:  # MiniMax-M3's sparse attention and index keys (models/minimax_m3/common)
-        return MINIMAX_M3_SPARSE_BLOCK
-    if fp8 and e4m3 and max((layer.k_head_dim for layer in geo.layers if layer.kind in ("full", "sliding", "chunked")), default=0) == 512:
-        return SM90_FA4_FP8_BLOCK
-    return FLASH_ATTN_BLOCK
-
-
-def _unbound_windows(specs: tuple[KVSpec, ...], geo: ModelGeometry, cfg: dict) -> tuple[KVSpec, ...]:
-    """A model-level sliding window at or past the maximum context never binds, so the planner's
-    geometry counts those layers as full; vLLM still gives them a ``SlidingWindowSpec`` (and its
-    extra block), e.g. Phi-3.5-mini's 262,144-token window."""
-    window = cfg.get("sliding_window")
-    if not isinstance(window, int) or isinstance(window, bool) or cfg.get("use_sliding_window") is False or cfg.get("layer_types") or cfg.get("sliding_window_pattern"):
-        return specs
-    if geo.max_position_embeddings is None or window < geo.max_position_embeddings or geo.model_type in SLIDING_PATTERN_DEFAULTS:
-        return specs
-    return tuple(s.model_copy(update={"kind": "sliding", "window": window}) if s.kind == "full" and not s.latent else s for s in specs)
-
-
 def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, rules: Rules, mode: str, chunk: int) -> tuple[int, int, int]:
     """``Platform._align_hybrid_block_size`` (0.24, 0.33; ``HybridAttentionMambaModelConfig``
     in 0.19): grow the attention block until one attention page holds the largest state; states
@@ -601,9 +441,9 @@ class _Bucket:
 
     def __post_init__(self) -> None:
         if self.members:
-            kind = "+".join(dict.fromkeys(_kind(s) for s in self.members))
+            kind = "+".join(dict.fromkeys(spec_kind(s) for s in self.members))
         else:
-            kind = self.spec.kind if isinstance(self.spec, StatePage) else _kind(self.spec)
+            kind = self.spec.kind if isinstance(self.spec, StatePage) else spec_kind(self.spec)
         object.__setattr__(self, "kind", kind)
 
     @property
@@ -612,7 +452,7 @@ class _Bucket:
             return sum(s.num_layers for s in self.members)
         return self.spec.num_layers
 
-    def blocks_at(self, length: int, in_flight: int, state: _StateRule) -> int:
+    def blocks_at(self, length: int, in_flight: int, state: StateRule) -> int:
         if isinstance(self.spec, StatePage):
             return state.blocks(length)
         return self.spec.admission_blocks(length, self.block_size, in_flight)
