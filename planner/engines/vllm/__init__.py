@@ -15,16 +15,17 @@ FLASH_ATTN_MLA for 16-bit MLA (16) and FLASHMLA for fp8 (64), the sparse-MLA bac
 DSA indexer (64), MiniMax-M3's sparse backends (128), FlashInfer's gated-delta-net prefill
 (checkpoints on a 64-token grid), FlashKDA (16). DeepSeek-V4 runs FLASHMLA_SPARSE_DSV4 and its
 indexer (256) with SWA caches (64) and compressor states (4 / 8) in blocks of their own, packed
-block-outermost as ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`).
+block-outermost as ``_get_packed_kv_cache_groups`` does (:func:`packed_split`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview, EngineRefusal, memoised, require_int
+from planner.engines.vllm.groups import Bucket, align_hybrid_block, unified_buckets
 from planner.engines.vllm.messages import DOCS, NO_MEMORY, max_len_exceeded, not_enough_memory
+from planner.engines.vllm.packed import dsv4_caches, packed_split
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules, check_architecture
 from planner.engines.vllm.specs import (
     DSV4_BLOCK,
@@ -45,7 +46,6 @@ from planner.engines.vllm.specs import (
     default_block,
     dsv4_kv_dtype,
     planner_kv_dtype,
-    spec_kind,
     speculative_specs,
     state_pages,
     unbound_windows,
@@ -53,7 +53,7 @@ from planner.engines.vllm.specs import (
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, parse_geometry, text_config
 from planner.hardware import GIB
-from planner.kv import AUTO, KVSpec, kv_specs
+from planner.kv import AUTO, kv_specs
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
@@ -201,8 +201,8 @@ class _Layout:
     prefix_caching: bool
     align: bool  # prefix caching on a hybrid: states held by the rule below
     state: StateRule
-    split: tuple[tuple[_Bucket, int], ...]  # each spec's bucket and the groups it splits into
-    fit: tuple[_Bucket, ...]  # 0.10: every layer's own spec, for the fit check
+    split: tuple[tuple[Bucket, int], ...]  # each spec's bucket and the groups it splits into
+    fit: tuple[Bucket, ...]  # 0.10: every layer's own spec, for the fit check
     group_size: int
     bytes_per_block: int
     notes: tuple[str, ...]
@@ -246,13 +246,13 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     state_pad, state_block = None, block
     if states and specs:
         chunk = cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
-        block, state_pad, state_block = _align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
+        block, state_pad, state_block = align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
     state = StateRule(mode, rules.align_states, state_block)
     # 0.10 checks the fit on each layer's own spec, before chunked layers are made full
-    fit = tuple(_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
+    fit = tuple(unified_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
     if rules.chunked_as_full:
         specs = chunked_as_full(specs)
-    buckets = _buckets(geo, specs, states, state_pad, block, rules)
+    buckets = unified_buckets(geo, specs, states, state_pad, block, rules)
     if len(buckets) == 1:  # one spec: one group of every layer
         group_size = buckets[0].layers
     else:  # vLLM: group size = the smallest layer count, or (0.19+) the largest when within 1.5x
@@ -269,115 +269,19 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
 
 def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype) -> _Layout:
     """DeepSeek-V4 on a Hopper GPU (vLLM 0.33 models/deepseek_v4, the FlashMLA attention class): its
-    caches in the order the layers register them (:func:`_dsv4_caches`), packed into groups as
-    ``_get_packed_kv_cache_groups`` does (:func:`_packed_split`); one block spans the widest group."""
+    caches in the order the layers register them (:func:`dsv4_caches`), packed into groups as
+    ``_get_packed_kv_cache_groups`` does (:func:`packed_split`); one block spans the widest group."""
     if block_size is not None and block_size != DSV4_BLOCK:
         raise EngineRefusal("block_size", block_size, f"DeepSeek-V4's sparse MLA and indexer kernels (FLASHMLA_SPARSE_DSV4, DEEPSEEK_V4_INDEXER) take {DSV4_BLOCK}-token blocks; other block sizes are not modelled here")
     notes = []
     if speculative_layers:
         notes.append("DeepSeek-V4's MTP layers (DeepSeekV4MTP) are not counted: the figure leaves out their caches")
     specs = kv_specs(geo, planner_dtype, tp, "vllm")
-    split = _packed_split(_dsv4_caches(geo, specs, DSV4_BLOCK))
+    split = packed_split(dsv4_caches(geo, specs, DSV4_BLOCK))
     bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
     # packed groups are not padded to a common layer count (group size 0): a block spans the widest group
     no_state = StateRule("none", rules.align_states, DSV4_BLOCK)  # no Mamba state in DeepSeek-V4
     return _Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, no_state, split, (), 0, bytes_per_block, tuple(notes), DSV4_BLOCK)
-
-
-def _dsv4_caches(geo: ModelGeometry, specs: tuple[KVSpec, ...], block: int) -> list[tuple[KVSpec, int]]:
-    """(spec, block size) of every cache of every layer, in the order DeepSeek-V4's modules register
-    in the forward context (models/deepseek_v4/attention.py ``DeepseekV4Attention.__init__``): a
-    ratio-4 layer's indexer keys and the indexer compressor's state, then every layer's SWA cache,
-    then a compressed layer's latent and its compressor's state."""
-    comp = geo.compressed
-    swa = next(s for s in specs if s.cache == "swa")
-    latent = {s.compress_ratio: s for s in specs if s.cache == "compressed"}
-    indexer = next((s for s in specs if s.cache == "indexer"), None)
-    states = {(s.window, s.k_head_dim): s for s in specs if s.cache == "compressor"}
-    out: list[tuple[KVSpec, int]] = []
-    for r in comp.ratios:
-        ratio = max(1, r)
-        if ratio > 1 and ratio not in DSV4_STATE_BLOCK:  # CompressorStateCache: "Invalid compress ratio"
-            raise EngineRefusal("model", r, f"Invalid compress ratio: {ratio}")
-        if ratio == 4 and indexer is not None:
-            out += [(indexer, block), (states[(8, 4 * comp.index_head_dim)], DSV4_STATE_BLOCK[4])]
-        out.append((swa, DSV4_SWA_BLOCK))
-        if ratio > 1:
-            coff = 2 if ratio == 4 else 1
-            out += [(latent[ratio], block), (states[(coff * ratio, 2 * coff * comp.head_dim)], DSV4_STATE_BLOCK[ratio])]
-    return out
-
-
-def _approximate_gcd(values: list[int], lower_bound: int) -> int:
-    """vLLM ``_approximate_gcd``: the chunk size in [lower_bound, max(values)] that pads the values
-    least when each is rounded up to a multiple of it (ties: the larger)."""
-    lo, hi = max(1, lower_bound), max(values)
-    best, best_pad = lo, None
-    for d in range(lo, hi + 1):
-        pad = sum((d - x % d) % d for x in values)
-        if best_pad is None or pad < best_pad or (pad == best_pad and d > best):
-            best, best_pad = d, pad
-    return best
-
-
-def _packed_split(layers: list[tuple[KVSpec, int]]) -> tuple[tuple[_Bucket, int], ...]:
-    """``_get_packed_kv_cache_groups`` (vllm/v1/core/kv_cache_planning.py, block-outermost layout):
-    layers go to buckets of one type (same block size; full, or sliding with one window); a bucket
-    whose page sizes each hold the same number of layers is a repeating pattern, and all such
-    buckets split into groups of the same number of repeats (:func:`_approximate_gcd`, no fewer than
-    the largest mixed-page bucket has); sliding buckets with no pattern to follow are states, split
-    to fit the widest group. Each group is one bucket here (a group whose layers differ keeps them as
-    ``members``, its page the sum of theirs)."""
-    keyed: dict[tuple, list[tuple[KVSpec, int, int]]] = {}
-    for spec, block in layers:
-        key = (spec.kind, spec.window if spec.kind == "sliding" else None, block)
-        keyed.setdefault(key, []).append((spec, block, spec.layer_page_bytes(block)))
-    info = []
-    for members in keyed.values():
-        by_page: dict[int, list[int]] = {}
-        for j, (_, _, page) in enumerate(members):
-            by_page.setdefault(page, []).append(j)
-        info.append((members, by_page, len({len(v) for v in by_page.values()}) == 1))
-
-    def most(by_page: dict) -> int:
-        return max(len(v) for v in by_page.values())
-
-    floor = max((most(bp) for _, bp, balanced in info if balanced and len(bp) > 1), default=0)
-    repeats = _approximate_gcd([most(bp) for _, bp, balanced in info if balanced], floor) if floor else None
-
-    def groups_for(by_page: dict, balanced: bool) -> int:
-        return -(-most(by_page) // repeats) if balanced and repeats is not None else 1
-
-    def is_state(members: list) -> bool:
-        return repeats is None and members[0][0].kind == "sliding"
-
-    def widest(members: list, by_page: dict, n: int) -> int:
-        return sum(-(-len(idx) // n) * members[idx[0]][2] for idx in by_page.values())
-
-    anchor = max(widest(m, bp, len(m) if is_state(m) else groups_for(bp, bal)) for m, bp, bal in info)
-    split: list[tuple[_Bucket, int]] = []
-    for members, by_page, balanced in info:
-        n = groups_for(by_page, balanced)
-        if anchor and is_state(members):
-            n = max(n, -(-len(members) // max(anchor // members[0][2], 1)))
-        if n == 1:
-            chosen = [list(range(len(members)))]
-        else:
-            pattern = list(zip(*by_page.values(), strict=False))  # vLLM zips the page lists as they are
-            chosen = [[j for repeat in pattern[i::n] for j in repeat] for i in range(n)]
-        split += [(_group_bucket([members[j] for j in idx]), 1) for idx in chosen]
-    return tuple(split)
-
-
-def _group_bucket(members: list[tuple[KVSpec, int, int]]) -> _Bucket:
-    counts: dict[KVSpec, int] = {}
-    for spec, _, _ in members:
-        counts[spec] = counts.get(spec, 0) + 1
-    block, page = members[0][1], members[0][2]
-    if len(counts) == 1:
-        return _Bucket(members[0][0].model_copy(update={"num_layers": len(members)}), 0, block, page)
-    specs = tuple(s.model_copy(update={"num_layers": n}) for s, n in counts.items())
-    return _Bucket(specs[0], 0, block, sum(p for _, _, p in members), specs)
 
 
 def _unverified(geo: ModelGeometry, cfg: dict) -> tuple[str, ...]:
@@ -396,121 +300,6 @@ def _unverified(geo: ModelGeometry, cfg: dict) -> tuple[str, ...]:
                     "(DeciLMDecoderLayer builds attention there); these numbers count no cache for those layers and are "
                     "not checked against vLLM's sizing code",)
     return ()
-
-
-def _align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block: int, mla: bool, rules: Rules, mode: str, chunk: int) -> tuple[int, int, int]:
-    """``Platform._align_hybrid_block_size`` (0.24, 0.33; ``HybridAttentionMambaModelConfig``
-    in 0.19): grow the attention block until one attention page holds the largest state; states
-    are then padded to exactly one attention page. Returns the attention block, the padded state
-    page and the state's block (``mamba_block_size``; in "all" mode a multiple of the model's
-    Mamba chunk)."""
-    per_token = max(s.bytes_per_token_per_layer for s in specs)
-    state = max(p.state_bytes for p in states)
-    if rules.checkpoint_grid:  # 0.33
-        kernel = max(FLASH_ATTN_BLOCK, block)
-        if mla:
-            kernel = max(kernel, 128)  # TRTLLM/FlashInfer MLA decode kernels
-        if mode == "align":
-            kernel = math.lcm(kernel, *(p.checkpoint_alignment for p in states))
-        attn_block = kernel * -(-state // (kernel * per_token))
-        attn_block = FLASH_ATTN_BLOCK * -(-attn_block // FLASH_ATTN_BLOCK)
-        block = max(block, attn_block)
-        return block, block * per_token, block
-    kernel = max(FLASHMLA_BLOCK if mla else FLASH_ATTN_BLOCK, block)  # the backend's smallest kernel block
-    if mode == "all":
-        grid = math.lcm(chunk, kernel)
-        tokens_per_state = -(-state // per_token)
-        attn_block = grid * -(-tokens_per_state // grid)
-    else:
-        attn_block = kernel * -(-state // (kernel * per_token))
-    block = max(block, attn_block)
-    return block, block * per_token, attn_block if mode == "all" else block
-
-
-@dataclass(frozen=True, slots=True)
-class _Bucket:
-    """Layers of one spec after page unification: what ``same_type_layers`` holds in vLLM; or,
-    with ``members``, one group of layers of one type whose pages differ (``UniformTypeKVCacheSpecs``)."""
-
-    spec: KVSpec | StatePage
-    first_layer: int
-    block_size: int
-    page_bytes: int
-    members: tuple[KVSpec, ...] = ()
-    kind: str = field(default="", init=False)  # full, sliding, mla, "indexer+mla", ...: set once, read on every result
-
-    def __post_init__(self) -> None:
-        if self.members:
-            kind = "+".join(dict.fromkeys(spec_kind(s) for s in self.members))
-        else:
-            kind = self.spec.kind if isinstance(self.spec, StatePage) else spec_kind(self.spec)
-        object.__setattr__(self, "kind", kind)
-
-    @property
-    def layers(self) -> int:
-        if self.members:
-            return sum(s.num_layers for s in self.members)
-        return self.spec.num_layers
-
-    def blocks_at(self, length: int, in_flight: int, state: StateRule) -> int:
-        if isinstance(self.spec, StatePage):
-            return state.blocks(length)
-        return self.spec.admission_blocks(length, self.block_size, in_flight)
-
-
-def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
-    first: dict[tuple[str, int | None], int] = {}
-    for layer in geo.layers:
-        first.setdefault((layer.kind, layer.window), layer.index)
-    if geo.indexer is not None and geo.indexer.layers:
-        first[("indexer", None)] = min(geo.indexer.layers)
-    return first
-
-
-def _buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[StatePage], state_pad: int | None, block: int, rules: Rules) -> list[_Bucket]:
-    """One bucket per spec, pages unified as ``unify_kv_cache_spec_page_size`` does: a smaller
-    attention page that divides the largest grows its block by the ratio, any other smaller
-    page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
-    first = _first_layers(geo)
-    uniform = _uniform_type(specs, states, first, block) if rules.unify_pages else None  # 0.10 has no UniformTypeKVCacheSpecs
-    if uniform is not None:
-        return [uniform]
-    sliding_block = max(FLASH_ATTN_BLOCK, block // FLASH_ATTN_BLOCK * FLASH_ATTN_BLOCK)  # FLASH_ATTN MultipleOf(16)
-    raw: list[_Bucket] = []
-    for s in specs:
-        b = sliding_block if s.kind == "sliding" else block
-        raw.append(_Bucket(s, first.get((s.kind, s.window), len(geo.layers)), b, s.layer_page_bytes(b)))
-    for p in states:
-        raw.append(_Bucket(p, first.get((p.kind, None), 0), block, state_pad or p.state_bytes))
-    largest = max(b.page_bytes for b in raw)
-    if not rules.unify_pages and any(b.page_bytes != largest for b in raw if isinstance(b.spec, KVSpec)):
-        # vLLM 0.10 get_kv_cache_config: neither one spec nor one page size -> NotImplementedError
-        raise EngineRefusal("model", (geo.architectures or (geo.model_type,))[0], f"vLLM {rules.version} cannot lay out KV-cache pages of different sizes (get_kv_cache_config raises NotImplementedError)")
-    out = []
-    for b in raw:
-        if b.page_bytes != largest and isinstance(b.spec, KVSpec) and largest % b.page_bytes == 0:
-            b = _Bucket(b.spec, b.first_layer, b.block_size * (largest // b.page_bytes), largest)
-        elif b.page_bytes != largest:
-            b = _Bucket(b.spec, b.first_layer, b.block_size, largest)
-        out.append(b)
-    out.sort(key=lambda b: b.first_layer)
-    if rules.sort_groups_by_type:  # 0.10 unify_kv_cache_configs: groups sorted by spec class name
-        out.sort(key=lambda b: _SPEC_CLASS.get(b.kind, b.kind))
-    return out
-
-
-_SPEC_CLASS = {"full": "FullAttentionSpec", "mla": "FullAttentionSpec", "sliding": "SlidingWindowSpec", "chunked": "ChunkedLocalAttentionSpec", "mamba": "MambaSpec", "linear_attention": "MambaSpec"}
-
-
-def _uniform_type(specs: tuple[KVSpec, ...], states: list[StatePage], first: dict, block: int) -> _Bucket | None:
-    """``UniformTypeKVCacheSpecs.from_specs`` (vllm/v1/kv_cache_interface.py): when every layer is
-    attention of one type (all full, incl. MLA latents and indexer keys, or all one window) at one
-    block size but the specs differ, vLLM keeps one group of every layer; a block then spans every
-    layer's page. Layers in model order: a layer's indexer is built before its attention."""
-    if states or len(specs) < 2 or len({(s.kind, s.window) for s in specs}) > 1 or specs[0].kind == "cross":
-        return None
-    ordered = tuple(sorted(specs, key=lambda s: (first.get(("indexer", None) if s.cache == "indexer" else (s.kind, s.window), 0), s.cache != "indexer")))
-    return _Bucket(ordered[0], first.get((specs[0].kind, specs[0].window), 0), block, sum(s.num_layers * s.layer_page_bytes(block) for s in specs), ordered)
 
 
 def _assemble(layout: _Layout, available: int, max_model_len: int) -> VllmCapacity:
