@@ -17,12 +17,11 @@ computes and prints at start-up. Each keeps its engine's own names for its own n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from planner.errors import PlannerError
-from planner.geometry import ModelGeometry
 from planner.hardware import GIB
 from planner.limits import ByteBudgetCache
 from planner.results import Result
@@ -96,18 +95,17 @@ class EnginePreview(Result):
     command: str
 
 
-def memoised(memo: ByteBudgetCache, compute: Callable[..., T], config: dict, geo: ModelGeometry, *args) -> T:
-    """``compute(config, geo, *args)`` memoised by the config's hash and ``args``; a refusal is
-    remembered too and raised afresh on every hit.
+def memoised(memo: ByteBudgetCache, key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()`` memoised under ``key`` (an engine's key: the config's hash and its settings as
+    a plain tuple); a refusal is remembered too and raised afresh on every hit.
 
     Raises:
-        EngineRefusal: what ``compute`` raised for these arguments, now or on an earlier call.
+        EngineRefusal: what ``compute`` raised for this key, now or on an earlier call.
     """
-    key = (geo.config_hash, *args)
     hit = memo.get(key)
     if hit is None:
         try:
-            hit = compute(config, geo, *args)
+            hit = compute()
         except EngineRefusal as exc:  # kept without its traceback, whose frames hold the whole geometry
             hit = EngineRefusal(exc.field, exc.value, exc.reason)
         memo.put(key, hit)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.engines.common import EngineRefusal, memoised, require_int
-from planner.engines.vllm.layout import Layout, layout_for
+from planner.engines.vllm.layout import Layout, VllmSettings, layout_for
 from planner.engines.vllm.messages import NO_MEMORY, max_len_exceeded, not_enough_memory
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, RULES, Rules
 from planner.engines.vllm.specs import STATE_KINDS, StatePage
@@ -103,8 +103,12 @@ def vllm_capacity(
         ConfigError: the config itself is invalid.
     """
     geo = geometry if geometry is not None else parse_geometry(config)
-    args = (available_kv_bytes, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
-    return memoised(_MEMO, _capacity, config, geo, *args)
+    settings = VllmSettings(
+        tp=tp, kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens, version=vllm_version, prefix_caching=prefix_caching,
+        speculative_layers=speculative_layers,
+    )  # fmt: skip
+    key = (geo.config_hash, available_kv_bytes, max_model_len, *settings.memo_key())
+    return memoised(_MEMO, key, lambda: _capacity(config, geo, settings, available=available_kv_bytes, max_model_len=max_model_len))
 
 
 def _result_bytes(value: object) -> int:
@@ -119,11 +123,11 @@ def _result_bytes(value: object) -> int:
 _MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
-def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_len, batched, version, prefix_caching, speculative_layers) -> VllmCapacity:
+def _capacity(config: dict, geo: ModelGeometry, settings: VllmSettings, *, available: int, max_model_len: int | None) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
     try:  # the memoised layout refuses an architecture first, as vLLM resolves it before anything else
-        layout, held = layout_for(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers), None
+        layout, held = layout_for(config, geo, settings), None
     except EngineRefusal as exc:
         if exc.field == "model":
             raise
@@ -135,7 +139,7 @@ def _capacity(config, geo, available, tp, kv_cache_dtype, block_size, max_model_
         max_model_len = derived
     require_int("max_model_len", max_model_len, hi=1 << 31)
     if derived is not None and max_model_len > derived:
-        raise EngineRefusal("max_model_len", max_model_len, max_len_exceeded(RULES[version], config, geo.model_type, max_model_len, derived))
+        raise EngineRefusal("max_model_len", max_model_len, max_len_exceeded(RULES[settings.version], config, geo.model_type, max_model_len, derived))
     if held is not None:
         raise held
     return _assemble(layout, available, max_model_len)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from planner.engines.common import EngineRefusal, memoised, require_int
 from planner.engines.vllm.groups import Bucket, align_hybrid_block, unified_buckets
 from planner.engines.vllm.packed import dsv4_caches, packed_split
-from planner.engines.vllm.rules import Rules, check_architecture
+from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, Rules, check_architecture
 from planner.engines.vllm.specs import (
     DSV4_BLOCK,
     StateRule,
@@ -28,6 +28,27 @@ from planner.engines.vllm.specs import (
 from planner.geometry import ModelGeometry, text_config
 from planner.kv import kv_specs
 from planner.limits import ByteBudgetCache
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VllmSettings:
+    """The ``vllm serve`` settings the KV-cache layout depends on (unvalidated: :func:`layout_for`
+    checks them in vLLM's order). The memory budget and ``max_model_len`` are not here: they
+    change on every slider move, the layout does not depend on them, and
+    :func:`planner.engines.vllm.vllm_capacity` takes them beside these."""
+
+    tp: int = 1  # --tensor-parallel-size
+    kv_cache_dtype: str = "auto"  # --kv-cache-dtype
+    block_size: int | None = None  # --block-size (None: the block the backend prefers)
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS  # --max-num-batched-tokens
+    version: str = DEFAULT_VLLM_VERSION  # the release whose rules apply (a key of RULES)
+    prefix_caching: bool = True  # --enable-prefix-caching (on by default) / --no-enable-prefix-caching
+    speculative_layers: int = 0  # draft / MTP layers cached beside the model
+
+    def memo_key(self) -> tuple:
+        """The settings as a plain tuple, for the memos' keys: hashed in C and charged by the
+        memos' byte budgets like the separate arguments they replace."""
+        return (self.tp, self.kv_cache_dtype, self.block_size, self.max_num_batched_tokens, self.version, self.prefix_caching, self.speculative_layers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +74,20 @@ class Layout:
 _LAYOUTS = ByteBudgetCache(8 << 20)  # layouts by config hash and engine settings, bounded in bytes
 
 
-def layout_for(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> Layout:
-    return memoised(_LAYOUTS, _build_layout, config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers)
+def layout_for(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
+    """The layout of this model under these settings (memoised by config hash and settings).
+
+    Raises:
+        PlannerError: a setting out of range, an unknown version or KV dtype.
+        EngineRefusal: what vLLM refuses before it sizes the pool (field ``model``: an architecture
+            this release cannot run; ``tp``, ``engine``, ``kv_cache_dtype``, ``block_size``: a setting).
+    """
+    return memoised(_LAYOUTS, (geo.config_hash, *settings.memo_key()), lambda: _build_layout(config, geo, settings))
 
 
-def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version, prefix_caching, speculative_layers) -> Layout:
+def _build_layout(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
+    tp, kv_cache_dtype, block_size, batched = settings.tp, settings.kv_cache_dtype, settings.block_size, settings.max_num_batched_tokens
+    version, prefix_caching, speculative_layers = settings.version, settings.prefix_caching, settings.speculative_layers
     rules = check_architecture(geo, version, config.get("model_type"))
     require_int("tp", tp, hi=4096)
     require_int("max_num_batched_tokens", batched, hi=1 << 31)
@@ -79,7 +109,7 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
         notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
     if geo.compressed is not None:
-        return _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype)
+        return _dsv4_layout(geo, rules, settings, planner_dtype)
     specs = speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
     block = block_size or default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
@@ -108,10 +138,12 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
     return Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, fit, group_size, bytes_per_block, tuple(notes))
 
 
-def _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype) -> Layout:
+def _dsv4_layout(geo: ModelGeometry, rules: Rules, settings: VllmSettings, planner_dtype: str) -> Layout:
     """DeepSeek-V4 on a Hopper GPU (vLLM 0.33 models/deepseek_v4, the FlashMLA attention class): its
     caches in the order the layers register them (:func:`dsv4_caches`), packed into groups as
     ``_get_packed_kv_cache_groups`` does (:func:`packed_split`); one block spans the widest group."""
+    tp, kv_cache_dtype, block_size, batched = settings.tp, settings.kv_cache_dtype, settings.block_size, settings.max_num_batched_tokens
+    prefix_caching, speculative_layers = settings.prefix_caching, settings.speculative_layers
     if block_size is not None and block_size != DSV4_BLOCK:
         raise EngineRefusal("block_size", block_size, f"DeepSeek-V4's sparse MLA and indexer kernels (FLASHMLA_SPARSE_DSV4, DEEPSEEK_V4_INDEXER) take {DSV4_BLOCK}-token blocks; other block sizes are not modelled here")
     notes = []
