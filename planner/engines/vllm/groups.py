@@ -80,6 +80,24 @@ def align_hybrid_block(specs: tuple[KVSpec, ...], states: list[StatePage], block
     return block, block * per_token, attn_block if mode == "all" else block
 
 
+def group_split(buckets: list[Bucket], rules: Rules) -> tuple[tuple[tuple[Bucket, int], ...], int, int]:
+    """``get_kv_cache_groups``: each bucket with the number of groups its layers split into, the
+    group size (layers per group) and the bytes of one block across a group. One spec: one group
+    of every layer; else the smallest layer count, or (0.19+) the largest when within 1.5x."""
+    if len(buckets) == 1:
+        group_size = buckets[0].layers
+    else:
+        group_size = min(b.layers for b in buckets)
+        most = max(b.layers for b in buckets)
+        if rules.group_near_max and most < group_size * 1.5:
+            group_size = most
+    split = tuple((b, -(-b.layers // group_size)) for b in buckets)
+    # one block across a group: its largest group's layers x the (unified) page (a uniform-type
+    # group's page already spans all its layers)
+    bytes_per_block = max(b.page_bytes if b.members else len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
+    return split, group_size, bytes_per_block
+
+
 def _first_layers(geo: ModelGeometry) -> dict[tuple[str, int | None], int]:
     first: dict[tuple[str, int | None], int] = {}
     for layer in geo.layers:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.engines.common import EngineRefusal, memoised, require_int
-from planner.engines.vllm.groups import Bucket, align_hybrid_block, unified_buckets
+from planner.engines.vllm.groups import Bucket, align_hybrid_block, group_split, unified_buckets
 from planner.engines.vllm.packed import dsv4_caches, packed_split
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, Rules, check_architecture
 from planner.engines.vllm.specs import (
     DSV4_BLOCK,
+    StatePage,
     StateRule,
     cfg_int,
     chunked_as_full,
@@ -26,7 +27,7 @@ from planner.engines.vllm.specs import (
     unbound_windows,
 )
 from planner.geometry import ModelGeometry, text_config
-from planner.kv import kv_specs
+from planner.kv import KVSpec, kv_specs
 from planner.limits import ByteBudgetCache
 
 
@@ -51,16 +52,16 @@ class VllmSettings:
         return (self.tp, self.kv_cache_dtype, self.block_size, self.max_num_batched_tokens, self.version, self.prefix_caching, self.speculative_layers)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Layout:
     """Everything that depends on the model and the engine settings, not on memory or length."""
 
     rules: Rules
     tp: int
     kv_cache_dtype: str
-    batched: int
-    in_flight: int
-    prefix_caching: bool
+    batched: int  # max_num_batched_tokens
+    in_flight: int  # tokens scheduled ahead of a request's own: concurrent batches x batched
+    prefix_caching: bool  # as vLLM runs it (a release may turn it off for hybrids)
     align: bool  # prefix caching on a hybrid: states held by the rule below
     state: StateRule
     split: tuple[tuple[Bucket, int], ...]  # each spec's bucket and the groups it splits into
@@ -86,75 +87,107 @@ def layout_for(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layo
 
 
 def _build_layout(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
-    tp, kv_cache_dtype, block_size, batched = settings.tp, settings.kv_cache_dtype, settings.block_size, settings.max_num_batched_tokens
-    version, prefix_caching, speculative_layers = settings.version, settings.prefix_caching, settings.speculative_layers
-    rules = check_architecture(geo, version, config.get("model_type"))
+    rules = check_architecture(geo, settings.version, config.get("model_type"))
+    planner_dtype = _checked_settings(config, geo, settings, rules)
+    if geo.compressed is not None:
+        return _dsv4_layout(geo, rules, settings, planner_dtype)
+    return _grouped_layout(config, geo, settings, rules, planner_dtype)
+
+
+def _is_hybrid(geo: ModelGeometry) -> bool:
+    """Mamba or linear-attention layers beside attention: per-request states in pool blocks."""
+    return geo.mamba is not None or geo.linear is not None
+
+
+def _checked_settings(config: dict, geo: ModelGeometry, settings: VllmSettings, rules: Rules) -> str:
+    """The planner's KV dtype for these settings, once the settings vLLM checks before sizing
+    anything pass, in vLLM's order.
+
+    Raises:
+        PlannerError: a setting out of range or an unknown KV dtype.
+        EngineRefusal: a head count the tensor-parallel size does not divide, a 16-bit cache for
+            DeepSeek-V4, a Mamba hybrid on a release that serves it on its V0 engine.
+    """
+    tp = settings.tp
     require_int("tp", tp, hi=4096)
-    require_int("max_num_batched_tokens", batched, hi=1 << 31)
-    if block_size is not None:
-        require_int("block_size", block_size, hi=1 << 20)
-    require_int("speculative_layers", speculative_layers, lo=0, hi=1024)
+    require_int("max_num_batched_tokens", settings.max_num_batched_tokens, hi=1 << 31)
+    if settings.block_size is not None:
+        require_int("block_size", settings.block_size, hi=1 << 20)
+    require_int("speculative_layers", settings.speculative_layers, lo=0, hi=1024)
+    kv_cache_dtype = settings.kv_cache_dtype
     planner_dtype = dsv4_kv_dtype(kv_cache_dtype) if geo.compressed is not None else planner_kv_dtype(kv_cache_dtype, config)
     if geo.num_attention_heads % tp:  # ModelConfig.verify_with_parallel_config
         raise EngineRefusal("tp", tp, f"Total number of attention heads ({geo.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
-    hybrid = geo.mamba is not None or geo.linear is not None
-    if hybrid and not rules.v1_hybrids:
+    if _is_hybrid(geo) and not rules.v1_hybrids:
         arch = (geo.architectures or (geo.model_type,))[0]
         # field "engine": vLLM 0.10 picks its engine after it has checked max_model_len
-        raise EngineRefusal("engine", arch, f"vLLM {version} serves Mamba hybrids such as {arch} on its V0 engine by default, whose KV cache this planner does not model")
-    align = prefix_caching and hybrid and rules.hybrid_prefix_caching
+        raise EngineRefusal("engine", arch, f"vLLM {settings.version} serves Mamba hybrids such as {arch} on its V0 engine by default, whose KV cache this planner does not model")
+    return planner_dtype
+
+
+def _grouped_layout(config: dict, geo: ModelGeometry, settings: VllmSettings, rules: Rules, planner_dtype: str) -> Layout:
+    """Every model but DeepSeek-V4: each layer kind's spec, the block, the states, and the groups
+    ``get_kv_cache_groups`` forms of them (:func:`group_split`)."""
+    hybrid = _is_hybrid(geo)
+    align = settings.prefix_caching and hybrid and rules.hybrid_prefix_caching
     mode = "none" if not align else ("all" if rules.mamba_all_mode and geo.mamba is not None else "align")
     cfg = text_config(config)
-    notes = list(_unverified(geo, cfg))
-    if hybrid and prefix_caching and not rules.hybrid_prefix_caching:
-        notes.append(f"vLLM {version} turns prefix caching off for Mamba / linear-attention hybrids")
-    if geo.compressed is not None:
-        return _dsv4_layout(geo, rules, settings, planner_dtype)
-    specs = speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
-    mla = geo.mla is not None
-    block = block_size or default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
-    states = state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
-    state_pad, state_block = None, block
-    if states and specs:
-        chunk = cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
-        block, state_pad, state_block = align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
-    state = StateRule(mode, rules.align_states, state_block)
+    notes = _notes(geo, cfg, rules, hybrid and settings.prefix_caching)
+    specs = speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, settings.tp, "vllm"), geo, cfg), settings.speculative_layers)
+    block, states, state_pad, state = _blocks(geo, cfg, settings, rules, specs, planner_dtype == "fp8", mode)
     # 0.10 checks the fit on each layer's own spec, before chunked layers are made full
     fit = tuple(unified_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
     if rules.chunked_as_full:
         specs = chunked_as_full(specs)
-    buckets = unified_buckets(geo, specs, states, state_pad, block, rules)
-    if len(buckets) == 1:  # one spec: one group of every layer
-        group_size = buckets[0].layers
-    else:  # vLLM: group size = the smallest layer count, or (0.19+) the largest when within 1.5x
-        group_size = min(b.layers for b in buckets)
-        most = max(b.layers for b in buckets)
-        if rules.group_near_max and most < group_size * 1.5:
-            group_size = most
-    split = tuple((b, -(-b.layers // group_size)) for b in buckets)
-    # one block across a group: its largest group's layers x the (unified) page (a uniform-type
-    # group's page already spans all its layers)
-    bytes_per_block = max(b.page_bytes if b.members else len(range(0, b.layers, n)) * b.page_bytes for b, n in split)
-    return Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching and (align or not hybrid), align, state, split, fit, group_size, bytes_per_block, tuple(notes))
+    split, group_size, bytes_per_block = group_split(unified_buckets(geo, specs, states, state_pad, block, rules), rules)
+    batched = settings.max_num_batched_tokens
+    return Layout(
+        rules=rules, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, batched=batched, in_flight=rules.concurrent_batches * batched,
+        prefix_caching=settings.prefix_caching and (align or not hybrid), align=align, state=state, split=split, fit=fit, group_size=group_size,
+        bytes_per_block=bytes_per_block, notes=notes,
+    )  # fmt: skip
+
+
+def _notes(geo: ModelGeometry, cfg: dict, rules: Rules, hybrid_prefix_caching: bool) -> tuple[str, ...]:
+    """What every result of this layout says beside its figures: an input the fixture does not
+    cover, or prefix caching that this release turns off for a hybrid."""
+    notes = list(_unverified(geo, cfg))
+    if hybrid_prefix_caching and not rules.hybrid_prefix_caching:
+        notes.append(f"vLLM {rules.version} turns prefix caching off for Mamba / linear-attention hybrids")
+    return tuple(notes)
+
+
+def _blocks(geo: ModelGeometry, cfg: dict, settings: VllmSettings, rules: Rules, specs: tuple[KVSpec, ...], fp8: bool, mode: str) -> tuple[int, list[StatePage], int | None, StateRule]:
+    """The attention block (the user's, else the one the backend prefers, grown for a hybrid
+    until one page holds a state), the state pages, their padded page and the state rule."""
+    mla = geo.mla is not None
+    block = settings.block_size or default_block(geo, mla, fp8, settings.kv_cache_dtype != "fp8_e5m2", rules.version)
+    states = state_pages(geo, cfg, settings.tp, rules.nemotron_ssm_dtype) if _is_hybrid(geo) else []
+    state_pad, state_block = None, block
+    if states and specs:
+        chunk = cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1
+        block, state_pad, state_block = align_hybrid_block(specs, states, block, mla, rules, mode, chunk)
+    return block, states, state_pad, StateRule(mode, rules.align_states, state_block)
 
 
 def _dsv4_layout(geo: ModelGeometry, rules: Rules, settings: VllmSettings, planner_dtype: str) -> Layout:
     """DeepSeek-V4 on a Hopper GPU (vLLM 0.33 models/deepseek_v4, the FlashMLA attention class): its
     caches in the order the layers register them (:func:`dsv4_caches`), packed into groups as
     ``_get_packed_kv_cache_groups`` does (:func:`packed_split`); one block spans the widest group."""
-    tp, kv_cache_dtype, block_size, batched = settings.tp, settings.kv_cache_dtype, settings.block_size, settings.max_num_batched_tokens
-    prefix_caching, speculative_layers = settings.prefix_caching, settings.speculative_layers
-    if block_size is not None and block_size != DSV4_BLOCK:
-        raise EngineRefusal("block_size", block_size, f"DeepSeek-V4's sparse MLA and indexer kernels (FLASHMLA_SPARSE_DSV4, DEEPSEEK_V4_INDEXER) take {DSV4_BLOCK}-token blocks; other block sizes are not modelled here")
+    if settings.block_size is not None and settings.block_size != DSV4_BLOCK:
+        raise EngineRefusal("block_size", settings.block_size, f"DeepSeek-V4's sparse MLA and indexer kernels (FLASHMLA_SPARSE_DSV4, DEEPSEEK_V4_INDEXER) take {DSV4_BLOCK}-token blocks; other block sizes are not modelled here")
     notes = []
-    if speculative_layers:
+    if settings.speculative_layers:
         notes.append("DeepSeek-V4's MTP layers (DeepSeekV4MTP) are not counted: the figure leaves out their caches")
-    specs = kv_specs(geo, planner_dtype, tp, "vllm")
-    split = packed_split(dsv4_caches(geo, specs, DSV4_BLOCK))
-    bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
+    split = packed_split(dsv4_caches(geo, kv_specs(geo, planner_dtype, settings.tp, "vllm"), DSV4_BLOCK))
     # packed groups are not padded to a common layer count (group size 0): a block spans the widest group
-    no_state = StateRule("none", rules.align_states, DSV4_BLOCK)  # no Mamba state in DeepSeek-V4
-    return Layout(rules, tp, kv_cache_dtype, batched, rules.concurrent_batches * batched, prefix_caching, False, no_state, split, (), 0, bytes_per_block, tuple(notes), DSV4_BLOCK)
+    bytes_per_block = max(b.page_bytes if b.members else b.layers * b.page_bytes for b, _ in split)
+    batched = settings.max_num_batched_tokens
+    return Layout(
+        rules=rules, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, batched=batched, in_flight=rules.concurrent_batches * batched,
+        prefix_caching=settings.prefix_caching, align=False, state=StateRule("none", rules.align_states, DSV4_BLOCK),  # no Mamba state in DeepSeek-V4
+        split=split, fit=(), group_size=0, bytes_per_block=bytes_per_block, notes=tuple(notes), block_size=DSV4_BLOCK,
+    )  # fmt: skip
 
 
 def _unverified(geo: ModelGeometry, cfg: dict) -> tuple[str, ...]:

@@ -7,6 +7,8 @@ packs them into groups of one type whose layers may differ (:func:`packed_split`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.engines.common import EngineRefusal
 from planner.engines.vllm.groups import Bucket
 from planner.engines.vllm.specs import DSV4_STATE_BLOCK, DSV4_SWA_BLOCK
@@ -50,6 +52,57 @@ def _approximate_gcd(values: list[int], lower_bound: int) -> int:
     return best
 
 
+@dataclass(frozen=True, slots=True)
+class _TypeBucket:
+    """Layers of one type (same block size; full, or sliding with one window) in registration
+    order, each as (spec, block size, page bytes), and their indices by page size."""
+
+    members: list[tuple[KVSpec, int, int]]
+    by_page: dict[int, list[int]]
+
+    @property
+    def balanced(self) -> bool:
+        """Every page size holds the same number of layers: a repeating pattern."""
+        return len({len(v) for v in self.by_page.values()}) == 1
+
+    @property
+    def most(self) -> int:
+        return max(len(v) for v in self.by_page.values())
+
+    def groups(self, repeats: int | None) -> int:
+        """Groups a pattern splits into at ``repeats`` repeats a group; 1 without a pattern."""
+        return -(-self.most // repeats) if self.balanced and repeats is not None else 1
+
+    def is_state(self, repeats: int | None) -> bool:
+        """A sliding bucket with no pattern to follow: split to fit the widest group."""
+        return repeats is None and self.members[0][0].kind == "sliding"
+
+    def widest(self, n: int) -> int:
+        """The page bytes of the widest of ``n`` groups."""
+        return sum(-(-len(idx) // n) * self.members[idx[0]][2] for idx in self.by_page.values())
+
+    def deal(self, n: int) -> list[list[int]]:
+        """The layer indices of each of ``n`` groups: repeats of the pattern dealt out round-robin."""
+        if n == 1:
+            return [list(range(len(self.members)))]
+        pattern = list(zip(*self.by_page.values(), strict=False))  # vLLM zips the page lists as they are
+        return [[j for repeat in pattern[i::n] for j in repeat] for i in range(n)]
+
+
+def _type_buckets(layers: list[tuple[KVSpec, int]]) -> list[_TypeBucket]:
+    keyed: dict[tuple, list[tuple[KVSpec, int, int]]] = {}
+    for spec, block in layers:
+        key = (spec.kind, spec.window if spec.kind == "sliding" else None, block)
+        keyed.setdefault(key, []).append((spec, block, spec.layer_page_bytes(block)))
+    out = []
+    for members in keyed.values():
+        by_page: dict[int, list[int]] = {}
+        for j, (_, _, page) in enumerate(members):
+            by_page.setdefault(page, []).append(j)
+        out.append(_TypeBucket(members, by_page))
+    return out
+
+
 def packed_split(layers: list[tuple[KVSpec, int]]) -> tuple[tuple[Bucket, int], ...]:
     """``_get_packed_kv_cache_groups`` (vllm/v1/core/kv_cache_planning.py, block-outermost layout):
     layers go to buckets of one type (same block size; full, or sliding with one window); a bucket
@@ -58,44 +111,16 @@ def packed_split(layers: list[tuple[KVSpec, int]]) -> tuple[tuple[Bucket, int], 
     the largest mixed-page bucket has); sliding buckets with no pattern to follow are states, split
     to fit the widest group. Each group is one bucket here (a group whose layers differ keeps them as
     ``members``, its page the sum of theirs)."""
-    keyed: dict[tuple, list[tuple[KVSpec, int, int]]] = {}
-    for spec, block in layers:
-        key = (spec.kind, spec.window if spec.kind == "sliding" else None, block)
-        keyed.setdefault(key, []).append((spec, block, spec.layer_page_bytes(block)))
-    info = []
-    for members in keyed.values():
-        by_page: dict[int, list[int]] = {}
-        for j, (_, _, page) in enumerate(members):
-            by_page.setdefault(page, []).append(j)
-        info.append((members, by_page, len({len(v) for v in by_page.values()}) == 1))
-
-    def most(by_page: dict) -> int:
-        return max(len(v) for v in by_page.values())
-
-    floor = max((most(bp) for _, bp, balanced in info if balanced and len(bp) > 1), default=0)
-    repeats = _approximate_gcd([most(bp) for _, bp, balanced in info if balanced], floor) if floor else None
-
-    def groups_for(by_page: dict, balanced: bool) -> int:
-        return -(-most(by_page) // repeats) if balanced and repeats is not None else 1
-
-    def is_state(members: list) -> bool:
-        return repeats is None and members[0][0].kind == "sliding"
-
-    def widest(members: list, by_page: dict, n: int) -> int:
-        return sum(-(-len(idx) // n) * members[idx[0]][2] for idx in by_page.values())
-
-    anchor = max(widest(m, bp, len(m) if is_state(m) else groups_for(bp, bal)) for m, bp, bal in info)
+    typed = _type_buckets(layers)
+    floor = max((t.most for t in typed if t.balanced and len(t.by_page) > 1), default=0)
+    repeats = _approximate_gcd([t.most for t in typed if t.balanced], floor) if floor else None
+    anchor = max(t.widest(len(t.members) if t.is_state(repeats) else t.groups(repeats)) for t in typed)
     split: list[tuple[Bucket, int]] = []
-    for members, by_page, balanced in info:
-        n = groups_for(by_page, balanced)
-        if anchor and is_state(members):
-            n = max(n, -(-len(members) // max(anchor // members[0][2], 1)))
-        if n == 1:
-            chosen = [list(range(len(members)))]
-        else:
-            pattern = list(zip(*by_page.values(), strict=False))  # vLLM zips the page lists as they are
-            chosen = [[j for repeat in pattern[i::n] for j in repeat] for i in range(n)]
-        split += [(_group_bucket([members[j] for j in idx]), 1) for idx in chosen]
+    for t in typed:
+        n = t.groups(repeats)
+        if anchor and t.is_state(repeats):
+            n = max(n, -(-len(t.members) // max(anchor // t.members[0][2], 1)))
+        split += [(_group_bucket([t.members[j] for j in idx]), 1) for idx in t.deal(n)]
     return tuple(split)
 
 
