@@ -33,6 +33,7 @@ from planner.engines.vllm.budget import CUDA_GRAPH_BYTES, NCCL_BYTES, NON_TORCH_
 from planner.engines.vllm.capacity import _MEMO as _MEMO
 from planner.engines.vllm.capacity import EngineGroup, VllmCapacity, vllm_capacity
 from planner.engines.vllm.layout import _LAYOUTS as _LAYOUTS
+from planner.engines.vllm.layout import VllmSettings
 from planner.engines.vllm.messages import DOCS
 from planner.engines.vllm.preview import VllmPreview, serve_command, vllm_preview
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules
@@ -57,5 +58,5 @@ __all__ = [
     "CUDA_GRAPH_BYTES", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_VLLM_VERSION", "DOCS", "DROPPED", "DSV4_BLOCK", "DSV4_STATE_BLOCK", "DSV4_SWA_BLOCK", "FLASHMLA_BLOCK",
     "FLASH_ATTN_BLOCK", "GDN_CHECKPOINT_ALIGNMENT", "GIB", "KDA_CHECKPOINT_ALIGNMENT", "KV_CACHE_DTYPES", "MINIMAX_M3_SPARSE_BLOCK", "NCCL_BYTES", "NON_TORCH_BYTES",
     "NOT_REGISTERED", "RULES", "SAMPLER_SEQS", "SM90_FA4_FP8_BLOCK", "STATE_KINDS", "VLLM_VERSIONS", "BudgetTerm", "EngineGroup", "EngineRefusal", "Rules", "StatePage",
-    "VllmBudget", "VllmCapacity", "VllmPreview", "predict_budget", "serve_command", "vllm_capacity", "vllm_preview",
+    "VllmBudget", "VllmCapacity", "VllmPreview", "VllmSettings", "predict_budget", "serve_command", "vllm_capacity", "vllm_preview",
 ]  # fmt: skip
