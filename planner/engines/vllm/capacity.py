@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.engines.common import EngineRefusal, memoised, require_int
-from planner.engines.vllm.layout import Layout, VllmSettings, layout_for
+from planner.engines.vllm.layout import Layout, SettingsKey, VllmSettings, layout_for
 from planner.engines.vllm.messages import NO_MEMORY, max_len_exceeded, not_enough_memory
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, RULES, Rules
 from planner.engines.vllm.specs import STATE_KINDS, StatePage
@@ -104,12 +104,9 @@ def vllm_capacity(
         ConfigError: the config itself is invalid.
     """
     geo = geometry if geometry is not None else parse_geometry(config)
-    settings = VllmSettings(
-        tp=tp, kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens, version=vllm_version, prefix_caching=prefix_caching,
-        speculative_layers=speculative_layers,
-    )  # fmt: skip
-    key = (geo.config_hash, available_kv_bytes, max_model_len, *settings.memo_key())
-    return memoised(_MEMO, key, lambda: _capacity(config, geo, settings, available=available_kv_bytes, max_model_len=max_model_len))
+    # the settings as VllmSettings.memo_key() orders them (the object is built only with a new layout)
+    key: SettingsKey = (tp, kv_cache_dtype, block_size, max_num_batched_tokens, vllm_version, prefix_caching, speculative_layers)
+    return memoised(_MEMO, (geo.config_hash, available_kv_bytes, max_model_len, *key), lambda: _capacity(config, geo, key, available=available_kv_bytes, max_model_len=max_model_len))
 
 
 def _result_bytes(value: object) -> int:
@@ -124,11 +121,11 @@ def _result_bytes(value: object) -> int:
 _MEMO = ByteBudgetCache(8 << 20, sizer=_result_bytes)  # results by config hash and settings, bounded in bytes (planner/limits.py)
 
 
-def _capacity(config: dict, geo: ModelGeometry, settings: VllmSettings, *, available: int, max_model_len: int | None) -> VllmCapacity:
+def _capacity(config: dict, geo: ModelGeometry, key: SettingsKey, *, available: int, max_model_len: int | None) -> VllmCapacity:
     if isinstance(available, bool) or not isinstance(available, int):
         raise PlannerError("available_kv_bytes", available, "must be an integer number of bytes")
     try:  # the memoised layout refuses an architecture first, as vLLM resolves it before anything else
-        layout, held = layout_for(config, geo, settings), None
+        layout, held = layout_for(config, geo, key), None
     except EngineRefusal as exc:
         if exc.field == "model":
             raise
@@ -140,7 +137,7 @@ def _capacity(config: dict, geo: ModelGeometry, settings: VllmSettings, *, avail
         max_model_len = derived
     require_int("max_model_len", max_model_len, hi=1 << 31)
     if derived is not None and max_model_len > derived:
-        raise EngineRefusal("max_model_len", max_model_len, max_len_exceeded(RULES[settings.version], config, geo.model_type, max_model_len, derived))
+        raise EngineRefusal("max_model_len", max_model_len, max_len_exceeded(RULES[VllmSettings.from_key(key).version], config, geo.model_type, max_model_len, derived))
     if held is not None:
         raise held
     return _assemble(layout, available, max_model_len)

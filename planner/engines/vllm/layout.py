@@ -36,7 +36,11 @@ class VllmSettings:
     """The ``vllm serve`` settings the KV-cache layout depends on (unvalidated: :func:`layout_for`
     checks them in vLLM's order). The memory budget and ``max_model_len`` are not here: they
     change on every slider move, the layout does not depend on them, and
-    :func:`planner.engines.vllm.vllm_capacity` takes them beside these."""
+    :func:`planner.engines.vllm.vllm_capacity` takes them beside these.
+
+    The memos are keyed by :meth:`memo_key` (the fields in order, a plain tuple); the object is
+    built from that key only when a layout is (:meth:`from_key`): building one costs about as much
+    as the rest of a memo hit, and a slider move sizes twice."""
 
     tp: int = 1  # --tensor-parallel-size
     kv_cache_dtype: str = "auto"  # --kv-cache-dtype
@@ -46,10 +50,24 @@ class VllmSettings:
     prefix_caching: bool = True  # --enable-prefix-caching (on by default) / --no-enable-prefix-caching
     speculative_layers: int = 0  # draft / MTP layers cached beside the model
 
-    def memo_key(self) -> tuple:
-        """The settings as a plain tuple, for the memos' keys: hashed in C and charged by the
-        memos' byte budgets like the separate arguments they replace."""
+    def memo_key(self) -> SettingsKey:
+        """The fields in order as a plain tuple: hashed in C, and charged by the memos' byte
+        budgets like the separate arguments they replace."""
         return (self.tp, self.kv_cache_dtype, self.block_size, self.max_num_batched_tokens, self.version, self.prefix_caching, self.speculative_layers)
+
+    @classmethod
+    def from_key(cls, key: SettingsKey) -> VllmSettings:
+        """The settings whose :meth:`memo_key` is ``key``."""
+        tp, kv_cache_dtype, block_size, max_num_batched_tokens, version, prefix_caching, speculative_layers = key
+        return cls(
+            tp=tp, kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens, version=version, prefix_caching=prefix_caching,
+            speculative_layers=speculative_layers,
+        )  # fmt: skip
+
+
+# VllmSettings' fields in order (VllmSettings.memo_key): tp, kv_cache_dtype, block_size, max_num_batched_tokens,
+# version, prefix_caching, speculative_layers
+SettingsKey = tuple[int, str, int | None, int, str, bool, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,15 +93,16 @@ class Layout:
 _LAYOUTS = ByteBudgetCache(8 << 20)  # layouts by config hash and engine settings, bounded in bytes
 
 
-def layout_for(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
-    """The layout of this model under these settings (memoised by config hash and settings).
+def layout_for(config: dict, geo: ModelGeometry, key: SettingsKey) -> Layout:
+    """The layout of this model under the settings ``key`` (:meth:`VllmSettings.memo_key`),
+    memoised by config hash and settings.
 
     Raises:
         PlannerError: a setting out of range, an unknown version or KV dtype.
         EngineRefusal: what vLLM refuses before it sizes the pool (field ``model``: an architecture
             this release cannot run; ``tp``, ``engine``, ``kv_cache_dtype``, ``block_size``: a setting).
     """
-    return memoised(_LAYOUTS, (geo.config_hash, *settings.memo_key()), lambda: _build_layout(config, geo, settings))
+    return memoised(_LAYOUTS, (geo.config_hash, *key), lambda: _build_layout(config, geo, VllmSettings.from_key(key)))
 
 
 def _build_layout(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
