@@ -7,7 +7,7 @@ length, not these): :func:`layout_for`. :mod:`planner.engines.vllm.capacity` the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from planner.engines.common import EngineRefusal, memoised, require_int
 from planner.engines.vllm.groups import Bucket, align_hybrid_block, group_split, unified_buckets
@@ -53,20 +53,16 @@ class VllmSettings:
     def memo_key(self) -> SettingsKey:
         """The fields in order as a plain tuple: hashed in C, and charged by the memos' byte
         budgets like the separate arguments they replace."""
-        return (self.tp, self.kv_cache_dtype, self.block_size, self.max_num_batched_tokens, self.version, self.prefix_caching, self.speculative_layers)
+        return tuple(getattr(self, name) for name in _SETTING_NAMES)  # type: ignore[return-value]
 
     @classmethod
     def from_key(cls, key: SettingsKey) -> VllmSettings:
         """The settings whose :meth:`memo_key` is ``key``."""
-        tp, kv_cache_dtype, block_size, max_num_batched_tokens, version, prefix_caching, speculative_layers = key
-        return cls(
-            tp=tp, kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens, version=version, prefix_caching=prefix_caching,
-            speculative_layers=speculative_layers,
-        )  # fmt: skip
+        return cls(**dict(zip(_SETTING_NAMES, key, strict=True)))
 
 
-# VllmSettings' fields in order (VllmSettings.memo_key): tp, kv_cache_dtype, block_size, max_num_batched_tokens,
-# version, prefix_caching, speculative_layers
+_SETTING_NAMES = tuple(f.name for f in fields(VllmSettings))
+# VllmSettings.memo_key(): tp, kv_cache_dtype, block_size, max_num_batched_tokens, version, prefix_caching, speculative_layers
 SettingsKey = tuple[int, str, int | None, int, str, bool, int]
 
 
