@@ -319,6 +319,36 @@ def test_remembered_refusals_hold_no_traceback():
     assert kept and all(value.__traceback__ is None for value in kept)
 
 
+
+def test_vllm_result_answers_the_shared_engine_seam():
+    # the published gpt-oss-120b log (vLLM 0.10.1, tp 4): 330,018 blocks; a block is one group's 18
+    # layers x 8,192 B pages (16 tokens x 8 KV heads / 4 x head dim 64 x K and V x 2 B) = 147,456 B
+    from planner.engines.common import EngineCapacity
+
+    r = vllm_capacity(load_preset("gpt-oss-120b"), available_kv_bytes=330_018 * 147_456, tp=4, max_model_len=16384, max_num_batched_tokens=2048, vllm_version="0.10")
+    assert isinstance(r, EngineCapacity)
+    assert r.kv_pool_bytes == 330_018 * 147_456 == r.available_kv_bytes
+    assert r.kv_cache_tokens == 2_640_144 and r.log_lines[0] == "GPU KV cache size: 2,640,144 tokens"
+
+
+
+def test_every_setting_reaches_the_layout_under_its_own_name():
+    # the memos key the settings as a plain tuple in VllmSettings' field order; a setting landing
+    # in another's place would show here. Llama-3.1-8B at tp 2 in fp8 with 32-token blocks: a page
+    # is 32 tokens x 8 KV heads / 2 x head dim 128 x K and V x 1 B = 32,768 B, and the one draft
+    # layer joins the 32 full-attention layers' group: 33 x 32,768 = 1,081,344 B a block
+    from planner.engines.vllm import VllmSettings
+
+    s = VllmSettings(tp=2, kv_cache_dtype="fp8", block_size=32, max_num_batched_tokens=4096, version="0.24", prefix_caching=False, speculative_layers=1)
+    assert VllmSettings.from_key(s.memo_key()) == s
+    with pytest.raises(TypeError):
+        VllmSettings(2)  # keyword-only
+    r = vllm_capacity(load_preset("llama-3.1-8b"), available_kv_bytes=1 << 30, tp=2, kv_cache_dtype="fp8", block_size=32, max_model_len=8192, max_num_batched_tokens=4096, vllm_version="0.24", prefix_caching=False, speculative_layers=1)
+    assert (r.tp, r.kv_cache_dtype, r.block_size, r.max_num_batched_tokens, r.vllm_version, r.prefix_caching) == (2, "fp8", 32, 4096, "0.24", False)
+    assert [(g.kind, g.layers, g.page_bytes) for g in r.groups] == [("full", 33, 32_768)] and r.bytes_per_block == 1_081_344
+    assert r.max_in_flight_tokens == 4096  # one batch in flight before 0.33
+
+
 # --------------------------------------------------------------------------- CLI
 
 
