@@ -397,8 +397,20 @@ def _scheme_for(method: str, q: dict, lin: Linear) -> _Scheme | None:
         double = bool(q.get("bnb_4bit_use_double_quant"))
         # absmax per 64 values: one byte when double-quantised (plus an fp32 per 256 of them), else fp32;
         # quant_map (16 fp32) and, double-quantised, nested quant_map (256 fp32) + nested absmax per matrix
-        return _Scheme(f"bitsandbytes {q.get('bnb_4bit_quant_type', 'nf4')}", 4, "byte", 64, 1 if double else 4, per_matrix_bytes=64 + (1024 + 4 if double else 0))
+        return _Scheme(f"bitsandbytes {q.get('bnb_4bit_quant_type', 'nf4')}", 4, "byte", 64, 1 if double else 4, per_matrix_bytes=64 + (1024 if double else 0))
     return None
+
+
+def stored_bytes(quantization_config: dict, out_features: int, in_features: int, name: str = "model.layers.0.mlp.down_proj", role: str = "mlp") -> int:
+    """Bytes one ``out_features`` x ``in_features`` matrix named ``name`` takes in the checkpoint's
+    format (``quant_method`` of ``quantization_config``; modelopt's hf_quant_config.json too), its
+    scales included; 16-bit where the format leaves it out."""
+    fmt = _plan_format({"quantization_config": quantization_config}, None) if "quant_method" in quantization_config else _plan_format({}, quantization_config)
+    if fmt is None:
+        return 2 * out_features * in_features
+    lin = Linear(name, role, out_features, in_features)
+    scheme = _scheme_for(fmt[0], fmt[1], lin)
+    return 2 * lin.params if scheme is None else scheme.matrix_bytes(out_features, in_features) + _double_quant_absmax(fmt[1], lin)
 
 
 def _double_quant_absmax(q: dict, lin: Linear) -> int:
