@@ -216,7 +216,6 @@ def _rotary_bytes(config: dict, geo: ModelGeometry) -> int:
 def _mxfp4_extra(config: dict, geo: ModelGeometry, tp: int, capability: tuple[int, int]) -> tuple[int, str]:
     """Bytes vLLM's mxfp4 MoE path adds to the routed experts per GPU (``Mxfp4MoEMethod.create_weights``
     and ``process_weights_after_loading``, vllm/model_executor/layers/quantization/mxfp4.py)."""
-    cfg = text_config(config)
     experts = [lin for lin in linear_shapes(config, geo) if lin.role == "expert"]
     if not experts:
         return 0, ""
@@ -239,7 +238,6 @@ def _mxfp4_extra(config: dict, geo: ModelGeometry, tp: int, capability: tuple[in
     # expert biases become float32
     scales = n_exp * (2 * per_part * hidden // 32 + hidden * per_part // 32)
     biases = n_exp * (2 * per_part + hidden) * 2
-    del cfg
     return layers * (scales + biases), "Triton path (SM 9.0+): block scales held twice, expert biases float32"
 
 
@@ -273,7 +271,6 @@ def _forward_peak(config: dict, geo: ModelGeometry, tokens: int, tp: int) -> int
     residual and normed input, then the attention projections or the MLP's gate_up output and its
     activation; MoE: fused_moe's intermediate caches (top-k copies of gate_up and down outputs).
     An estimate: in every visible log the sampler's peak is the larger one."""
-    cfg = text_config(config)
     h = geo.hidden_size
     heads, kv, hd = geo.num_attention_heads, geo.num_kv_heads, geo.head_dim
     attn = 2 * h + ((heads + 2 * kv) * hd + heads * hd) // tp
@@ -284,7 +281,6 @@ def _forward_peak(config: dict, geo: ModelGeometry, tokens: int, tp: int) -> int
         top_k = experts[0].active
         moe_inter = next(lin.out_features for lin in experts if lin.name.endswith(("gate_proj", "up_proj")))
         mlp = max(mlp, 2 * h + top_k * (max(2 * moe_inter // tp, h) + moe_inter // tp))
-    del cfg
     return 2 * tokens * max(attn, mlp)
 
 
@@ -319,7 +315,7 @@ def _activation_terms(config: dict, geo: ModelGeometry, tokens: int, seqs: int, 
     return max(sampler_peak, forward) + rest, f"{text}; + {src.value:g} GiB rest {src.source()}"
 
 
-def _graph_bytes(geo: ModelGeometry, enforce_eager: bool) -> tuple[int, str]:
+def _graph_bytes(enforce_eager: bool) -> tuple[int, str]:
     if enforce_eager:
         return 0, "--enforce-eager: no CUDA graphs"
     return int(0.39 * GIB), "assumed: 0.39 GiB, the median of the positive graph-capture figures in the 0.11 logs (no log of a release that budgets graphs to fit)"
@@ -377,7 +373,7 @@ def predict_memory(
     activations, act_source = _activation_terms(config, geometry, tokens, seqs, tp, path, device)
     nt = FITS["non_torch_tp1" if tp == 1 else "non_torch_tp2"]
     non_torch = int(nt.value * GIB)
-    graphs, graph_source = _graph_bytes(geometry, enforce_eager)
+    graphs, graph_source = _graph_bytes(enforce_eager)
     terms = (
         MemoryTerm("device memory", total, total_source),
         MemoryTerm(f"x gpu_memory_utilization {gpu_memory_utilization:g}", requested - total, "vLLM --gpu-memory-utilization: requested_memory = total x utilization (gpu_worker.py)"),
