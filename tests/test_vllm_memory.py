@@ -23,6 +23,12 @@ CASES = load_cases()
 TOLERANCE_GIB = 0.25
 
 
+def _model(name: str):
+    """(config, geometry) of the log named ``name``."""
+    config = case_config(next(c for c in CASES if c["name"] == name))
+    return config, prepare_model(config).geometry
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_every_printed_term_and_the_available_memory_within_a_quarter_gib(case):
     budget = predict(case)
@@ -67,9 +73,7 @@ def test_activation_does_not_depend_on_max_model_len():
 
 
 def test_graphs_enter_the_budget_from_0_24_and_enforce_eager_drops_them():
-    case = next(c for c in CASES if c["name"] == "Llama-3.1-8B-Instruct TP1")
-    config = case_config(case)
-    geo = prepare_model(config).geometry
+    config, geo = _model("Llama-3.1-8B-Instruct TP1")
     h100 = get_device("H100-SXM-80GB")
     old = predict_memory(config, geo, h100, release="0.11")
     new = predict_memory(config, geo, h100, release="0.24")
@@ -91,18 +95,14 @@ def test_every_term_names_its_source():
 
 
 def test_more_than_is_free_at_start_up_is_refused():
-    case = next(c for c in CASES if c["name"] == "Qwen3-0.6B TP1 len 16000")
-    config = case_config(case)
-    geo = prepare_model(config).geometry
+    config, geo = _model("Qwen3-0.6B TP1 len 16000")
     # 79.18 GiB x 0.995 = 78.78 GiB requested; 78.57 GiB free at start-up in these logs
     budget = predict_memory(config, geo, get_device("H100-SXM-80GB"), gpu_memory_utilization=0.995, release="0.11")
     assert budget.refusal.startswith("Free memory on device (78.57/79.18 GiB) on startup is less than desired GPU memory utilization")
 
 
 def test_bad_inputs_are_refused_with_the_field():
-    case = CASES[0]
-    config = case_config(case)
-    geo = prepare_model(config).geometry
+    config, geo = _model(CASES[0]["name"])
     h100 = get_device("H100-SXM-80GB")
     for kwargs, field in (({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"), ({"tp": 0}, "tp"), ({"release": "0.7"}, "vllm_version"), ({"entry_point": "curl"}, "entry_point"), ({"sampler": "magic"}, "sampler")):
         with pytest.raises(PlannerError) as err:
@@ -138,9 +138,7 @@ def test_a100_keeps_the_small_defaults_and_the_llm_class_takes_more_tokens():
 
 
 def test_defaults_scale_the_sampler_term():
-    case = next(c for c in CASES if c["name"] == "Llama-3.1-8B-Instruct TP1")
-    config = case_config(case)
-    geo = prepare_model(config).geometry
+    config, geo = _model("Llama-3.1-8B-Instruct TP1")
     a100 = get_device("A100-SXM-40GB")
     budget = predict_memory(config, geo, a100, release="0.11")
     assert (budget.max_num_batched_tokens, budget.max_num_seqs) == (2048, 256)
