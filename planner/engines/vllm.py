@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from planner.errors import PlannerError
 from planner.geometry import SLIDING_PATTERN_DEFAULTS, ModelGeometry, parse_geometry, text_config
-from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype
+from planner.kv import AUTO, KVSpec, kv_specs, resolve_kv_dtype, vector_bytes
 from planner.limits import ByteBudgetCache
 from planner.results import Result
 
@@ -484,6 +484,15 @@ def _build_layout(config, geo, tp, kv_cache_dtype, block_size, batched, version,
         return _dsv4_layout(geo, rules, tp, kv_cache_dtype, block_size, batched, prefix_caching, speculative_layers, planner_dtype)
     specs = _speculative_specs(_unbound_windows(kv_specs(geo, planner_dtype, tp, "vllm"), geo, cfg), speculative_layers)
     mla = geo.mla is not None
+    if block_size is not None and mla and geo.indexer is not None and block_size % FLASHMLA_BLOCK:
+        # vLLM 0.33 CudaPlatformBase.get_attn_backend_cls on SM90: every sparse-MLA backend
+        # (FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90) takes MultipleOf(64) blocks
+        raise EngineRefusal("block_size", block_size, f"No valid attention backend found for cuda: sparse MLA (DeepSeek sparse attention) needs a block size that is a multiple of {FLASHMLA_BLOCK} (FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90: 'block_size not supported'); vLLM stops while building the model")
+    if mla and geo.indexer is not None and planner_dtype == "fp8" and kv_cache_dtype != "fp8":
+        # FLASHMLA_SPARSE (the fp8_ds_mla layout) lists "fp8" but not "fp8_e4m3", which an explicit
+        # --kv-cache-dtype fp8_e4m3 or a modelopt checkpoint's FP8 KV ("auto") resolves to: vLLM 0.33's
+        # selector falls to FLASHINFER_MLA_SPARSE_SM90, plain fp8 latent pages (576 B a token)
+        specs = tuple(s.model_copy(update={"bytes_per_token_per_layer": vector_bytes(geo.mla.latent_dim, "fp8")}) if s.cache == "latent" else s for s in specs)
     block = block_size or _default_block(geo, mla, planner_dtype == "fp8", kv_cache_dtype != "fp8_e5m2", rules.version)
     states = _state_pages(geo, cfg, tp, rules.nemotron_ssm_dtype) if hybrid else []
     state_pad, state_block = None, block
