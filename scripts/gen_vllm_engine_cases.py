@@ -19,6 +19,9 @@ every preset in ``model_configs/`` it builds a real ``VllmConfig`` with
 ``EngineArgs(...).create_engine_config()`` from a folder holding only ``config.json``, then
 follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
 
+* attention backend: for MLA and sparse MLA, vLLM's own selector (``CudaPlatformBase.get_attn_backend_cls``
+  with SM 9.0), which also refuses an explicit ``--block-size`` no Hopper backend takes (16 for
+  DeepSeek-V3.2 / GLM-5.x: "No valid attention backend found"); FLASH_ATTN for other attention;
 * block size: ``Platform._preferred_block_size_for_backends`` and, for Mamba / linear-attention
   hybrids, ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with the
   backend a Hopper GPU selects (FLASH_ATTN, FA4 for Gemma 4; FLASH_ATTN_MLA for 16-bit MLA and
