@@ -9,7 +9,6 @@ for vLLM to load it).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,7 @@ from planner.hardware import get_device
 from planner.plan import prepare_model
 from planner.presets import load_preset
 from planner.weights import WEIGHT_DTYPE_BITS, estimate_weights, stored_bytes
-
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+from scripts.fit_vllm_memory import REFERENCE
 
 
 def _weights(config: dict, **kw):
