@@ -19,6 +19,9 @@ every preset in ``model_configs/`` it builds a real ``VllmConfig`` with
 ``EngineArgs(...).create_engine_config()`` from a folder holding only ``config.json``, then
 follows ``EngineCore._initialize_kv_caches`` (vllm/v1/engine/core.py) on a CPU:
 
+* attention backend: for MLA and sparse MLA, vLLM's own selector (``CudaPlatformBase.get_attn_backend_cls``
+  with SM 9.0), which also refuses an explicit ``--block-size`` no Hopper backend takes (16 for
+  DeepSeek-V3.2 / GLM-5.x: "No valid attention backend found"); FLASH_ATTN for other attention;
 * block size: ``Platform._preferred_block_size_for_backends`` and, for Mamba / linear-attention
   hybrids, ``Platform._align_hybrid_block_size`` (vllm/platforms/interface.py) with the
   backend a Hopper GPU selects (FLASH_ATTN, FA4 for Gemma 4; FLASH_ATTN_MLA for 16-bit MLA and
@@ -76,6 +79,8 @@ SETTINGS = (
     (8, "fp8_e4m3", 65536, 8192, 9.5, True),
     (1, "auto", 262144, 8192, 2.0, True),  # small memory: refusals
 )
+# explicit --block-size settings run (with the first SETTINGS row) for MLA configs
+USER_BLOCK_SIZES = (16, 64)
 # the two published start-up logs (vLLM 0.10.1); here computed with 0.33's code at 2048
 # batched tokens, the 0.10 rules are checked against the printed numbers in the test
 PUBLISHED = (
@@ -354,20 +359,19 @@ def _dsa_indexer_layers(hf, n: int) -> set[int]:
 
 
 def _dsa_backends(vcfg):
-    """(sparse MLA backend, cache dtype string) a Hopper GPU selects (vllm/platforms/cuda.py
-    sparse_tail: FLASH_ATTN_MLA_SPARSE takes 16-bit caches only, so fp8 goes to FLASHMLA_SPARSE,
-    which serves any fp8 dtype as ``fp8_ds_mla``: mla_attention.py
-    ``_canonicalize_sparse_mla_kv_cache_dtype``), and the indexer's backend."""
+    """(sparse MLA backend, cache dtype string, indexer backend) on a Hopper GPU: the sparse backend
+    from vLLM's own selector (vllm/platforms/cuda.py sparse_tail: FLASH_ATTN_MLA_SPARSE takes 16-bit
+    caches only, so fp8 goes to FLASHMLA_SPARSE, which serves any fp8 dtype as ``fp8_ds_mla``:
+    mla_attention.py ``_canonicalize_sparse_mla_kv_cache_dtype``); the DSA indexer's backend."""
     try:
-        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend  # noqa: F401
     except ImportError:  # on a CPU the first import trips over the missing FA extensions; the module is loaded by then
-        from vllm.v1.attention.backends.mla.flashattn_mla_sparse import FlashAttnMLASparseBackend
+        pass
     from vllm.v1.attention.backends.mla.flashmla_sparse import FlashMLASparseBackend
     from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
 
-    if vcfg.cache_config.cache_dtype.startswith("fp8"):
-        return FlashMLASparseBackend, "fp8_ds_mla", DeepseekV32IndexerBackend
-    return FlashAttnMLASparseBackend, vcfg.cache_config.cache_dtype, DeepseekV32IndexerBackend
+    backend = _vllm_selected_backend(vcfg, use_sparse=True)
+    return backend, "fp8_ds_mla" if backend is FlashMLASparseBackend else vcfg.cache_config.cache_dtype, DeepseekV32IndexerBackend
 
 
 def _is_dsv4(vcfg) -> bool:
@@ -387,28 +391,67 @@ def _dsv4_backends():
     return [DeepseekSparseSWAFlashMLABackend, DeepseekV4FlashMLAAttention.backend_cls, DeepseekV4IndexerBackend, CompressorBackend]
 
 
+def _vllm_selected_backend(vcfg, *, use_sparse: bool = False):
+    """The decoder attention backend vLLM 0.33's own selector picks on a Hopper GPU:
+    ``CudaPlatformBase.get_attn_backend_cls`` (vllm/platforms/cuda.py) with SM 9.0, i.e. the
+    Hopper priority list of ``_get_backend_priorities`` and each backend's
+    ``validate_configuration`` (head size, dtype, KV cache dtype, block size when the user gave
+    one, MLA / sparse / sinks). Raises vLLM's ValueError ("No valid attention backend found ...")
+    where no backend takes the setting, e.g. ``--block-size 16`` for sparse MLA, whose backends
+    all need a multiple of 64. (RECIPES: the CUDA platform module imports here with a stub for
+    its op-registration extension; FA3's MLA support and the MLA prefill backend answer as on an H100.)"""
+    import types
+
+    sys.modules.setdefault("vllm._C_stable_libtorch", types.ModuleType("vllm._C_stable_libtorch"))
+    import vllm.v1.attention.backends.fa_utils as fa_utils
+    import vllm.v1.attention.ops.flashmla as flashmla_ops
+    from vllm.config import set_current_vllm_config
+    from vllm.platforms.cuda import CudaPlatformBase
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    for name in ("flash_attn_varlen_func", "get_scheduler_metadata"):
+        if not hasattr(fa_utils, name):
+            setattr(fa_utils, name, None)
+    # FA3's MLA support and the FlashMLA kernels are present on an H100 (their CUDA extensions are not here)
+    saved = [(mod, name, getattr(mod, name)) for mod, names in ((fa_utils, ("flash_attn_supports_mla",)), (flashmla_ops, ("is_flashmla_dense_supported", "is_flashmla_sparse_supported"))) for name in names if hasattr(mod, name)]
+    for mod, name, _ in saved:
+        setattr(mod, name, (lambda *a, **k: True) if mod is fa_utils else (lambda *a, **k: (True, None)))
+    mc, cache = vcfg.model_config, vcfg.cache_config
+    config = AttentionSelectorConfig(
+        head_size=mc.get_head_size(), dtype=mc.dtype, kv_cache_dtype=cache.cache_dtype,
+        block_size=cache.block_size if cache.user_specified_block_size else None,
+        use_mla=mc.use_mla, has_sink=bool(getattr(mc.hf_text_config, "attention_sink", False) or mc.hf_text_config.model_type == "gpt_oss"), use_sparse=use_sparse,
+    )  # fmt: skip
+    cls = CudaPlatformBase
+    capability = cls.__dict__.get("get_device_capability")
+    cls.get_device_capability = classmethod(lambda cls, device_id=0: DeviceCapability(9, 0))
+    try:
+        with set_current_vllm_config(vcfg):
+            if os.environ.get("KVP_SELECTOR_DEBUG"):
+                print(cls.get_valid_backends(DeviceCapability(9, 0), config, num_heads=mc.get_num_attention_heads(vcfg.parallel_config))[1], file=sys.stderr)
+            return resolve_obj_by_qualname(cls.get_attn_backend_cls(vcfg.attention_config.backend, config, num_heads=mc.get_num_attention_heads(vcfg.parallel_config)))
+    finally:
+        if capability is None:
+            del cls.get_device_capability
+        else:
+            cls.get_device_capability = capability
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
 def _attention_backend(vcfg):
+    """The decoder attention backend on a Hopper GPU. MLA (dense and sparse) through vLLM's own
+    selector (:func:`_vllm_selected_backend`), which also refuses a user block size no backend
+    takes; other attention is FLASH_ATTN, the first of the SM90 priorities (its
+    validate_configuration reads the FA3 extension's version, which a CPU cannot answer)."""
     if _is_dsv4(vcfg):
         return _dsv4_backends()[1]
     if _is_dsa(vcfg):
         return _dsa_backends(vcfg)[0]
     if vcfg.model_config.use_mla:
-        # vllm/platforms/cuda.py _get_backend_priorities on SM90: FLASH_ATTN_MLA first (16-bit caches
-        # only, FA3 present), then FLASHMLA, which takes the fp8 caches
-        if not vcfg.cache_config.cache_dtype.startswith("fp8"):
-            import vllm.v1.attention.backends.fa_utils as fa_utils
-
-            # fa_utils binds the CUDA kernels only on a CUDA platform; the class itself (block
-            # sizes, layouts) is all this script reads, so stand-ins let it import on a CPU
-            for name in ("flash_attn_varlen_func", "get_scheduler_metadata"):
-                if not hasattr(fa_utils, name):
-                    setattr(fa_utils, name, None)
-            from vllm.v1.attention.backends.mla.flashattn_mla import FlashAttnMLABackend
-
-            return FlashAttnMLABackend
-        from vllm.v1.attention.backends.mla.flashmla import FlashMLABackend
-
-        return FlashMLABackend
+        return _vllm_selected_backend(vcfg)
     from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
 
     return FlashAttentionBackend
@@ -968,6 +1011,11 @@ def _first_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
 
+def _is_mla_config(config: dict) -> bool:
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    return bool(text.get("kv_lora_rank")) and text.get("model_type") not in ("deepseek_v4", "deepseek_ref")
+
+
 def derived_max_model_len(config: dict) -> int | None:
     """vLLM's own default max_model_len for a config (None when vLLM refuses the model)."""
     from vllm.engine.arg_utils import EngineArgs
@@ -980,16 +1028,19 @@ def derived_max_model_len(config: dict) -> int | None:
             return None
 
 
-def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: int, avail_gib: float, prefix: bool) -> dict | None:
+def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: int, avail_gib: float, prefix: bool, block_size: int | None = None) -> dict | None:
     from vllm.engine.arg_utils import EngineArgs
 
     available = int(avail_gib * GIB)
     case = {"tp": tp, "kv_cache_dtype": kv_dtype, "max_model_len": max_model_len, "max_num_batched_tokens": batched, "available_kv_bytes": available, "enable_prefix_caching": prefix}
+    if block_size is not None:
+        case["user_block_size"] = block_size
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "config.json").write_text(json.dumps(config))
         os.environ.pop("VLLM_USE_V1", None)  # 0.10: the V1 oracle decides afresh for every case, as `vllm serve` does
         try:
-            args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp", **_host_args())
+            extra = {"block_size": block_size} if block_size is not None else {}
+            args = EngineArgs(model=tmp, skip_tokenizer_init=True, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype, max_model_len=max_model_len, max_num_batched_tokens=batched, enable_prefix_caching=prefix, distributed_executor_backend="mp", **extra, **_host_args())
             vcfg = args.create_engine_config()
         except Exception as exc:  # vLLM refuses the configuration itself
             if config.get("model_type") in _REGISTERED_HERE and max_model_len <= (derived_max_model_len(config) or 0):
@@ -1002,7 +1053,11 @@ def run_case(config: dict, tp: int, kv_dtype: str, max_model_len: int, batched: 
         from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
         from vllm.v1.core.kv_cache_utils import generate_scheduler_kv_cache_config, get_kv_cache_capacity
 
-        backend = _attention_backend(vcfg)
+        try:
+            backend = _attention_backend(vcfg)
+        except ValueError as exc:  # vLLM's selector: no backend takes this setting (it stops building the model)
+            case["backend_error"] = str(exc).split(". Reasons:")[0]
+            return case
         try:
             _resolve_block_size(vcfg, backend)
             if _is_gemma4(vcfg):
@@ -1133,7 +1188,9 @@ def main(argv: list[str] | None = None) -> int:
         clamp = [(tp, dt, min(length, derived or length), *rest) for tp, dt, length, *rest in SETTINGS]
         # one setting past the model's maximum: vLLM refuses it before sizing anything
         over = [(1, "auto", 2 * derived, 8192, 20.0, True)] if derived else []
-        for setting in dict.fromkeys((*clamp, *over, *settings)):
+        # an explicit --block-size for MLA models (0.33): sparse MLA (DSA) has no Hopper backend for 16
+        blocks = [(*clamp[0], block) for block in USER_BLOCK_SIZES] if VLLM >= (0, 33) and _is_mla_config(config) else []
+        for setting in dict.fromkeys((*clamp, *over, *settings, *blocks)):
             try:
                 case = run_case(config, *setting)
                 if case is None:
@@ -1143,7 +1200,7 @@ def main(argv: list[str] | None = None) -> int:
                 case = {"tp": setting[0], "kv_cache_dtype": setting[1], "max_model_len": setting[2], "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             case = {"source": f"{origin}/{path.name}", **case}
             cases.append(case)
-            print(json.dumps({k: case.get(k) for k in ("source", "tp", "kv_cache_dtype", "max_model_len", "num_blocks", "kv_cache_tokens", "max_concurrency", "config_error", "unsupported", "error")}), file=sys.stderr)
+            print(json.dumps({k: case.get(k) for k in ("source", "tp", "kv_cache_dtype", "max_model_len", "num_blocks", "kv_cache_tokens", "max_concurrency", "config_error", "unsupported", "backend_error", "error")}), file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.merge and args.out.is_file():
         old = json.loads(args.out.read_text())

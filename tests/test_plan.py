@@ -394,9 +394,10 @@ def test_custom_device_bandwidth_drives_the_memory_bound_decode():
 def test_float32_checkpoint_is_planned_in_16_bit_unless_asked():
     _ref, model = preset_ref("gemma-2-9b")  # published with torch_dtype float32
     auto = model.weights("auto")
-    assert auto.bytes == auto.total_params * 2
+    norms = 42 * 4 * 3584 + 3584  # 42 layers x 4 RMSNorms (Gemma 2) x hidden 3,584, and the final norm
+    assert auto.bytes == (auto.total_params + norms) * 2
     assert "served 16-bit" in auto.source
-    assert model.weights("fp32").bytes == auto.total_params * 4
+    assert model.weights("fp32").bytes == (auto.total_params + norms) * 4
 
 
 def test_cross_attention_encoder_tokens_count_per_sequence():

@@ -131,10 +131,10 @@ def test_preset_report_identity_and_sliding_layers(gemma):
     assert "K/V per token 172,032 B (168 KiB)" in text  # only the full layers grow past 4,096
     # 2,560 reserved tokens < the 4,096 window: 42 x 8,192 x 2,560 = 880,803,840 B = 840 MiB
     assert "880,803,840 B (840 MiB)" in text
-    # usable 85,899,345,920 x 0.9 = 77,309,411,328; less weights 18,482,200,576 (9,241,100,288 x 2 B:
-    # the float32 checkpoint is served in 16-bit) and 1 GiB workspace = 57,753,468,928;
-    # floor(57,753,468,928 / 880,803,840) = floor(65.57) = 65
-    assert "available for K/V = 77,309,411,328 - 19,555,942,400 = 57,753,468,928 B" in text
+    # usable 85,899,345,920 x 0.9 = 77,309,411,328; less weights 18,483,411,968 ((9,241,100,288
+    # parameters + 605,696 norm weights: 42 layers x 4 x 3,584 + 3,584) x 2 B: the float32 checkpoint
+    # is served in 16-bit) and 1 GiB workspace = 57,752,257,536; floor(57,752,257,536 / 880,803,840) = floor(65.57) = 65
+    assert "available for K/V = 77,309,411,328 - 19,557,153,792 = 57,752,257,536 B" in text
     # vLLM 0.33 admits the same 65: 21 sliding + 21 full layers, 16-token pages of 131,072 B,
     # 21 x 131,072 = 2,752,512 B a block, 20,982 blocks; a request reserves 160 full blocks and
     # cdiv(min(4,095 + 16,384, 2,560), 16) + 1 = 161 sliding blocks: floor(20,982 / 321) = 65

@@ -38,7 +38,7 @@ def _cases(sized: bool) -> list[tuple[dict, dict]]:
     out = []
     for data in FIXTURES.values():
         for c in data["cases"]:
-            if sized == ("num_blocks" in c) and (sized or "refusal" in c or "config_error" in c or "unsupported" in c):
+            if sized == ("num_blocks" in c) and (sized or "refusal" in c or "config_error" in c or "unsupported" in c or "backend_error" in c):
                 out.append((data, c))
     return out
 
@@ -56,7 +56,7 @@ def _id(item: tuple[dict, dict]) -> str:
 
 
 def _run(data: dict, c: dict, **over):
-    args = dict(available_kv_bytes=c["available_kv_bytes"], tp=c["tp"], kv_cache_dtype=c["kv_cache_dtype"], max_model_len=c["max_model_len"], max_num_batched_tokens=c["max_num_batched_tokens"], prefix_caching=c["enable_prefix_caching"], vllm_version=_rules(data))
+    args = dict(available_kv_bytes=c["available_kv_bytes"], tp=c["tp"], kv_cache_dtype=c["kv_cache_dtype"], max_model_len=c["max_model_len"], max_num_batched_tokens=c["max_num_batched_tokens"], prefix_caching=c["enable_prefix_caching"], vllm_version=_rules(data), block_size=c.get("user_block_size"))
     args.update(over)
     return vllm_capacity(data["configs"][c["source"]], **args)
 
@@ -139,6 +139,17 @@ def test_every_family_has_a_vllm_computed_case(family):
     assert len({(c["tp"], c["kv_cache_dtype"], c["max_model_len"]) for c in cases}) >= 2
 
 
+def test_block_size_16_for_sparse_mla_is_refused_as_vllm_0_33_refuses():
+    # DeepSeek-V3.2 and GLM-5.x on Hopper: every sparse-MLA backend needs a multiple of 64, so
+    # vLLM's own selector (run by the generator) finds none for --block-size 16; 64 sizes as usual
+    refused = [c for c in REFUSED_033 if c.get("user_block_size") == 16 and "backend_error" in c]
+    archs = {CONFIGS[c["source"]]["architectures"][0] for c in refused}
+    assert {"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"} <= archs
+    assert [c for c in SIZED_033 if c.get("user_block_size") == 64 and CONFIGS[c["source"]]["architectures"][0] == "DeepseekV32ForCausalLM"]
+    # dense MLA (DeepSeek-V3) takes 16 on FLASH_ATTN_MLA
+    assert [c for c in SIZED_033 if c.get("user_block_size") == 16 and CONFIGS[c["source"]]["architectures"][0] == "DeepseekV3ForCausalLM"]
+
+
 def test_cross_attention_family_is_refused_as_vllm_0_33_refuses():
     cases = [c for c in REFUSED_033 if _text(c["source"]).get("cross_attention_layers")]
     assert cases and not [c for c in SIZED_033 if _text(c["source"]).get("cross_attention_layers")]
@@ -168,6 +179,9 @@ def test_refused_case_matches_vllm(item):
         _run(data, case)
     if "refusal" in case:
         assert err.value.reason == case["refusal"]
+    elif "backend_error" in case:  # vLLM's attention selector found no backend for the user's --block-size
+        assert case["backend_error"].startswith("No valid attention backend found for cuda")
+        assert err.value.field == "block_size" and err.value.reason.startswith("No valid attention backend found for cuda")
     elif "unsupported" in case:  # 0.10: V0-only models, pages of different sizes; cross-attention
         assert err.value.field in ("model", "engine")
     elif err.value.field == "model" and "Mllama" in str(err.value.value):

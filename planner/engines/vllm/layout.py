@@ -15,6 +15,7 @@ from planner.engines.vllm.packed import dsv4_caches, packed_split
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, Rules, check_architecture
 from planner.engines.vllm.specs import (
     DSV4_BLOCK,
+    FLASHMLA_BLOCK,
     StatePage,
     StateRule,
     cfg_int,
@@ -27,7 +28,7 @@ from planner.engines.vllm.specs import (
     unbound_windows,
 )
 from planner.geometry import ModelGeometry, text_config
-from planner.kv import KVSpec, kv_specs
+from planner.kv import KVSpec, kv_specs, vector_bytes
 from planner.limits import ByteBudgetCache
 
 
@@ -148,7 +149,7 @@ def _grouped_layout(config: dict, geo: ModelGeometry, settings: VllmSettings, ru
     mode = "none" if not align else ("all" if rules.mamba_all_mode and geo.mamba is not None else "align")
     cfg = text_config(config)
     notes = _notes(geo, cfg, rules, hybrid and settings.prefix_caching)
-    specs = speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, settings.tp, "vllm"), geo, cfg), settings.speculative_layers)
+    specs = _sparse_mla_specs(geo, settings, planner_dtype, speculative_specs(unbound_windows(kv_specs(geo, planner_dtype, settings.tp, "vllm"), geo, cfg), settings.speculative_layers))
     block, states, state_pad, state = _blocks(geo, cfg, settings, rules, specs, planner_dtype == "fp8", mode)
     # 0.10 checks the fit on each layer's own spec, before chunked layers are made full
     fit = tuple(unified_buckets(geo, specs, states, state_pad, block, rules)) if rules.fit_check_per_layer else ()
@@ -161,6 +162,23 @@ def _grouped_layout(config: dict, geo: ModelGeometry, settings: VllmSettings, ru
         prefix_caching=settings.prefix_caching and (align or not hybrid), align=align, state=state, split=split, fit=fit, group_size=group_size,
         bytes_per_block=bytes_per_block, notes=notes,
     )  # fmt: skip
+
+
+def _sparse_mla_specs(geo: ModelGeometry, settings: VllmSettings, planner_dtype: str, specs: tuple[KVSpec, ...]) -> tuple[KVSpec, ...]:
+    """What vLLM 0.33's attention-backend selector decides for sparse MLA (DeepSeek sparse
+    attention) on Hopper: the block size it accepts, and the latent page of the backend it picks."""
+    if geo.mla is None or geo.indexer is None:
+        return specs
+    if settings.block_size is not None and settings.block_size % FLASHMLA_BLOCK:
+        # CudaPlatformBase.get_attn_backend_cls on SM90: every sparse-MLA backend
+        # (FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90) takes MultipleOf(64) blocks
+        raise EngineRefusal("block_size", settings.block_size, f"No valid attention backend found for cuda: sparse MLA (DeepSeek sparse attention) needs a block size that is a multiple of {FLASHMLA_BLOCK} (FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90: 'block_size not supported'); vLLM stops while building the model")
+    if planner_dtype == "fp8" and settings.kv_cache_dtype != "fp8":
+        # FLASHMLA_SPARSE (the fp8_ds_mla layout) lists "fp8" but not "fp8_e4m3", which an explicit
+        # --kv-cache-dtype fp8_e4m3 or a modelopt checkpoint's FP8 KV ("auto") resolves to: the
+        # selector falls to FLASHINFER_MLA_SPARSE_SM90, plain fp8 latent pages (576 B a token)
+        return tuple(s.model_copy(update={"bytes_per_token_per_layer": vector_bytes(geo.mla.latent_dim, "fp8")}) if s.cache == "latent" else s for s in specs)
+    return specs
 
 
 def _notes(geo: ModelGeometry, cfg: dict, rules: Rules, hybrid_prefix_caching: bool) -> tuple[str, ...]:

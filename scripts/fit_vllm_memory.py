@@ -1,0 +1,130 @@
+"""Per-term residuals of :func:`planner.engines.vllm_memory.predict_memory` on the published vLLM
+start-up logs (``$KVP_REFERENCE_DIR/vllm_startup_logs.json``, default ``../shared/reference``), and
+the least-squares values of the constants in ``FITS`` on the logs each was fitted on::
+
+    .venv/bin/python scripts/fit_vllm_memory.py
+
+The same cases, inputs and tolerances are the tests in tests/test_vllm_memory.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
+GIB = 1 << 30
+
+# Mistral-Small-3.2-24B-Instruct-2506's vision tower (its config.json's vision_config, Pixtral): the
+# log's config file is the text-only 2501 preset, which has none
+PIXTRAL = {
+    "model_type": "mistral3",
+    "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16, "head_dim": 64, "patch_size": 14, "image_size": 1540, "num_channels": 3},
+    "spatial_merge_size": 2,
+    "multimodal_projector_bias": False,
+}
+# the logs whose activation fits FlashInfer's sampler, not the sort-based one (see FITS["flashinfer_rest"])
+SAMPLER = {"mistralai/Mistral-Small-3.2-24B-Instruct-2506": "flashinfer", "openai/gpt-oss-120b": "flashinfer"}
+TERMS = (("weights_gib", "weights per GPU"), ("activation_gib", "profiling peak activations"), ("non_torch_gib", "non-torch memory"))
+
+
+def load_cases() -> list[dict]:
+    """The logs, each with a ``name``: model and TP (and max_model_len where those repeat)."""
+    cases = json.loads((REFERENCE / "vllm_startup_logs.json").read_text())["cases"]
+    for case in cases:
+        case["name"] = f"{case['model'].split('/')[-1]} TP{case['tp']}"
+    repeated = {c["name"] for c in cases if sum(d["name"] == c["name"] for d in cases) > 1}
+    for case in cases:
+        if case["name"] in repeated:
+            case["name"] += f" len {case['max_model_len']}"
+    return cases
+
+
+def case_config(case: dict) -> dict:
+    base = REFERENCE.parent if case["config_file"].startswith("reference/") else ROOT
+    config = json.loads((base / case["config_file"]).read_text())
+    config.update(case.get("config_overrides") or {})
+    if case["model"].startswith("mistralai/Mistral-Small-3.2"):
+        config = {**PIXTRAL, "text_config": {**config}, "architectures": ["Mistral3ForConditionalGeneration"]}
+    return config
+
+
+def predict(case: dict):
+    from planner.engines.vllm_memory import predict_memory
+    from planner.hardware import get_device
+    from planner.plan import prepare_model
+
+    config = case_config(case)
+    model = prepare_model(config)
+    return predict_memory(
+        config, model.geometry, get_device(case["gpu_catalog"]), gpu_memory_utilization=case["gpu_memory_utilization"], tp=case["tp"], max_model_len=case["max_model_len"],
+        release=".".join(case["vllm_version"].split(".")[:2]), entry_point=case["entrypoint"], sampler=SAMPLER.get(case["model"], "auto"),
+    )  # fmt: skip
+
+
+def implied_activation(case: dict, budget) -> float:
+    """GiB: the log's printed activation, or (where it is left out as inconsistent) what its own
+    total implies: requested - weights - non-torch - available, with the predicted weights."""
+    printed = case["printed"]
+    if printed.get("activation_gib") is not None:
+        return printed["activation_gib"]
+    return printed["requested_gib"] - budget.term("weights per GPU").bytes / GIB - budget.term("non-torch memory").bytes / GIB - printed["available_kv_gib"]
+
+
+def refit() -> None:
+    """Least-squares (means) of the fitted constants on their logs, from the derived parts."""
+    from planner.engines import vllm_memory as vm
+
+    cases = {c["name"]: c for c in load_cases()}
+    for key in ("non_torch_tp1", "non_torch_tp2"):
+        fit = vm.FITS[key]
+        print(f"{key}: {statistics.mean(cases[n]['printed']['non_torch_gib'] for n in fit.fitted_on):.4f} GiB (in use: {fit.value})")
+    fit = vm.FITS["activation_rest"]
+    rests = [implied_activation(cases[n], b) - (b.term("profiling peak activations").bytes / GIB - fit.value) for n in fit.fitted_on for b in [predict(cases[n])]]
+    print(f"activation_rest: {statistics.mean(rests):.4f} GiB (in use: {fit.value})")
+    fit = vm.FITS["flashinfer_rest"]
+    per_logit = []
+    for n in fit.fitted_on:
+        case = cases[n]
+        b = predict(case)
+        logits = min(b.max_num_seqs, b.max_num_batched_tokens) * (predict_geometry(case).vocab_size)
+        derived = b.term("profiling peak activations").bytes - fit.value * logits
+        per_logit.append((implied_activation(case, b) * GIB - derived) / logits)
+    print(f"flashinfer_rest: {statistics.mean(per_logit):.3f} bytes a logit from {[round(x, 2) for x in per_logit]} (in use: {fit.value})")
+
+
+def predict_geometry(case: dict):
+    from planner.plan import prepare_model
+
+    return prepare_model(case_config(case)).geometry
+
+
+def main() -> int:
+    from planner.engines.vllm_memory import FITS
+
+    refit()
+    held = {n for f in FITS.values() for n in f.held_out}
+    rows = []
+    for case in load_cases():
+        budget = predict(case)
+        printed = case["printed"]
+        row = {"case": case["name"] + (" (held out)" if case["name"] in held else "")}
+        for key, term in TERMS:
+            if printed.get(key) is not None or key == "activation_gib":
+                value = printed[key] if printed.get(key) is not None else implied_activation(case, budget)
+                row[key] = value - budget.term(term).bytes / GIB
+        row["available_kv_gib"] = printed["available_kv_gib"] - budget.available_kv_bytes / GIB
+        row["refusal"] = budget.refusal
+        rows.append(row)
+        print(f"{row['case']:<48} " + " ".join(f"{k[:-4]} {row[k]:+.3f}" for k in (*(k for k, _ in TERMS), "available_kv_gib") if k in row) + (f"  refused: {budget.refusal[:40]}" if budget.refusal else ""))
+    for key in (*(k for k, _ in TERMS), "available_kv_gib"):
+        errors = [abs(r[key]) for r in rows if key in r]
+        print(f"{key:<18} median |error| {statistics.median(errors):.3f} GiB, worst {max(errors):.3f} GiB over {len(errors)} logs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
