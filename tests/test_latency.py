@@ -172,7 +172,10 @@ def test_roofline_meets_the_goal_on_aiconfigurator_rows():
 
 def test_pcie_parts_use_per_tp_all_reduce_figures_with_sources():
     l40s = hardware.get_device("L40S-48GB")
-    assert l40s.link_at(2) == (27.8, 0.0) and l40s.link_at(3) == l40s.link_at(4) == (5.53, 11.5) and l40s.link_at(16) == (3.17, 0.0)
+    assert l40s.link_at(2) == (27.8, 0.0) and l40s.link_at(3) == l40s.link_at(4) == (5.53, 11.5) and l40s.link_at(8) == (3.17, 0.0)
+    # beyond one 8-GPU server the all-reduce is hierarchical over the scale-out NIC (issue 21):
+    # 2 x 7/8 / 3.17 + 2 x 1/2 / (8 x 3.1) seconds per GB, as the ring figure 2 x 15/16 / link
+    assert l40s.link_at(16) == pytest.approx((1.875 / (1.75 / 3.17 + 1 / (8 * 3.1)), 50.0))
     assert "AIConfigurator 0.12.0 measured L40S" in l40s.link_source and "AIConfigurator 0.12.0 measured L40S" in l40s.compute_source
     assert hardware.get_device("H100-SXM-80GB").link_at(8) == (450, 4.36)  # NVLink parts: one figure
     for name in ("L4-24GB", "A10-24GB", "T4-16GB", "RTX-4090-24GB", "H100-PCIe-80GB", "H100-NVL-94GB"):
