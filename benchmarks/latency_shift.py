@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from benchmarks.plan_equivalence import snapshot
+from benchmarks.plan_equivalence import exact, snapshot
 
 FIGURES = {
     "TPOT (mean ITL)": ("latency", "mean_inter_token_latency_ms"),
@@ -52,7 +52,8 @@ def main() -> int:
     both = [k for k in base if "summary" in base[k] and "summary" in here.get(k, {})]
     refusals = sum(("refused" in base[k]) != ("refused" in here.get(k, {})) for k in base)
     admitted = sum(base[k]["summary"]["kv_cache"]["admitted"] != here[k]["summary"]["kv_cache"]["admitted"] for k in both)
-    print(f"{len(base)} plans, {len(both)} computed by both; refusal changed in {refusals}, admission changed in {admitted}")
+    same = sum(exact(base[k], here.get(k)) for k in base)
+    print(f"{len(base)} plans, {len(both)} computed by both, {same} identical; refusal changed in {refusals}, admission changed in {admitted}")
     print("\n| figure | load | plans | median new/old | min | max |\n|---|---|---|---|---|---|")
     for name, by_load in ratios(base, here).items():
         for load in ("all", "1", "8", "64"):

@@ -17,9 +17,10 @@ step pays what a real engine adds (:data:`FITTED`, fitted to published end-to-en
 docs/serving_fit.md): host work per step and per running sequence, the gaps between a real run's
 kernels per layer by layer kind (dense, MoE routing and dispatch, MLA), the MoE kernel of the
 weight format on the GPU generation (:func:`moe_kernel`), and the API server's preprocessing.
-Load comes in two shapes, each labelled: :func:`served` for open-loop (Poisson) arrivals at a
+Load comes in three shapes, each labelled: :func:`served` for open-loop (Poisson) arrivals at a
 load, :func:`closed_loop` for C clients each sending the next request when the last finishes
-(what load generators at a fixed concurrency, and offline max-throughput runs, measure).
+(what load generators at a fixed concurrency measure), :func:`offline` for every request queued
+at once (max-throughput benchmarks).
 """
 
 from __future__ import annotations
@@ -152,8 +153,9 @@ class Efficiency:
 
 SERVING_FIELDS = ("step_s", "seq_s", "serve_layer_s", "serve_moe_layer_s", "mla_layer_s", "api_s", "api_token_s")
 FLAT = Efficiency()
-# Serving costs fitted by scripts/fit_serving.py (docs/serving_fit.md): vLLM's, the engines' own
-# host overheads in ENGINE_SERVING. Generated block: the script rewrites the numbers between the markers.
+# Serving costs fitted by scripts/fit_serving.py (docs/serving_fit.md): vLLM's (FITTED), TensorRT-LLM's
+# own host work (trtllm_*: serving_efficiency), the kernel scales per weight format (moe_kernel,
+# compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
     "step_s": 0.0006549,
