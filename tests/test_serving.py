@@ -237,3 +237,21 @@ def test_committed_serving_fit_matches_the_model_and_meets_the_throughput_goal()
     counts = {name: sum(pt.split == name for pt, _ in results) for name in S.SPLITS}
     assert counts == {"fit": 21, "held-out GPU": 14, "held-out engine": 8, "held-out point": 4}
     assert all(abs(math.log(r)) < math.log(3) for pt, rs in results if pt.split == "fit" for r in rs.values())
+
+
+def test_new_blackwell_entries_agree_with_aiconfigurators_kernels():
+    # B300, GB200 and GB300 take B200's fitted link latency and fused-MoE efficiency; AIConfigurator
+    # 0.12.0 ships measured vLLM kernels for all three (held out of every fit): the kernels alone
+    # (latency.KERNELS) land within 1.25x of its prefill and ITL for Llama-3.1-8B (measured
+    # 0.94-1.06 prefill, 1.00-1.08 ITL on 2026-12-01)
+    from planner import measured
+
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    for gpu in ("B300-SXM-288GB", "GB200-NVL72-186GB", "GB300-NVL72-288GB"):
+        plan = compute_plan(make_inputs(gpu=gpu, input_tokens=2048, output_tokens=512, sequences=8, kv_dtype="bf16"), model)
+        aic = measured.compare(plan, model)
+        assert aic.covered, aic.reason
+        roof = dataclasses.replace(plan.roof, eff=latency.KERNELS)
+        kv = sum(sp.bytes_at(2304) for sp in plan.inspect.specs)
+        for planner_ms, aic_ms in ((roof.prefill_s(2048) * 1e3, aic.prefill_ms_at_1), (roof.decode_step_s(1, kv, 2304) * 1e3, aic.itl_ms_at_1), (roof.decode_step_s(8, kv, 2304) * 1e3, aic.itl_ms_at_n)):
+            assert 1 / 1.25 < planner_ms / aic_ms < 1.25, gpu
