@@ -156,9 +156,12 @@ def point(index: int) -> Point:
     summary = probe.summary()
     per_seq = summary["kv_cache"]["bytes_per_reserved_sequence"]
     roof = probe.roof
-    if dep:
+    mid = p["isl"] + p["osl"] // 2
+    specs = probe.inspect.specs
+    kv_scale = parallel.rank_kv_bytes(specs, mid, model.geometry.num_kv_heads) / max(1.0, sum(s.bytes_at(mid) for s in specs)) if dep else 1.0
+    if dep:  # a rank holds its own sequences' K/V whole (all K/V heads; MLA latents are whole under TP too)
         rank = parallel.expert_data_parallel(roof, p["tp"])
-        memory = parallel.dp_memory(summary["capacity"]["usable_bytes"], rank.weights_bytes, summary["capacity"]["workspace_bytes"], per_seq, p["tp"])
+        memory = parallel.dp_memory(summary["capacity"]["usable_bytes"], rank.weights_bytes, summary["capacity"]["workspace_bytes"], per_seq * kv_scale, p["tp"])
         admitted, roof, gpus = memory.sequences_per_rank, rank, 1
     else:
         admitted, gpus = summary["kv_cache"]["admissible_sequences"], p["tp"]
@@ -180,8 +183,7 @@ def point(index: int) -> Point:
     else:  # offline max throughput: every request queued; the runtime admits what memory and its batch limit allow
         clients, requests = max(1, min(admitted, limits.max_num_seqs)), math.ceil(trt_requests(p) / ranks)
     plan = compute_plan(make_inputs(**base, sequences=min(clients, requests or clients) * ranks), model)
-    mid = p["isl"] + p["osl"] // 2
-    kv_mid = sum(s.bytes_at(mid) for s in plan.inspect.specs)
+    kv_mid = sum(s.bytes_at(mid) for s in plan.inspect.specs) * kv_scale
     return Point(
         raw=p,
         split=split(p),

@@ -158,17 +158,17 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0006549,
-    "seq_s": 7.433e-06,
-    "serve_layer_s": 9.877e-06,
-    "serve_moe_layer_s": 2.122e-05,
-    "mla_layer_s": 6.048e-05,
-    "api_s": 0.004227,
-    "api_token_s": 9.64e-07,
-    "trtllm_step_s": 0.001994,
-    "trtllm_seq_s": 2.485e-05,
+    "step_s": 0.0006609,
+    "seq_s": 7.506e-06,
+    "serve_layer_s": 9.918e-06,
+    "serve_moe_layer_s": 2.141e-05,
+    "mla_layer_s": 6.038e-05,
+    "api_s": 0.004226,
+    "api_token_s": 9.642e-07,
+    "trtllm_step_s": 0.001997,
+    "trtllm_seq_s": 2.411e-05,
 }
-KERNEL_FIT = {"w4a16": 1.493, "int4": 0.8902, "w4a8": 1, "fp4": 1.051, "moe_fp8": 0.9339, "gemm_fp8": 0.808, "int4_layer_s": 6.048e-05}
+KERNEL_FIT = {"w4a16": 1.524, "int4": 0.8905, "w4a8": 1, "fp4": 1.047, "moe_fp8": 0.9276, "gemm_fp8": 0.8059, "int4_layer_s": 6.038e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.

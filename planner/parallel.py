@@ -67,6 +67,18 @@ def expert_data_parallel(roof_tp: Roofline, dp: int, link_gb_s: float | None = N
     return dataclasses.replace(roof_tp, **changes)
 
 
+def rank_kv_bytes(specs: tuple, tokens: int, num_kv_heads: int) -> float:
+    """K/V bytes one sequence of ``tokens`` tokens holds on the attention data-parallel rank that
+    runs it, from a tensor-parallel plan's specs: tensor parallelism splits K/V heads over its GPUs
+    (``kv_heads_per_gpu``), a DP rank (tp 1) holds all ``num_kv_heads`` of its own sequences; MLA
+    latents and other per-sequence caches are whole on every GPU either way."""
+    total = 0.0
+    for sp in specs:
+        whole = sp.latent or sp.cache != "kv" or not sp.kv_heads_per_gpu
+        total += sp.bytes_at(tokens) * (1.0 if whole else max(1.0, num_kv_heads / sp.kv_heads_per_gpu))
+    return total
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RankMemory(Result):
     """What one rank of an attention data-parallel deployment holds (bytes) and the sequences
@@ -75,7 +87,7 @@ class RankMemory(Result):
     dp: int
     weights_bytes: float  # dense and attention weights whole, 1/dp of the routed experts
     available_bytes: float  # for K/V after weights and workspace
-    kv_bytes_per_sequence: float  # one sequence's K/V on the rank that runs it (the whole MLA latent)
+    kv_bytes_per_sequence: float  # one sequence's K/V on the rank that runs it (rank_kv_bytes: all K/V heads, the whole MLA latent)
     sequences_per_rank: int
     sequences: int  # all ranks together
 

@@ -188,7 +188,7 @@ def write_doc(results: list[tuple[S.Point, dict[str, float]]], x: dict, result) 
         "  180 us a layer of fixed cost; the MLA and AWQ-GEMV terms split it by their priors (both about 60 us), which the SGLang FP4 B200",
         "  run (native FP4, 8.4 ms TPOT at 4 clients) supports better than putting it all on MLA.",
         "* **DEP (attention data parallel)** runs: the overview does not state their batch; the planner admits what memory allows per rank",
-        "  and waits for the slowest rank's prefill chunk, and is still about 2.4x too fast on gpt-oss-120b DEP4 (H100; DeepSeek-R1 DEP8 on H200, held out, lands at 0.83x).",
+        "  and waits for the slowest rank's prefill chunk, and is still about 2x too fast on gpt-oss-120b DEP4 (H100; DeepSeek-R1 DEP8 on H200, held out, lands at 0.83x).",
         "* **vLLM releases**: one vLLM profile serves the 2025-07 tenstorrent runs (Qwen3-30B-A3B on A100 TPOT 0.8x) and the 2026-03",
         "  InferenceMAX image (gpt-oss-120b TP8 TPOT 1.1-1.2x); newer releases schedule asynchronously and graph whole steps.",
     ]
