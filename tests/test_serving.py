@@ -171,6 +171,11 @@ def test_attention_data_parallel_holds_each_ranks_own_latents():
     t = rank.decode_terms(16, 0.0, 1536)
     assert "allreduce" not in t and t["alltoall"] > 0
     assert rank.expert_share(16 * 8) == roof.expert_share(128)
+    # a rank holds all K/V heads of its own sequences: gpt-oss-120b (8 K/V heads) at TP4 keeps 2 a
+    # GPU, so a DEP4 rank holds 4x the TP share; MLA latents are whole either way
+    assert parallel.rank_kv_bytes(plan.inspect.specs, 1536, 128) == sum(sp.bytes_at(1536) for sp in plan.inspect.specs)
+    oss = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=4, gpu_count=4, ep=4, input_tokens=1024, output_tokens=1024), prepare_model(load_preset("gpt-oss-120b")))
+    assert parallel.rank_kv_bytes(oss.inspect.specs, 1536, 8) == pytest.approx(4 * sum(sp.bytes_at(1536) for sp in oss.inspect.specs))
     with pytest.raises(PlannerError, match="mixture-of-experts"):
         parallel.expert_data_parallel(compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=2, gpu_count=2), prepare_model(load_preset("llama-3.1-8b"))).roof, 2)
 
