@@ -10,14 +10,24 @@ Roofline model (per GPU, tensor parallel splits weights and work evenly):
   mixture-of-experts model reads its dense weights and the expected share of experts its ``c``
   tokens route to, 1 - (1 - k/E)^c of them.
 
-The default efficiency factors (MFU 0.5, MBU 0.7) are stated in every plan and adjustable.
+The default efficiency factors (MFU 0.8, MBU 0.736, fitted) are stated in every plan and adjustable.
+
+On top of the kernels (fitted to AIConfigurator's measured kernels, :data:`KERNELS`), a served
+step pays what a real engine adds (:data:`FITTED`, fitted to published end-to-end runs,
+docs/serving_fit.md): host work per step and per running sequence, the gaps between a real run's
+kernels per layer by layer kind (dense, MoE routing and dispatch, MLA), the MoE kernel of the
+weight format on the GPU generation (:func:`moe_kernel`), and the API server's preprocessing.
+Load comes in three shapes, each labelled: :func:`served` for open-loop (Poisson) arrivals at a
+load, :func:`closed_loop` for C clients each sending the next request when the last finishes
+(what load generators at a fixed concurrency measure), :func:`offline` for every request queued
+at once (max-throughput benchmarks).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.errors import PlannerError
 from planner.results import Result
@@ -126,9 +136,40 @@ class Efficiency:
     layer_s: float = 0.0  # norms, activation, residual adds, rotary: fixed per layer
     elementwise_passes: float = 0.0  # activation bytes moved per token per layer, in units of the layer's width x dtype
     link_efficiency: float = 1.0  # achieved / datasheet interconnect bandwidth in a ring all-reduce
+    # serving: what a real engine adds to the kernels AIConfigurator times (0 in FLAT and KERNELS)
+    step_s: float = 0.0  # host work per engine step: scheduling, input preparation, sampling, output processing
+    seq_s: float = 0.0  # ... per sequence that produces a token in the step (sampling, detokenising, streaming)
+    serve_layer_s: float = 0.0  # per decoder layer: gaps between a real run's kernels (launches, syncs, small ops)
+    serve_moe_layer_s: float = 0.0  # per MoE layer: routing, top-k, token permutation as served, beyond moe_layer_s
+    mla_layer_s: float = 0.0  # per MLA layer: latent up-projections, absorbed BMMs, rotary and norms of the latent
+    api_s: float = 0.0  # the API server per request before the engine sees it (HTTP, chat template, scheduling)
+    api_token_s: float = 0.0  # ... per prompt token (tokenisation)
+
+    @property
+    def kernels(self) -> Efficiency:
+        """These efficiencies without the serving costs (what AIConfigurator's kernel sums compare with)."""
+        return replace(self, **dict.fromkeys(SERVING_FIELDS, 0.0))
 
 
+SERVING_FIELDS = ("step_s", "seq_s", "serve_layer_s", "serve_moe_layer_s", "mla_layer_s", "api_s", "api_token_s")
 FLAT = Efficiency()
+# Serving costs fitted by scripts/fit_serving.py (docs/serving_fit.md): vLLM's (FITTED), TensorRT-LLM's
+# own host work (trtllm_*: serving_efficiency), the kernel scales per weight format (moe_kernel,
+# compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
+# --- serving fit (generated) ---
+SERVING_FIT = {
+    "step_s": 0.0006601,
+    "seq_s": 7.505e-06,
+    "serve_layer_s": 9.913e-06,
+    "serve_moe_layer_s": 2.139e-05,
+    "mla_layer_s": 6.039e-05,
+    "api_s": 0.004226,
+    "api_token_s": 9.642e-07,
+    "trtllm_step_s": 0.001998,
+    "trtllm_seq_s": 2.411e-05,
+}
+KERNEL_FIT = {"w4a16": 1.525, "int4": 0.8905, "w4a8": 1, "fp4": 1.047, "moe_fp8": 0.9276, "gemm_fp8": 0.806, "int4_layer_s": 6.039e-05}
+# --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
 FITTED = Efficiency(
@@ -147,7 +188,17 @@ FITTED = Efficiency(
     layer_s=7.67e-6,
     elementwise_passes=7.61,
     link_efficiency=0.654,
+    # serving costs of vLLM (the planner's runtime), fitted by scripts/fit_serving.py to the fit
+    # split of the published end-to-end runs (docs/serving_fit.md)
+    step_s=SERVING_FIT["step_s"],
+    seq_s=SERVING_FIT["seq_s"],
+    serve_layer_s=SERVING_FIT["serve_layer_s"],
+    serve_moe_layer_s=SERVING_FIT["serve_moe_layer_s"],
+    mla_layer_s=SERVING_FIT["mla_layer_s"],
+    api_s=SERVING_FIT["api_s"],
+    api_token_s=SERVING_FIT["api_token_s"],
 )
+KERNELS = FITTED.kernels  # the kernels alone: what AIConfigurator's static kernel sums compare with
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +219,19 @@ class Roofline(Result):
     * ``allreduce``: two ring all-reduces per layer under tensor parallelism,
       latency + 2 (tp - 1) / tp x T x hidden x 2 bytes / link bandwidth each (all-to-all dispatch
       and combine instead of the MoE one under expert parallelism);
-    * ``other``: norms and activations, a fixed cost per layer plus their activation traffic.
+    * ``alltoall``: under expert parallelism each token's k copies leave for the GPUs holding their
+      experts and come back (dispatch and combine); with attention data parallelism (``dp`` ranks,
+      tp 1 each) this is the only communication, and each MoE layer serves dp x T tokens;
+    * ``other``: norms and activations, a fixed cost per layer plus their activation traffic;
+    * ``runtime``: the engine's host work per step and per sequence producing a token (serving
+      costs; absent from :data:`KERNELS`).
+
+    ``format_layer_s`` (per layer, in ``other``) is what the weight format's kernels add at small
+    batch (AWQ / GPTQ W4A16 GEMVs: :func:`format_layer_cost`).
+
+    The serving costs per layer kind (eff.serve_layer_s per layer in ``other``,
+    eff.serve_moe_layer_s per MoE layer in ``moe``, eff.mla_layer_s per MLA layer in
+    ``attention``) and ``runtime`` are multiplied by ``fixed_scale`` (the software stack).
     """
 
     weights_bytes: float
@@ -199,6 +262,11 @@ class Roofline(Result):
     act_bytes: int = 2
     moe_scale: float = 1.0  # the device's grouped-GEMM efficiency relative to Hopper's (catalog)
     compute_scale: float = 1.0  # the device's large-GEMM compute efficiency relative to MFU (catalog; PCIe L40S < 1)
+    mla_layers: int = 0  # layers whose attention is MLA (latent up-projections and absorbed BMMs: eff.mla_layer_s each)
+    moe_kernel: float = 1.0  # the engine's grouped-GEMM kernel for this weight format on this GPU generation (moe_kernel())
+    fixed_scale: float = 1.0  # the software stack's serving fixed costs relative to CUDA's (catalog fixed_cost_scale)
+    dp: int = 1  # attention data-parallel ranks whose tokens every MoE layer serves together (experts over ep ranks)
+    format_layer_s: float = 0.0  # what the weight format's kernels add per layer at small batch (format_layer_cost())
     eff: Efficiency = FLAT
     _k: _StepConstants = field(init=False, repr=False, compare=False)  # derived once (see __post_init__)
 
@@ -272,24 +340,25 @@ class Roofline(Result):
         if k.lm_head:
             out["lm_head"] = max(k.lm_head_memory, k.lm_head_flops * max(1, logits) / peak)
         if k.moe:
-            share = 1.0 - k.moe_untouched**t  # expert_share(t)
+            tm = t * self.dp  # tokens every MoE layer serves (the dp ranks' together)
+            share = 1.0 - k.moe_untouched**tm  # expert_share(tm)
             touched = self.num_experts * share
-            rows = max(e.moe_tile, t * self.experts_per_token / touched)  # tokens each touched expert computes
+            rows = max(e.moe_tile, tm * self.experts_per_token / touched)  # tokens each touched expert computes
             moe_eff = k.moe_peak_eff * rows / (rows + e.moe_tokens_per_expert_half) * k.expert_width / k.expert_width_den
             flops = k.expert_flops * touched * rows
             out["moe"] = k.moe_fixed + max(self.expert_bytes * share / k.moe_bw, flops / (peak * moe_eff))
         attn_eff = e.attn_mfu * (prompt_tokens / (prompt_tokens + e.attn_tokens_half) if prompt_tokens else 1.0)
         out["attention"] = k.attn_fixed + max(kv_read_bytes / k.attn_bw, attn_flops / (peak * attn_eff))
+        message = t * self.hidden * self.act_bytes
         if k.allreduce:
-            link = k.link
-            message = t * self.hidden * self.act_bytes
-            ring = self.link_latency_s + k.ring * message / link
-            out["allreduce"] = k.allreduces * ring
-            if k.moe_allreduces:  # dispatch and combine: each token's k copies leave for other GPUs
-                a2a = self.link_latency_s + message * self.experts_per_token * (self.ep - 1) / self.ep / link
-                out["alltoall"] = 2 * k.moe_allreduces * a2a
+            out["allreduce"] = k.allreduces * (self.link_latency_s + k.ring * message / k.link)
+        if k.alltoall:  # dispatch and combine: each token's k copies leave for other GPUs
+            a2a = self.link_latency_s + message * self.experts_per_token * (self.ep - 1) / self.ep / k.link
+            out["alltoall"] = 2 * k.moe_allreduces * a2a
         if self.layers:
-            out["other"] = self.layers * (e.layer_s + t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s)
+            out["other"] = k.other_fixed + self.layers * t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s
+        if k.runtime:
+            out["runtime"] = k.runtime_step + k.runtime_seq * max(1, logits)
         hit = (out, sum(out.values()))
         _remember(k.memo, key, hit)
         return hit
@@ -355,6 +424,7 @@ class _StepConstants:
 
     __slots__ = ("peak", "bw", "dense_fixed", "dense_memory", "dense_flops", "lm_head", "lm_head_memory", "lm_head_flops", "moe", "moe_untouched", "moe_peak_eff", "expert_width")
     __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo")
+    __slots__ += ("alltoall", "other_fixed", "runtime", "runtime_step", "runtime_seq")
 
     def __init__(self, r: Roofline) -> None:
         e = r.eff
@@ -369,19 +439,24 @@ class _StepConstants:
         self.lm_head_flops = 2.0 * r.lm_head_params
         self.moe = bool(r.expert_bytes and r.num_experts and r.experts_per_token)
         self.moe_untouched = 1.0 - min(1.0, r.experts_per_token / r.num_experts) if self.moe else 0.0
-        self.moe_peak_eff = e.moe_mfu * r.moe_scale
+        self.moe_peak_eff = e.moe_mfu * r.moe_scale * r.moe_kernel
         self.expert_width = r.expert_width
         self.expert_width_den = self.expert_width + e.moe_width_half
         self.expert_flops = 2.0 * r.expert_active_params / r.experts_per_token if self.moe else 0.0
-        self.moe_fixed = r.moe_layers * e.moe_layer_s
+        fs = r.fixed_scale
+        self.moe_fixed = r.moe_layers * e.moe_layer_s + r.moe_layers * e.serve_moe_layer_s * fs
         self.moe_bw = self.bw * e.moe_mbu
-        self.attn_fixed = r.attn_layers * e.attn_layer_s
+        self.attn_fixed = r.attn_layers * e.attn_layer_s + r.mla_layers * e.mla_layer_s * fs
         self.attn_bw = self.bw * e.attn_mbu
         self.allreduce = bool(r.tp > 1 and r.link_bytes_s and r.layers)
         self.link = r.link_bytes_s * e.link_efficiency
         self.ring = 2.0 * (r.tp - 1) / r.tp
         self.moe_allreduces = r.moe_layers if r.ep > 1 else 0
+        self.alltoall = bool(self.moe_allreduces and r.link_bytes_s and self.moe)
         self.allreduces = 2 * r.layers - self.moe_allreduces
+        self.other_fixed = r.layers * e.layer_s + r.layers * (e.serve_layer_s + r.format_layer_s) * fs
+        self.runtime_step, self.runtime_seq = e.step_s * fs, e.seq_s * fs
+        self.runtime = bool(self.runtime_step or self.runtime_seq)
         self.memo: dict = {}
 
 
@@ -599,6 +674,301 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     )
 
 
+# --------------------------------------------------------------------------- serving: engines, kernels, closed loop
+
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def serving_efficiency(engine: str = "vllm") -> Efficiency:
+    """:data:`FITTED` with ``engine``'s own host overheads (``step_s``, ``seq_s``) where the fit had
+    runs of it (TensorRT-LLM's offline runs); SGLang, held out of the fit, uses vLLM's.
+
+    Raises:
+        PlannerError: an engine the model has no profile for.
+    """
+    if engine not in ENGINES:
+        raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
+    if engine == "trtllm":
+        return replace(FITTED, step_s=SERVING_FIT["trtllm_step_s"], seq_s=SERVING_FIT["trtllm_seq_s"])
+    return FITTED
+
+
+FP4_GENERATIONS = frozenset({"blackwell", "blackwell-ultra", "blackwell-rtx", "cdna4"})  # 4-bit float tensor cores
+
+
+def kernel_dtype(weight_format: str, generation: str, engine: str = "vllm") -> str:
+    """The tensor-core dtype the engine multiplies ``weight_format`` weights in on ``generation``
+    (what :meth:`planner.hardware.Device.peak_flops` takes):
+
+    * nvfp4 on a GPU with FP4 tensor cores: fp4 (W4A4, activations quantised to NVFP4 too);
+    * mxfp4 there: fp8 (W4A8: MXFP4 x MXFP8, TensorRT-LLM's and vLLM's FlashInfer kernels for
+      gpt-oss); fp4 on CDNA 4 (W4A4 MXFP4);
+    * mxfp4 / nvfp4 on GPUs without FP4 tensor cores: bf16 (the weights are widened in the
+      kernel, W4A16: Triton's matmul_ogs in vLLM and in TensorRT-LLM, whose perf overview runs
+      gpt-oss on Hopper with ``moe_config.backend: TRITON``; Marlin in vLLM / SGLang);
+    * int4 (AWQ / GPTQ): bf16 (W4A16 Marlin); fp8: fp8; anything else bf16.
+
+    ``engine`` is kept for engines whose kernels differ (none of the fitted ones do here).
+    """
+    fp4 = generation in FP4_GENERATIONS
+    if weight_format == "nvfp4" and fp4:
+        return "fp4"
+    if weight_format in ("mxfp4", "nvfp4"):
+        return ("fp4" if generation == "cdna4" else "fp8") if fp4 else "bf16"
+    return "fp8" if weight_format == "fp8" else "bf16"
+
+
+def kernel_class(weight_format: str, generation: str, engine: str = "vllm") -> str | None:
+    """Which fitted grouped-GEMM kernel the routed experts run on: "fp4" (native FP4 tensor
+    cores), "w4a8" (4-bit float weights widened to fp8 activations), "w4a16" (widened to 16
+    bits: Triton's matmul_ogs), "int4" (AWQ / GPTQ integer experts: Marlin, W4A16),
+    "moe_fp8" (fp8 experts: block-scaled fp8 grouped GEMMs); None for 16-bit experts (the
+    AIConfigurator fit, whose rows are all bf16)."""
+    dtype = kernel_dtype(weight_format, generation, engine)
+    if weight_format == "fp8":
+        return "moe_fp8" if dtype == "fp8" else None
+    if weight_format == "int4":
+        return "int4"  # AWQ / GPTQ experts: Marlin's grouped W4A16 kernels
+    if weight_format not in ("mxfp4", "nvfp4"):
+        return None
+    return {"fp4": "fp4", "fp8": "w4a8"}.get(dtype, "w4a16")
+
+
+def moe_kernel(weight_format: str, generation: str, engine: str = "vllm") -> tuple[float, str]:
+    """(scale on the grouped-GEMM compute efficiency, why) for routed experts stored as
+    ``weight_format`` on ``generation`` under ``engine`` (:func:`kernel_class`; fitted on the fit
+    split, docs/serving_fit.md); 16-bit experts keep the AIConfigurator fit (1)."""
+    kind = kernel_class(weight_format, generation, engine)
+    if kind is None:
+        return 1.0, "16-bit experts: the grouped-GEMM efficiency fitted to AIConfigurator's kernels"
+    what = {"fp4": "native FP4 grouped GEMMs", "w4a8": "4-bit experts widened to fp8 activations", "w4a16": "4-bit float experts widened to 16-bit activations", "int4": "AWQ / GPTQ integer experts (Marlin)", "moe_fp8": "fp8 grouped GEMMs"}[kind]
+    return KERNEL_FIT[kind], f"{what} ({weight_format} on {generation} under {engine}), fitted to published runs"
+
+
+def format_layer_cost(weight_format: str) -> float:
+    """Seconds per decoder layer the weight format's linear kernels add at small batch: AWQ /
+    GPTQ integer weights run every projection of the layer (attention's included) through W4A16
+    GEMV kernels with their own launch and dequantisation, fitted (KERNEL_FIT["int4_layer_s"]);
+    0 for other formats."""
+    return KERNEL_FIT["int4_layer_s"] if weight_format == "int4" else 0.0
+
+
+def compute_scale(dtype: str) -> float:
+    """Compute efficiency of ``dtype`` GEMMs relative to the bf16 efficiency fitted to
+    AIConfigurator (whose rows are all bf16): fp8's is fitted to published fp8 runs; others 1."""
+    return KERNEL_FIT["gemm_fp8"] if dtype == "fp8" else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeLimits(Result):
+    """What the engine admits at once by default: running sequences, tokens a step, CUDA-graph batches."""
+
+    engine: str
+    max_num_seqs: int
+    max_batched_tokens: int
+    graph_max_batch: int
+    source: str
+
+
+def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
+    """The engine's default limits on this GPU.
+
+    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
+      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
+      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
+    * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
+      (the measured-serving notes of its perf overview); graphs padded to the batch;
+    * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
+
+    Raises:
+        PlannerError: an unknown engine.
+    """
+    if engine == "vllm":
+        big = memory_gib >= 70 and "a100" not in device_name.lower()
+        seqs = 1024 if big else 256
+        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
+    if engine == "trtllm":
+        return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
+    if engine == "sglang":
+        return RuntimeLimits(engine, 1 << 20, 8192, 256, "SGLang defaults: chunked_prefill_size 8192, running requests by memory (estimate)")
+    raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
+
+
+def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:
+    """Seconds the API server spends on a request before the engine schedules it (HTTP handling,
+    chat template, tokenisation): eff.api_s + eff.api_token_s x prompt tokens."""
+    return eff.api_s + eff.api_token_s * max(0, prompt_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoop(Result):
+    """Latency and throughput for ``clients`` clients in a closed loop, each sending its next
+    request when the last one finishes (vLLM's ``benchmark_serving --max-concurrency``,
+    InferenceMAX, genai-perf's concurrency mode; with ``clients`` = the engine's admission and no
+    API server, an offline max-throughput run). Every figure is closed-loop (milliseconds; rates
+    per replica).
+
+    * TTFT = API preprocessing + the rest of the step running when the request reaches the
+      scheduler + the wait for prefill budget behind other prompts (M/D/1, as :func:`served`; where
+      the budget cannot keep up, the wait that makes arrivals equal the budget's rate, Little's law)
+      + the request's own prefill steps beside the running decodes + the wait for a free slot when
+      clients exceed the engine's max running sequences;
+    * TPOT = the decode step of the sequences decoding, and the share of steps that carry another
+      prompt's chunk (prefill interference under chunked prefill) at their longer step time; under
+      attention data parallelism (``roof.dp`` ranks, the roofline of one rank) a chunk on any rank
+      holds every rank's MoE layers, so that share is dp times a rank's own;
+    * throughput = running sequences x output tokens / end-to-end.
+    """
+
+    clients: int
+    running: int
+    ttft_ms: float
+    tpot_ms: float
+    e2e_ms: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    preprocess_ms: float
+    wait_for_step_ms: float
+    queue_ms: float
+    slot_wait_ms: float
+    prefill_ms: float
+    decode_step_ms: float
+    prefill_step_ms: float
+    prefill_step_share: float
+    decoding: float  # sequences decoding in a step on average (the others are in their TTFT)
+    saturated: bool  # the prefill budget cannot keep up: the rate is the budget's
+    label: str = "closed loop"
+
+
+@_per_roofline
+def closed_loop(
+    roof: Roofline,
+    prompt_tokens: int,
+    cached: int,
+    generated: int,
+    clients: int,
+    kv_mid: float,
+    mid: int,
+    budget_tokens: int = DEFAULT_BATCH_TOKENS,
+    max_running: int | None = None,
+    api_server: bool = True,
+) -> ClosedLoop:
+    """:class:`ClosedLoop` figures for ``clients`` concurrent clients on one replica (``kv_mid``:
+    K/V bytes one sequence holds at the mean decode context ``mid``); ``max_running``: the engine's
+    limit on running sequences (clients beyond it wait for a slot); ``api_server``: count the API
+    server's preprocessing (False for an offline benchmark that feeds the engine directly)."""
+    new = max(1, prompt_tokens - cached)
+    n = max(1, clients)
+    run = max(1, min(n, max_running or n))
+    out_tokens = max(1, generated)
+    pre = api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0
+    attn_one = roof._attention_flops(new, cached)
+    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
+
+    def step(prefill: float, decodes: float) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
+        d = max(0, int(round(decodes)))
+        if prefill <= 0:
+            return roof.decode_step_s(d, kv_mid, mid) if d else 0.0
+        p = int(round(prefill))
+        return roof.step_s(d + p, d + 1, d * kv_mid, d * per_seq_attn + prefill / new * attn_one, cached + new)
+
+    ttft, tpot, queue_s = pre + roof.prefill_s(new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
+    for _ in range(60):
+        e2e = ttft + (out_tokens - 1) * tpot
+        frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
+        others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
+        decoding = 1.0 + others  # ... and in a step of a decoding request
+        room = max(1, budget_tokens - int(round(others)))
+        whole, rest = divmod(new, room)
+        full = step(room, others)
+        own = whole * full + (step(rest, others) if rest else 0.0)
+        d_others = step(0, others)
+        wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
+        service = new * full / room  # the budget's seconds per prompt
+        unqueued = pre + wait + own + (out_tokens - 1) * tpot
+        if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
+            saturated, queue_new = True, run * service - unqueued
+        else:  # the other clients' prompts queue for the budget (M/D/1): a lone client never waits
+            saturated = False
+            rho = (run - 1) / (unqueued + queue_s) * service
+            queue_new = queue_wait(min(rho, 0.999), service)[0]
+        rate_others = (run - 1) / max(unqueued + queue_new, 1e-12)  # other prompts a second
+        d = step(0, decoding)
+        chunk_step = step(min(new, max(1, budget_tokens - int(round(decoding)))), decoding)
+        # with attention data parallelism every MoE layer waits for the slowest rank: a prompt's
+        # chunk on any of the dp ranks lengthens the step of all of them
+        share = min(1.0, roof.dp * rate_others * max(1, whole + (1 if rest else 0)) * tpot)
+        tpot_new = d + share * (chunk_step - d)
+        ttft_new = pre + wait + queue_new + own
+        done = abs(ttft_new - ttft) <= 1e-9 * max(1.0, ttft) and abs(tpot_new - tpot) <= 1e-9 * max(1.0, tpot)
+        ttft, tpot, queue_s = 0.5 * (ttft + ttft_new), 0.5 * (tpot + tpot_new), queue_new
+        if done:
+            break
+    e2e_run = ttft + (out_tokens - 1) * tpot
+    slot_wait = e2e_run * (n - run) / run  # clients beyond the running limit wait for a slot
+    rate = run / e2e_run
+    return ClosedLoop(
+        clients=n,
+        running=run,
+        ttft_ms=(ttft + slot_wait) * 1e3,
+        tpot_ms=tpot * 1e3,
+        e2e_ms=(e2e_run + slot_wait) * 1e3,
+        requests_per_s=rate,
+        output_tokens_per_s=rate * out_tokens,
+        preprocess_ms=pre * 1e3,
+        wait_for_step_ms=wait * 1e3,
+        queue_ms=queue_s * 1e3,
+        slot_wait_ms=slot_wait * 1e3,
+        prefill_ms=own * 1e3,
+        decode_step_ms=d * 1e3,
+        prefill_step_ms=chunk_step * 1e3,
+        prefill_step_share=share,
+        decoding=decoding,
+        saturated=saturated,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Offline(Result):
+    """An offline max-throughput run: ``requests`` requests queued at once, the engine running at
+    most ``running`` of them (trtllm-bench throughput, vLLM's benchmark_throughput). Labelled
+    "offline": every figure is the run's whole (ms; rates per replica)."""
+
+    requests: int
+    running: int  # sequences in flight in a full wave
+    waves: float  # requests / running
+    duration_ms: float
+    output_tokens_per_s: float
+    ttft_ms: float  # a request's own wait, prefill and first token inside its wave
+    tpot_ms: float
+    label: str = "offline"
+
+
+def offline(
+    roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, max_running: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS
+) -> Offline:
+    """:class:`Offline` figures: the requests run in waves of the engine's admission ``max_running``
+    (memory, max batch); equal-length requests of one wave finish together, so the run takes
+    k = floor(requests / running) full waves, each as long as a request's end-to-end at that
+    concurrency in a closed loop (:func:`closed_loop` without an API server), plus a last partial
+    wave of the rest. Throughput = requests x output tokens / that duration."""
+    n = max(1, requests)
+    run = max(1, min(n, max_running))
+    full, rest = divmod(n, run)
+    wave = closed_loop(roof, prompt_tokens, cached, generated, run, kv_mid, mid, budget_tokens, None, False)
+    last = closed_loop(roof, prompt_tokens, cached, generated, rest, kv_mid, mid, budget_tokens, None, False) if rest else None
+    duration = full * wave.e2e_ms + (last.e2e_ms if last else 0.0)
+    return Offline(
+        requests=n,
+        running=run,
+        waves=n / run,
+        duration_ms=duration,
+        output_tokens_per_s=n * max(1, generated) / (duration / 1e3),
+        ttft_ms=wave.ttft_ms,
+        tpot_ms=wave.tpot_ms,
+    )
+
+
 def estimate(
     roof: Roofline,
     prompt_tokens: int,
@@ -648,6 +1018,7 @@ TERM_LABELS = {
     "allreduce": "all-reduce",
     "alltoall": "all-to-all",
     "other": "norms and activations",
+    "runtime": "engine host work",
 }
 
 
@@ -670,23 +1041,33 @@ def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[st
         f"dense GEMMs = max({roof.weights_bytes - roof.expert_bytes - roof.lm_head_bytes - roof.unread_bytes:,.0f} B / (BW x MBU), 2 x params x T / (peak x MFU x T / (T + {e.gemm_tokens_half:g}))) + {roof.layers} layers x {e.gemm_layer_s * 1e6:.2f} us",
         f"LM head = max({roof.lm_head_bytes:,.0f} B / (BW x MBU), 2 x {roof.lm_head_params:,.0f} params x logits / (peak x MFU)); logits: the last prompt token in a prefill, every sequence in a decode",
     ]
+    fs = f" x {roof.fixed_scale:g} (software stack)" if roof.fixed_scale != 1 else ""
     if roof.expert_bytes:
+        kernel = f" x {roof.moe_kernel:g} (the weight format's kernel)" if roof.moe_kernel != 1 else ""
+        tokens = f"{roof.dp} x T (the {roof.dp} data-parallel ranks' tokens)" if roof.dp > 1 else "T"
         out.append(
-            f"MoE = max({roof.expert_bytes:,.0f} B x (1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T) / (BW x MBU x {e.moe_mbu:g}), expert FLOPs / (peak x MFU x {e.moe_mfu:g} x {roof.moe_scale:g} x r / (r + {e.moe_tokens_per_expert_half:g}) x n / (n + {e.moe_width_half:g}))) "
-            f"+ {roof.moe_layers} layers x {e.moe_layer_s * 1e6:.2f} us; r = tokens per touched expert (at least {e.moe_tile:g}), n = expert width on this GPU {roof.expert_width:,.0f}"
+            f"MoE = max({roof.expert_bytes:,.0f} B x (1 - (1 - {roof.experts_per_token}/{roof.num_experts})^{tokens}) / (BW x MBU x {e.moe_mbu:g}), expert FLOPs / (peak x MFU x {e.moe_mfu:g} x {roof.moe_scale:g}{kernel} x r / (r + {e.moe_tokens_per_expert_half:g}) x n / (n + {e.moe_width_half:g}))) "
+            f"+ {roof.moe_layers} layers x ({e.moe_layer_s * 1e6:.2f} us + {e.serve_moe_layer_s * 1e6:.2f} us routing and dispatch as served{fs}); r = tokens per touched expert (at least {e.moe_tile:g}), n = expert width on this GPU {roof.expert_width:,.0f}"
         )
+    mla = f" + {roof.mla_layers} MLA layers x {e.mla_layer_s * 1e6:.2f} us (latent up-projections, absorbed BMMs){fs}" if roof.mla_layers and e.mla_layer_s else ""
     out.append(
-        f"attention = max(K/V read / (BW x MBU x {e.attn_mbu:g}), FLOPs / (peak x MFU x {e.attn_mfu:g} x P / (P + {e.attn_tokens_half:g}))) + {roof.attn_layers} layers x {e.attn_layer_s * 1e6:.2f} us; K/V read = what each sequence holds (windows and latents included), P = prompt tokens"
+        f"attention = max(K/V read / (BW x MBU x {e.attn_mbu:g}), FLOPs / (peak x MFU x {e.attn_mfu:g} x P / (P + {e.attn_tokens_half:g}))) + {roof.attn_layers} layers x {e.attn_layer_s * 1e6:.2f} us{mla}; K/V read = what each sequence holds (windows and latents included), P = prompt tokens"
     )
     if roof.tp > 1:
         out.append(
             f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
         )
-        if roof.ep > 1:
-            out.append(
-                f"all-to-all = 2 x {roof.moe_layers} x ({r.link_latency_us:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
-            )
-    out.append(f"norms and activations = {roof.layers} layers x ({e.layer_s * 1e6:.2f} us + T x {roof.layer_width:,.0f} x {roof.act_bytes} B x {e.elementwise_passes:g} / BW)")
+    if roof.ep > 1 and roof.expert_bytes:
+        out.append(
+            f"all-to-all = 2 x {roof.moe_layers} x ({r.link_latency_us:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
+        )
+    out.append(
+        f"norms and activations = {roof.layers} layers x ({e.layer_s * 1e6:.2f} us + {e.serve_layer_s * 1e6:.2f} us between a real run's kernels"
+        + (f" + {roof.format_layer_s * 1e6:.2f} us the weight format's GEMV kernels" if roof.format_layer_s else "")
+        + f"{fs} + T x {roof.layer_width:,.0f} x {roof.act_bytes} B x {e.elementwise_passes:g} / BW)"
+    )
+    if e.step_s or e.seq_s:
+        out.append(f"engine host work = ({e.step_s * 1e3:.3f} ms a step + {e.seq_s * 1e6:.2f} us x sequences producing a token){fs} (scheduling, input preparation, sampling, output processing; fitted to published runs, docs/serving_fit.md)")
     out.append(f"prefill at 1 request = {terms(r.prefill_terms_ms)}")
     out.append(f"decode step {at_n} (T = {r.decode_concurrency:,}) = {terms(r.decode_terms_ms)}; at 1 request {r.itl_ms_at_1_request:,.3f} ms")
     out.append(

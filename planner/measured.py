@@ -36,6 +36,10 @@ SYSTEMS = {
     "B200-180GB": "b200_sxm",
     "A100-SXM-80GB": "a100_sxm",
     "L40S-48GB": "l40s",
+    # the 2026 catalog entries AIConfigurator 0.12.0 ships vLLM 0.24.0 data for
+    "B300-SXM-288GB": "b300_sxm",
+    "GB200-NVL72-186GB": "gb200",
+    "GB300-NVL72-288GB": "gb300",
 }
 # AIConfigurator's model families it builds from an architecture (sdk/models); others are not covered
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}

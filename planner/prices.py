@@ -36,4 +36,12 @@ PRICE_TABLE: dict[str, GpuPrice] = {
     "RTX-4090-24GB": GpuPrice(0.40, _EST, "2026-11-30"),
     "MI300X-192GB": GpuPrice(2.50, _EST, "2026-11-30"),
     "MI325X-256GB": GpuPrice(3.00, _EST, "2026-11-30"),
+    "B300-SXM-288GB": GpuPrice(7.00, _EST + " (above B200 by memory and FP4 peak)", "2026-12-01"),
+    "GB200-NVL72-186GB": GpuPrice(6.50, _EST + " (rack-scale, priced per GPU above B200)", "2026-12-01"),
+    "GB300-NVL72-288GB": GpuPrice(8.00, _EST + " (rack-scale, above B300)", "2026-12-01"),
+    "MI355X-288GB": GpuPrice(4.50, _EST + " (between MI325X and B200)", "2026-12-01"),
+    "RTX-PRO-6000-96GB": GpuPrice(1.60, _EST + " (between L40S and H100 by memory and bandwidth)", "2026-12-01"),
+    "H20-96GB": GpuPrice(1.80, _EST + " (China-market Hopper, below H100 by compute)", "2026-12-01"),
+    "L40-48GB": GpuPrice(0.80, _EST + " (below L40S)", "2026-12-01"),
+    "A10G-24GB": GpuPrice(1.01, "AWS EC2 on-demand g5.xlarge (one A10G, 4 vCPU), us-east-1: $1.006/hour (factualminds.com EC2 on-demand pricing 2026, read from the AWS rate card of 2026-06-17)", "2026-12-01"),
 }

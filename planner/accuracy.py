@@ -1,0 +1,111 @@
+"""How far the latency model's figures land from published runs like the plan at hand.
+
+``planner/serving_accuracy.json`` (written by scripts/fit_serving.py) holds, for every point of the
+measured-serving reference set, its regime (dense or MoE, TP, concurrency band, GPU generation,
+engine) and planner / measured for TPOT, TTFT and output tokens/s per GPU. :func:`band` picks the
+points in a plan's regime and says how far off the model was there, for the app, the CLI and the
+PDF to print beside each figure ("±18 % on points like this one, n=12"); outside every measured
+regime it returns None and :func:`warning` says why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from planner.results import Result
+
+DATA_PATH = Path(__file__).with_name("serving_accuracy.json")
+METRICS = {"tpot": "tpot_mean_ms", "ttft": "ttft_mean_ms", "throughput": "out_tps_per_gpu"}
+FAMILIES = {"ampere": "NVIDIA Ampere", "ada": "NVIDIA Ada", "turing": "NVIDIA Turing", "hopper": "NVIDIA Hopper", "blackwell": "NVIDIA Blackwell", "blackwell-ultra": "NVIDIA Blackwell", "blackwell-rtx": "NVIDIA Blackwell (RTX)", "cdna3": "AMD CDNA", "cdna4": "AMD CDNA"}
+# regime keys relaxed in this order when too few points share them all (arch and GPU family never)
+RELAX = ("engine", "tp", "concurrency")
+MIN_POINTS = 3
+COVERAGE = 0.8  # the band covers this share of the matched points' errors
+
+
+def concurrency_band(clients: int) -> str:
+    return "1" if clients <= 1 else ("2-16" if clients <= 16 else ("17-128" if clients <= 128 else ">128"))
+
+
+def tp_band(tp: int, node_gpus: int = 8) -> str:
+    return "1" if tp <= 1 else ("2-8" if tp <= node_gpus else "multi-node")
+
+
+def regime(moe: bool, tp: int, clients: int, generation: str, engine: str = "vllm", node_gpus: int = 8) -> dict[str, str]:
+    """The regime labels a plan (or a measured point) is grouped by."""
+    return {"arch": "MoE" if moe else "dense", "tp": tp_band(tp, node_gpus), "concurrency": concurrency_band(clients), "family": FAMILIES.get(generation, generation or "custom"), "engine": engine}
+
+
+@dataclass(frozen=True, slots=True)
+class Band(Result):
+    """The model's error on measured points in a plan's regime, for one figure."""
+
+    metric: str  # "tpot", "ttft" or "throughput"
+    text: str  # what to print beside the figure
+    n: int
+    band_pct: float  # |planner / measured - 1| that COVERAGE of the points stay within, in %
+    median_ratio: float  # planner / measured
+    worst_ratio: float  # farthest from 1 either way
+    matched_on: tuple[str, ...]  # the regime keys the points share with the plan
+    points: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def load() -> dict:
+    return json.loads(DATA_PATH.read_text())
+
+
+def _matching(reg: dict[str, str], metric: str) -> tuple[list[dict], tuple[str, ...]]:
+    key = METRICS[metric]
+    rows = [p for p in load()["points"] if key in p["ratios"] and not p.get("anomalous", {}).get(key)]
+    keys = ["arch", "family", "concurrency", "tp", "engine"]
+    for drop in ((), *[RELAX[: i + 1] for i in range(len(RELAX))]):
+        use = tuple(k for k in keys if k not in drop)
+        found = [p for p in rows if all(p["regime"][k] == reg[k] for k in use)]
+        if len(found) >= MIN_POINTS:
+            return found, use
+    return [], ()
+
+
+def band(metric: str, reg: dict[str, str]) -> Band | None:
+    """The error band of ``metric`` ("tpot", "ttft", "throughput") for a plan in regime ``reg``
+    (:func:`regime`): the measured points sharing the most regime keys (all of them, then without
+    engine, TP and concurrency in turn; dense-or-MoE and GPU family always), at least
+    ``MIN_POINTS`` of them; None where no such set exists (see :func:`warning`)."""
+    found, keys = _matching(reg, metric)
+    if not found:
+        return None
+    ratios = sorted(p["ratios"][METRICS[metric]] for p in found)
+    errors = sorted(abs(math.log(r)) for r in ratios)
+    cover = errors[min(len(errors) - 1, math.ceil(COVERAGE * len(errors)) - 1)]
+    pct = (math.exp(cover) - 1.0) * 100.0
+    worst = max(ratios, key=lambda r: abs(math.log(r)))
+    return Band(
+        metric=metric,
+        text=f"±{pct:.0f} % on points like this one, n={len(found)}",
+        n=len(found),
+        band_pct=pct,
+        median_ratio=statistics.median(ratios),
+        worst_ratio=worst,
+        matched_on=keys,
+        points=tuple(p["id"] for p in found),
+    )
+
+
+def warning(metric: str, reg: dict[str, str]) -> str | None:
+    """The sentence to show when :func:`band` has no band: which part of the regime no measured
+    point covers (None when a band exists)."""
+    if band(metric, reg) is not None:
+        return None
+    key = METRICS[metric]
+    rows = [p for p in load()["points"] if key in p["ratios"]]
+    if not any(p["regime"]["family"] == reg["family"] for p in rows):
+        return f"no measured {metric} on {reg['family']} GPUs: this figure is the model's alone, outside every measured regime"
+    if not any(p["regime"]["family"] == reg["family"] and p["regime"]["arch"] == reg["arch"] for p in rows):
+        return f"no measured {metric} of a {reg['arch']} model on {reg['family']} GPUs: this figure is outside every measured regime"
+    return f"fewer than {MIN_POINTS} measured {metric} points of a {reg['arch']} model on {reg['family']} GPUs: this figure is outside every measured regime"
