@@ -17,7 +17,8 @@ Read it in this order, each part a short module:
                      ``chunked`` (decodes first, prompts in chunks of ``chunk_tokens``);
 * ``decode_batch.py`` decoders advanced lazily, so a step costs O(events), not O(sequences);
 * ``replica.py``     one engine step: KV growth (preempt the newest on exhaustion), prefill,
-                     decodes, clock, apply;
+                     decodes, clock, apply; ``invariants.py`` what must hold after every step
+                     (checked with ``check_invariants=True``, in the tests);
 * ``router.py``      round robin or least outstanding tokens over replicas;
 * ``engine.py``      the event loop, the budgets and the result; ``verdict.py`` the overload verdict;
 * ``workload.py``    Poisson arrivals and CSV traces; ``stats.py`` percentiles; ``cost.py`` the
@@ -36,6 +37,7 @@ from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFr
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
 from planner.simulate.cost import StepCost, from_plan, plan_config
 from planner.simulate.engine import simulate
+from planner.simulate.invariants import SimulationInvariantError
 from planner.simulate.model import (
     CANCEL_STAGES,
     DEFAULT_TIME_BUDGET_S,
@@ -59,7 +61,6 @@ from planner.simulate.model import (
     SimResult,
     build,
 )
-from planner.simulate.replica import SimulationInvariantError
 from planner.simulate.stats import percentiles, weighted_percentiles
 from planner.simulate.workload import MAX_TRACE_BYTES, TRACE_COLUMNS, parse_trace_csv, poisson_requests, read_trace
 

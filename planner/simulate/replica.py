@@ -29,6 +29,7 @@ from collections import deque
 from planner.simulate.block_pool import BlockAllocator, PrefixCache
 from planner.simulate.cost import StepCost
 from planner.simulate.decode_batch import DecodeBatch
+from planner.simulate.invariants import check_step
 from planner.simulate.model import SimConfig
 from planner.simulate.policies import make_policy
 from planner.simulate.request import (
@@ -41,10 +42,6 @@ from planner.simulate.request import (
     PREFILL,
     SimRequest,
 )
-
-
-class SimulationInvariantError(AssertionError):
-    """Raised by ``simulate(..., check_invariants=True)`` when the bookkeeping is inconsistent."""
 
 
 def _blocks(tokens: int, block: int) -> int:
@@ -174,7 +171,7 @@ class Replica:
         self.sample_t.append(self.t)
         self.sample_used.append(self.pool.in_use)
         if self.check_invariants:
-            self._check(prefill_tokens + decoders, chunks)
+            check_step(self, prefill_tokens + decoders, chunks)
         return True
 
     def _close_batch(self) -> None:
@@ -408,45 +405,6 @@ class Replica:
                 self._end(r, DONE)
             else:
                 self._cancel(r)
-
-    # ------------------------------------------------------------------ checks (tests)
-
-    def _check(self, step_tokens: int, chunks: list[tuple[SimRequest, int, int]]) -> None:
-        fail = SimulationInvariantError
-        pool, prefix, batch = self.pool, self.prefix, self.batch
-        prefix_blocks = prefix.blocks if prefix is not None else 0
-        held = attached = 0
-        for r in self.running.values():
-            if r.status not in (PREFILL, DECODE):
-                raise fail(f"request {r.id} is running in status {r.status}")
-            if pool.held(r.lease) != r.own_blocks:
-                raise fail(f"request {r.id}: lease holds {pool.held(r.lease)} blocks, bookkeeping says {r.own_blocks}")
-            held += r.own_blocks
-            attached += r.attached
-            tokens = batch.cached_tokens(r) if r in batch.members else r.computed
-            want = max(0, _blocks(tokens, self.block_tokens) - (prefix_blocks if r.attached else 0)) if self.dynamic else self.static_blocks - (prefix_blocks if r.attached else 0)
-            if r.own_blocks != want:
-                raise fail(f"request {r.id} holds {r.own_blocks} own blocks for {tokens} tokens; expected {want}")
-            if tokens > r.prompt_tokens + r.output_tokens - 1:
-                raise fail(f"request {r.id} caches {tokens} tokens, more than prompt + output - 1")
-        refs = prefix.refs if prefix is not None else 0
-        if refs != attached:
-            raise fail(f"prefix refcount {refs} but {attached} attached requests")
-        if refs:
-            if pool.held(prefix.lease) != prefix.blocks:
-                raise fail("prefix lease does not hold the prefix blocks")
-            held += prefix.blocks
-        if held != pool.in_use:
-            raise fail(f"leases hold {held} blocks but {pool.in_use} are in use")
-        if len(self.running) > self.max_num_seqs:
-            raise fail(f"{len(self.running)} running sequences > max_num_seqs {self.max_num_seqs}")
-        budget = self.policy.token_budget
-        if step_tokens > budget and not (len(chunks) == 1 and step_tokens == chunks[0][2]):
-            raise fail(f"step scheduled {step_tokens} tokens > max_num_batched_tokens {budget}")
-        if sum(batch.cached_tokens(r) for r in batch.members) != batch.context_tokens:
-            raise fail("lazy context sum disagrees with the members")
-        if pool.opened - pool.released != len(self.running) + (1 if refs else 0):
-            raise fail("open leases do not match running requests")
 
 
 def _arrival(r: SimRequest) -> int:
