@@ -23,7 +23,7 @@ from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, Re
 from planner.simulate.replica import Replica
 from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, REJECTED, SimRequest
 from planner.simulate.router import ROUTER_CLASSES
-from planner.simulate.stats import _downsample, percentiles, weighted_percentiles
+from planner.simulate.stats import _downsample, percentiles, summed, weighted_percentiles
 from planner.simulate.verdict import overload_verdict
 
 CHECK_EVERY_STEPS = 512  # wall-clock budget checked this often
@@ -41,7 +41,7 @@ class _Budget:
         self.steps = 0
 
     def check(self, replicas: list[Replica]) -> None:
-        steps = sum(rep.steps for rep in replicas)
+        steps = sum(rep.stats.steps for rep in replicas)
         if steps >= MAX_STEPS:
             raise _Stop(f"step budget of {MAX_STEPS:,} engine steps reached")
         if time.perf_counter() - self.start > self.seconds:
@@ -97,15 +97,16 @@ def _run_until(rep: Replica, t: float, budget: _Budget, replicas: list[Replica])
         if not rep.step():
             rep.t = t  # idle: the clock jumps to the arrival
             return
-        if rep.steps % CHECK_EVERY_STEPS == 0:
+        if rep.stats.steps % CHECK_EVERY_STEPS == 0:
             budget.check(replicas)
 
 
 def _drain(rep: Replica, budget: _Budget, replicas: list[Replica]) -> None:
-    while rep.finished < rep.requests:
+    stats = rep.stats
+    while stats.finished < stats.requests:
         if not rep.step():
             raise RuntimeError(f"simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
-        if rep.steps % CHECK_EVERY_STEPS == 0:
+        if stats.steps % CHECK_EVERY_STEPS == 0:
             budget.check(replicas)
 
 
@@ -221,17 +222,12 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
             finish_times.append(r.finished_s)
         else:
             unfinished += 1
-    itl_values: list[float] = []
-    itl_weights: list[int] = []
-    for rep in replicas:
-        itl_values.extend(rep.itl_values)
-        itl_weights.extend(rep.itl_weights)
-    busiest = max(replicas, key=lambda rep: max(rep.sample_used, default=0))
-    peak = max(busiest.sample_used, default=0)
+    total = summed([rep.stats for rep in replicas])
+    busiest = max((rep.stats for rep in replicas), key=lambda s: s.peak_blocks)
+    peak = busiest.peak_blocks
     total_blocks = cfg.total_blocks
-    prefill = sum(rep.prefill_tokens for rep in replicas)
-    verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], prefill, sum(rep.preempted_tokens for rep in replicas))
-    output_tokens = sum(rep.output_tokens for rep in replicas)
+    verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
+    output_tokens = total.output_tokens
     records = [_record(r) for r in reqs] if record_requests else None
     if stopped:
         stopped = f"{stopped} at simulated t = {makespan:,.3f} s with {unfinished:,} of {n:,} requests unfinished; results cover the requests that ended"
@@ -244,18 +240,18 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         requests_cancelled=cancelled,
         requests_rejected=rejected,
         ttft_ms=percentiles(ttft, 1e3),
-        itl_ms=weighted_percentiles(itl_values, itl_weights, 1e3),
+        itl_ms=weighted_percentiles(total.itl_values, total.itl_weights, 1e3),
         e2e_ms=percentiles(e2e, 1e3),
         tpot_ms=percentiles(tpot, 1e3),
         output_tokens=output_tokens,
-        prefill_tokens=prefill,
-        prefill_tokens_wasted=sum(rep.wasted_tokens for rep in replicas),
+        prefill_tokens=total.prefill_tokens,
+        prefill_tokens_wasted=total.wasted_tokens,
         throughput_tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
         goodput_requests_per_s=good / makespan if makespan > 0 else 0.0,
         goodput_fraction=good / n if n else 0.0,
         max_queue_age_ms=queue_age * 1e3,
-        preemptions=sum(rep.preemptions for rep in replicas),
-        prefix_hits=sum(rep.prefix_hits for rep in replicas),
+        preemptions=total.preemptions,
+        prefix_hits=total.prefix_hits,
         blocks_in_use_at_end=sum(rep.pool.in_use for rep in replicas),
         peak_blocks_in_use=peak,
         peak_kv_utilisation=peak / total_blocks,
@@ -264,7 +260,7 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         leases_released=sum(rep.pool.released for rep in replicas),
         blocks_allocated=sum(rep.pool.allocated for rep in replicas),
         blocks_freed=sum(rep.pool.freed for rep in replicas),
-        step_count=sum(rep.steps for rep in replicas),
+        step_count=total.steps,
         makespan_s=makespan,
         overload=verdict,
         replicas=cfg.replicas,
@@ -272,11 +268,11 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         per_replica=[
             ReplicaSummary(
                 replica=rep.number,
-                requests=rep.requests,
+                requests=rep.stats.requests,
                 completed=sum(1 for r in reqs if r.replica == rep.number and r.status == DONE),
-                preemptions=rep.preemptions,
-                peak_kv_utilisation=max(rep.sample_used, default=0) / total_blocks,
-                step_count=rep.steps,
+                preemptions=rep.stats.preemptions,
+                peak_kv_utilisation=rep.stats.peak_blocks / total_blocks,
+                step_count=rep.stats.steps,
             )
             for rep in replicas
         ],

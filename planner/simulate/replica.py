@@ -22,7 +22,6 @@ which blocks, by the pool (``block_pool.py``).
 
 from __future__ import annotations
 
-from array import array
 from bisect import insort
 from collections import deque
 
@@ -42,6 +41,7 @@ from planner.simulate.request import (
     PREFILL,
     SimRequest,
 )
+from planner.simulate.stats import ReplicaStats
 
 
 def _blocks(tokens: int, block: int) -> int:
@@ -75,22 +75,9 @@ class Replica:
         self.stalled: list[SimRequest] = []  # decoders outside the lazy batch (new or skipped)
         self.batch = DecodeBatch(cfg.block_tokens, self.dynamic)
         self.t = 0.0
-        self.requests = 0  # routed here
-        self.finished = 0  # of those, ended (done, cancelled or rejected)
         self.outstanding_tokens = 0  # prompt + output tokens of requests routed here and not ended
         self.batch_left = 0  # static batching: members of the current batch not yet ended
-        # counters
-        self.steps = 0
-        self.preemptions = 0
-        self.prefix_hits = 0
-        self.prefill_tokens = 0
-        self.wasted_tokens = 0  # prefill work thrown away: cancelled or preempted
-        self.preempted_tokens = 0  # ... of which by preemption
-        self.output_tokens = 0
-        self.itl_values = array("d")  # ITL samples: value k occurs itl_weights[k] times
-        self.itl_weights = array("q")
-        self.sample_t = array("d")  # after every step: time and blocks in use
-        self.sample_used = array("q")
+        self.stats = ReplicaStats()
         self.check_invariants = False
         # the waiting head that last did not fit, and the blocks it found: while the same head
         # finds no more, the admission loop is skipped (overloaded runs spend most steps here)
@@ -102,9 +89,9 @@ class Replica:
     def add(self, r: SimRequest) -> None:
         r.replica = self.number
         r.arrive()
-        self.requests += 1
+        self.stats.requests += 1
         if r.rejected:
-            self.finished += 1
+            self.stats.finished += 1
         else:
             self.outstanding_tokens += r.prompt_tokens + r.output_tokens
             self.waiting.append(r)
@@ -120,13 +107,13 @@ class Replica:
         if r.lease:
             self._release(r)
         r.finish(status, self.t)
-        self.finished += 1
+        self.stats.finished += 1
         self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
         if r.batch_member:
             self.batch_left -= 1
 
     def _cancel(self, r: SimRequest) -> None:
-        self.wasted_tokens += min(r.computed, r.target)  # prefill work thrown away
+        self.stats.wasted_tokens += min(r.computed, r.target)  # prefill work thrown away
         self._end(r, CANCELLED)
 
     def _preempt(self, r: SimRequest) -> None:
@@ -138,10 +125,11 @@ class Replica:
             self.prefilling.remove(r)
         self._release(r)
         wasted = r.preempted()
-        self.wasted_tokens += wasted
-        self.preempted_tokens += wasted
+        stats = self.stats
+        stats.wasted_tokens += wasted
+        stats.preempted_tokens += wasted
+        stats.preemptions += 1
         self.waiting.appendleft(r)
-        self.preemptions += 1
 
     def _preempt_newest(self) -> SimRequest:
         r = self.running[max(self.running)]
@@ -153,23 +141,24 @@ class Replica:
     def step(self) -> bool:
         """Run one engine step at ``self.t``. Returns False when there was nothing to do (the
         caller moves the clock to the next arrival) and True otherwise."""
-        finished_before = self.finished
+        stats = self.stats
+        finished_before = stats.finished
         if self.static_batching and self.batch_left == 0 and self.waiting:
             self._close_batch()
-        preempted_before = self.preemptions
+        preempted_before = stats.preemptions
         crossing = self._grow_decoders()
         chunks, prefill_tokens = self._schedule_prefills(crossing, preempted_before)
         joiners = self._schedule_decodes(prefill_tokens, crossing)
         decoders = len(self.batch.members)
         if not chunks and not decoders:
-            return self.finished != finished_before  # e.g. cancelled at admission: try again
+            return stats.finished != finished_before  # e.g. cancelled at admission: try again
         self._advance_clock(chunks, prefill_tokens, decoders)
         if chunks:
             self._apply_prefills(chunks)
         if decoders:
             self._apply_decodes(decoders, joiners)
-        self.sample_t.append(self.t)
-        self.sample_used.append(self.pool.in_use)
+        stats.sample_t.append(self.t)
+        stats.sample_used.append(self.pool.in_use)
         if self.check_invariants:
             check_step(self, prefill_tokens + decoders, chunks)
         return True
@@ -207,7 +196,7 @@ class Replica:
         scheduled = 0
         if self.prefilling:
             budget, scheduled = self._continue_prefills(chunks, crossing, budget)
-        if self.preemptions != preempted_before:
+        if self.stats.preemptions != preempted_before:
             return chunks, scheduled  # no new prompt in a step that had to preempt (vLLM v1)
         room = self.max_num_seqs - len(self.running)
         waiting = self.waiting
@@ -257,7 +246,7 @@ class Replica:
                 need -= prefix.blocks
             elif hit:
                 prefix.attach()
-                self.prefix_hits += 1
+                self.stats.prefix_hits += 1
             if need:
                 self.pool.allocate(lease, need)
             r.admit(self.t, lease, need, start, hit or owner)
@@ -355,15 +344,16 @@ class Replica:
         t_mem = self._weights_s + self._kv_token_s * kv_read
         t_cmp = self._new_token_s * (prefill_tokens + decoders) + self._pair_s * pairs
         self.t += (t_mem if t_mem > t_cmp else t_cmp) + self._overhead_s
-        self.steps += 1
+        self.stats.steps += 1
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
         prefix = self.prefix
+        stats = self.stats
         t = self.t
         any_ended = False
         for r, _c, m in chunks:
             complete = r.prefilled(m)
-            self.prefill_tokens += m
+            stats.prefill_tokens += m
             if prefix is not None and prefix.owner == r.index and not prefix.ready and r.computed >= prefix.tokens:
                 prefix.ready = True
             if r.cancel_stage == CANCEL_MID_PREFILL and r.generated == 0:
@@ -374,10 +364,10 @@ class Replica:
                 continue
             any_ended = True
             gap = r.emit_token(t)
-            self.output_tokens += 1
+            stats.output_tokens += 1
             if gap is not None:
-                self.itl_values.append(gap)
-                self.itl_weights.append(1)
+                stats.itl_values.append(gap)
+                stats.itl_weights.append(1)
             if r.generated >= r.output_tokens:
                 self._end(r, DONE)
             elif r.cancel_due():
@@ -391,14 +381,15 @@ class Replica:
     def _apply_decodes(self, decoders: int, joiners: list[SimRequest]) -> None:
         t = self.t
         batch = self.batch
+        stats = self.stats
         old = decoders - len(joiners)
         if old:
-            self.itl_values.append(t - batch.last_tick_s)
-            self.itl_weights.append(old)
+            stats.itl_values.append(t - batch.last_tick_s)
+            stats.itl_weights.append(old)
         for r in joiners:
-            self.itl_values.append(t - r.last_token_s)
-            self.itl_weights.append(1)
-        self.output_tokens += decoders
+            stats.itl_values.append(t - r.last_token_s)
+            stats.itl_weights.append(1)
+        stats.output_tokens += decoders
         for r in batch.advance(t):
             batch.leave(r)
             if r.generated >= r.output_tokens:

@@ -1,12 +1,58 @@
-"""Percentiles of latency samples and the down-sampled KV utilisation series."""
+"""The simulator's counters (one :class:`ReplicaStats` per replica, summed for the result),
+percentiles of latency samples and the down-sampled KV utilisation series."""
 
 from __future__ import annotations
 
 import math
+from array import array
 
 from planner.simulate.model import KV_SAMPLES, Percentiles
 
 _EMPTY = Percentiles(p50=0.0, p95=0.0, p99=0.0, mean=0.0, min=0.0, max=0.0, count=0)
+
+
+class ReplicaStats:
+    """One replica's counters and samples. The replica updates the plain attributes in place as
+    it steps (no method calls on the hot path); :func:`summed` adds replicas up for the result."""
+
+    __slots__ = (
+        "requests", "finished", "steps", "preemptions", "prefix_hits", "prefill_tokens", "wasted_tokens", "preempted_tokens",
+        "output_tokens", "itl_values", "itl_weights", "sample_t", "sample_used",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.requests = 0  # routed to this replica
+        self.finished = 0  # of those, ended (done, cancelled or rejected)
+        self.steps = 0
+        self.preemptions = 0
+        self.prefix_hits = 0
+        self.prefill_tokens = 0  # computed, including recomputation after preemption
+        self.wasted_tokens = 0  # prefill work thrown away: cancelled or preempted
+        self.preempted_tokens = 0  # ... of which by preemption
+        self.output_tokens = 0
+        self.itl_values = array("d")  # ITL samples: value k occurs itl_weights[k] times
+        self.itl_weights = array("q")
+        self.sample_t = array("d")  # after every step: time and blocks in use
+        self.sample_used = array("q")
+
+    @property
+    def peak_blocks(self) -> int:
+        return max(self.sample_used, default=0)
+
+
+_SUMMED = ("requests", "finished", "steps", "preemptions", "prefix_hits", "prefill_tokens", "wasted_tokens", "preempted_tokens", "output_tokens")
+
+
+def summed(stats: list[ReplicaStats]) -> ReplicaStats:
+    """The counters of all ``stats`` added up and their ITL samples joined, replica by replica
+    (the KV samples stay per replica: the result shows the busiest one)."""
+    total = ReplicaStats()
+    for s in stats:
+        for name in _SUMMED:
+            setattr(total, name, getattr(total, name) + getattr(s, name))
+        total.itl_values.extend(s.itl_values)
+        total.itl_weights.extend(s.itl_weights)
+    return total
 
 
 def _rank(n: int, q: float) -> int:
