@@ -21,6 +21,25 @@ FIXED = StepCost(weights_bytes=1e9, kv_bytes_per_token=0, bandwidth_bytes_per_s=
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_pool_shared_lease_frees_with_its_last_holder():
+    # The shared prefix's lease: opened once (one holder), touched by two more requests. The
+    # first two releases only drop holders; the third returns its 2 blocks and closes it.
+    pool = sim.BlockAllocator(4)
+    lease = pool.open()
+    pool.allocate(lease, 2)
+    pool.touch(lease)
+    pool.touch(lease)
+    assert pool.refs(lease) == 3
+    assert (pool.release(lease), pool.release(lease)) == (0, 0)
+    assert (pool.in_use, pool.released, pool.freed) == (2, 0, 0)
+    assert pool.release(lease) == 2
+    assert (pool.refs(lease), pool.in_use, pool.released, pool.freed) == (0, 0, 1, 2)
+    with pytest.raises(sim.DoubleFreeError):
+        pool.release(lease)
+    with pytest.raises(sim.AllocatorError):
+        pool.touch(lease)
+
+
 def test_round_robin_replicas_equal_separate_runs():
     # Round robin over 2 replicas sends even arrivals to replica 0 and odd ones to replica 1;
     # replicas share nothing, so each request's record equals a one-replica run of its half.

@@ -42,7 +42,7 @@ def check_step(rep: Replica, step_tokens: int, chunks: list[tuple[SimRequest, in
             raise fail(f"request {r.id} holds {r.own_blocks} own blocks for {tokens} tokens; expected {want}")
         if tokens > r.prompt_tokens + r.output_tokens - 1:
             raise fail(f"request {r.id} caches {tokens} tokens, more than prompt + output - 1")
-    refs = prefix.refs if prefix is not None else 0
+    refs = pool.refs(prefix.lease) if prefix is not None and prefix.lease else 0
     if refs != attached:
         raise fail(f"prefix refcount {refs} but {attached} attached requests")
     if refs:

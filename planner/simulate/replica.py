@@ -214,7 +214,7 @@ class Replica:
                 break
             hit = owner = False
             if r.uses_prefix and prefix is not None:
-                if prefix.refs > 0:
+                if prefix.lease:
                     hit = prefix.ready
                 else:
                     owner = True
@@ -245,7 +245,7 @@ class Replica:
                 prefix.take_ownership(self.pool, r.index)
                 need -= prefix.blocks
             elif hit:
-                prefix.attach()
+                prefix.attach(self.pool)
                 self.stats.prefix_hits += 1
             if need:
                 self.pool.allocate(lease, need)
