@@ -222,8 +222,9 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
             finish_times.append(r.finished_s)
         else:
             unfinished += 1
-    total = summed([rep.stats for rep in replicas])
-    busiest = max((rep.stats for rep in replicas), key=lambda s: s.peak_blocks)
+    stats = [rep.final_stats() for rep in replicas]
+    total = summed(stats)
+    busiest = max(stats, key=lambda s: s.peak_blocks)
     peak = busiest.peak_blocks
     total_blocks = cfg.total_blocks
     verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
@@ -252,14 +253,14 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         max_queue_age_ms=queue_age * 1e3,
         preemptions=total.preemptions,
         prefix_hits=total.prefix_hits,
-        blocks_in_use_at_end=sum(rep.pool.in_use for rep in replicas),
+        blocks_in_use_at_end=total.blocks_in_use,
         peak_blocks_in_use=peak,
         peak_kv_utilisation=peak / total_blocks,
         kv_utilisation=_downsample(busiest.sample_t, busiest.sample_used, total_blocks),
-        leases_opened=sum(rep.pool.opened for rep in replicas),
-        leases_released=sum(rep.pool.released for rep in replicas),
-        blocks_allocated=sum(rep.pool.allocated for rep in replicas),
-        blocks_freed=sum(rep.pool.freed for rep in replicas),
+        leases_opened=total.leases_opened,
+        leases_released=total.leases_released,
+        blocks_allocated=total.blocks_allocated,
+        blocks_freed=total.blocks_freed,
         step_count=total.steps,
         makespan_s=makespan,
         overload=verdict,
@@ -268,13 +269,13 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         per_replica=[
             ReplicaSummary(
                 replica=rep.number,
-                requests=rep.stats.requests,
+                requests=s.requests,
                 completed=sum(1 for r in reqs if r.replica == rep.number and r.status == DONE),
-                preemptions=rep.stats.preemptions,
-                peak_kv_utilisation=rep.stats.peak_blocks / total_blocks,
-                step_count=rep.stats.steps,
+                preemptions=s.preemptions,
+                peak_kv_utilisation=s.peak_blocks / total_blocks,
+                step_count=s.steps,
             )
-            for rep in replicas
+            for rep, s in zip(replicas, stats, strict=True)
         ],
         requests_unfinished=unfinished,
         stopped_early=stopped,

@@ -26,7 +26,8 @@ def _blocks(tokens: int, block: int) -> int:
 def check_step(rep: Replica, step_tokens: int, chunks: list[tuple[SimRequest, int, int]]) -> None:
     """After a step that scheduled ``step_tokens`` tokens in ``chunks`` of prefill plus its decodes."""
     fail = SimulationInvariantError
-    pool, prefix, batch = rep.pool, rep.prefix, rep.batch
+    kv, batch = rep.kv, rep.batch
+    pool, prefix = kv.pool, kv.prefix
     prefix_blocks = prefix.blocks if prefix is not None else 0
     held = attached = 0
     for r in rep.running.values():
@@ -37,7 +38,7 @@ def check_step(rep: Replica, step_tokens: int, chunks: list[tuple[SimRequest, in
         held += r.own_blocks
         attached += r.attached
         tokens = batch.cached_tokens(r) if r in batch.members else r.computed
-        want = max(0, _blocks(tokens, rep.block_tokens) - (prefix_blocks if r.attached else 0)) if rep.dynamic else rep.static_blocks - (prefix_blocks if r.attached else 0)
+        want = max(0, _blocks(tokens, kv.block_tokens) - (prefix_blocks if r.attached else 0)) if kv.dynamic else kv.static_blocks - (prefix_blocks if r.attached else 0)
         if r.own_blocks != want:
             raise fail(f"request {r.id} holds {r.own_blocks} own blocks for {tokens} tokens; expected {want}")
         if tokens > r.prompt_tokens + r.output_tokens - 1:

@@ -16,8 +16,8 @@ Per step (:meth:`Replica.step`):
 5. *Apply*: finished prefills produce their first token; every decoder produces one token;
    requests that reach their output length (or their cancellation point) end.
 
-Who runs is decided by the policy (``policies.py``); how many blocks a request needs, here;
-which blocks, by the pool (``block_pool.py``).
+Who runs is decided here and by the policy (``policies.py``); how many blocks a request needs
+and whether they fit, by the KV manager (``kv_manager.py``); which blocks, by the pool below it.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 
-from planner.simulate.block_pool import BlockAllocator, PrefixCache
+from planner.simulate.block_pool import BlockAllocator
 from planner.simulate.cost import StepCost
 from planner.simulate.decode_batch import DecodeBatch
 from planner.simulate.invariants import check_step
+from planner.simulate.kv_manager import NO_PREFIX, PREFIX_HIT, KVManager
 from planner.simulate.model import SimConfig
 from planner.simulate.policies import make_policy
 from planner.simulate.request import (
@@ -44,18 +45,11 @@ from planner.simulate.request import (
 from planner.simulate.stats import ReplicaStats
 
 
-def _blocks(tokens: int, block: int) -> int:
-    return -(-tokens // block)
-
-
 class Replica:
     def __init__(self, number: int, cfg: SimConfig, cost: StepCost, static_blocks: int, allocator: type[BlockAllocator] = BlockAllocator) -> None:
         self.number = number
-        self.block_tokens = cfg.block_tokens
         self.max_num_seqs = cfg.max_num_seqs
-        self.dynamic = cfg.reservation == "dynamic"
         self.static_batching = cfg.batching == "static"
-        self.static_blocks = static_blocks  # blocks leased up front per request (static reservation)
         self.policy = make_policy(cfg.policy, cfg.max_num_batched_tokens, cfg.chunk_tokens)
         self.cost = cost
         # StepCost.step_time_s with its constants folded: seconds per byte read and per FLOP
@@ -66,14 +60,12 @@ class Replica:
         self._new_token_s = cost.flops_per_token * cmp
         self._pair_s = cost.attn_flops_per_token_ctx * cmp
         self._overhead_s = cost.overhead_s
-        self.pool = allocator(cfg.total_blocks)
-        prefix_blocks = cfg.prefix_tokens // cfg.block_tokens if cfg.prefix_share > 0 else 0
-        self.prefix = PrefixCache(prefix_blocks, cfg.block_tokens) if prefix_blocks else None
+        self.kv = KVManager(cfg, static_blocks, allocator)
         self.waiting: deque[SimRequest] = deque()
         self.running: dict[int, SimRequest] = {}  # by arrival index: max() is the newest
         self.prefilling: list[SimRequest] = []  # chunked prefills in progress, in arrival order
         self.stalled: list[SimRequest] = []  # decoders outside the lazy batch (new or skipped)
-        self.batch = DecodeBatch(cfg.block_tokens, self.dynamic)
+        self.batch = DecodeBatch(cfg.block_tokens, self.kv.dynamic)
         self.t = 0.0
         self.outstanding_tokens = 0  # prompt + output tokens of requests routed here and not ended
         self.batch_left = 0  # static batching: members of the current batch not yet ended
@@ -97,10 +89,7 @@ class Replica:
             self.waiting.append(r)
 
     def _release(self, r: SimRequest) -> None:
-        self.pool.release(r.lease)
-        if r.attached:
-            r.attached = False
-            self.prefix.detach(self.pool)
+        self.kv.free(r)
         del self.running[r.index]
 
     def _end(self, r: SimRequest, status: int) -> None:
@@ -136,6 +125,11 @@ class Replica:
         self._preempt(r)
         return r
 
+    def final_stats(self) -> ReplicaStats:
+        """The counters at the end of the run, the pool's lease and block counts included."""
+        self.kv.count_blocks(self.stats)
+        return self.stats
+
     # ------------------------------------------------------------------ one step
 
     def step(self) -> bool:
@@ -158,7 +152,7 @@ class Replica:
         if decoders:
             self._apply_decodes(decoders, joiners)
         stats.sample_t.append(self.t)
-        stats.sample_used.append(self.pool.in_use)
+        stats.sample_used.append(self.kv.blocks_in_use)
         if self.check_invariants:
             check_step(self, prefill_tokens + decoders, chunks)
         return True
@@ -175,16 +169,16 @@ class Replica:
 
     def _grow_decoders(self) -> set[SimRequest]:
         """Decoders needing a block this step; preempts the newest running while they don't fit."""
-        if not self.dynamic:
+        kv = self.kv
+        if not kv.dynamic:
             return set()
         crossing = set(self.batch.crossings_now())
         if self.stalled:
-            block = self.block_tokens
+            block = kv.block_tokens
             for r in self.stalled:
-                if r.computed % block == 0:
+                if r.computed % block == 0:  # its next token starts a block
                     crossing.add(r)
-        free = self.pool._free
-        while len(crossing) > len(free):
+        while len(crossing) > kv.free_blocks:
             crossing.discard(self._preempt_newest())
         return crossing
 
@@ -202,54 +196,32 @@ class Replica:
         waiting = self.waiting
         if not waiting or room <= 0 or budget <= 0:
             return chunks, scheduled
-        free = self.pool._free
-        block = self.block_tokens
-        prefix = self.prefix
-        reserve = self._prefill_reserve() if self.prefilling and self.dynamic else 0
-        if waiting[0] is self._blocked_head and prefix is None and len(free) - len(crossing) - reserve <= self._blocked_avail:
+        kv = self.kv
+        shares_prefix = kv.prefix is not None
+        reserve = kv.prefill_reserve(self.prefilling) if self.prefilling else 0
+        if waiting[0] is self._blocked_head and not shares_prefix and kv.free_blocks - len(crossing) - reserve <= self._blocked_avail:
             return chunks, scheduled  # the head still does not fit: nothing behind it may pass
         while waiting and room > 0 and budget > 0:
             r = waiting[0]
             if self.static_batching and not r.batch_member:
                 break
-            hit = owner = False
-            if r.uses_prefix and prefix is not None:
-                if prefix.lease:
-                    hit = prefix.ready
-                else:
-                    owner = True
-            attached_blocks = prefix.blocks if (hit or owner) else 0
-            owner_blocks = prefix.blocks if owner else 0
-            target = r.prompt_tokens + r.generated
-            if self.dynamic:
-                whole = -(-target // block) - attached_blocks
-                whole = (whole if whole > 0 else 0) + owner_blocks
-            else:
-                whole = self.static_blocks - attached_blocks + owner_blocks
-            if whole > len(free) - len(crossing) - reserve:
-                self._blocked_head, self._blocked_avail = r, len(free) - len(crossing) - reserve
+            match = kv.match_prefix(r) if shares_prefix else NO_PREFIX
+            whole = kv.blocks_to_admit(r, match)
+            avail = kv.free_blocks - len(crossing) - reserve
+            if whole > avail:
+                self._blocked_head, self._blocked_avail = r, avail
                 break  # its whole prefill must fit, or it would force preempting a running request later
-            start = prefix.tokens if hit else 0
-            m = policy.first_chunk(target - start, budget, bool(chunks), decoders)
+            start = kv.prefix_tokens(match)
+            m = policy.first_chunk(r.prompt_tokens + r.generated - start, budget, bool(chunks), decoders)
             if m == 0:
                 break  # head-of-line: the whole prompt must fit the step
-            if self.dynamic and m < target - start:
-                need = -(-(start + m) // block) - attached_blocks
-                need = (need if need > 0 else 0) + owner_blocks
-            else:
-                need = whole
             waiting.popleft()
-            lease = self.pool.open()
             self.running[r.index] = r
-            if owner:
-                prefix.take_ownership(self.pool, r.index)
-                need -= prefix.blocks
-            elif hit:
-                prefix.attach(self.pool)
+            r.admit(self.t, start)
+            kv.admit(r, match)
+            taken = kv.allocate_slots(r, m, len(crossing) + reserve)  # never None: the whole prefill fits
+            if match == PREFIX_HIT:
                 self.stats.prefix_hits += 1
-            if need:
-                self.pool.allocate(lease, need)
-            r.admit(self.t, lease, need, start, hit or owner)
             if r.cancel_stage == CANCEL_AT_ADMISSION:
                 r.computed = 0
                 self._cancel(r)
@@ -260,20 +232,12 @@ class Replica:
             budget -= m
             if policy.splits_prompts:
                 insort(self.prefilling, r, key=_arrival)  # older requests continue first
-                reserve += whole - need
+                reserve += whole - taken
         return chunks, scheduled
-
-    def _prefill_reserve(self) -> int:
-        """Blocks the prompts being prefilled will still take for the rest of their prefill."""
-        block = self.block_tokens
-        prefix_blocks = self.prefix.blocks if self.prefix is not None else 0
-        return sum(max(0, _blocks(r.target, block) - (prefix_blocks if r.attached else 0) - r.own_blocks) for r in self.prefilling if r.status == PREFILL)
 
     def _continue_prefills(self, chunks: list, crossing: set[SimRequest], budget: int) -> tuple[int, int]:
         """Chunked prefill: the next chunk of every prompt in progress, oldest first."""
-        block = self.block_tokens
-        free = self.pool._free
-        prefix_blocks = self.prefix.blocks if self.prefix is not None else 0
+        allocate_slots = self.kv.allocate_slots
         chunk_tokens = self.policy.chunk_tokens
         scheduled = 0
         for r in list(self.prefilling):
@@ -283,25 +247,27 @@ class Replica:
                 continue  # preempted while making room for an older request
             c = r.computed
             m = min(chunk_tokens, r.target - c, budget)
-            if self.dynamic:
-                attached = prefix_blocks if r.attached else 0
-                extra = max(0, _blocks(c + m, block) - attached) - r.own_blocks
-                if extra > len(free) - len(crossing):
-                    while extra > len(free) - len(crossing) and max(self.running) > r.index:
-                        crossing.discard(self._preempt_newest())
-                    avail = len(free) - len(crossing)
-                    if extra > avail:
-                        m = min(m, (r.own_blocks + attached + avail) * block - c)  # shrink the chunk to the blocks available
-                        if m <= 0:
-                            continue
-                        extra = max(0, _blocks(c + m, block) - attached) - r.own_blocks
-                if extra > 0:
-                    self.pool.allocate(r.lease, extra)
-                    r.own_blocks += extra
+            if allocate_slots(r, m, len(crossing)) is None:
+                m = self._make_room(r, m, crossing)
+                if m <= 0:
+                    continue
             chunks.append((r, c, m))
             scheduled += m
             budget -= m
         return budget, scheduled
+
+    def _make_room(self, r: SimRequest, m: int, crossing: set[SimRequest]) -> int:
+        """The next ``m`` tokens of ``r``'s prefill do not fit: preempt newer requests until they
+        do, else shrink the chunk to the blocks left. Returns the tokens to run (<= 0: none)."""
+        kv = self.kv
+        while max(self.running) > r.index:
+            crossing.discard(self._preempt_newest())
+            if kv.allocate_slots(r, m, len(crossing)) is not None:
+                return m
+        m = min(m, kv.tokens_fitting(r, len(crossing)) - r.computed)
+        if m > 0:
+            kv.allocate_slots(r, m, len(crossing))
+        return m
 
     def _schedule_decodes(self, prefill_tokens: int, crossing: set[SimRequest]) -> list[SimRequest]:
         batch = self.batch
@@ -326,11 +292,10 @@ class Replica:
                 batch.join(r, end)
         if crossing:
             tick = batch.tick
-            allocate = self.pool.allocate
+            append_block = self.kv.append_block
             for r in crossing:
                 if r in members:
-                    allocate(r.lease, 1)
-                    r.own_blocks += 1
+                    append_block(r)
                     if r.base_tick != tick:  # joiners scheduled their next crossing in join()
                         batch.next_crossing_in_a_block(r)
         return joiners
@@ -347,15 +312,14 @@ class Replica:
         self.stats.steps += 1
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
-        prefix = self.prefix
+        kv = self.kv
         stats = self.stats
         t = self.t
         any_ended = False
         for r, _c, m in chunks:
             complete = r.prefilled(m)
             stats.prefill_tokens += m
-            if prefix is not None and prefix.owner == r.index and not prefix.ready and r.computed >= prefix.tokens:
-                prefix.ready = True
+            kv.cache_blocks(r)
             if r.cancel_stage == CANCEL_MID_PREFILL and r.generated == 0:
                 self._cancel(r)
                 any_ended = True

@@ -18,6 +18,7 @@ class ReplicaStats:
     __slots__ = (
         "requests", "finished", "steps", "preemptions", "prefix_hits", "prefill_tokens", "wasted_tokens", "preempted_tokens",
         "output_tokens", "itl_values", "itl_weights", "sample_t", "sample_used",
+        "leases_opened", "leases_released", "blocks_allocated", "blocks_freed", "blocks_in_use",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -34,13 +35,18 @@ class ReplicaStats:
         self.itl_weights = array("q")
         self.sample_t = array("d")  # after every step: time and blocks in use
         self.sample_used = array("q")
+        # the pool's own counts, copied in at the end of the run (KVManager.count_blocks)
+        self.leases_opened = self.leases_released = self.blocks_allocated = self.blocks_freed = self.blocks_in_use = 0
 
     @property
     def peak_blocks(self) -> int:
         return max(self.sample_used, default=0)
 
 
-_SUMMED = ("requests", "finished", "steps", "preemptions", "prefix_hits", "prefill_tokens", "wasted_tokens", "preempted_tokens", "output_tokens")
+_SUMMED = (
+    "requests", "finished", "steps", "preemptions", "prefix_hits", "prefill_tokens", "wasted_tokens", "preempted_tokens", "output_tokens",
+    "leases_opened", "leases_released", "blocks_allocated", "blocks_freed", "blocks_in_use",
+)  # fmt: skip
 
 
 def summed(stats: list[ReplicaStats]) -> ReplicaStats:
