@@ -12,7 +12,7 @@ Per step (:meth:`Replica.step`):
    (vllm/v1/core/sched/scheduler.py skips the waiting queue in a step with preemptions), so a new
    prompt never forces a running one out and chunked prefill does not thrash.
 3. *Decodes*: the policy says how many decoders run; the rest skip the step.
-4. *Clock*: the step lasts ``StepCost`` of the tokens computed and the K/V read.
+4. *Clock*: the step lasts ``StepCost`` of the tokens computed and the K/V read (``StepClock``).
 5. *Apply*: finished prefills produce their first token; every decoder produces one token;
    requests that reach their output length (or their cancellation point) end.
 
@@ -26,7 +26,7 @@ from bisect import insort
 from collections import deque
 
 from planner.simulate.block_pool import BlockAllocator
-from planner.simulate.cost import StepCost
+from planner.simulate.cost import StepClock, StepCost
 from planner.simulate.decode_batch import DecodeBatch
 from planner.simulate.invariants import check_step
 from planner.simulate.kv_manager import NO_PREFIX, PREFIX_HIT, KVManager
@@ -51,15 +51,7 @@ class Replica:
         self.max_num_seqs = cfg.max_num_seqs
         self.static_batching = cfg.batching == "static"
         self.policy = make_policy(cfg.policy, cfg.max_num_batched_tokens, cfg.chunk_tokens)
-        self.cost = cost
-        # StepCost.step_time_s with its constants folded: seconds per byte read and per FLOP
-        mem = 1.0 / (cost.bandwidth_bytes_per_s * cost.mbu)
-        cmp = 1.0 / (cost.peak_flops * cost.mfu)
-        self._weights_s = cost.weights_bytes * mem
-        self._kv_token_s = cost.kv_bytes_per_token * mem
-        self._new_token_s = cost.flops_per_token * cmp
-        self._pair_s = cost.attn_flops_per_token_ctx * cmp
-        self._overhead_s = cost.overhead_s
+        self.clock = StepClock(cost)
         self.kv = KVManager(cfg, static_blocks, allocator)
         self.waiting: deque[SimRequest] = deque()
         self.running: dict[int, SimRequest] = {}  # by arrival index: max() is the newest
@@ -146,7 +138,8 @@ class Replica:
         decoders = len(self.batch.members)
         if not chunks and not decoders:
             return stats.finished != finished_before  # e.g. cancelled at admission: try again
-        self._advance_clock(chunks, prefill_tokens, decoders)
+        self.t += self.clock.step_s(chunks, prefill_tokens + decoders, self.batch.context_tokens + decoders)
+        stats.steps += 1
         if chunks:
             self._apply_prefills(chunks)
         if decoders:
@@ -299,17 +292,6 @@ class Replica:
                     if r.base_tick != tick:  # joiners scheduled their next crossing in join()
                         batch.next_crossing_in_a_block(r)
         return joiners
-
-    def _advance_clock(self, chunks: list[tuple[SimRequest, int, int]], prefill_tokens: int, decoders: int) -> None:
-        kv_read = self.batch.context_tokens + decoders
-        pairs = kv_read
-        for _r, c, m in chunks:
-            kv_read += c + m
-            pairs += m * c + m * (m + 1) // 2
-        t_mem = self._weights_s + self._kv_token_s * kv_read
-        t_cmp = self._new_token_s * (prefill_tokens + decoders) + self._pair_s * pairs
-        self.t += (t_mem if t_mem > t_cmp else t_cmp) + self._overhead_s
-        self.stats.steps += 1
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
         kv = self.kv
