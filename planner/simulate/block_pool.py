@@ -27,31 +27,27 @@ class BlockAllocator:
     """A paged KV pool of ``total_blocks`` block ids handed out through leases.
 
     ``open()`` returns a lease id held once; ``allocate(lease, n)`` moves ``n`` free blocks into
-    it; ``touch(lease)`` adds a holder (a request sharing its blocks); ``release(lease)`` drops
-    one, and the last release returns all of its blocks and closes it. Releasing a closed lease,
-    or a block whose owner is not the lease, raises :class:`DoubleFreeError`.
+    it (``allocate_each`` one into each of several); ``touch(lease)`` adds a holder (a request
+    sharing its blocks); ``release(lease)`` drops one, and the last release returns all of its
+    blocks and closes it. Releasing a closed lease, or a block whose owner is not the lease,
+    raises :class:`DoubleFreeError`. ``free_count`` and ``in_use`` are plain attributes (read
+    every step), kept equal to the free list's length and the rest.
     """
 
-    __slots__ = ("total", "_free", "_owner", "_leases", "_refs", "_next", "opened", "released", "allocated", "freed")
+    __slots__ = ("total", "free_count", "in_use", "_free", "_owner", "_leases", "_refs", "_next", "opened", "released", "allocated", "freed")
 
     def __init__(self, total_blocks: int) -> None:
         if total_blocks < 1:
             raise PlannerError("total_blocks", total_blocks, "must be at least 1")
         self.total = total_blocks
+        self.free_count = total_blocks
+        self.in_use = 0
         self._free = list(range(total_blocks - 1, -1, -1))
         self._owner = [0] * total_blocks  # 0 = free, else the lease id
         self._leases: dict[int, list[int]] = {}
         self._refs: dict[int, int] = {}  # lease -> holders
         self._next = 1
         self.opened = self.released = self.allocated = self.freed = 0
-
-    @property
-    def free_count(self) -> int:
-        return len(self._free)
-
-    @property
-    def in_use(self) -> int:
-        return self.total - len(self._free)
 
     def open(self) -> int:
         lid = self._next
@@ -96,6 +92,31 @@ class BlockAllocator:
                 owner[b] = lease
             blocks.extend(taken)
         self.allocated += n
+        self.free_count -= n
+        self.in_use += n
+
+    def allocate_each(self, leases: list[int]) -> None:
+        """One free block into each of ``leases`` (decoders crossing into a new block)."""
+        free = self._free
+        n = len(leases)
+        if n > len(free):
+            raise OutOfBlocksError(f"{n} leases asked for a block each, {len(free)} free")
+        owner = self._owner
+        held = self._leases
+        taken = 0
+        for lease in leases:
+            blocks = held.get(lease)
+            if blocks is None:
+                break
+            b = free.pop()
+            owner[b] = lease
+            blocks.append(b)
+            taken += 1
+        self.allocated += taken
+        self.free_count -= taken
+        self.in_use += taken
+        if taken < n:
+            raise AllocatorError(f"lease {leases[taken]} is not open")
 
     def release(self, lease: int) -> int:
         """Drop one holder of ``lease``; the last one returns its blocks to the free list and
@@ -113,10 +134,13 @@ class BlockAllocator:
             if owner[b] != lease:
                 raise DoubleFreeError(f"block {b} freed by lease {lease} but owned by {owner[b]}")
             owner[b] = 0
+        n = len(blocks)
         self._free.extend(blocks)
-        self.freed += len(blocks)
+        self.freed += n
+        self.free_count += n
+        self.in_use -= n
         self.released += 1
-        return len(blocks)
+        return n
 
 
 class PrefixCache:

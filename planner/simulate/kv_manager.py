@@ -111,10 +111,14 @@ class KVManager:
         shared = self.prefix_blocks if r.attached else 0
         return (r.own_blocks + shared + self.pool.free_count - reserved) * self.block_tokens
 
-    def append_block(self, r: SimRequest) -> None:
-        """Decoding ``r``'s next token starts a new block: one more (the scheduler made room)."""
-        self.pool.allocate(r.lease, 1)
-        r.own_blocks += 1
+    def append_blocks(self, decoders: list[SimRequest]) -> None:
+        """Each of ``decoders`` starts a new block with its next token: one more block each (the
+        scheduler made room)."""
+        leases = []
+        for r in decoders:
+            leases.append(r.lease)
+            r.own_blocks += 1
+        self.pool.allocate_each(leases)
 
     def prefill_reserve(self, prefilling: list[SimRequest]) -> int:
         """Blocks the prompts being prefilled in chunks will still take for the rest of their

@@ -285,12 +285,14 @@ class Replica:
                 batch.join(r, end)
         if crossing:
             tick = batch.tick
-            append_block = self.kv.append_block
+            grown = []
             for r in crossing:
                 if r in members:
-                    append_block(r)
+                    grown.append(r)
                     if r.base_tick != tick:  # joiners scheduled their next crossing in join()
                         batch.next_crossing_in_a_block(r)
+            if grown:
+                self.kv.append_blocks(grown)
         return joiners
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
