@@ -67,6 +67,11 @@ class BlockAllocator:
         """Holders of ``lease`` (0 once it is closed)."""
         return self._refs.get(lease, 0)
 
+    def state(self) -> tuple[list[int], dict[int, list[int]], dict[int, int], list[int]]:
+        """The free list, each open lease's blocks, each open lease's holders and each block's
+        owner (0 = free), not copied: read-only, for the invariant checks, never for the step loop."""
+        return self._free, self._leases, self._refs, self._owner
+
     def held(self, lease: int) -> int:
         blocks = self._leases.get(lease)
         if blocks is None:

@@ -19,6 +19,7 @@ import time
 from planner.errors import PlannerError
 from planner.simulate import block_pool
 from planner.simulate.cost import StepCost
+from planner.simulate.invariants import check_end
 from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
 from planner.simulate.replica import Replica
 from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, REJECTED, SimRequest
@@ -52,8 +53,9 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     """Run the serving simulation (see the package docstring).
 
     ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
-    verifies the block and sequence bookkeeping after every step (slow; for tests) and raises
-    :class:`SimulationInvariantError` on the first inconsistency.
+    verifies the block, request and counter bookkeeping after every step and at the end
+    (``invariants.py``; slow, for tests) and raises :class:`SimulationInvariantError` on the
+    first inconsistency.
 
     Raises:
         PlannerError: too many requests or tokens for the budget, duplicate ids, a static
@@ -89,6 +91,8 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
             _drain(rep, budget, replicas)
     except _Stop as stop:
         stopped = stop.reason
+    if check_invariants:
+        check_end(replicas, reqs, stopped is not None)
     return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
 
 
