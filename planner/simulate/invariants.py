@@ -113,7 +113,7 @@ def check_queues(rep: Replica, step_tokens: int, chunks: list[tuple[SimRequest, 
     """Where each request is, its token counters, the step's limits and the replica's tallies."""
     batch, running = rep.batch, rep.running
     prefilling = {id(r) for r in rep.prefilling}
-    stalled = {id(r) for r in rep.stalled}
+    stalled = {id(r) for r in batch.stalled}
     for r in running.values():
         places = {"decode batch": r in batch.members, "stalled list": id(r) in stalled, "chunked-prefill list": id(r) in prefilling}
         where = [name for name, here in places.items() if here]
@@ -132,7 +132,7 @@ def check_queues(rep: Replica, step_tokens: int, chunks: list[tuple[SimRequest, 
                 _fail(f"request {r.id} has cached {tokens} tokens with {generated} of {r.output_tokens} generated (prompt {r.prompt_tokens})")
         else:
             _fail(f"request {r.id} is running in status {r.status}")
-    if len(prefilling) != len(rep.prefilling) or len(stalled) != len(rep.stalled) or any(r.index not in running for r in (*rep.prefilling, *rep.stalled)):
+    if len(prefilling) != len(rep.prefilling) or len(stalled) != len(batch.stalled) or any(r.index not in running for r in (*rep.prefilling, *batch.stalled)):
         _fail("the prefill or stalled list holds a request twice or one that is not running")
     if any(r.index in running for r in rep.waiting):
         _fail("a request is both waiting and running")

@@ -34,7 +34,6 @@ from planner.simulate.model import SimConfig
 from planner.simulate.policies import make_policy
 from planner.simulate.request import (
     CANCEL_AT_ADMISSION,
-    CANCEL_IN_DECODE,
     CANCEL_MID_PREFILL,
     CANCELLED,
     DECODE,
@@ -56,7 +55,6 @@ class Replica:
         self.waiting: deque[SimRequest] = deque()
         self.running: dict[int, SimRequest] = {}  # by arrival index: max() is the newest
         self.prefilling: list[SimRequest] = []  # chunked prefills in progress, in arrival order
-        self.stalled: list[SimRequest] = []  # decoders outside the lazy batch (new or skipped)
         self.batch = DecodeBatch(cfg.block_tokens, self.kv.dynamic)
         self.t = 0.0
         self.outstanding_tokens = 0  # prompt + output tokens of requests routed here and not ended
@@ -98,11 +96,9 @@ class Replica:
         self._end(r, CANCELLED)
 
     def _preempt(self, r: SimRequest) -> None:
-        if r in self.batch.members:
-            self.batch.leave(r)
-        elif r.status == DECODE:
-            self.stalled.remove(r)
-        elif r.status == PREFILL and self.policy.splits_prompts:
+        if r.status == DECODE:
+            self.batch.remove(r)
+        elif self.policy.splits_prompts:
             self.prefilling.remove(r)
         self._release(r)
         wasted = r.preempted()
@@ -165,19 +161,14 @@ class Replica:
         kv = self.kv
         if not kv.dynamic:
             return set()
-        crossing = set(self.batch.crossings_now())
-        if self.stalled:
-            block = kv.block_tokens
-            for r in self.stalled:
-                if r.computed % block == 0:  # its next token starts a block
-                    crossing.add(r)
+        crossing = self.batch.crossings_now()
         while len(crossing) > kv.free_blocks:
             crossing.discard(self._preempt_newest())
         return crossing
 
     def _schedule_prefills(self, crossing: set[SimRequest], preempted_before: int) -> tuple[list[tuple[SimRequest, int, int]], int]:
         policy = self.policy
-        decoders = len(self.batch.members) + len(self.stalled)
+        decoders = len(self.batch.members) + len(self.batch.stalled)
         budget = policy.prefill_budget(decoders)
         chunks: list[tuple[SimRequest, int, int]] = []
         scheduled = 0
@@ -265,24 +256,7 @@ class Replica:
     def _schedule_decodes(self, prefill_tokens: int, crossing: set[SimRequest]) -> list[SimRequest]:
         batch = self.batch
         members = batch.members
-        room = self.policy.decode_room(prefill_tokens)
-        while len(members) > room:  # the most recently joined skip the step; they resume as stalled
-            r = batch.newest()
-            batch.leave(r)
-            self.stalled.append(r)
-        room -= len(members)
-        joiners: list[SimRequest] = []
-        stalled = self.stalled
-        if stalled and room > 0:
-            if room >= len(stalled):
-                joiners, self.stalled = stalled, []
-            else:
-                joiners, self.stalled = stalled[:room], stalled[room:]
-            for r in joiners:
-                end = r.output_tokens
-                if r.cancel_stage == CANCEL_IN_DECODE and r.generated < r.cancel_after < end:
-                    end = r.cancel_after
-                batch.join(r, end)
+        joiners = batch.fill(self.policy.decode_room(prefill_tokens))
         if crossing:
             tick = batch.tick
             grown = []
@@ -321,8 +295,8 @@ class Replica:
             elif r.cancel_due():
                 self._cancel(r)
             else:
-                r.status = DECODE
-                self.stalled.append(r)
+                r.begin_decode()
+                self.batch.stall(r)
         if any_ended and self.prefilling:
             self.prefilling = [r for r in self.prefilling if r.status == PREFILL and r.computed < r.target]
 

@@ -88,6 +88,10 @@ class SimRequest:
         self.computed += tokens
         return self.computed >= self.target
 
+    def begin_decode(self) -> None:
+        """Prefill complete and first token out: it decodes from the next step on."""
+        self.status = DECODE
+
     def emit_token(self, t: float) -> float | None:
         """One output token at ``t``; returns the gap since the previous token (None for the first)."""
         self.generated += 1
@@ -96,6 +100,13 @@ class SimRequest:
             self.first_token_s = t
         self.last_token_s = t
         return gap
+
+    def decode_end(self) -> int:
+        """Output tokens at which its decoding ends: all of them, or its cancellation point."""
+        end = self.output_tokens
+        if self.cancel_stage == CANCEL_IN_DECODE and self.generated < self.cancel_after < end:
+            end = self.cancel_after
+        return end
 
     def cancel_due(self) -> bool:
         """Cancelled now, right after a token (first-token or decode stage)?"""
