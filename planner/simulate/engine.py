@@ -22,9 +22,9 @@ from planner.simulate.cost import StepCost
 from planner.simulate.invariants import check_end
 from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
 from planner.simulate.replica import Replica
-from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, REJECTED, SimRequest
+from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, SimRequest
 from planner.simulate.router import ROUTER_CLASSES
-from planner.simulate.stats import _downsample, percentiles, summed, weighted_percentiles
+from planner.simulate.stats import RequestTally, _downsample, percentiles, summed, weighted_percentiles
 from planner.simulate.verdict import overload_verdict
 
 CHECK_EVERY_STEPS = 512  # wall-clock budget checked this often
@@ -195,43 +195,16 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
     n = len(reqs)
     start = reqs[0].arrival_s if n else 0.0
     makespan = max(rep.t for rep in replicas) - start if n else 0.0
-    ttft: list[float] = []
-    e2e: list[float] = []
-    tpot: list[float] = []
-    finish_times: list[float] = []
-    good = completed = cancelled = rejected = unfinished = 0
-    queue_age = 0.0
     ttft_slo = cfg.ttft_slo_ms / 1e3 if cfg.ttft_slo_ms is not None else math.inf
     itl_slo = cfg.itl_slo_ms / 1e3 if cfg.itl_slo_ms is not None else math.inf
-    for r in reqs:
-        st = r.status
-        if st == REJECTED:
-            rejected += 1
-            continue
-        if r.admitted_s >= 0 and r.admitted_s - r.arrival_s > queue_age:
-            queue_age = r.admitted_s - r.arrival_s
-        if r.first_token_s >= 0:
-            ttft.append(r.first_token_s - r.arrival_s)
-        if st == DONE:
-            completed += 1
-            finish_times.append(r.finished_s)
-            e2e.append(r.finished_s - r.arrival_s)
-            tp = (r.finished_s - r.first_token_s) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
-            if r.output_tokens > 1:
-                tpot.append(tp)
-            if r.first_token_s - r.arrival_s <= ttft_slo and tp <= itl_slo:
-                good += 1
-        elif r.finished:
-            cancelled += 1
-            finish_times.append(r.finished_s)
-        else:
-            unfinished += 1
+    tally = RequestTally(reqs, ttft_slo, itl_slo)
+    good, unfinished = tally.good, tally.unfinished
     stats = [rep.final_stats() for rep in replicas]
     total = summed(stats)
     busiest = max(stats, key=lambda s: s.peak_blocks)
     peak = busiest.peak_blocks
     total_blocks = cfg.total_blocks
-    verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
+    verdict = overload_verdict([r.arrival_s for r in reqs], tally.finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
     output_tokens = total.output_tokens
     records = [_record(r) for r in reqs] if record_requests else None
     if stopped:
@@ -241,20 +214,20 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         batching=cfg.batching,
         reservation=cfg.reservation,
         requests_total=n,
-        requests_completed=completed,
-        requests_cancelled=cancelled,
-        requests_rejected=rejected,
-        ttft_ms=percentiles(ttft, 1e3),
+        requests_completed=tally.completed,
+        requests_cancelled=tally.cancelled,
+        requests_rejected=tally.rejected,
+        ttft_ms=percentiles(tally.ttft, 1e3),
         itl_ms=weighted_percentiles(total.itl_values, total.itl_weights, 1e3),
-        e2e_ms=percentiles(e2e, 1e3),
-        tpot_ms=percentiles(tpot, 1e3),
+        e2e_ms=percentiles(tally.e2e, 1e3),
+        tpot_ms=percentiles(tally.tpot, 1e3),
         output_tokens=output_tokens,
         prefill_tokens=total.prefill_tokens,
         prefill_tokens_wasted=total.wasted_tokens,
         throughput_tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
         goodput_requests_per_s=good / makespan if makespan > 0 else 0.0,
         goodput_fraction=good / n if n else 0.0,
-        max_queue_age_ms=queue_age * 1e3,
+        max_queue_age_ms=tally.queue_age * 1e3,
         preemptions=total.preemptions,
         prefix_hits=total.prefix_hits,
         blocks_in_use_at_end=total.blocks_in_use,

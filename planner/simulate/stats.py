@@ -1,5 +1,6 @@
-"""The simulator's counters (one :class:`ReplicaStats` per replica, summed for the result),
-percentiles of latency samples and the down-sampled KV utilisation series."""
+"""The simulator's counters (one :class:`ReplicaStats` per replica, summed for the result), the
+requests' outcomes (:class:`RequestTally`), percentiles of latency samples and the down-sampled
+KV utilisation series."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 from array import array
 
 from planner.simulate.model import KV_SAMPLES, Percentiles
+from planner.simulate.request import DONE, REJECTED, SimRequest
 
 _EMPTY = Percentiles(p50=0.0, p95=0.0, p99=0.0, mean=0.0, min=0.0, max=0.0, count=0)
 
@@ -59,6 +61,45 @@ def summed(stats: list[ReplicaStats]) -> ReplicaStats:
         total.itl_values.extend(s.itl_values)
         total.itl_weights.extend(s.itl_weights)
     return total
+
+
+class RequestTally:
+    """What the requests' own times add up to: latency samples (seconds), outcomes, how many met
+    both SLOs (``good``) and the longest wait from arrival to first admission."""
+
+    def __init__(self, reqs: list[SimRequest], ttft_slo_s: float, itl_slo_s: float) -> None:
+        self.ttft: list[float] = []
+        self.e2e: list[float] = []
+        self.tpot: list[float] = []  # mean gap between output tokens, requests with more than one
+        self.finish_times: list[float] = []  # done or cancelled
+        self.good = self.completed = self.cancelled = self.rejected = self.unfinished = 0
+        self.queue_age = 0.0
+        for r in reqs:
+            self._add(r, ttft_slo_s, itl_slo_s)
+
+    def _add(self, r: SimRequest, ttft_slo: float, itl_slo: float) -> None:
+        st = r.status
+        if st == REJECTED:
+            self.rejected += 1
+            return
+        if r.admitted_s >= 0 and r.admitted_s - r.arrival_s > self.queue_age:
+            self.queue_age = r.admitted_s - r.arrival_s
+        if r.first_token_s >= 0:
+            self.ttft.append(r.first_token_s - r.arrival_s)
+        if st == DONE:
+            self.completed += 1
+            self.finish_times.append(r.finished_s)
+            self.e2e.append(r.finished_s - r.arrival_s)
+            tp = (r.finished_s - r.first_token_s) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+            if r.output_tokens > 1:
+                self.tpot.append(tp)
+            if r.first_token_s - r.arrival_s <= ttft_slo and tp <= itl_slo:
+                self.good += 1
+        elif r.finished:
+            self.cancelled += 1
+            self.finish_times.append(r.finished_s)
+        else:
+            self.unfinished += 1
 
 
 def _rank(n: int, q: float) -> int:
