@@ -116,6 +116,19 @@ class DecodeBatch:
                     crossing.add(r)
         return crossing
 
+    def crossing_members(self, crossing: set[SimRequest]) -> list[SimRequest]:
+        """The members of ``crossing`` (those that run this step and get their new block), each
+        with its next crossing scheduled a block later."""
+        members = self.members
+        tick = self.tick
+        grown = []
+        for r in crossing:
+            if r in members:
+                grown.append(r)
+                if r.base_tick != tick:  # joiners scheduled their next crossing in join()
+                    self.next_crossing_in_a_block(r)
+        return grown
+
     def next_crossing_in_a_block(self, r: SimRequest) -> None:
         tick = self.tick + self.block_tokens
         ev = self._crossings.get(tick)

@@ -45,6 +45,10 @@ from planner.simulate.stats import ReplicaStats
 
 
 class Replica:
+    """The scheduler of one engine replica: its waiting queue, running requests and clock. Block
+    arithmetic goes through ``kv`` (:class:`KVManager`), the decoders through ``batch``
+    (:class:`DecodeBatch`), counters into ``stats`` (:class:`ReplicaStats`)."""
+
     def __init__(self, number: int, cfg: SimConfig, cost: StepCost, static_blocks: int, allocator: type[BlockAllocator] = BlockAllocator) -> None:
         self.number = number
         self.max_num_seqs = cfg.max_num_seqs
@@ -216,6 +220,8 @@ class Replica:
             budget -= m
             if policy.splits_prompts:
                 insort(self.prefilling, r, key=_arrival)  # older requests continue first
+                # the rest of its prefill; for a prefix owner ``whole`` also counts the prefix
+                # blocks it already took, so those stay reserved for the rest of this step
                 reserve += whole - taken
         return chunks, scheduled
 
@@ -255,16 +261,9 @@ class Replica:
 
     def _schedule_decodes(self, prefill_tokens: int, crossing: set[SimRequest]) -> list[SimRequest]:
         batch = self.batch
-        members = batch.members
         joiners = batch.fill(self.policy.decode_room(prefill_tokens))
         if crossing:
-            tick = batch.tick
-            grown = []
-            for r in crossing:
-                if r in members:
-                    grown.append(r)
-                    if r.base_tick != tick:  # joiners scheduled their next crossing in join()
-                        batch.next_crossing_in_a_block(r)
+            grown = batch.crossing_members(crossing)
             if grown:
                 self.kv.append_blocks(grown)
         return joiners
