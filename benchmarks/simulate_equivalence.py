@@ -14,15 +14,9 @@ Run: .venv/bin/python -m benchmarks.simulate_equivalence [--against REV] [--save
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b-it")
 
 # Rows of a small trace: bursts, a long prompt, a one-token output, out-of-order arrival times.
@@ -106,17 +100,6 @@ def snapshot() -> dict:
     return json.loads(json.dumps(out))
 
 
-def baseline(rev: str) -> dict:
-    """The grid computed by revision ``rev``'s simulator (its tree exported, run in a subprocess)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        out = Path(tmp) / "snapshot.json"
-        code = f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import simulate_equivalence as s; open({str(out)!r}, 'w').write(json.dumps(s.snapshot()))"
-        subprocess.run([sys.executable, "-c", code], cwd=tmp, check=True, env={**os.environ, "PYTHONPATH": tmp})
-        return json.loads(out.read_text())
-
-
 def compare(base: dict, here: dict) -> int:
     from benchmarks.plan_equivalence import differences, exact
 
@@ -130,20 +113,7 @@ def compare(base: dict, here: dict) -> int:
     return 1 if bad else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--against", default="main", help="git revision whose simulator is the baseline (default: main)")
-    ap.add_argument("--save", type=Path, help="write this checkout's grid to this JSON file and stop (no comparison)")
-    ap.add_argument("--compare", type=Path, help="compare against a grid saved with --save instead of a git revision")
-    args = ap.parse_args()
-    here = snapshot()
-    if args.save:
-        args.save.write_text(json.dumps(here))
-        print(f"saved {len(here)} entries to {args.save}")
-        return 0
-    base = json.loads(args.compare.read_text()) if args.compare else baseline(args.against)
-    return compare(base, here)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.equivalence import main
+
+    sys.exit(main(__doc__, "simulate_equivalence", snapshot, compare, "entries"))
