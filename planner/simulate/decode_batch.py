@@ -82,10 +82,11 @@ class DecodeBatch:
         else:
             self.stalled.remove(r)
 
-    def fill(self, room: int) -> list[SimRequest]:
-        """At most ``room`` decoders run the coming step: the most recently joined members step
+    def schedule(self, room: int, crossing: set[SimRequest]) -> tuple[list[SimRequest], list[SimRequest]]:
+        """Who decodes in the coming step, at most ``room``: the most recently joined members step
         out (they stall), then stalled decoders join, in the order they stalled, while there is
-        room. Returns the joiners."""
+        room. Returns the joiners and the decoders of ``crossing`` that run (they get their new
+        block; each has its next crossing scheduled a block later)."""
         members = self.members
         while len(members) > room:
             r = self.newest()
@@ -93,15 +94,23 @@ class DecodeBatch:
             self.stalled.append(r)
         room -= len(members)
         stalled = self.stalled
-        if not stalled or room <= 0:
-            return []
-        if room >= len(stalled):
-            joiners, self.stalled = stalled, []
-        else:
-            joiners, self.stalled = stalled[:room], stalled[room:]
-        for r in joiners:
-            self.join(r, r.decode_end())
-        return joiners
+        joiners: list[SimRequest] = []
+        if stalled and room > 0:
+            if room >= len(stalled):
+                joiners, self.stalled = stalled, []
+            else:
+                joiners, self.stalled = stalled[:room], stalled[room:]
+            for r in joiners:
+                self.join(r, r.decode_end())
+        grown = []
+        if crossing:
+            tick = self.tick
+            for r in crossing:
+                if r in members:
+                    grown.append(r)
+                    if r.base_tick != tick:  # joiners scheduled their next crossing in join()
+                        self.next_crossing_in_a_block(r)
+        return joiners, grown
 
     def crossings_now(self) -> set[SimRequest]:
         """Decoders whose next token needs a new block in the coming step: members due now, and
@@ -115,19 +124,6 @@ class DecodeBatch:
                 if r.computed % block == 0:
                     crossing.add(r)
         return crossing
-
-    def crossing_members(self, crossing: set[SimRequest]) -> list[SimRequest]:
-        """The members of ``crossing`` (those that run this step and get their new block), each
-        with its next crossing scheduled a block later."""
-        members = self.members
-        tick = self.tick
-        grown = []
-        for r in crossing:
-            if r in members:
-                grown.append(r)
-                if r.base_tick != tick:  # joiners scheduled their next crossing in join()
-                    self.next_crossing_in_a_block(r)
-        return grown
 
     def next_crossing_in_a_block(self, r: SimRequest) -> None:
         tick = self.tick + self.block_tokens

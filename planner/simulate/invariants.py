@@ -100,6 +100,8 @@ def check_holdings(rep: Replica) -> None:
         held += prefix.blocks
     elif prefix is not None and (prefix.ready or prefix.owner != -1):
         _fail("nobody holds the prefix but it is still marked computed or owned")
+    if (kv.free_blocks, kv.blocks_in_use) != (pool.free_count, pool.in_use):
+        _fail(f"the KV manager counts {kv.free_blocks} free / {kv.blocks_in_use} in use, the pool {pool.free_count} / {pool.in_use}")
     if held != pool.in_use:
         _fail(f"leases hold {held} blocks but {pool.in_use} are in use")
     if len(leases) != len(rep.running) + (1 if refs else 0):

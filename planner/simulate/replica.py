@@ -134,7 +134,9 @@ class Replica:
         preempted_before = stats.preemptions
         crossing = self._grow_decoders()
         chunks, prefill_tokens = self._schedule_prefills(crossing, preempted_before)
-        joiners = self._schedule_decodes(prefill_tokens, crossing)
+        joiners, grown = self.batch.schedule(self.policy.decode_room(prefill_tokens), crossing)
+        if grown:
+            self.kv.append_blocks(grown)  # room was made in _grow_decoders
         decoders = len(self.batch.members)
         if not chunks and not decoders:
             return stats.finished != finished_before  # e.g. cancelled at admission: try again
@@ -258,15 +260,6 @@ class Replica:
         if m > 0:
             kv.allocate_slots(r, m, len(crossing))
         return m
-
-    def _schedule_decodes(self, prefill_tokens: int, crossing: set[SimRequest]) -> list[SimRequest]:
-        batch = self.batch
-        joiners = batch.fill(self.policy.decode_room(prefill_tokens))
-        if crossing:
-            grown = batch.crossing_members(crossing)
-            if grown:
-                self.kv.append_blocks(grown)
-        return joiners
 
     def _apply_prefills(self, chunks: list[tuple[SimRequest, int, int]]) -> None:
         kv = self.kv
