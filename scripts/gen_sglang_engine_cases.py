@@ -14,8 +14,7 @@ Run it in a throw-away venv that holds SGLang (never in CI, never in the project
 (the second line of packages is what importing SGLang's model runner needs beyond RECIPES.md's
 list). The 2026 checkpoints' configs come from aiconfigurator-core 0.12.0's ``model_configs/``
 (``--aic DIR``; by default found in the project's ``.venv``). ``--only SUBSTR`` runs some sources
-only; the draws of the others are made all the same, so a source's cases do not depend on which
-others run.
+only (each source's draws are seeded by its name, so they do not depend on which others run).
 
 Every case runs what ``python -m sglang.launch_server`` runs before the first forward, on a CPU
 with the GPU faked (RECIPES.md, "SGLang's sizing code on a CPU"):
@@ -50,7 +49,7 @@ neither may leak into the next case); per-module quantization lists are slimmed 
 
 The GPU table is the engine's own (``planner/engines/sglang/gpus.py``, loaded by path), so the
 fixture and the engine read one set of MiB figures. Each source runs at a default start-up on
-H100, H200 and B200 and at nine random draws (``cases_for``); its first sized case also yields
+H100, H200 and B200 and at nine random draws, fifteen for the 2026 families (``cases_for``); its first sized case also yields
 budgets at the edges of SGLang's refusals (``edge_cases``). A case either sizes (``result``, with
 ``internals``: SGLang's budget and per-token coefficients) or is refused (``refusal``: exception
 type and SGLang's message). Cases whose inputs hash to 0 mod 4 go to
@@ -229,6 +228,7 @@ class FakeGpu:
 
     def __init__(self, common, name: str):
         import torch
+        from sglang.srt.mem_cache import memory_pool
 
         gpu = GPUS[name]
         mib, (major, minor), device_name = gpu.memory_mib, gpu.capability, gpu.device_name
@@ -262,21 +262,24 @@ class FakeGpu:
                 if getattr(module, probe, None) is original:
                     self.patches.append((module, probe, original, answers[probe]))
         props = types.SimpleNamespace(name=device_name, major=major, minor=minor, total_memory=mib << 20, is_integrated=False, multi_processor_count=132)
-        self.torch_patches = [
+        self.value_patches = [
             (torch.cuda, "get_device_capability", lambda *a, **k: (major, minor)),
             (torch.cuda, "get_device_name", lambda *a, **k: device_name),
             (torch.cuda, "get_device_properties", lambda *a, **k: props),
             (torch.cuda, "device_count", lambda *a, **k: 8),
+            # memory_pool.py reads is_cuda() once at import (False on this CPU); get_minimax_sparse_index_dtype
+            # keeps Hopper's fp8 index keys behind it
+            (memory_pool, "_is_cuda", True),
         ]
 
     @contextlib.contextmanager
     def installed(self):
         from sglang.srt import runtime_context
 
-        saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in self.torch_patches]
+        saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in self.value_patches]
         for module, probe, _, fake in self.patches:
             setattr(module, probe, fake)
-        for obj, attr, fake in self.torch_patches:
+        for obj, attr, fake in self.value_patches:
             setattr(obj, attr, fake)
         try:
             with runtime_context.override_platform(**self.facts):
@@ -519,9 +522,19 @@ def _holdout(case: dict) -> bool:
     return int(hashlib.sha256(key.encode()).hexdigest(), 16) % 4 == 0
 
 
-def cases_for(source: str, config: dict, rng: random.Random) -> list[dict]:
-    """The settings one config runs at: a default start-up on each of three GPUs, then a random
-    draw over tp, KV dtype, context, fraction, chunk, running requests, page size and memory state."""
+# the 2026 families, whose rules have the most branches: 15 random draws instead of 9
+NEW_FAMILIES = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "DeepseekV4ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "MiMoV2FlashForCausalLM",
+    "KimiK3ForConditionalGeneration", "Gemma4ForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "NemotronHForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "Qwen3NextForCausalLM",
+})
+
+
+def cases_for(source: str, config: dict, seed: int) -> list[dict]:
+    """The settings one config runs at: a default start-up on each of three GPUs, then random
+    draws over tp, KV dtype, context, fraction, chunk, running requests, page size and memory state
+    (seeded by the source's name, so a source's cases do not depend on the others)."""
+    rng = random.Random(f"{seed}:{source}")
     derived = _derived_len(config)
     out = []
 
@@ -533,7 +546,7 @@ def cases_for(source: str, config: dict, rng: random.Random) -> list[dict]:
     for gpu in ("H100-SXM-80GB", "H200-141GB", "B200-180GB"):
         pre, avail = memory(gpu, 0.25)
         out.append({"gpu": gpu, "tp": 1, "kv_cache_dtype": "auto", "pre_load_free_gib": pre, "available_gib": avail})
-    for _ in range(9):
+    for _ in range(15 if (config.get("architectures") or [""])[0] in NEW_FAMILIES else 9):
         gpu = rng.choice(list(GPUS))
         case = {"gpu": gpu, "tp": rng.choice((1, 1, 2, 4, 8)), "kv_cache_dtype": rng.choice(("auto", "auto", "fp8_e4m3", "fp8_e5m2"))}
         share = rng.choice((0.05, 0.2, 0.35, 0.5, 0.65, 0.78, 0.88))
@@ -640,14 +653,13 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("sglang").propagate = False
     sources = _sources(args.reference, args.aic or _aic_dir())
-    rng = random.Random(args.seed)
     t0 = time.time()
     cases, configs = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for source, config, quant in sources:
-            planned = cases_for(source, config, rng)  # drawn for every source, so --only keeps the others' draws
             if args.only and not any(s.strip().lower() in source.lower() for s in args.only.split(",") if s.strip()):
                 continue
+            planned = cases_for(source, config, args.seed)
             configs[source] = {"config": config, **({"quantization": quant.get("quantization", quant)} if quant else {})}
             queue = list(planned)
             while queue:
