@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from planner.engines.sglang.defaults import KV_CACHE_DTYPES, SglangDefaults, SglangRefusal, resolve_defaults
+from planner.engines.sglang.defaults import KV_CACHE_DTYPES, SglangDefaults, SglangRefusal, context_len_of, resolve_defaults
 from planner.engines.sglang.gpus import GPUS, SglangGpu
 from planner.engines.sglang.model import SglangModel, build_model
 from planner.engines.sglang.pools import size_pools
@@ -128,8 +128,8 @@ def sglang_capacity(
     pre, avail = _gib("pre_load_free_gib", pre_load_free_gib), _gib("available_gib", available_gib)
     geo = geometry if geometry is not None else parse_geometry(config)
     # one string key: the cache charges its size without walking a tuple (planner/limits.py size_of)
-    settings = f"{geo.config_hash}|{_quant_key(quantization)}|{gpu.name}|{tp}|{kv_cache_dtype}|{context_length}|{mem_fraction_static}|{chunked_prefill_size}|{max_running_requests}|{page_size}|{sglang_version}"
-    key = f"{settings}|{pre!r}|{avail!r}"
+    settings = f"{geo.config_hash}|{_quant_key(quantization)}|{gpu.name}|{tp}|{kv_cache_dtype}|{mem_fraction_static}|{chunked_prefill_size}|{max_running_requests}|{page_size}|{sglang_version}"
+    key = f"{settings}|{context_length}|{pre!r}|{avail!r}"
     hit = _MEMO.get(key)
     if hit is None:
         try:
@@ -182,17 +182,18 @@ def sglang_model(config: dict, geo: ModelGeometry, quantization: dict | None) ->
 def _compute(config, geo, quantization, gpu, tp, kv_cache_dtype, context_length, mem_fraction_static, chunked_prefill_size, max_running_requests, page_size, version, pre, avail, settings) -> SglangCapacity:
     rules = RULES[version]
     model = sglang_model(config, geo, quantization)
-    hit = _DEFAULTS.get(settings)  # the resolved arguments do not depend on the memory state
+    context_len = context_len_of(model, context_length)  # checked first, as ModelConfig is built first
+    hit = _DEFAULTS.get(settings)  # nothing else resolved depends on the context or the memory state
     if hit is None:
         try:
-            hit = resolve_defaults(rules, model, gpu, tp, kv_cache_dtype, context_length, mem_fraction_static, chunked_prefill_size, max_running_requests, page_size)
+            hit = resolve_defaults(rules, model, gpu, tp, kv_cache_dtype, None, mem_fraction_static, chunked_prefill_size, max_running_requests, page_size)
             _check_capability(model, gpu)
         except SglangRefusal as exc:
             hit = SglangRefusal(exc.field, exc.value, exc.reason, exc.kind)
         _DEFAULTS.put(settings, hit)
     if isinstance(hit, SglangRefusal):
         raise SglangRefusal(hit.field, hit.value, hit.reason, hit.kind)
-    d = hit
+    d = hit if hit.context_len == context_len else replace(hit, context_len=context_len)
     pools = size_pools(rules, model, d, tp, pre, avail)
     lines = (*pools.log_lines, scheduler_line(d, pools.max_total_num_tokens, pools.max_running_requests))
     return SglangCapacity(

@@ -147,6 +147,27 @@ def _attention_backend(model: SglangModel, gpu: SglangGpu, kv_cache_dtype: str) 
     return backend, "", ""
 
 
+def context_len_of(model: SglangModel, context_length: int | None) -> int:
+    """``ModelConfig._derive_context_length``: the model's own length, or the user's when it is not
+    longer (a longer one is refused, not clamped).
+
+    Raises:
+        SglangRefusal: a context length above the model's.
+    """
+    derived = model.derived_context_len
+    if context_length is None:
+        return derived
+    if context_length > derived:
+        raise SglangRefusal(
+            "context_length", context_length,
+            f"Warning: User-specified context_length ({context_length}) is greater than the derived context_length ({derived}). This may lead to incorrect model "
+            "outputs or CUDA errors. Note that the derived context_length may differ from max_position_embeddings in the model's config. To allow overriding "
+            "this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+            "context_length",
+        )
+    return context_length
+
+
 def resolve_defaults(
     rules: Rules, model: SglangModel, gpu: SglangGpu, tp: int, kv_cache_dtype: str, context_length: int | None, mem_fraction: float | None,
     chunked_prefill_size: int | None, max_running_requests: int | None, page_size: int | None,
@@ -157,17 +178,7 @@ def resolve_defaults(
         SglangRefusal: a setting SGLang refuses while resolving its arguments (context above the
             model's, a KV dtype the model's attention backend rejects).
     """
-    derived = model.derived_context_len
-    if context_length is not None and context_length > derived:
-        # srt/configs/model_config.py ModelConfig._derive_context_length (not clamped)
-        raise SglangRefusal(
-            "context_length", context_length,
-            f"Warning: User-specified context_length ({context_length}) is greater than the derived context_length ({derived}). This may lead to incorrect model "
-            "outputs or CUDA errors. Note that the derived context_length may differ from max_position_embeddings in the model's config. To allow overriding "
-            "this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-            "context_length",
-        )
-    context_len = context_length if context_length is not None else derived
+    context_len = context_len_of(model, context_length)
     gpu_mib = gpu.memory_mib
     chunk, graph_bs = _chunk_and_graph(rules, gpu_mib, tp)
     if chunked_prefill_size is not None:
