@@ -48,7 +48,6 @@ class SglangDefaults:
     context_len: int
     max_running_requests: int | None  # the user's, or a model default (DeepSeek-V4: 256)
     swa_full_tokens_ratio: float
-    swa_ratio_explicit: bool
     mamba_ratio: int  # state slots a running request keeps (resolve_max_num_reqs' cap)
     dsa_decode_backend: str = ""
     dsa_prefill_backend: str = ""
@@ -221,14 +220,14 @@ def resolve_defaults(
     mrr = max_running_requests
     if model.attention == "dsv4" and mrr is None:
         mrr = 256  # deepseek_v4_hook.apply_deepseek_v4_defaults
-    swa_ratio, explicit = rules.swa_full_tokens_ratio, False
+    swa_ratio = rules.swa_full_tokens_ratio
     if model.attention == "dsv4":
-        swa_ratio, explicit = 0.1, True  # model_overrides/deepseek_v4.py sets it (the pool reads it as given)
+        swa_ratio = 0.1  # model_overrides/deepseek_v4.py declares it, so the pool sizes by ratio, not by the request cap
     mamba_ratio = rules.mamba_base_ratio + (rules.mamba_extra_buffer_slots if model.mamba_extra_buffer else 0)
     return SglangDefaults(
         mem_fraction_static=fraction, chunked_prefill_size=chunk, max_prefill_tokens=max_prefill, page_size=page, cuda_graph_max_bs=graph_bs,
         attention_backend=backend, kv_cache_dtype=kv, kv_dtype=_kv_dtype(model, kv), context_len=context_len, max_running_requests=mrr,
-        swa_full_tokens_ratio=swa_ratio, swa_ratio_explicit=explicit, mamba_ratio=mamba_ratio, dsa_decode_backend=dsa_decode, dsa_prefill_backend=dsa_prefill,
+        swa_full_tokens_ratio=swa_ratio, mamba_ratio=mamba_ratio, dsa_decode_backend=dsa_decode, dsa_prefill_backend=dsa_prefill,
         vlm_reservation_gib=vlm_mib / 1024, sm=gpu.sm,
     )
 

@@ -117,15 +117,6 @@ _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp
 
 
 @dataclass(frozen=True, slots=True)
-class StateShape:
-    """One Mamba / linear-attention layer's state on one GPU (``BaseLinearStateParams``)."""
-
-    conv_elements: int
-    ssm_elements: int
-    ssm_bytes: int  # 4 unless the config names mamba_ssm_dtype (srt/configs/mamba_utils.py mamba2_state_dtype)
-
-
-@dataclass(frozen=True, slots=True)
 class SglangModel:
     """What SGLang 0.5.23 reads from one checkpoint, before any server argument."""
 
