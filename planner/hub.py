@@ -41,7 +41,7 @@ from planner import __version__
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
 from planner.errors import ConfigError
-from planner.limits import ByteBudgetCache, RateLimiter
+from planner.limits import ByteBudgetCache, RateLimiter, parse_number_text
 
 __all__ = [
     "ConfigNotFoundError",
@@ -241,10 +241,11 @@ def requests_per_minute() -> int:
     raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
     if not raw:
         return DEFAULT_REQUESTS_PER_MIN
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+    value = parse_number_text(raw, integer=True)
+    if value is None or value < 0 or len(raw) > 9:
         logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
         return DEFAULT_REQUESTS_PER_MIN
-    return int(raw)
+    return value
 
 
 def request_wait_s(caller: str) -> float:
@@ -293,10 +294,9 @@ def _ttl_s() -> float:
     raw = os.environ.get("KVP_HUB_TTL_S")
     if raw is None or not raw.strip():
         return DEFAULT_TTL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw, DEFAULT_TTL_S)
+    value = parse_number_text(raw.strip(), integer=False)
+    if value is None:
+        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw[:20], DEFAULT_TTL_S)
         return DEFAULT_TTL_S
     return max(value, 0.0)
 
