@@ -23,7 +23,7 @@ from planner.hardware import CATALOG, DEFAULT_GPU, GIB, Device, custom_device, g
 from planner.kv import InspectReport, inspect_geometry, resolve_kv_dtype
 from planner.limits import ByteBudgetCache, size_of
 from planner.results import Result
-from planner.weights import WeightsEstimate, estimate_weights
+from planner.weights import WeightsEstimate, check_parameter_counts, estimate_weights
 
 # The seed's runnable case: a dense 32-layer decoder with 8 KV heads of 128 (Llama-3.1-8B shape)
 # with a 4,096-token context on a 16 GiB device.
@@ -199,6 +199,7 @@ def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, 
         ConfigError: the config is invalid.
     """
     quantization = quantization if "quantization_config" not in config else None
+    parameter_counts = check_parameter_counts(parameter_counts)  # Hub numbers pass the config's bounds
     key = config_hash({"config": config, "counts": parameter_counts}) + (config_hash(quantization) if quantization else "")
     hit = _PREPARED.get(key)
     if hit is None:
