@@ -58,7 +58,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from planner.errors import PlannerError
 from planner.geometry import config_hash
-from planner.limits import parse_number_text, safe_json_loads
+from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
 from planner.plan import PlanInputs, _cross_field_problem
 from planner.source import ModelRef
 
@@ -264,7 +264,7 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
                 return None, "is not a finite number"
             parsed = parse_number_text(text, integer=False) if len(text) <= 40 else None
             if parsed is None:
-                return None, "is not a number"
+                return None, "is not a finite number" if len(text) <= 40 and FLOAT_TEXT.fullmatch(text) else "is not a number"
             value = parsed
         elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None, "is not a number"
