@@ -93,3 +93,31 @@ def test_hostile_link_renders_text_not_links_or_images(serve, browser):
     probe.goto(f"{serve}/probe", wait_until="commit")
     sync_api.expect(probe.get_by_text("KVP_DISABLE_PROBE").first).to_be_visible(timeout=60_000)
     context.close()
+
+
+def test_no_request_leaves_the_origin(serve, browser):
+    """Every page of the shared deployment loads with nothing fetched from a third party (issue 24:
+    the ":material/memory:" favicon made each browser ask fonts.gstatic.com)."""
+    context = browser.new_context()
+    outside: list[str] = []
+
+    def gate(route):
+        url = route.request.url
+        if url.startswith((serve + "/", "data:", "blob:")):
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    context.route("**/*", gate)
+    page = context.new_page()
+    page.goto(f"{serve}/", wait_until="commit")
+    sync_api.expect(page.get_by_test_id("stMetricValue").first).to_be_visible(timeout=60_000)
+    for name in ("Compare", "Simulate", "Size", "Probe"):
+        page.get_by_test_id("stSidebarNav").get_by_text(name, exact=True).click()
+        page.wait_for_url(re.compile(rf"/{name.lower()}"), timeout=30_000)
+        page.wait_for_timeout(1500)  # icons, charts and the favicon of the new page
+    favicon = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
+    context.close()
+    assert outside == []
+    assert favicon and all(h.startswith(serve + "/") for h in favicon), favicon

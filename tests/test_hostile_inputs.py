@@ -110,7 +110,7 @@ BASE = {
 def test_every_numeric_flag_refuses_absurd_values_in_one_line():
     actions = list(_numeric_actions())
     assert len(actions) > 60  # the sweep sees every command's flags
-    for command, flag, kind in actions:
+    for command, flag, _kind in actions:
         if flag == "--available-kv-bytes":
             argv = [command, "--preset", "llama-3.1-8b", flag]
         else:
