@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import urllib.error
 import urllib.request
@@ -121,3 +122,37 @@ def test_no_request_leaves_the_origin(serve, browser):
     context.close()
     assert outside == []
     assert favicon and all(h.startswith(serve + "/") for h in favicon), favicon
+
+
+def test_make_serve_workers_2_behind_nginx(browser, tmp_path):
+    """``make serve WORKERS=2``: both workers answer, nginx answers the health check, and a page
+    served through the proxy shows its plan over the proxied websocket, pinned by the route cookie."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        pytest.skip("nginx is not installed (make system-deps)")
+    port = free_port()
+    while any(_in_use(p) for p in (port + 1, port + 2)):
+        port = free_port()
+    out = subprocess.run(["make", "-s", "-n", "serve", "WORKERS=2", f"PORT={port}", "HOST=127.0.0.1"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+    line = out.stdout.strip().splitlines()[-1]
+    env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0", HF_HUB_OFFLINE="1")
+    with running_app(["bash", "-c", "exec env " + line], port, env, "make serve WORKERS=2", 120) as url:
+        for worker in (port + 1, port + 2):
+            with urllib.request.urlopen(f"http://127.0.0.1:{worker}/_stcore/health", timeout=5) as r:
+                assert r.read().strip() == b"ok"
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as r:
+            assert r.read().strip() == b"ok"
+            assert any(c.startswith("kvp_route=") for c in r.headers.get_all("Set-Cookie") or [])  # the affinity cookie
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{url}/", wait_until="commit")
+        value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+        sync_api.expect(value).to_have_text("128 KiB", timeout=90_000)  # rendered through the websocket, via nginx
+        assert any(c["name"] == "kvp_route" for c in context.cookies())
+        context.close()
+
+
+def _in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
