@@ -55,6 +55,18 @@ def _rss_kib(pids: list[int]) -> int:
     return total
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids`` so far (a figure the machine's other load barely moves)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def _tree(pid: int) -> list[int]:
     """``pid`` and its descendants (the workers and nginx under scripts/serve.py)."""
     out, todo = [], [pid]
@@ -206,18 +218,20 @@ async def load(base: str, args, pids) -> dict:
         await asyncio.sleep(args.ramp * k / max(1, len(sessions)))
         await s.run(args.duration, args.interval, until)
 
+    cpu0 = _cpu_s(pids())
     sampler = asyncio.create_task(sample())
     page_task = asyncio.create_task(browser_pages(base, args.pages, args.ramp, args.sessions))
     await asyncio.gather(*(start(k, s) for k, s in enumerate(sessions)))
     page_times, page_errors = await page_task
     done.set()
     await sampler
+    cpu = _cpu_s(pids()) - cpu0
     load_end = time.perf_counter()
     await asyncio.sleep(2.0)  # the sessions disconnect; then a new one, within 10 s of the load
     fresh = Session(base, "v=1&m=preset&n=llama-3.1-8b&seq=999")
     t = time.perf_counter()
     await fresh.run(0, args.interval, 0)
-    return {"sessions": sessions, "page_times": page_times, "page_errors": page_errors, "peak_kib": peak[0],
+    return {"sessions": sessions, "page_times": page_times, "page_errors": page_errors, "peak_kib": peak[0], "cpu_s": cpu, "wall_s": load_end - t0,
             "recovery": (fresh.first_metric_s, t - load_end, fresh.errors)}
 
 
@@ -256,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"first metric in Chromium: p50 {_pct(out['page_times'], 0.5):.2f} s, p95 {_pct(out['page_times'], 0.95):.2f} s ({len(out['page_times'])} pages)")
     print(f"control -> update: p50 {_pct(updates, 0.5):.2f} s, p95 {_pct(updates, 0.95):.2f} s ({len(updates)} changes)")
     print(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
-    print(f"server RSS peak: {out['peak_kib'] / 1024:.0f} MiB (all processes)")
+    print(f"server RSS peak: {out['peak_kib'] / 1024:.0f} MiB (all processes); server CPU {out['cpu_s']:.1f} s in {out['wall_s']:.0f} s, "
+          f"{out['cpu_s'] / max(1, len(firsts) + len(updates)) * 1000:.0f} ms per run (first runs and changes)")
     print(f"recovery: a new session {after_s:.1f} s after the load: first metric {first_fresh if first_fresh is None else round(first_fresh, 2)} s" + (f", errors {fresh_errors}" if fresh_errors else ""))
     ok = not errors and firsts and _pct(firsts, 0.95) <= 3 and (not updates or _pct(updates, 0.95) <= 1) and out["peak_kib"] / 1024 <= 500
     return 0 if ok else 1
