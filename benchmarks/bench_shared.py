@@ -9,9 +9,10 @@ Starts the deployment as ``make serve`` does (``--workers 1``: one Streamlit pro
   ``BackMsg`` / ``ForwardMsg`` protobufs of the installed streamlit, as the browser does), spread
   evenly over ``--ramp`` seconds (10), each on its own share link (``?v=1&m=preset&seq=K``), plus
   ``--pages`` real Chromium pages in one headless browser;
-* every websocket session moves the headroom slider every ``--interval`` seconds (5) until
-  ``--duration`` (120) ends, and times each change from the message sent to the first metric of
-  the rerun;
+* every websocket session moves the headroom slider every ``--interval`` seconds (5) from its
+  start until ``--duration`` (120) ends (a fixed schedule, so the sessions stay spread over the
+  ramp as people are), and times each change from the message sent to the first metric of the
+  rerun;
 * after the load, opens one new session and times its first metric (recovery).
 
 Prints p50/p95 of the first metric and of control -> update, errors (a refused connection, a
@@ -156,8 +157,10 @@ class Session:
                 await ws.send(self._rerun())
                 self.first_metric_s = await self._until_metric(ws, started)
                 value = 10.0
-                while time.perf_counter() + interval_s < until:
-                    await asyncio.sleep(interval_s)
+                due = started + interval_s  # a fixed schedule: every interval from the session's start, as a person would,
+                while due < until:  # so slow answers do not bunch the sessions into bursts (a change that is late goes at once)
+                    await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                    due += interval_s
                     value = 12.0 if value == 10.0 else 10.0
                     t = time.perf_counter()
                     await ws.send(self._rerun(value))
@@ -269,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     if out["page_times"]:
         print(f"first metric in Chromium: p50 {_pct(out['page_times'], 0.5):.2f} s, p95 {_pct(out['page_times'], 0.95):.2f} s ({len(out['page_times'])} pages)")
     print(f"control -> update: p50 {_pct(updates, 0.5):.2f} s, p95 {_pct(updates, 0.95):.2f} s ({len(updates)} changes)")
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"benchmark client CPU: {me.ru_utime + me.ru_stime:.1f} s (it shares the machine with the server)")
     print(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     print(f"server RSS peak: {out['peak_kib'] / 1024:.0f} MiB (all processes); server CPU {out['cpu_s']:.1f} s in {out['wall_s']:.0f} s, "
           f"{out['cpu_s'] / max(1, len(firsts) + len(updates)) * 1000:.0f} ms per run (first runs and changes)")
