@@ -47,7 +47,7 @@ def bounded(name: str):
         try:
             return bounded_number(name, text)
         except PlannerError as exc:
-            raise argparse.ArgumentTypeError(f"{shorten(text, 40)} {exc.reason}") from None
+            raise argparse.ArgumentTypeError(str(exc)) from None  # "field=value: why", as every other refusal
 
     parse.__name__ = name
     return parse

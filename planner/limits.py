@@ -133,7 +133,7 @@ BOUNDS: dict[str, Bound] = {
     "tokens": Bound(0, MAX_POSITIONS, integer=True, unit="tokens"),
     "batch_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
     # simulate
-    "rate": Bound(0, 1e6, unit="requests/s"),
+    "rate": Bound(0, 1e12, unit="requests/s"),  # the simulator: 1e9 is a burst of everything at once
     "requests": Bound(1, 100_000, integer=True),
     "chunk_tokens": Bound(1, 1 << 20, integer=True, unit="tokens"),
     "max_batched_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),

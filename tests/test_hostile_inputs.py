@@ -122,7 +122,7 @@ def test_every_numeric_flag_refuses_absurd_values_in_one_line():
 
 def test_available_kv_gib_1e300_is_one_line():
     code, out, err = _run(["engine", "--preset", "llama-3.1-8b", "--available-kv-gib", "1e300"])
-    assert (code, out) == (2, "") and err == "error: argument --available-kv-gib: '1e300' is absurdly large (limit 1,048,576)\n"
+    assert (code, out) == (2, "") and err == "error: argument --available-kv-gib: available_kv_gib=1e+300: is absurdly large (limit 1,048,576)\n"
 
 
 @pytest.mark.parametrize("value", ["1000", "2147483648"])
