@@ -425,6 +425,12 @@ class _FetchBudget:
         headers = build_hf_headers(token=self.token or False, library_name="kv-capacity-planner", library_version=__version__)
         if byte_range:
             headers["Range"] = byte_range
+        try:
+            return self._stream(url, headers, cap, what)
+        except httpx2.TimeoutException:  # the read timeout is the fetch's deadline: one kind of lateness
+            raise _Unreachable("timeout", "the Hub did not answer in time") from None
+
+    def _stream(self, url: str, headers: dict, cap: int, what: str) -> bytes:
         timeout = httpx2.Timeout(max(self.remaining(), 0.1))
         with get_session().stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as response:
             hf_raise_for_status(response)
