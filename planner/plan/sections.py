@@ -16,6 +16,7 @@ from planner.results import Result
 if TYPE_CHECKING:
     from planner.plan.engine_view import EngineView
     from planner.plan.result import Plan
+    from planner.plan.sglang_view import SglangView
 
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
 SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
@@ -100,10 +101,15 @@ class KVCacheSection(Section):
     steady_state_sequences: int  # memory alone in steady state (before vLLM's block reservation)
     engine: EngineView | None = None  # vLLM's view (runtime vllm, not static)
     admission_error: str | None = None  # the refusal, in the seed's words (None: admitted)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
     def to_json(self) -> dict:
-        """As the summary has always written it: ``engine`` and ``admission_error`` only when set."""
+        """As the summary has always written it: ``engine``, ``admission_error`` and ``sglang`` only when set."""
         out = Section.to_json(self)
+        if self.sglang is None:
+            del out["sglang"]
+        else:
+            out["sglang"] = self.sglang.to_json()
         if self.engine is None:
             del out["engine"]
         else:
@@ -143,6 +149,7 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
         steady_state_sequences=ceiling.steady_max,
         engine=ceiling.engine,
         admission_error=adm.error or None,
+        sglang=ceiling.sglang,
     )
 
 
