@@ -442,7 +442,7 @@ def add_engine_parser(sub) -> None:
     from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, VLLM_VERSIONS
     from planner.hardware import CATALOG
 
-    p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
+    p = sub.add_parser("engine", help="what vLLM (or SGLang, --engine sglang) will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel size (GPUs per replica; default 1)")
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
@@ -460,6 +460,9 @@ def add_engine_parser(sub) -> None:
     p.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
     p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+    from planner.cli_sglang import add_sglang_arguments
+
+    add_sglang_arguments(p, bounded)
     p.set_defaults(func=cmd_engine)
 
 
@@ -480,11 +483,15 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
+    from planner.cli_sglang import check_flags, cmd_engine_sglang
     from planner.engines.vllm import EngineRefusal, predict_budget, serve_command, vllm_capacity
     from planner.hardware import get_device
     from planner.plan import prepare_model
 
+    check_flags(args, CLIError)
     config, source = load_model_source(args)
+    if args.engine == "sglang":
+        return cmd_engine_sglang(args, config, source, prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None)), emit, print_json)
     model = prepare_model(config, source.get("parameter_counts"))
     budget = None
     if args.gpu is not None:
