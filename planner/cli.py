@@ -412,6 +412,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     result = size(
         model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, gpus=gpus,
         kv_dtypes=tuple(k.strip() for k in args.kv_dtypes.split(",") if k.strip()), tps=tuple(args.tps), prices=prices, capacity_top=args.capacity_top,
+        engines=tuple(e.strip() for e in args.engine.split(",") if e.strip()) if args.engine else None,
     )  # fmt: skip
     recs = result.recommendations[: args.top]
     if args.json:
@@ -419,11 +420,12 @@ def cmd_size(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     emit(result.answer)
-    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    engines = "engines" in result.searched  # an engine column only when the search compared engines
+    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} " + (f"{'engine':7} " if engines else "") + f"{'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} " + (f"{r.runtime:7} " if engines else "") + f"{r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -431,7 +433,7 @@ def cmd_size(args: argparse.Namespace) -> int:
             emit(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
     if "capacity_search" in result.searched:
         emit(result.searched["capacity_search"])
-    emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype{' x engine' if engines else ''} candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
     return 0
 
 
@@ -716,6 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--itl-p95-ms", type=bounded("itl_p95_ms"), help="p95 inter-token latency SLO in ms (default: none)")
     p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
     p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
+    p.add_argument("--engine", metavar="A,B", help="engines to search, each with its own sizing and admission: vllm, sglang or vllm,sglang (default: --runtime's, vllm)")
     p.add_argument("--tps", type=bounded("tps"), nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
     p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (default 1000 = 10 %%)")

@@ -76,6 +76,7 @@ class Recommendation(BaseModel):
     gpu_count: int
     ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp)
     kv_dtype: str
+    runtime: str = "vllm"  # whose sizing and admission the plan follows (vllm or sglang; the search's engines)
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
@@ -98,6 +99,7 @@ class Refusal(BaseModel):
     kv_dtype: str
     reason: str
     ep: int = 1
+    runtime: str = "vllm"
 
 
 class SizingResult(BaseModel):
@@ -246,6 +248,7 @@ class _Candidate:
             gpu=self.gpu,
             tp=self.tp,
             ep=self.ep,
+            runtime=self.values.get("runtime", "vllm"),
             replicas=replicas,
             gpu_count=self.tp * replicas,
             kv_dtype=self.kv,
@@ -322,6 +325,7 @@ def size(
     capacity_top: int = 0,
     capacity_requests: int | None = None,
     progress: Progress | None = None,
+    engines: tuple[str, ...] | list[str] | None = None,
     _fallback: bool = True,
 ) -> SizingResult:
     """Rank the deployments that hold the workload (see the module docstring).
@@ -331,7 +335,10 @@ def size(
     ``capacity_top`` (at most :data:`~planner.limits.MAX_CAPACITY_TOP`) runs
     :func:`capacity_search` on that many of the best recommendations, within
     :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time together: the ones not reached are
-    left without a capacity and ``searched["capacity_search"]`` says so.
+    left without a capacity and ``searched["capacity_search"]`` says so. ``engines`` (runtimes
+    ``vllm`` and / or ``sglang``) searches each candidate under each engine's own sizing and
+    admission (default: the base's runtime alone); an engine that refuses a candidate (SGLang
+    has no profile for the GPU, or would not start) makes it a refused candidate with the reason.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -342,6 +349,10 @@ def size(
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms)
     BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
+    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
+    for engine in runtimes:
+        if engine not in ("vllm", "sglang") and engines:
+            raise PlannerError("engines", engine, "must be vllm or sglang")
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
             raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
@@ -350,22 +361,22 @@ def size(
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
-    combos = [(g, tp, ep, kv) for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
-    for k, (g, tp, ep, kv) in enumerate(combos):
+    combos = [(g, tp, ep, kv, rt) for rt in runtimes for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    for k, (g, tp, ep, kv, rt) in enumerate(combos):
         if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}")
-        out = _Candidate(model, base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
+            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
+        out = _Candidate(model, {**base, "runtime": rt} if engines else base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
         if isinstance(out, str):
-            refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out))
+            refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out, runtime=rt))
         else:
             recs.append(out)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype))
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.runtime))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
     if not recs:
         hint = ""
         if _fallback and gpus and set(names) != set(CATALOG):
             try:
-                wider = size(model, base, users=users, rate_per_s=rate_per_s, ttft_p95_ms=ttft_p95_ms, itl_p95_ms=itl_p95_ms, kv_dtypes=kv_dtypes, tps=tps, prices=prices, _fallback=False)
+                wider = size(model, base, users=users, rate_per_s=rate_per_s, ttft_p95_ms=ttft_p95_ms, itl_p95_ms=itl_p95_ms, kv_dtypes=kv_dtypes, tps=tps, prices=prices, engines=engines, _fallback=False)
                 hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
             except PlannerError:
                 hint = "; no GPU in the catalog holds it either"
@@ -405,6 +416,8 @@ def size(
         "workload": {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, "context_tokens": ctx.reserved_total_tokens},
         "ranking": "cost per hour, then cost per million output tokens",
     }
+    if engines:
+        searched["engines"] = list(runtimes)
     if capacity_note:
         searched["capacity_search"] = capacity_note
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
@@ -417,7 +430,8 @@ def _ms(x: float) -> str:
 def _describe(r: Recommendation) -> str:
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
     ep = f", EP {r.ep}" if r.ep > 1 else ""
-    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
+    engine = ", SGLang" if r.runtime == "sglang" else ""
+    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}{engine}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(

@@ -16,6 +16,7 @@ import streamlit as st
 from pages.ui import charts, export
 from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.safe_text import md
+from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
@@ -418,5 +419,6 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+        card_sglang_preview(r)
     card_assumptions(r)
     card_formulas(r)
