@@ -209,10 +209,11 @@ def engine_sizing(p: Plan) -> str:
     return f"gpu_memory_utilization {(10_000 - p.inputs.headroom_bp) / 10_000:g} of the device; {per_token:,.6g} B a token ({p.inspect.kv_dtype}); {e.block_size}-token blocks for all reserved tokens of a request ({e.groups})"
 
 
+ENGINE_SIZING = "Engine sizing (why the pools differ)"
 # shown only when a column runs SGLang, so a vLLM-only comparison keeps its rows
 _ENGINE_SPECS = (
     ("Engine KV pool (tokens / GPU)", lambda p, lab: f"{engine_pool_tokens(p):,}" if engine_pool_tokens(p) is not None else "–", engine_pool_tokens, "higher", "bigger pool"),
-    ("Engine sizing (why the pools differ)", lambda p, lab: engine_sizing(p), None, "", ""),
+    (ENGINE_SIZING, lambda p, lab: engine_sizing(p), None, "", ""),
 )
 
 
@@ -244,4 +245,4 @@ def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     return rows
 
 
-__all__ = ["COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns", "engine_pool_tokens", "engine_sizing"]
+__all__ = ["ENGINE_SIZING", "COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns", "engine_pool_tokens", "engine_sizing"]

@@ -43,6 +43,7 @@ def test_llama8b_budget_and_token_pool_by_hand():
     assert cap.usable_bytes == int(v.pre_load_free_gib * 0.835 * GIB)
     assert cap.model_resident_bytes == 16060522496
     assert cap.available_for_kv_bytes == v.available_kv_bytes
+    assert cap.pool_kv_tokens == 414757  # SGLang's pool, not the planner's budget / bytes a token
     assert v.log_lines[-1] == "max_total_num_tokens=414757, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2048, context_len=131072"
     assert plan.summary()["kv_cache"]["sglang"]["max_total_num_tokens"] == 414757
 

@@ -30,15 +30,18 @@ def _render(plan) -> None:
         f"mem_fraction_static {v.mem_fraction_static:g} · {md(v.attention_backend)} attention · KV {md(v.kv_dtype)} · page {v.page_size} · "
         f"{v.cell_bytes:,.{0 if float(v.cell_bytes).is_integer() else 1}f} B a token{swa}{mamba} · chunked prefill {v.chunked_prefill_size:,} · CUDA graphs to batch {v.cuda_graph_max_bs}"
     )
-    # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {md(name)} | {gib:,.2f} | {md(source)} |" for name, gib, source in v.memory_terms]
+    # a markdown list, not a table: light to draw, and it wraps on a phone
     budget = v.available_kv_bytes / 2**30
+    static = v.pre_load_free_gib * (1 - v.mem_fraction_static)
+    other = v.available_gib - static - budget  # the VLM cache reservation and a hybrid's Mamba state pool
+    lines = [f"- **{md(name)}** {gib:,.2f} GiB · {md(source)}".replace(f" {gib:,.2f} ", f" {gib:,.2f} ".replace("-", "−"), 1) for name, gib, source in v.memory_terms]
+    lines.append(f"- **free after the weights** {v.available_gib:,.2f} GiB · SGLang measures this at start-up")
+    lines.append(f"- **outside the static fraction** −{static:,.2f} GiB · {v.pre_load_free_gib:,.2f} GiB free before the weights × (1 − mem_fraction_static {v.mem_fraction_static:g})")
+    if other > 0.005:
+        what = "Mamba state pool" if v.max_mamba_cache_size is not None else "VLM cache reservation"
+        lines.append(f"- **{what}** −{other:,.2f} GiB" + (f" · {v.max_mamba_cache_size:,} slots + 1" if v.max_mamba_cache_size is not None else ""))
+    lines.append(f"- **= KV budget** **{budget:,.2f} GiB** · the token pool is sized from this")
     with st.expander(f"KV budget: {budget:,.2f} GiB per GPU, term by term"):
-        st.markdown(
-            "| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows)
-            + f"\n| free after the weights | {v.available_gib:,.2f} | SGLang measures this at start-up |"
-            + f"\n| less the free memory before the weights x (1 − {v.mem_fraction_static:g}) | −{v.pre_load_free_gib * (1 - v.mem_fraction_static):,.2f} | mem_fraction_static |"
-            + f"\n| **= KV budget** | **{budget:,.2f}** | after the VLM cache and any Mamba state pool |"
-        )  # fmt: skip
+        st.markdown("\n".join(lines))
     st.caption(f"Admission: {md(v.why)} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; SGLang's pools: {plan.kv_cache.maximum_sequences_by_memory:,}.")
     st.code(v.command, language="bash", wrap_lines=True)
