@@ -13,10 +13,8 @@ SGLang runs at most ``max_running_requests`` at once (for Mamba hybrids: the sta
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from planner.context import ContextBudget
 from planner.errors import PlannerError
 from planner.hardware import GIB
 from planner.limits import ByteBudgetCache
@@ -75,9 +73,12 @@ class SglangView(Section):
     binding: str  # "token pool", "SWA pool" or "max_running_requests"
     command: str
     why: str
+    weights_bytes: int  # the checkpoint's resident weights over a replica's GPUs (SGLang loads them all)
+    weights_source: str
 
     def to_json(self) -> dict:
         out = Section.to_json(self)
+        del out["weights_source"]  # the memory terms name it
         out["memory_terms"] = [{"name": n, "gib": g, "source": s} for n, g, s in self.memory_terms]
         return out
 
@@ -113,7 +114,7 @@ def sglang_weights(inputs: PlanInputs, model: PreparedModel) -> tuple[int, str]:
     return w.checkpoint_bytes, f"weights estimate ({w.source})"
 
 
-def sglang_view(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, reserved_tokens: int, windows: tuple[int, ...]) -> SglangView:
+def sglang_view(inputs: PlanInputs, model: PreparedModel, reserved_tokens: int, windows: tuple[int, ...]) -> SglangView:
     """SGLang's sizing of this plan (memoised by everything it reads).
 
     ``reserved_tokens`` is what one request of the plan reserves; ``windows`` the sliding windows
@@ -128,43 +129,65 @@ def sglang_view(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, re
         from planner.engines.sglang import GPUS
 
         raise PlannerError("device_gib", inputs.device_gib, f"SGLang sizes its defaults from a known card's memory and compute capability; choose a catalog GPU ({', '.join(GPUS)})")
-    settings = sglang_settings(inputs)
-    weights, source = sglang_weights(inputs, model)
-    key = f"{model.geometry.config_hash}|{model.quantization and sorted(model.quantization.items())}|{inputs.gpu}|{weights}|{settings!r}|{reserved_tokens}|{windows}|{model.repo_id}|{ctx.maximum_context_tokens}"
+    # one string of what the view reads (the cache charges a string without walking it); a slider
+    # that changes nothing here is a memo hit
+    settings_key = (
+        f"{model.geometry.config_hash}|{id(model)}|{inputs.gpu}|{inputs.tp}|{inputs.kv_dtype}|{inputs.max_context}|{inputs.mem_fraction_static!r}|{inputs.chunked_prefill_size}|"
+        f"{inputs.max_num_seqs}|{inputs.page_size}|{inputs.sglang_version}|{inputs.model_resident_gib!r}|{inputs.weight_dtype}"
+    )  # fmt: skip
+    key = f"{settings_key}|{reserved_tokens}|{windows}"
     hit = _VIEWS.get(key)
-    if hit is None:
+    if hit is None or hit[0] is not model:  # id() is only unique while the model lives: the entry keeps it
         try:
-            hit = _view(inputs, model, settings, weights, source, reserved_tokens, windows)
+            view = _view(inputs, model, _preview(inputs, model, settings_key), reserved_tokens, windows)
         except PlannerError as exc:
-            hit = exc
+            view = PlannerError(exc.field, exc.value, exc.reason)
+        hit = (model, view)
         _VIEWS.put(key, hit)
+    hit = hit[1]
     if isinstance(hit, PlannerError):
         raise PlannerError(hit.field, hit.value, hit.reason)
     return hit  # type: ignore[return-value]
 
 
-def _view_bytes(view: object) -> int:
+def _view_bytes(entry: tuple) -> int:
+    """Charge for a memo entry without walking it: 4 kB plus 2 B a character of its text (its
+    model is held by the model cache anyway)."""
+    view = entry[1]
     if isinstance(view, PlannerError):
         return 1024 + 2 * len(view.reason)
-    values = [getattr(view, f.name) for f in fields(view)]  # type: ignore[arg-type]
-    return sys.getsizeof(view) + sum(map(sys.getsizeof, values)) + sum(map(sys.getsizeof, view.log_lines)) + 1024  # type: ignore[attr-defined]
+    return 4096 + 2 * (sum(map(len, view.log_lines)) + len(view.why) + len(view.command) + sum(len(t[2]) for t in view.memory_terms))
 
 
 _VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # sglang_view by everything it reads, bounded in bytes
+# SGLang's preview by the settings alone (a new prompt length re-uses it: only the ceiling changes)
+_PREVIEWS = ByteBudgetCache(2 << 20, sizer=lambda entry: 8192)
+
+
+def _preview(inputs: PlanInputs, model: PreparedModel, key: str):
+    """(SGLang's preview, the weights it loads, their source) for the plan's settings, memoised."""
+    hit = _PREVIEWS.get(key)
+    if hit is None or hit[0] is not model:
+        from planner.engines.sglang import sglang_preview
+
+        settings = sglang_settings(inputs)
+        weights, source = sglang_weights(inputs, model)
+        p = sglang_preview(model.config, gpu=inputs.gpu, weights_bytes=weights, settings=settings, model=model.repo_id or "MODEL", weights_source=source, quantization=model.quantization, geometry=model.geometry)
+        hit = (model, (p, settings.sglang_version, weights, source))
+        _PREVIEWS.put(key, hit)
+    return hit[1]
 
 
 def _pages(tokens: int, page: int) -> int:
     return -(-tokens // page) * page
 
 
-def _view(inputs: PlanInputs, model: PreparedModel, settings, weights: int, source: str, reserved_tokens: int, windows: tuple[int, ...]) -> SglangView:
-    from planner.engines.sglang import sglang_preview
-
-    p = sglang_preview(model.config, gpu=inputs.gpu, weights_bytes=weights, settings=settings, model=model.repo_id or "MODEL", weights_source=source, quantization=model.quantization, geometry=model.geometry)
+def _view(inputs: PlanInputs, model: PreparedModel, preview: tuple, reserved_tokens: int, windows: tuple[int, ...]) -> SglangView:
+    p, version, weights, source = preview
     if p.capacity is None:
         field = _REFUSAL_FIELDS.get(p.refusal_kind or "", "tp")
         value = "config" if field == "model" else getattr(inputs, field)
-        raise PlannerError(field, value, f"SGLang {settings.sglang_version} refuses to start: {p.refusal}")
+        raise PlannerError(field, value, f"SGLang {version} refuses to start: {p.refusal}")
     c = p.capacity
     page = c.page_size
     per_request = _pages(max(1, reserved_tokens), page)
@@ -191,7 +214,7 @@ def _view(inputs: PlanInputs, model: PreparedModel, settings, weights: int, sour
         max_total_num_tokens=c.max_total_num_tokens, swa_max_total_num_tokens=c.swa_max_total_num_tokens, max_running_requests=c.max_running_requests,
         max_mamba_cache_size=c.max_mamba_cache_size, kv_pool_bytes=c.kv_pool_bytes, available_kv_bytes=c.available_kv_bytes, cell_bytes=c.cell_bytes,
         log_lines=c.log_lines, tokens_per_request=per_request, swa_tokens_per_request=swa_per_request, max_sequences_per_replica=held, binding=binding,
-        command=p.command, why=why,
+        command=p.command, why=why, weights_bytes=weights, weights_source=source,
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Admission, Ceiling, Load, Memory, Plan, Sharing
-from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view, sglang_weights
+from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view
 from planner.weights import WeightsEstimate
 
 
@@ -209,8 +209,8 @@ def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, r
         PlannerError: SGLang's refusal to start (its own words), or a device SGLang has no profile for.
     """
     windows = tuple(sp.window for sp in report.specs if sp.kind in ("sliding", "chunked") and sp.window)
-    view = sglang_view(inputs, model, ctx, res.tokens, windows)
-    total, source = sglang_weights(inputs, model)
+    view = sglang_view(inputs, model, res.tokens, windows)
+    total, source = view.weights_bytes, view.weights_source
     per_gpu = int(inputs.model_resident_gib * GIB) if inputs.model_resident_gib is not None else -(-total // inputs.tp)
     return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp))
 
