@@ -158,7 +158,7 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity.gpu_count:,}", None, "", ""),
     ("TP", lambda p, lab: f"{p.capacity.tp:,}", None, "", ""),
     ("KV dtype", lambda p, lab: p.inspect.kv_dtype, None, "", ""),
-    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else f" (SGLang {p.sglang.sglang_version})" if p.sglang else ""), None, "", ""),
+    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else f" (SGLang {p.sglang.capacity.sglang_version})" if p.sglang else ""), None, "", ""),
     ("KV bytes / token", lambda p, lab: _bytes(p.kv_cache.bytes_per_token_per_sequence), lambda p: p.kv_cache.bytes_per_token_per_sequence, "lower", "smaller cache"),
     ("Memory per sequence", lambda p, lab: f"{p.kv_cache.mib_per_reserved_sequence:,.2f}".rstrip("0").rstrip(".") + " MiB", lambda p: p.kv_cache.bytes_per_reserved_sequence, "lower", "less memory per sequence"),
     ("Weights per GPU", lambda p, lab: _bytes(p.capacity.model_resident_bytes), None, "", ""),
@@ -185,7 +185,7 @@ def engine_pool_tokens(p: Plan) -> int | None:
     """Tokens the engine's KV pool holds on one GPU at start-up: SGLang's ``max_total_num_tokens``
     (runtime sglang), vLLM's ``GPU KV cache size`` (runtime vllm), else None."""
     if p.sglang is not None:
-        return p.sglang.max_total_num_tokens
+        return p.sglang.capacity.max_total_num_tokens
     e = p.kv_cache.engine
     return e.startup_kv_cache_tokens if e is not None and e.applies else None
 
@@ -195,12 +195,12 @@ def engine_sizing(p: Plan) -> str:
     token costs in its pool, its page or block, and the pools or caps only it has."""
     v = p.sglang
     if v is not None:
-        parts = [f"mem_fraction_static {v.mem_fraction_static:g} of {v.pre_load_free_gib:,.2f} GiB free before the weights", f"{v.cell_bytes:,.6g} B a token ({v.kv_dtype})", f"page {v.page_size}"]
-        if v.swa_max_total_num_tokens is not None:
-            parts.append(f"SWA pool {v.swa_max_total_num_tokens:,} tokens")
-        if v.max_mamba_cache_size is not None:
-            parts.append(f"Mamba state pool {v.max_mamba_cache_size:,} slots")
-        parts.append(f"max_running_requests {v.max_running_requests:,}")
+        parts = [f"mem_fraction_static {v.capacity.mem_fraction_static:g} of {v.memory.pre_load_free_gib:,.2f} GiB free before the weights", f"{v.capacity.cell_bytes:,.6g} B a token ({v.capacity.kv_dtype})", f"page {v.capacity.page_size}"]
+        if v.capacity.swa_max_total_num_tokens is not None:
+            parts.append(f"SWA pool {v.capacity.swa_max_total_num_tokens:,} tokens")
+        if v.capacity.max_mamba_cache_size is not None:
+            parts.append(f"Mamba state pool {v.capacity.max_mamba_cache_size:,} slots")
+        parts.append(f"max_running_requests {v.capacity.max_running_requests:,}")
         return "; ".join(parts)
     e = p.kv_cache.engine
     if e is None or not e.applies or not e.block_size:

@@ -298,8 +298,8 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
         lines.append(f"             {kv.admission_error}")
     if plan.sglang is not None:  # runtime sglang: what launch_server will log, and its command
         v = plan.sglang
-        lines.append(f"sglang       SGLang {v.sglang_version}: mem_fraction_static {v.mem_fraction_static:g}, page {v.page_size}, {v.max_total_num_tokens:,} tokens, {v.max_sequences_per_replica:,} requests a replica ({v.binding} binds)")
-        lines += [f"             {line}" for line in v.log_lines]
+        lines.append(f"sglang       SGLang {v.capacity.sglang_version}: mem_fraction_static {v.capacity.mem_fraction_static:g}, page {v.capacity.page_size}, {v.capacity.max_total_num_tokens:,} tokens, {v.max_sequences_per_replica:,} requests a replica ({v.binding} binds)")
+        lines += [f"             {line}" for line in v.capacity.log_lines]
         lines.append(f"             {v.command}")
     at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(

@@ -605,11 +605,11 @@ def sglang_rows(plan: Plan) -> list[tuple[str, str]]:
     if v is None:
         return []
     rows = [
-        ("Server arguments", f"mem_fraction_static {v.mem_fraction_static:g}, chunked_prefill_size {v.chunked_prefill_size:,}, max_prefill_tokens {v.max_prefill_tokens:,}, page_size {v.page_size}, cuda_graph_max_bs {v.cuda_graph_max_bs}, attention backend {v.attention_backend}, KV {v.kv_dtype} (--kv-cache-dtype {v.kv_cache_dtype}), context_len {v.context_len:,}"),
-        ("Token pool", f"{v.max_total_num_tokens:,} tokens of {v.cell_bytes:,.6g} B" + (f"; SWA pool {v.swa_max_total_num_tokens:,} tokens" if v.swa_max_total_num_tokens is not None else "") + (f"; Mamba state slots {v.max_mamba_cache_size:,}" if v.max_mamba_cache_size is not None else "") + f"; max_running_requests {v.max_running_requests:,}"),
+        ("Server arguments", f"mem_fraction_static {v.capacity.mem_fraction_static:g}, chunked_prefill_size {v.capacity.chunked_prefill_size:,}, max_prefill_tokens {v.capacity.max_prefill_tokens:,}, page_size {v.capacity.page_size}, cuda_graph_max_bs {v.capacity.cuda_graph_max_bs}, attention backend {v.capacity.attention_backend}, KV {v.capacity.kv_dtype} (--kv-cache-dtype {v.capacity.kv_cache_dtype}), context_len {v.capacity.context_len:,}"),
+        ("Token pool", f"{v.capacity.max_total_num_tokens:,} tokens of {v.capacity.cell_bytes:,.6g} B" + (f"; SWA pool {v.capacity.swa_max_total_num_tokens:,} tokens" if v.capacity.swa_max_total_num_tokens is not None else "") + (f"; Mamba state slots {v.capacity.max_mamba_cache_size:,}" if v.capacity.max_mamba_cache_size is not None else "") + f"; max_running_requests {v.capacity.max_running_requests:,}"),
     ]  # fmt: skip
-    rows += [(f"Memory: {name}", f"{gib:,.2f} GiB ({source})") for name, gib, source in v.memory_terms]
-    rows.append(("KV budget", f"{fmt_bytes(v.available_kv_bytes)}: free after the weights {v.available_gib:,.2f} GiB less {v.pre_load_free_gib:,.2f} GiB x (1 - {v.mem_fraction_static:g}), the VLM cache and any Mamba pool"))
+    rows += [(f"Memory: {name}", f"{gib:,.2f} GiB ({source})") for name, gib, source in ((t.name, t.gib, t.source) for t in v.memory.terms)]
+    rows.append(("KV budget", f"{fmt_bytes(v.capacity.available_kv_bytes)}: free after the weights {v.memory.available_gib:,.2f} GiB less {v.memory.pre_load_free_gib:,.2f} GiB x (1 - {v.capacity.mem_fraction_static:g}), the VLM cache and any Mamba pool"))
     rows.append(("Admission", v.why))
     return rows
 
@@ -620,8 +620,8 @@ def _sglang_story(k: _Kit, plan: Plan) -> list:
     if v is None:
         return []
     return [
-        k.para(f"SGLang start-up preview (SGLang {v.sglang_version})", k.h2), k.kv_table(sglang_rows(plan)),
-        k.para("What SGLang logs at start-up:", k.small), *[k.para(line, k.mono) for line in v.log_lines], k.para("Launch command:", k.small), k.para(v.command, k.mono),
+        k.para(f"SGLang start-up preview (SGLang {v.capacity.sglang_version})", k.h2), k.kv_table(sglang_rows(plan)),
+        k.para("What SGLang logs at start-up:", k.small), *[k.para(line, k.mono) for line in v.capacity.log_lines], k.para("Launch command:", k.small), k.para(v.command, k.mono),
     ]  # fmt: skip
 
 

@@ -33,19 +33,19 @@ def test_llama8b_budget_and_token_pool_by_hand():
     # 414,757 // 2,560 = 162 requests (max_running_requests 2,048 does not bind).
     plan = compute_plan(make_inputs(runtime="sglang"), _model("reference/meta-llama__Llama-3.1-8B.json"))
     v = plan.sglang
-    assert v.mem_fraction_static == 0.835 and v.cell_bytes == 131072
-    assert v.pre_load_free_gib == pytest.approx(H100_MIB / 1024 - 1.1)
-    assert v.max_total_num_tokens == 414757
+    assert v.capacity.mem_fraction_static == 0.835 and v.capacity.cell_bytes == 131072
+    assert v.memory.pre_load_free_gib == pytest.approx(H100_MIB / 1024 - 1.1)
+    assert v.capacity.max_total_num_tokens == 414757
     assert v.tokens_per_request == plan.context.reserved_total_tokens == 2560
     assert (v.max_sequences_per_replica, v.binding) == (162, "token pool")
     assert plan.kv_cache.maximum_sequences_by_memory == 162
     cap = plan.capacity
-    assert cap.usable_bytes == int(v.pre_load_free_gib * 0.835 * GIB)
+    assert cap.usable_bytes == int(v.memory.pre_load_free_gib * 0.835 * GIB)
     assert cap.model_resident_bytes == 16060522496
-    assert cap.available_for_kv_bytes == v.available_kv_bytes
+    assert cap.available_for_kv_bytes == v.capacity.available_kv_bytes
     assert cap.pool_kv_tokens == 414757  # SGLang's pool, not the planner's budget / bytes a token
-    assert v.log_lines[-1] == "max_total_num_tokens=414757, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2048, context_len=131072"
-    assert plan.summary()["kv_cache"]["sglang"]["max_total_num_tokens"] == 414757
+    assert v.capacity.log_lines[-1] == "max_total_num_tokens=414757, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2048, context_len=131072"
+    assert plan.summary()["kv_cache"]["sglang"]["capacity"]["max_total_num_tokens"] == 414757
 
 
 def _default_cases():
@@ -74,12 +74,12 @@ def test_plan_resolves_defaults_and_cells_as_sglang_does():
         except PlannerError:
             continue  # a GPU outside the plan's catalog, or the plan's own memory state (the whole checkpoint on this card) refused
         v, d = plan.sglang, c["defaults"]
-        assert (v.mem_fraction_static, v.chunked_prefill_size, v.max_prefill_tokens, v.page_size, v.cuda_graph_max_bs, v.attention_backend) == (
+        assert (v.capacity.mem_fraction_static, v.capacity.chunked_prefill_size, v.capacity.max_prefill_tokens, v.capacity.page_size, v.capacity.cuda_graph_max_bs, v.capacity.attention_backend) == (
             d["mem_fraction_static"], d["chunked_prefill_size"], d["max_prefill_tokens"], d["page_size"], d["cuda_graph_max_bs"], d["attention_backend"]
         ), c["source"]
-        assert ("torch." + v.kv_dtype, v.kv_cache_dtype, v.context_len) == (d["kv_cache_torch_dtype"], d["kv_cache_dtype"], d["context_len"]), c["source"]
-        assert v.cell_bytes == c["internals"].get("cell_size", c["internals"].get("bytes_per_full_token")), c["source"]
-        assert v.max_total_num_tokens % v.page_size == 0
+        assert ("torch." + v.capacity.kv_dtype, v.capacity.kv_cache_dtype, v.capacity.context_len) == (d["kv_cache_torch_dtype"], d["kv_cache_dtype"], d["context_len"]), c["source"]
+        assert v.capacity.cell_bytes == c["internals"].get("cell_size", c["internals"].get("bytes_per_full_token")), c["source"]
+        assert v.capacity.max_total_num_tokens % v.capacity.page_size == 0
         checked += 1
     assert checked >= 150
 
@@ -91,9 +91,9 @@ def test_hybrid_swa_pool_limits_by_window():
     plan = compute_plan(make_inputs(runtime="sglang"), _model("reference/openai__gpt-oss-20b.json"))
     v = plan.sglang
     assert v.swa_tokens_per_request == 128
-    assert v.max_sequences_per_replica == v.max_total_num_tokens // 2560 == 500
-    assert (v.max_total_num_tokens, v.swa_max_total_num_tokens) == (1280887, int(0.8 * 1280887))  # 0.8 x the full pool (SWA ratio)
-    assert v.log_lines[0].startswith("Use sliding window memory pool.")
+    assert v.max_sequences_per_replica == v.capacity.max_total_num_tokens // 2560 == 500
+    assert (v.capacity.max_total_num_tokens, v.capacity.swa_max_total_num_tokens) == (1280887, int(0.8 * 1280887))  # 0.8 x the full pool (SWA ratio)
+    assert v.capacity.log_lines[0].startswith("Use sliding window memory pool.")
 
 
 def test_mamba_hybrid_binds_on_running_requests():
@@ -101,9 +101,9 @@ def test_mamba_hybrid_binds_on_running_requests():
     # at most slots // 5 requests with the overlap scheduler (resolve_max_num_reqs): 73 // 5 = 14.
     plan = compute_plan(make_inputs(runtime="sglang"), _model("reference/nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json"))
     v = plan.sglang
-    assert v.max_running_requests == v.max_mamba_cache_size // 5
-    assert (v.binding, v.max_sequences_per_replica) == ("max_running_requests", v.max_running_requests)
-    assert plan.kv_cache.maximum_sequences_by_memory == v.max_running_requests
+    assert v.capacity.max_running_requests == v.capacity.max_mamba_cache_size // 5
+    assert (v.binding, v.max_sequences_per_replica) == ("max_running_requests", v.capacity.max_running_requests)
+    assert plan.kv_cache.maximum_sequences_by_memory == v.capacity.max_running_requests
     assert plan.capacity.workspace_bytes > 0  # the Mamba state pool comes out of the static fraction
 
 
@@ -113,10 +113,10 @@ def test_settings_reach_the_launch_command_and_pools():
     v = plan.sglang
     # the reference config carries no _name_or_path: the command names MODEL
     assert v.command == "python -m sglang.launch_server --model-path MODEL --tp-size 2 --context-length 32768 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 4096 --max-running-requests 64 --page-size 16"
-    assert (v.mem_fraction_static, v.chunked_prefill_size, v.page_size, v.context_len, v.kv_dtype) == (0.8, 4096, 16, 32768, "float8_e4m3fn")
-    assert v.max_running_requests == 64 and v.max_sequences_per_replica == 64 and v.binding == "max_running_requests"
+    assert (v.capacity.mem_fraction_static, v.capacity.chunked_prefill_size, v.capacity.page_size, v.capacity.context_len, v.capacity.kv_dtype) == (0.8, 4096, 16, 32768, "float8_e4m3fn")
+    assert v.capacity.max_running_requests == 64 and v.max_sequences_per_replica == 64 and v.binding == "max_running_requests"
     assert plan.kv_cache.maximum_sequences_by_memory == 128  # two replicas
-    assert v.max_total_num_tokens % 16 == 0
+    assert v.capacity.max_total_num_tokens % 16 == 0
 
 
 def test_refusals_are_one_line_naming_the_control():

@@ -101,7 +101,7 @@ def test_share_link_round_trip_keeps_the_runtime(llama):
     inputs = make_inputs(runtime="sglang", tp=2, gpu_count=2)
     decoded = decode_query(encode_query(ref, inputs))
     assert decoded.inputs.runtime == "sglang"
-    assert compute_plan(decoded.inputs, llama).sglang.max_total_num_tokens == compute_plan(inputs, llama).sglang.max_total_num_tokens
+    assert compute_plan(decoded.inputs, llama).sglang.capacity.max_total_num_tokens == compute_plan(inputs, llama).sglang.capacity.max_total_num_tokens
 
 
 def test_plan_page_shows_the_sglang_card():

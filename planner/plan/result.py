@@ -197,7 +197,7 @@ def memory_basis(plan: Plan) -> str:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
     engine, sglang = plan.kv_cache.engine, plan.kv_cache.sglang
     if sglang is not None:
-        return f"SGLang {sglang.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
+        return f"SGLang {sglang.capacity.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
     if engine is not None and engine.applies:
         return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
     return f"{plan.inputs.runtime} steady state"

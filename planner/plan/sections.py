@@ -201,7 +201,7 @@ def capacity_section(plan: Plan) -> CapacitySection:
         tp=inputs.tp,
         replicas=mem.replicas,
         sequences_per_replica=plan._ceiling.per_replica,
-        pool_kv_tokens=plan.sglang.max_total_num_tokens if plan.sglang is not None else mem.available // per_token if per_token else None,
+        pool_kv_tokens=plan.sglang.capacity.max_total_num_tokens if plan.sglang is not None else mem.available // per_token if per_token else None,
         max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
         kv_bytes_at_requested_load=at_requested,
         free_bytes_at_requested_load=mem.available - at_requested,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.engines.sglang import SglangCapacity, SglangMemory
 from planner.errors import PlannerError
 from planner.hardware import GIB
 from planner.limits import ByteBudgetCache
@@ -40,32 +41,8 @@ _REFUSAL_FIELDS = {
 class SglangView(Section):
     """SGLang's start-up sizing of a plan on one GPU of a replica, and the requests it holds."""
 
-    sglang_version: str
-    gpu: str
-    tp: int
-    # the memory state SGLang starts from, term by term (name, GiB, source)
-    memory_terms: tuple[tuple[str, float, str], ...]
-    pre_load_free_gib: float
-    available_gib: float  # free after the weights
-    # the resolved server arguments
-    mem_fraction_static: float
-    chunked_prefill_size: int
-    max_prefill_tokens: int
-    page_size: int
-    cuda_graph_max_bs: int
-    attention_backend: str
-    kv_cache_dtype: str
-    kv_dtype: str
-    context_len: int
-    # the pools
-    max_total_num_tokens: int
-    swa_max_total_num_tokens: int | None
-    max_running_requests: int
-    max_mamba_cache_size: int | None
-    kv_pool_bytes: int | None
-    available_kv_bytes: int
-    cell_bytes: float
-    log_lines: tuple[str, ...]
+    capacity: SglangCapacity  # what SGLang resolves, sizes and logs (planner.engines.sglang)
+    memory: SglangMemory  # the memory state it sizes from, term by term
     # one request of the plan's reserved tokens, and how many the pools hold at once
     tokens_per_request: int  # reserved tokens rounded up to whole pages
     swa_tokens_per_request: int | None  # at most the window (rounded to pages) in the SWA pool
@@ -79,7 +56,7 @@ class SglangView(Section):
     def to_json(self) -> dict:
         out = Section.to_json(self)
         del out["weights_source"]  # the memory terms name it
-        out["memory_terms"] = [{"name": n, "gib": g, "source": s} for n, g, s in self.memory_terms]
+        out["capacity"], out["memory"] = self.capacity.summary(), self.memory.summary()
         return out
 
 
@@ -156,7 +133,7 @@ def _view_bytes(entry: tuple) -> int:
     view = entry[1]
     if isinstance(view, PlannerError):
         return 1024 + 2 * len(view.reason)
-    return 4096 + 2 * (sum(map(len, view.log_lines)) + len(view.why) + len(view.command) + sum(len(t[2]) for t in view.memory_terms))
+    return 4096 + 2 * (sum(map(len, view.capacity.log_lines)) + len(view.why) + len(view.command) + sum(len(t.source) for t in view.memory.terms))
 
 
 _VIEWS = ByteBudgetCache(4 << 20, sizer=_view_bytes)  # sglang_view by everything it reads, bounded in bytes
@@ -207,13 +184,7 @@ def _view(inputs: PlanInputs, model: PreparedModel, preview: tuple, reserved_tok
         + f", and {cap} run at once: {held:,} requests a replica ({binding} binds)."
     )
     return SglangView(
-        sglang_version=c.sglang_version, gpu=c.gpu, tp=c.tp, memory_terms=tuple((t.name, t.gib, t.source) for t in p.memory.terms),
-        pre_load_free_gib=p.memory.pre_load_free_gib, available_gib=p.memory.available_gib, mem_fraction_static=c.mem_fraction_static,
-        chunked_prefill_size=c.chunked_prefill_size, max_prefill_tokens=c.max_prefill_tokens, page_size=page, cuda_graph_max_bs=c.cuda_graph_max_bs,
-        attention_backend=c.attention_backend, kv_cache_dtype=c.kv_cache_dtype, kv_dtype=c.kv_dtype, context_len=c.context_len,
-        max_total_num_tokens=c.max_total_num_tokens, swa_max_total_num_tokens=c.swa_max_total_num_tokens, max_running_requests=c.max_running_requests,
-        max_mamba_cache_size=c.max_mamba_cache_size, kv_pool_bytes=c.kv_pool_bytes, available_kv_bytes=c.available_kv_bytes, cell_bytes=c.cell_bytes,
-        log_lines=c.log_lines, tokens_per_request=per_request, swa_tokens_per_request=swa_per_request, max_sequences_per_replica=held, binding=binding,
+        capacity=c, memory=p.memory, tokens_per_request=per_request, swa_tokens_per_request=swa_per_request, max_sequences_per_replica=held, binding=binding,
         command=p.command, why=why, weights_bytes=weights, weights_source=source,
     )  # fmt: skip
 
@@ -223,7 +194,7 @@ def sglang_memory(view: SglangView, weights_per_gpu_bytes: int, source: str, rep
     usable = free before the weights x mem_fraction_static; resident = this GPU's weights; the rest
     of the static fraction (VLM cache reservation, Mamba state pool) is the workspace; available
     is the budget the token pool is sized from."""
-    usable = int(view.pre_load_free_gib * view.mem_fraction_static * GIB)
-    available = view.available_kv_bytes
+    usable = int(view.memory.pre_load_free_gib * view.capacity.mem_fraction_static * GIB)
+    available = view.capacity.available_kv_bytes
     workspace = max(0, usable - weights_per_gpu_bytes - available)
     return (usable, weights_per_gpu_bytes, source, workspace, weights_per_gpu_bytes + workspace, available, replicas)
