@@ -9,17 +9,7 @@ and its refusals (:class:`SglangRefusal`, a :class:`~planner.errors.PlannerError
 """
 
 from planner.engines.common import BudgetTerm, EngineBudget, EngineCapacity, EnginePreview, EngineRefusal
-from planner.engines.sglang import (
-    DEFAULT_SGLANG_VERSION,
-    SGLANG_VERSIONS,
-    SglangCapacity,
-    SglangPreview,
-    SglangRefusal,
-    SglangSettings,
-    launch_command,
-    sglang_capacity,
-    sglang_preview,
-)
+from planner.engines.sglang import DEFAULT_SGLANG_VERSION, SGLANG_VERSIONS, SglangCapacity, SglangPreview, SglangRefusal, SglangSettings, launch_command, sglang_capacity, sglang_preview
 from planner.engines.vllm import DEFAULT_VLLM_VERSION, VLLM_VERSIONS, EngineGroup, VllmCapacity, vllm_capacity
 
 __all__ = [
