@@ -118,3 +118,16 @@ def test_plan_page_shows_the_sglang_card():
     assert any(f"max_total_num_tokens={LLAMA_TOKENS}" in c for c in codes)
     assert any(c.startswith("python -m sglang.launch_server") for c in codes)
     assert any(f"{LLAMA_REQUESTS} requests a replica" in c.value for c in at.caption)
+
+
+def test_plan_page_refusal_is_one_line():
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update({"v": "2", "m": "preset", "n": "llama-3.1-8b", "rt": "sglang"})
+    at.run()
+    box = next(s for s in at.selectbox if s.key == "kv_dtype")
+    box.set_value(next(o for o in box.options if o.startswith("int8"))).run()
+    assert not at.exception
+    assert any(e.value == "SGLang has no int8 KV cache; choose auto, fp8, bf16" for e in at.error)
