@@ -131,3 +131,14 @@ def test_plan_page_refusal_is_one_line():
     box.set_value(next(o for o in box.options if o.startswith("int8"))).run()
     assert not at.exception
     assert any(e.value == "SGLang has no int8 KV cache; choose auto, fp8, bf16" for e in at.error)
+
+
+def test_formulas_derive_the_pool_as_sglang_does(llama):
+    # 54,363,121,975 B / 131,072 B = 414,757.2 -> 414,757 tokens; 414,757 // 2,560 = 162
+    from planner import explain
+
+    lines = next(g.lines for g in explain.formula_steps(compute_plan(make_inputs(runtime="sglang"), llama)) if g.title == "Memory per GPU")
+    assert lines[0] == "free before the weights = 79.6475 (card memory) - 1.1000 (CUDA context) = 78.5475 GiB"
+    assert "x (1 - mem_fraction_static 0.835)" in lines[2] and lines[2].endswith("= 54,363,121,975 B (SGLang 0.5.23 _profile_available_bytes)")
+    assert lines[3] == f"token pool = floor(54,363,121,975 / 131,072 B a token) = {LLAMA_TOKENS:,} tokens"
+    assert lines[4].startswith(f"max sequences = min(max_running_requests 2,048, {LLAMA_TOKENS:,} // 2,560) = {LLAMA_REQUESTS}")
