@@ -14,6 +14,7 @@ from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 from planner.limits import ensure_finite_json, parse_number_text
+from planner.units import GIB, MIB
 
 
 class CLIError(Exception):
@@ -452,7 +453,7 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
     except OSError as exc:
         raise CLIError(f"{flag} {path}: cannot read file ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise CLIError(f"{flag} {path}: file is larger than {limit // (1 << 20)} MiB; {typical}")
+        raise CLIError(f"{flag} {path}: file is larger than {limit // MIB} MiB; {typical}")
     return data
 
 
@@ -483,7 +484,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     else:
         if args.probe_json is not None:
             raise CLIError("--probe-json replaces terms of the predicted budget: give it with --gpu (it has nothing to replace in a given --available-kv-bytes)")
-        available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
+        available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * GIB)
     kv_cache_dtype = args.kv_cache_dtype
     if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
         kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
@@ -502,8 +503,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
         return 0
     if budget:
         for t in budget.terms:
-            print(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
-        print(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
+            print(f"{t.name:<30} {t.bytes / GIB:>9,.2f} GiB  ({t.source})")
+        print(f"{'Available KV cache memory':<30} {available / GIB:>9,.2f} GiB")
     groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
     print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:

@@ -23,6 +23,7 @@ from planner.capacity import LIMIT_LABELS
 from planner.kv import KV_DTYPE_BITS
 from planner.plan import Plan, memory_basis
 from planner.report import fmt_bytes, fmt_money, fmt_ms, human_bytes
+from planner.units import GIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +292,7 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
         f"K/V          {kv.bytes_per_token_per_sequence:,} B/token, {kv.mib_per_reserved_sequence:,} MiB per reserved sequence ({kv.reservation}, {kv.kv_dtype}, {kv.runtime})",
-        f"memory       {cap.device}: usable {cap.usable_bytes / 2**30:,.2f} GiB, fixed {cap.fixed_bytes / 2**30:,.2f} GiB, KV {cap.available_for_kv_bytes / 2**30:,.2f} GiB",
+        f"memory       {cap.device}: usable {cap.usable_bytes / GIB:,.2f} GiB, fixed {cap.fixed_bytes / GIB:,.2f} GiB, KV {cap.available_for_kv_bytes / GIB:,.2f} GiB",
         f"capacity     {kv.maximum_sequences_by_memory:,} sequences by memory; requested {kv.requested_sequences:,}: " + ("admitted" if kv.admitted else "REFUSED") + f" (binding: {kv.binding_constraint})",
     ]
     if kv.admission_error:

@@ -20,6 +20,7 @@ from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
 from planner.plan import Plan
+from planner.units import GIB
 
 
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
@@ -335,9 +336,9 @@ def _render_vllm_preview(r: Shown) -> None:
     else:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
     # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
-    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
-        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
+    rows = [f"| {t.name} | {t.bytes / GIB:,.2f} | {t.source} |" for t in preview.budget.terms]
+    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"):
+        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / GIB:,.2f}** | what vLLM will log |")
     engine = r.plan.kv_cache.engine
     if engine is not None and engine.why:
         st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from planner.errors import PlannerError
-from planner.hardware import GIB
 from planner.limits import ByteBudgetCache
 from planner.results import Result
+from planner.units import GIB
 
 T = TypeVar("T")
 
