@@ -46,6 +46,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
 from planner.errors import PlannerError, shorten
+from planner.units import fmt_limit
 
 # --------------------------------------------------------------------------- config geometry
 MAX_LAYERS = 10_000
@@ -108,14 +109,10 @@ def check_number(field: str, value: object, *, lo: float, hi: float, integer: bo
                 raise error(field, value, "must be a whole number")
             value = int(value)
     if value < lo:
-        raise error(field, value, f"must be at least {_fmt(lo)}")
+        raise error(field, value, f"must be at least {fmt_limit(lo)}")
     if value > hi:
-        raise error(field, value, f"is absurdly large (limit {_fmt(hi)})")
+        raise error(field, value, f"is absurdly large (limit {fmt_limit(hi)})")
     return value
-
-
-def _fmt(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 def ensure_finite_json(obj: object, path: str = "result") -> None:

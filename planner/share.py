@@ -60,6 +60,7 @@ from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.plan import PlanInputs, _cross_field_problem
 from planner.source import ModelRef
+from planner.units import fmt_limit
 
 SCHEMA_VERSION = 2
 READ_VERSIONS = (1, 2)
@@ -200,10 +201,6 @@ def _bounds(name: str) -> dict[str, float]:
     return out
 
 
-def _fmt_bound(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
-
-
 def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
     default = LEGACY_DEFAULTS.get(version, {}).get(name, PlanInputs.model_fields[name].default)
     if name == "headroom_bp":
@@ -274,8 +271,8 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
     lo_ok = (value >= b["ge"]) if "ge" in b else (value > b["gt"]) if "gt" in b else True
     hi_ok = value <= b["le"] if "le" in b else True
     if not (lo_ok and hi_ok):
-        lo = f">= {_fmt_bound(b['ge'])}" if "ge" in b else f"> {_fmt_bound(b['gt'])}" if "gt" in b else ""
-        hi = f"<= {_fmt_bound(b['le'])}" if "le" in b else ""
+        lo = f">= {fmt_limit(b['ge'])}" if "ge" in b else f"> {fmt_limit(b['gt'])}" if "gt" in b else ""
+        hi = f"<= {fmt_limit(b['le'])}" if "le" in b else ""
         return None, "is out of range (must be " + " and ".join(x for x in (lo, hi) if x) + ")"
     return value, None
 

@@ -32,6 +32,7 @@ from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
 from planner.prices import PRICE_TABLE
+from planner.units import fmt_ms_rounded
 
 TP_CANDIDATES = (1, 2, 4, 8)
 KV_DTYPES = ("bf16", "fp8")
@@ -380,7 +381,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"p95 TTFT {_ms(best.ttft_p95_ms)}"]
+    slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
@@ -394,10 +395,6 @@ def size(
         "ranking": "cost per hour, then cost per million output tokens",
     }
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
-
-
-def _ms(x: float) -> str:
-    return f"{x:,.0f} ms" if x >= 10 else f"{x:.2g} ms"
 
 
 def _describe(r: Recommendation) -> str:

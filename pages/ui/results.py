@@ -14,13 +14,12 @@ import time
 import streamlit as st
 
 from pages.ui import charts, export
-from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
 from planner.plan import Plan
-from planner.units import GIB
+from planner.units import GIB, fmt_bytes, fmt_money, fmt_ms, fmt_num
 
 
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
