@@ -14,7 +14,7 @@ from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 from planner.limits import ensure_finite_json, parse_number_text
-from planner.units import GIB, MIB
+from planner.units import GIB, MIB, fmt_bytes_exact
 
 
 class CLIError(Exception):
@@ -118,13 +118,6 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
 # --------------------------------------------------------------------------- inspect
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n:,} B ({n / size:,.2f} {unit})"
-    return f"{n:,} B"
-
-
 def inspect_summary(r: InspectReport) -> str:
     kinds = ", ".join(f"{n} {k}" for k, n in r.layers.items())
     lines = [
@@ -139,11 +132,11 @@ def inspect_summary(r: InspectReport) -> str:
     lines += [
         f"runtime           {r.runtime}: {r.runtime_description}",
         f"KV dtype          {r.kv_dtype}" + (f" ({r.kv_dtype_source})" if r.kv_dtype_source != "given" else ""),
-        f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
-        f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
+        f"K/V per token     {fmt_bytes_exact(r.kv_bytes_per_token)} per sequence per GPU",
+        f"K/V at {r.tokens:,} tokens  {fmt_bytes_exact(r.kv_bytes_at_tokens)}",
     ]
     if r.state_bytes_per_sequence:
-        lines.append(f"recurrent state   {_fmt_bytes(r.state_bytes_per_sequence)} per sequence")
+        lines.append(f"recurrent state   {fmt_bytes_exact(r.state_bytes_per_sequence)} per sequence")
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ import math
 import plotly.graph_objects as go
 
 from planner.plan import Plan, PreparedModel, grid_limits, itl_curve
-from planner.units import fmt_bytes, fmt_ms, fmt_num, gib, mib
+from planner.units import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num, gib, mib
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#EECA3B", "#9D755D")
 CHART_HEIGHT = 340
@@ -78,7 +78,7 @@ def fig_memory(plan: Plan) -> go.Figure:
             "text": [fmt_bytes(value)],
             "textposition": "inside",
             "insidetextanchor": "middle",
-            "hovertemplate": f"{name}: {fmt_bytes(value) if abs(value) < 1024 else f'{fmt_bytes(value)} ({int(value):,} B)'}<extra></extra>",
+            "hovertemplate": f"{name}: {fmt_bytes_exact(value)}<extra></extra>",
         }
         for name, value, color in parts
     ]

@@ -8,11 +8,7 @@ from planner.probe.options import CUDA_ROUND, INSTALLED_TRANSFORMERS_RUNTIME
 from planner.probe.prepare import Prepared
 from planner.probe.protocol import AllocateMeasurement, RuntimeMeasurement
 from planner.probe.results import ProbeResult
-from planner.units import fmt_byte_count
-
-
-def _fmt_ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g} ms"
+from planner.units import fmt_byte_count, fmt_ms_measured
 
 
 def prediction_sentences(prep: Prepared) -> list[str]:
@@ -120,7 +116,7 @@ def _runtime_sentences(prep: Prepared, r: ProbeResult, m: RuntimeMeasurement) ->
     out.append(f"The cache holds {prep.cached:,} positions: the {o.tokens:,}-token prefill plus {o.decode_steps} decode steps, each writing one position (generate() would write one fewer: the last token's K/V is never stored).")
     if r.prefill_ms is not None:
         out.append(
-            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {_fmt_ms(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
+            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {fmt_ms_measured(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
             f"(roofline for {r.roofline_device} at MFU {r.assumed_mfu:g}, MBU {r.assumed_mbu:g}, weights as planner.weights counts them, bf16 peak)."
         )
     if r.device == "cpu":
@@ -148,8 +144,8 @@ def probe_summary(r: ProbeResult) -> str:
     if r.allocate_ms is not None:
         lines.append(f"allocate     {r.allocate_ms:.2f} ms")
     if r.prefill_ms is not None:
-        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {_fmt_ms(r.ttft_ms)}")
-        lines.append(f"decode step  p50 {_fmt_ms(r.decode_ms_p50)}, p95 {_fmt_ms(r.decode_ms_p95)} (roofline {_fmt_ms(r.predicted_decode_step_ms)})")
+        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
+        lines.append(f"decode step  p50 {fmt_ms_measured(r.decode_ms_p50)}, p95 {fmt_ms_measured(r.decode_ms_p95)} (roofline {fmt_ms_measured(r.predicted_decode_step_ms)})")
     if r.calibrated_mfu is not None:
         lines.append(f"calibrate    MFU {r.calibrated_mfu:.4g}, MBU {r.calibrated_mbu:.4g} (plan with --mfu {r.calibrated_mfu:.4g} --mbu {r.calibrated_mbu:.4g})")
     if r.error:
