@@ -61,3 +61,21 @@ def test_money():
     assert fmt_money(1234.5) == "$1,234.50" and fmt_money(0) == "$0.00"
     assert fmt_money(0.042131) == "$0.04213"  # 4 significant digits under a dollar
     assert fmt_money(None) == "–"
+
+
+def test_no_formatter_outside_units():
+    # a local byte / time / money formatter is how the eight byte and six millisecond formatters
+    # grew apart; their names are the tell
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"_?(fmt|human)(_\w+)?|_(ms|bytes|money|gib|mib)")
+    found = []
+    for path in [*(root / "planner").rglob("*.py"), *(root / "pages").rglob("*.py"), root / "app.py"]:
+        if path.name == "units.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and pattern.fullmatch(node.name):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert not found, found
