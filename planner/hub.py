@@ -29,15 +29,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-# The planner sends no usage telemetry to the Hub (set before huggingface_hub reads it).
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
 import httpx2  # noqa: E402
 from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors  # noqa: E402
 from tqdm.auto import tqdm as _tqdm
 
-from planner import __version__
+from planner import __version__, settings
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
 from planner.errors import ConfigError
@@ -65,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 QUANT_CONFIG_FILE = "hf_quant_config.json"
-DEFAULT_TTL_S = 600.0
 OFFLINE_TTL_S = 60.0  # a copy served from the disk cache is re-checked sooner
 MAX_REPO_ID_LENGTH = 96
 MAX_REVISION_LENGTH = 128
@@ -227,7 +223,6 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- per-session rate limit
-DEFAULT_REQUESTS_PER_MIN = 20
 _LIMITER: RateLimiter | None = None
 _LIMITER_LOCK = threading.Lock()
 
@@ -238,13 +233,7 @@ def requests_per_minute() -> int:
     Default 20; 0 turns the limit off. A value that is not a plain non-negative integer is
     logged and the default used. Raises nothing.
     """
-    raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
-    if not raw:
-        return DEFAULT_REQUESTS_PER_MIN
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
-        logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
-        return DEFAULT_REQUESTS_PER_MIN
-    return int(raw)
+    return settings.kvp_hub_requests_per_min()
 
 
 def request_wait_s(caller: str) -> float:
@@ -272,7 +261,7 @@ def resolve_token(explicit: str | None = None) -> str | None:
 
     Blank strings count as absent. The value is never logged. Raises nothing.
     """
-    for candidate in (explicit, os.environ.get("HF_TOKEN")):
+    for candidate in (explicit, settings.hf_token()):
         if candidate is not None and candidate.strip():
             token = candidate.strip()
             _remember_token(token)
@@ -287,18 +276,6 @@ def _token_key(token: str | None) -> str | None:
 # --------------------------------------------------------------------------- in-process TTL cache
 _CACHE = ByteBudgetCache(32 << 20)  # key -> (expiry, HubModel), bounded in bytes (planner/limits.py)
 _CACHE_LOCK = threading.Lock()
-
-
-def _ttl_s() -> float:
-    raw = os.environ.get("KVP_HUB_TTL_S")
-    if raw is None or not raw.strip():
-        return DEFAULT_TTL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw, DEFAULT_TTL_S)
-        return DEFAULT_TTL_S
-    return max(value, 0.0)
 
 
 def _copy_model(model: HubModel) -> HubModel:
@@ -323,7 +300,7 @@ def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
 
 
 def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
-    ttl = _ttl_s()
+    ttl = settings.kvp_hub_ttl_s()
     if model.from_cache:
         ttl = min(ttl, OFFLINE_TTL_S)
     if ttl <= 0:
@@ -340,21 +317,19 @@ def clear_cache() -> None:
 
 # --------------------------------------------------------------------------- environment
 def _offline_mode() -> bool:
-    value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
+    return settings.hf_hub_offline() or bool(constants.HF_HUB_OFFLINE)
 
 
 def _endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return (settings.hf_endpoint() or constants.ENDPOINT).rstrip("/")
 
 
 def _cache_dir() -> str:
     """The Hugging Face hub cache, read from the environment at call time (tests change it)."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        value = os.environ.get(var)
-        if value:
-            return os.path.expanduser(value)
-    home = os.environ.get("HF_HOME")
+    value = settings.hf_hub_cache()
+    if value:
+        return os.path.expanduser(value)
+    home = settings.hf_home()
     if home:
         return os.path.join(os.path.expanduser(home), "hub")
     return constants.HF_HUB_CACHE

@@ -8,7 +8,6 @@ error in one card from breaking the page.
 
 from __future__ import annotations
 
-import os
 import time
 
 import streamlit as st
@@ -16,6 +15,7 @@ import streamlit as st
 from pages.ui import charts, export
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
+from planner import settings
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
 from planner.plan import Plan
@@ -81,10 +81,7 @@ def first_paint_pause() -> None:
     if st.session_state.get("_first_paint_done"):
         return
     st.session_state["_first_paint_done"] = True
-    try:
-        pause = float(os.environ.get("KVP_FIRST_PAINT_PAUSE_S", "0.3"))
-    except ValueError:
-        pause = 0.3
+    pause = settings.kvp_first_paint_pause_s()
     if 0 < pause <= 2:
         time.sleep(pause)
 
