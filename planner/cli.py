@@ -17,8 +17,12 @@ from planner.limits import ensure_finite_json, parse_number_text
 from planner.units import GIB, MIB, fmt_bytes_exact
 
 
-class CLIError(Exception):
-    """A one-line user error: printed to stderr, exit code 2."""
+class CLIError(PlannerError):
+    """A command-line error (conflicting flags, an unreadable file, a Hub failure while loading
+    ``--model``): one line on stderr, exit code 2. What to do: what the line says."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("command line", None, message, message=message)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -37,7 +37,22 @@ from tqdm.auto import tqdm as _tqdm
 from planner import __version__, settings
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
-from planner.errors import ConfigError
+from planner.errors import (
+    TOKEN_LIKE_RE,
+    ConfigError,
+    ConfigNotFoundError,
+    GatedRepoError,
+    HubError,
+    HubOfflineError,
+    HubTimeoutError,
+    InvalidHubConfigError,
+    InvalidModelRefError,
+    RemoteCodeRequiredError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    remember_token,
+    scrub_tokens,
+)
 from planner.limits import ByteBudgetCache, RateLimiter
 
 __all__ = [
@@ -71,74 +86,6 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_RE = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
-_TOKEN_LIKE_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-
-
-# --------------------------------------------------------------------------- errors
-class HubError(Exception):
-    """Base class: ``str(error)`` is one line telling the user what to do; it never holds a token."""
-
-    def __init__(self, message: str) -> None:
-        message = " ".join(_scrub(message).split())
-        self.message = message
-        super().__init__(message)
-
-
-class InvalidModelRefError(HubError):
-    """The repo id or revision does not match the Hub's naming rules (checked before any request)."""
-
-
-class GatedRepoError(HubError):
-    """The repo is gated: accept the licence on the model page and provide a token."""
-
-
-class RepoNotFoundError(HubError):
-    """No such repo, or a private repo the token (if any) cannot read."""
-
-
-class RevisionNotFoundError(HubError):
-    """The branch, tag or commit does not exist in the repo."""
-
-
-class ConfigNotFoundError(HubError):
-    """The repo has no ``config.json`` at that revision."""
-
-
-class HubTimeoutError(HubError):
-    """The Hub did not answer within the time limit and nothing usable was cached."""
-
-
-class HubOfflineError(HubError):
-    """Offline (or the Hub is unreachable) and the file is not in the local cache."""
-
-
-class InvalidHubConfigError(HubError):
-    """``config.json`` is not JSON, over 16 MiB, not an object, or lacks the required fields."""
-
-
-class RemoteCodeRequiredError(HubError):
-    """The architecture is only defined by repository code, which the planner never runs."""
-
-
-# Exact token values seen by this process, so they can be removed from any message.
-_KNOWN_TOKENS: set[str] = set()
-_KNOWN_TOKENS_LOCK = threading.Lock()
-
-
-def _scrub(text: str) -> str:
-    with _KNOWN_TOKENS_LOCK:
-        tokens = sorted(_KNOWN_TOKENS, key=len, reverse=True)
-    for token in tokens:
-        text = text.replace(token, "***")
-    return _TOKEN_LIKE_RE.sub("hf_***", text)
-
-
-def _remember_token(token: str | None) -> None:
-    if token and len(token) >= 8:  # shorter strings are no real token and would mangle messages
-        with _KNOWN_TOKENS_LOCK:
-            if len(_KNOWN_TOKENS) >= 1024:
-                _KNOWN_TOKENS.clear()
-            _KNOWN_TOKENS.add(token)
 
 
 # --------------------------------------------------------------------------- result
@@ -170,7 +117,7 @@ def _validate_repo_id(repo_id: object) -> str:
             f"Model id {_shown(repo_id)} is {len(repo_id)} characters long; Hub ids have at most "
             f"{MAX_REPO_ID_LENGTH}: enter it as ORG/NAME."
         )
-    if _TOKEN_LIKE_RE.search(repo_id):
+    if TOKEN_LIKE_RE.search(repo_id):
         raise InvalidModelRefError(
             "The model id looks like an access token: put the token in the token field (or HF_TOKEN) "
             "and the model as ORG/NAME."
@@ -264,7 +211,7 @@ def resolve_token(explicit: str | None = None) -> str | None:
     for candidate in (explicit, settings.hf_token()):
         if candidate is not None and candidate.strip():
             token = candidate.strip()
-            _remember_token(token)
+            remember_token(token)
             return token
     return None
 
@@ -726,7 +673,7 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
         quantization=quantization,
         parameter_counts=parameter_counts,
         weights_source=weights_source,
-        notes=tuple(_scrub(n) for n in notes),
+        notes=tuple(scrub_tokens(n) for n in notes),
     )
     _cache_put(key, model)
     logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)
