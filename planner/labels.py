@@ -55,6 +55,9 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
 }
 
+# The app's help of a control, where it says more than the description above (shown on hover).
+DETAILS: dict[str, str] = {}
+
 
 def label(field: str) -> str:
     """"Observed prefill (ms)"; the field name itself when unknown."""
