@@ -48,3 +48,76 @@ def test_share_keys_come_from_the_declaration():
     assert len(keys) == len(set(keys))  # one meaning per key
     for name, key in share.INPUT_KEYS.items():  # the module docstring documents every key
         assert f" {key} " in share.__doc__ and name in share.__doc__, (name, key)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _flags(command: str) -> dict[str, object]:
+    import argparse
+
+    from planner.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return {s: a for a in sub._actions for s in a.option_strings}
+
+
+def _check_flag(action, control) -> None:
+    if control.kind == "bool":
+        assert action.const is True and action.default is None, control.name
+    elif control.kind == "choice":
+        assert tuple(action.choices) == control.choices, control.name
+    elif control.numeric:
+        assert action.type.control is control, control.name  # the flag's range is the declaration's
+    assert control.range_text() in action.help if control.numeric and control.range_text() else True
+
+
+def test_every_field_is_a_flag_of_plan_simulate_and_report():
+    from planner.controls import CONTROLS
+
+    for command in ("plan", "simulate", "report"):
+        flags = _flags(command)
+        for control in CONTROLS.values():
+            assert control.flag in flags, (command, control.flag)
+            _check_flag(flags[control.flag], control)
+    assert "--vllm-version" in _flags("plan")  # the hand-copied flags had left it out
+
+
+def test_size_takes_every_field_it_does_not_search():
+    from planner.controls import CONTROLS
+    from planner.sizing import SEARCHED
+
+    flags = _flags("size")
+    for name, control in CONTROLS.items():
+        if name in SEARCHED:  # the sizer sets these per candidate (its own flags: --gpus, --tps, --kv-dtypes, --users, SLOs, prices)
+            continue
+        assert control.flag in flags, control.flag
+        _check_flag(flags[control.flag], control)
+
+
+def _outside(control) -> list[str]:
+    """Values just outside a numeric control's range, as flag text."""
+    out = []
+    if control.lo is not None:
+        step = 1 if control.kind == "int" else max(abs(control.lo) * 1e-3, 1e-9)
+        out.append(str(control.lo - (0 if control.gt is not None else step)))
+    if control.hi is not None:
+        out.append(str(control.hi * 2 if control.hi else 1))
+    return out
+
+
+def test_values_outside_a_fields_range_are_refused_naming_it(capsys):
+    # every numeric plan flag, just below and far above the Field's bounds: exit 2, one line, the flag or the field named
+    from planner.cli import main
+    from planner.controls import CONTROLS
+
+    for name, control in CONTROLS.items():
+        if not control.numeric:
+            continue
+        for text in _outside(control):
+            if control.kind == "int":
+                text = str(int(float(text)))
+            extra = ["--gpu-count=1"] if name == "tp" else []  # else --tp sets the GPU count, refused first
+            assert main(["plan", "--example", "--json", *extra, f"{control.flag}={text}"]) == 2, (name, text)
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and (control.flag in err or f"{name}=" in err), (name, text, err)
