@@ -12,16 +12,10 @@ Run: .venv/bin/python -m benchmarks.plan_equivalence [--against REV] [--save FIL
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 GPUS = ("H100-SXM-80GB", "H200-141GB", "B200-180GB", "A100-SXM-80GB", "L40S-48GB")
 LOADS = (1, 8, 64)
 
@@ -78,17 +72,6 @@ def exact(a: object, b: object) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def baseline(rev: str) -> dict:
-    """The grid computed by revision ``rev``'s planner (its tree exported, run in a subprocess)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        out = Path(tmp) / "snapshot.json"
-        code = f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); import plan_equivalence as p; open({str(out)!r}, 'w').write(json.dumps(p.snapshot()))"
-        subprocess.run([sys.executable, "-c", code], cwd=tmp, check=True, env={**os.environ, "PYTHONPATH": tmp})
-        return json.loads(out.read_text())
-
-
 def compare(base: dict, here: dict, rel: float) -> int:
     if base.keys() != here.keys():
         print(f"different plan grids: {len(base)} vs {len(here)} plans")
@@ -103,21 +86,7 @@ def compare(base: dict, here: dict, rel: float) -> int:
     return 1 if bad else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--against", default="main", help="git revision whose planner is the baseline (default: main)")
-    ap.add_argument("--save", type=Path, help="write this checkout's grid to this JSON file and stop (no comparison)")
-    ap.add_argument("--compare", type=Path, help="compare against a grid saved with --save instead of a git revision")
-    ap.add_argument("--rel", type=float, default=1e-12, help="relative tolerance for floats (default 1e-12)")
-    args = ap.parse_args()
-    here = snapshot()
-    if args.save:
-        args.save.write_text(json.dumps(here))
-        print(f"saved {len(here)} plans to {args.save}")
-        return 0
-    base = json.loads(args.compare.read_text()) if args.compare else baseline(args.against)
-    return compare(base, here, args.rel)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.equivalence import main
+
+    sys.exit(main(__doc__, "plan_equivalence", snapshot, compare, "plans", rel=1e-12))

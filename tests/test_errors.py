@@ -17,9 +17,11 @@ from planner import errors
 INTERNAL = {
     "planner.hub._Deadline": "the fetch deadline passed inside the worker thread; becomes HubTimeoutError",
     "planner.hub._Unreachable": "a network failure inside the worker thread; becomes HubOfflineError or the cached copy",
+    "planner.hub._TooLarge": "a download over its byte cap; becomes InvalidHubConfigError, or a note for an optional file",
+    "planner.hub._BadHeader": "a safetensors header that is not one; becomes a note (the weights fall back to the config)",
     "planner.measured.NotCovered": "AIConfigurator has no data; compare() turns it into its 'not available' reason",
     "planner.simulate.engine._Stop": "the simulator's budget stop, caught by its own loop",
-    "planner.simulate.replica.SimulationInvariantError": "a simulator invariant failed: a bug, never bad input",
+    "planner.simulate.invariants.SimulationInvariantError": "a simulator invariant failed: a bug, never bad input",
     "planner.simulate.block_pool.AllocatorError": "the block pool's consistency check: a bug, never bad input",
     "planner.simulate.block_pool.DoubleFreeError": "the block pool's consistency check: a bug, never bad input",
     "planner.simulate.block_pool.OutOfBlocksError": "the block pool's consistency check: a bug, never bad input",

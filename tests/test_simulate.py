@@ -85,11 +85,13 @@ def test_allocator_leases_and_double_free():
 
 
 def test_invariant_checker_catches_a_leaking_allocator(monkeypatch):
-    # A mutant allocator that hands out one extra block per growth allocation: the per-step
-    # check must notice that a lease holds more blocks than its tokens need.
+    # A mutant allocator that hands out one extra block per growth allocation (a decode step's
+    # new blocks): the per-step check must notice that a lease holds more blocks than its tokens need.
     class Leaky(BlockAllocator):
-        def allocate(self, lease, n=1):
-            super().allocate(lease, n + 1 if n == 1 and self.free_count > 1 else n)
+        def allocate_each(self, leases):
+            super().allocate_each(leases)
+            if self.free_count:
+                self.allocate(leases[0], 1)
 
     monkeypatch.setattr(sim.block_pool, "BlockAllocator", Leaky)
     with pytest.raises(SimulationInvariantError):

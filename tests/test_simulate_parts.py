@@ -21,6 +21,148 @@ FIXED = StepCost(weights_bytes=1e9, kv_bytes_per_token=0, bandwidth_bytes_per_s=
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_pool_shared_lease_frees_with_its_last_holder():
+    # The shared prefix's lease: opened once (one holder), touched by two more requests. The
+    # first two releases only drop holders; the third returns its 2 blocks and closes it.
+    pool = sim.BlockAllocator(4)
+    lease = pool.open()
+    pool.allocate(lease, 2)
+    pool.touch(lease)
+    pool.touch(lease)
+    assert pool.refs(lease) == 3
+    assert (pool.release(lease), pool.release(lease)) == (0, 0)
+    assert (pool.in_use, pool.released, pool.freed) == (2, 0, 0)
+    assert pool.release(lease) == 2
+    assert (pool.refs(lease), pool.in_use, pool.released, pool.freed) == (0, 0, 1, 2)
+    with pytest.raises(sim.DoubleFreeError):
+        pool.release(lease)
+    with pytest.raises(sim.AllocatorError):
+        pool.touch(lease)
+
+
+def test_kv_manager_allocates_what_fits_and_shares_the_prefix():
+    # Blocks of 4 tokens, a pool of 10, a shared prefix of 8 tokens = 2 blocks.
+    from planner.simulate.kv_manager import NO_PREFIX, PREFIX_HIT, PREFIX_OWNER, KVManager
+    from planner.simulate.request import SimRequest
+
+    kv = KVManager(SimConfig(block_tokens=4, total_blocks=10, prefix_tokens=8, prefix_share=1.0), static_blocks=0)
+    a, b, c = (SimRequest(k, k, 0.0, prompt, 5) for k, prompt in enumerate((10, 12, 9)))
+    a.uses_prefix = b.uses_prefix = c.uses_prefix = True
+    # A owns the prefix: its 10 tokens need ceil(10 / 4) = 3 blocks, 2 of them the prefix's.
+    assert kv.match_prefix(a) == PREFIX_OWNER and kv.blocks_to_admit(a, PREFIX_OWNER) == 3
+    a.admit(0.0, 0)
+    kv.admit(a, PREFIX_OWNER)
+    assert kv.allocate_slots(a, 10) == 1 and kv.free_blocks == 7
+    # Until A has computed the prefix, B finds nothing to share; then it hits and skips 8 tokens.
+    assert kv.match_prefix(b) == NO_PREFIX
+    a.prefilled(10)
+    kv.cache_blocks(a)
+    assert kv.match_prefix(b) == PREFIX_HIT and kv.prefix_tokens(PREFIX_HIT) == 8
+    assert kv.blocks_to_admit(b, PREFIX_HIT) == 1  # ceil(12 / 4) = 3 blocks less the 2 shared
+    b.admit(0.0, 8)
+    kv.admit(b, PREFIX_HIT)
+    assert kv.allocate_slots(b, 4) == 1 and kv.free_blocks == 6 and kv.pool.refs(kv.prefix.lease) == 2
+    # 100 more tokens need ceil(112 / 4) - 2 - 1 = 25 blocks, 6 are free: nothing is taken.
+    assert kv.allocate_slots(b, 100) is None and (kv.free_blocks, b.own_blocks) == (6, 1)
+    assert kv.allocate_slots(b, 8, reserved=5) == 1  # 8 + 8 = 16 tokens: one more block, 1 of 6 free past the reserve
+    assert kv.allocate_slots(b, 12, reserved=5) is None  # 20 tokens: one more again, 5 free, all reserved
+    assert kv.tokens_fitting(b, reserved=1) == (2 + 2 + 5 - 1) * 4
+    # A lets go: its own block returns, the prefix stays (B holds it) and C would still hit.
+    kv.free(a)
+    assert kv.free_blocks == 6 and kv.match_prefix(c) == PREFIX_HIT and (a.lease, a.own_blocks, a.attached) == (0, 0, False)
+    # B lets go: its 2 blocks and the prefix's 2 return; C would own the prefix again.
+    kv.free(b)
+    assert kv.free_blocks == 10 and kv.match_prefix(c) == PREFIX_OWNER
+    assert (kv.pool.opened, kv.pool.released, kv.pool.allocated, kv.pool.freed) == (3, 3, 5, 5)
+
+
+def test_kv_manager_static_reservation_leases_up_front():
+    from planner.simulate.kv_manager import NO_PREFIX, KVManager
+    from planner.simulate.request import SimRequest
+
+    kv = KVManager(SimConfig(block_tokens=4, total_blocks=10, reservation="static"), static_blocks=4)
+    r = SimRequest(0, 0, 0.0, 6, 10)
+    assert kv.blocks_to_admit(r, NO_PREFIX) == 4  # the reservation, whatever the prompt
+    r.admit(0.0, 0)
+    kv.admit(r, NO_PREFIX)
+    assert kv.allocate_slots(r, 6) == 4 and kv.allocate_slots(r, 1000) == 0 and kv.free_blocks == 6
+
+
+# Mutants: each breaks one piece of bookkeeping; check_invariants must name it.
+
+
+def _preempting_run() -> sim.SimResult:
+    # test_preemption_newest_first_and_recompute's scenario, plus a shared prefix and a third request
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=12, output_tokens=8) for i in range(3)]
+    return simulate(reqs, SimConfig(block_tokens=4, total_blocks=9, prefix_tokens=8, prefix_share=1.0), FIXED, check_invariants=True)
+
+
+def test_invariants_pass_and_change_nothing():
+    reqs = poisson_requests(40, 300, (16, 300), (2, 80), seed=11)
+    cfg = SimConfig(block_tokens=8, total_blocks=200, max_num_seqs=12, policy="chunked", chunk_tokens=48, prefix_tokens=32, prefix_share=0.5, cancel_rate=0.1, replicas=2)
+    checked = simulate(reqs, cfg, FIXED, check_invariants=True, record_requests=True)
+    assert checked.preemptions > 0 and checked.prefix_hits > 0 and checked.requests_cancelled > 0  # the checks saw each case
+    assert checked == simulate(reqs, cfg, FIXED, record_requests=True)
+    assert _preempting_run().preemptions > 0
+
+
+def test_invariants_catch_a_pool_that_loses_a_block(monkeypatch):
+    class Losing(sim.BlockAllocator):
+        def release(self, lease):
+            self._leases[lease][-1:] = []  # the lease forgets its last block: nobody holds it, it is not free
+            return super().release(lease)
+
+    monkeypatch.setattr(sim.block_pool, "BlockAllocator", Losing)
+    with pytest.raises(sim.SimulationInvariantError, match="leased .* free blocks"):
+        _preempting_run()
+
+
+def test_invariants_catch_a_request_keeping_its_freed_lease(monkeypatch):
+    from planner.simulate import replica
+    from planner.simulate.kv_manager import KVManager
+
+    class Keeping(KVManager):
+        def free(self, r):
+            lease = r.lease
+            super().free(r)
+            r.lease = lease
+
+    monkeypatch.setattr(replica, "KVManager", Keeping)
+    with pytest.raises(sim.SimulationInvariantError, match="still holds lease|ended holding lease"):
+        _preempting_run()
+
+
+def test_invariants_catch_a_prefix_hold_the_pool_does_not_count(monkeypatch):
+    monkeypatch.setattr(sim.PrefixCache, "attach", lambda self, pool: None)
+    with pytest.raises(sim.SimulationInvariantError, match="prefix has 1 holders but 2 requests are attached"):
+        _preempting_run()
+
+
+def test_invariants_catch_inconsistent_token_counters(monkeypatch):
+    from planner.simulate import engine, request
+
+    real = request.SimRequest.emit_token
+
+    def twice_at_first(self, t):
+        gap = real(self, t)
+        self.generated += self.generated == 1  # counts the first token twice
+        return gap
+
+    monkeypatch.setattr(request.SimRequest, "emit_token", twice_at_first)
+    with pytest.raises(sim.SimulationInvariantError, match="cached 12 tokens with 2 of 8 generated"):
+        _preempting_run()
+    monkeypatch.undo()
+
+    class Miscounting(engine.Replica):
+        def _apply_decodes(self, decoders, joiners):
+            super()._apply_decodes(decoders, joiners)
+            self.stats.output_tokens += 1  # one token too many a decode step
+
+    monkeypatch.setattr(engine, "Replica", Miscounting)
+    with pytest.raises(sim.SimulationInvariantError, match="output tokens"):
+        _preempting_run()
+
+
 def test_round_robin_replicas_equal_separate_runs():
     # Round robin over 2 replicas sends even arrivals to replica 0 and odd ones to replica 1;
     # replicas share nothing, so each request's record equals a one-replica run of its half.

@@ -12,16 +12,24 @@ Read it in this order, each part a short module:
                      result (:class:`SimResult` with its :class:`OverloadVerdict`);
 * ``request.py``     one request's state machine: waiting -> prefill -> decode -> done/cancelled,
                      preemption back to waiting;
-* ``block_pool.py``  the KV pool (block leases, each released exactly once) and the shared prefix;
+* ``block_pool.py``  the KV pool: the free list, block leases and their reference counts (each
+                     freed once, with its last holder), and the shared prefix's record;
+* ``kv_manager.py``  how many blocks each request needs and whether they fit
+                     (``allocate_slots`` returns the blocks taken or None), ``free``, the shared
+                     prefix looked up and shared: the only caller of the pool;
 * ``policies.py``    one class per scheduling policy: ``fifo`` (prefill first), ``decode-priority``,
                      ``chunked`` (decodes first, prompts in chunks of ``chunk_tokens``);
-* ``decode_batch.py`` decoders advanced lazily, so a step costs O(events), not O(sequences);
-* ``replica.py``     one engine step: KV growth (preempt the newest on exhaustion), prefill,
-                     decodes, clock, apply;
+* ``decode_batch.py`` the decoders: advanced lazily, so a step costs O(events), not O(sequences),
+                     and the stalled ones outside the batch;
+* ``replica.py``     the scheduler of one engine: KV growth (preempt the newest on exhaustion),
+                     prefill, decodes, clock, apply; ``invariants.py`` what must hold after every
+                     step and at the end (checked with ``check_invariants=True``, in the tests);
 * ``router.py``      round robin or least outstanding tokens over replicas;
 * ``engine.py``      the event loop, the budgets and the result; ``verdict.py`` the overload verdict;
-* ``workload.py``    Poisson arrivals and CSV traces; ``stats.py`` percentiles; ``cost.py`` the
-                     step cost and :func:`from_plan`; ``compare.py`` the same trace under other settings.
+* ``stats.py``       the counters of each replica (:class:`ReplicaStats`), the requests' outcomes
+                     and percentiles; ``cost.py`` the step cost, its folded :class:`StepClock` and
+                     :func:`from_plan`;
+* ``workload.py``    Poisson arrivals and CSV traces; ``compare.py`` the same trace under other settings.
 
 The first output token is produced at the end of the step that completes the prefill
 (TTFT = that time - arrival); ITL samples are the gaps between consecutive tokens of a request.
@@ -36,6 +44,7 @@ from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFr
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
 from planner.simulate.cost import StepCost, from_plan, plan_config
 from planner.simulate.engine import simulate
+from planner.simulate.invariants import SimulationInvariantError
 from planner.simulate.model import (
     CANCEL_STAGES,
     DEFAULT_TIME_BUDGET_S,
@@ -59,7 +68,6 @@ from planner.simulate.model import (
     SimResult,
     build,
 )
-from planner.simulate.replica import SimulationInvariantError
 from planner.simulate.stats import percentiles, weighted_percentiles
 from planner.simulate.workload import MAX_TRACE_BYTES, TRACE_COLUMNS, parse_trace_csv, poisson_requests, read_trace
 

@@ -31,6 +31,35 @@ class StepCost(BaseModel):
         return max(t_mem, t_cmp) + self.overhead_s
 
 
+class StepClock:
+    """:meth:`StepCost.step_time_s` with its constants folded (seconds per byte read and per
+    FLOP), for the replica's step loop: one call a step, plain attributes."""
+
+    __slots__ = ("weights_s", "kv_token_s", "new_token_s", "pair_s", "overhead_s")
+
+    def __init__(self, cost: StepCost) -> None:
+        mem = 1.0 / (cost.bandwidth_bytes_per_s * cost.mbu)
+        cmp = 1.0 / (cost.peak_flops * cost.mfu)
+        self.weights_s = cost.weights_bytes * mem
+        self.kv_token_s = cost.kv_bytes_per_token * mem
+        self.new_token_s = cost.flops_per_token * cmp
+        self.pair_s = cost.attn_flops_per_token_ctx * cmp
+        self.overhead_s = cost.overhead_s
+
+    def step_s(self, chunks: list[tuple[object, int, int]], new_tokens: int, decode_read: int) -> float:
+        """Seconds of a step computing ``new_tokens`` tokens: prefill ``chunks`` of ``(request,
+        start, tokens)`` read their K/V up to ``start + tokens`` and attend over every (new,
+        context) pair; decoders read ``decode_read`` cached tokens (one pair each)."""
+        kv_read = decode_read
+        pairs = kv_read
+        for _r, c, m in chunks:
+            kv_read += c + m
+            pairs += m * c + m * (m + 1) // 2
+        t_mem = self.weights_s + self.kv_token_s * kv_read
+        t_cmp = self.new_token_s * new_tokens + self.pair_s * pairs
+        return (t_mem if t_mem > t_cmp else t_cmp) + self.overhead_s
+
+
 def from_plan(plan) -> tuple[StepCost, int]:
     """(step cost, KV pool blocks per replica) for a :class:`planner.plan.Plan`.
 

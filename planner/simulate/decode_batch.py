@@ -1,4 +1,5 @@
-"""The decode batch: running sequences that advance one token per step, kept lazily.
+"""The decoders: the lazy batch of sequences that advance one token per step, and the stalled
+ones outside it (new, or skipped when the step had no room for them).
 
 Touching every decoding sequence every step would make a step cost O(running sequences). The
 batch instead keeps a global ``tick`` (decode steps so far) and, per member, the tick at which it
@@ -15,10 +16,11 @@ from planner.simulate.request import SimRequest
 
 
 class DecodeBatch:
-    __slots__ = ("members", "tick", "context_tokens", "last_tick_s", "block_tokens", "dynamic", "_crossings", "_ends")
+    __slots__ = ("members", "stalled", "tick", "context_tokens", "last_tick_s", "block_tokens", "dynamic", "_crossings", "_ends")
 
     def __init__(self, block_tokens: int, dynamic: bool) -> None:
         self.members: dict[SimRequest, None] = {}  # insertion order = join order
+        self.stalled: list[SimRequest] = []  # decoders outside the batch, in the order they stalled
         self.tick = 0
         self.context_tokens = 0  # sum of the members' cached tokens (K/V read per decode step)
         self.last_tick_s = 0.0  # when the last decode step ended
@@ -68,13 +70,60 @@ class DecodeBatch:
     def newest(self) -> SimRequest:
         return next(reversed(self.members))
 
-    def crossings_now(self) -> list[SimRequest]:
-        """Members whose next token needs a new block in the coming step."""
-        due = self._crossings.pop(self.tick, None)
-        if not due:
-            return []
+    def stall(self, r: SimRequest) -> None:
+        """``r`` decodes from the next step on; it joins the batch when there is room."""
+        self.stalled.append(r)
+
+    def remove(self, r: SimRequest) -> None:
+        """``r`` stops decoding (preempted): out of the batch, its counters written back, or out
+        of the stalled list."""
+        if r in self.members:
+            self.leave(r)
+        else:
+            self.stalled.remove(r)
+
+    def schedule(self, room: int, crossing: set[SimRequest]) -> tuple[list[SimRequest], list[SimRequest]]:
+        """Who decodes in the coming step, at most ``room``: the most recently joined members step
+        out (they stall), then stalled decoders join, in the order they stalled, while there is
+        room. Returns the joiners and the decoders of ``crossing`` that run (they get their new
+        block; each has its next crossing scheduled a block later)."""
         members = self.members
-        return [r for r, v in due if r.version == v and r in members]
+        while len(members) > room:
+            r = self.newest()
+            self.leave(r)
+            self.stalled.append(r)
+        room -= len(members)
+        stalled = self.stalled
+        joiners: list[SimRequest] = []
+        if stalled and room > 0:
+            if room >= len(stalled):
+                joiners, self.stalled = stalled, []
+            else:
+                joiners, self.stalled = stalled[:room], stalled[room:]
+            for r in joiners:
+                self.join(r, r.decode_end())
+        grown = []
+        if crossing:
+            tick = self.tick
+            for r in crossing:
+                if r in members:
+                    grown.append(r)
+                    if r.base_tick != tick:  # joiners scheduled their next crossing in join()
+                        self.next_crossing_in_a_block(r)
+        return joiners, grown
+
+    def crossings_now(self) -> set[SimRequest]:
+        """Decoders whose next token needs a new block in the coming step: members due now, and
+        stalled ones at a block boundary."""
+        due = self._crossings.pop(self.tick, None)
+        members = self.members
+        crossing = {r for r, v in due if r.version == v and r in members} if due else set()
+        if self.stalled:
+            block = self.block_tokens
+            for r in self.stalled:
+                if r.computed % block == 0:
+                    crossing.add(r)
+        return crossing
 
     def next_crossing_in_a_block(self, r: SimRequest) -> None:
         tick = self.tick + self.block_tokens

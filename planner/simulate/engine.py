@@ -19,11 +19,12 @@ import time
 from planner.errors import PlannerError
 from planner.simulate import block_pool
 from planner.simulate.cost import StepCost
+from planner.simulate.invariants import check_end
 from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
 from planner.simulate.replica import Replica
-from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, REJECTED, SimRequest
+from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, SimRequest
 from planner.simulate.router import ROUTER_CLASSES
-from planner.simulate.stats import _downsample, percentiles, weighted_percentiles
+from planner.simulate.stats import RequestTally, _downsample, percentiles, summed, weighted_percentiles
 from planner.simulate.verdict import overload_verdict
 
 CHECK_EVERY_STEPS = 512  # wall-clock budget checked this often
@@ -41,7 +42,7 @@ class _Budget:
         self.steps = 0
 
     def check(self, replicas: list[Replica]) -> None:
-        steps = sum(rep.steps for rep in replicas)
+        steps = sum(rep.stats.steps for rep in replicas)
         if steps >= MAX_STEPS:
             raise _Stop(f"step budget of {MAX_STEPS:,} engine steps reached")
         if time.perf_counter() - self.start > self.seconds:
@@ -52,8 +53,9 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     """Run the serving simulation (see the package docstring).
 
     ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
-    verifies the block and sequence bookkeeping after every step (slow; for tests) and raises
-    :class:`SimulationInvariantError` on the first inconsistency.
+    verifies the block, request and counter bookkeeping after every step and at the end
+    (``invariants.py``; slow, for tests) and raises :class:`SimulationInvariantError` on the
+    first inconsistency.
 
     Raises:
         PlannerError: too many requests or tokens for the budget, duplicate ids, a static
@@ -89,6 +91,8 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
             _drain(rep, budget, replicas)
     except _Stop as stop:
         stopped = stop.reason
+    if check_invariants:
+        check_end(replicas, reqs, stopped is not None)
     return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
 
 
@@ -97,15 +101,16 @@ def _run_until(rep: Replica, t: float, budget: _Budget, replicas: list[Replica])
         if not rep.step():
             rep.t = t  # idle: the clock jumps to the arrival
             return
-        if rep.steps % CHECK_EVERY_STEPS == 0:
+        if rep.stats.steps % CHECK_EVERY_STEPS == 0:
             budget.check(replicas)
 
 
 def _drain(rep: Replica, budget: _Budget, replicas: list[Replica]) -> None:
-    while rep.finished < rep.requests:
+    stats = rep.stats
+    while stats.finished < stats.requests:
         if not rep.step():
             raise RuntimeError(f"simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
-        if rep.steps % CHECK_EVERY_STEPS == 0:
+        if stats.steps % CHECK_EVERY_STEPS == 0:
             budget.check(replicas)
 
 
@@ -190,48 +195,17 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
     n = len(reqs)
     start = reqs[0].arrival_s if n else 0.0
     makespan = max(rep.t for rep in replicas) - start if n else 0.0
-    ttft: list[float] = []
-    e2e: list[float] = []
-    tpot: list[float] = []
-    finish_times: list[float] = []
-    good = completed = cancelled = rejected = unfinished = 0
-    queue_age = 0.0
     ttft_slo = cfg.ttft_slo_ms / 1e3 if cfg.ttft_slo_ms is not None else math.inf
     itl_slo = cfg.itl_slo_ms / 1e3 if cfg.itl_slo_ms is not None else math.inf
-    for r in reqs:
-        st = r.status
-        if st == REJECTED:
-            rejected += 1
-            continue
-        if r.admitted_s >= 0 and r.admitted_s - r.arrival_s > queue_age:
-            queue_age = r.admitted_s - r.arrival_s
-        if r.first_token_s >= 0:
-            ttft.append(r.first_token_s - r.arrival_s)
-        if st == DONE:
-            completed += 1
-            finish_times.append(r.finished_s)
-            e2e.append(r.finished_s - r.arrival_s)
-            tp = (r.finished_s - r.first_token_s) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
-            if r.output_tokens > 1:
-                tpot.append(tp)
-            if r.first_token_s - r.arrival_s <= ttft_slo and tp <= itl_slo:
-                good += 1
-        elif r.finished:
-            cancelled += 1
-            finish_times.append(r.finished_s)
-        else:
-            unfinished += 1
-    itl_values: list[float] = []
-    itl_weights: list[int] = []
-    for rep in replicas:
-        itl_values.extend(rep.itl_values)
-        itl_weights.extend(rep.itl_weights)
-    busiest = max(replicas, key=lambda rep: max(rep.sample_used, default=0))
-    peak = max(busiest.sample_used, default=0)
+    tally = RequestTally(reqs, ttft_slo, itl_slo)
+    good, unfinished = tally.good, tally.unfinished
+    stats = [rep.final_stats() for rep in replicas]
+    total = summed(stats)
+    busiest = max(stats, key=lambda s: s.peak_blocks)
+    peak = busiest.peak_blocks
     total_blocks = cfg.total_blocks
-    prefill = sum(rep.prefill_tokens for rep in replicas)
-    verdict = overload_verdict([r.arrival_s for r in reqs], finish_times, queue[0], queue[1], prefill, sum(rep.preempted_tokens for rep in replicas))
-    output_tokens = sum(rep.output_tokens for rep in replicas)
+    verdict = overload_verdict([r.arrival_s for r in reqs], tally.finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
+    output_tokens = total.output_tokens
     records = [_record(r) for r in reqs] if record_requests else None
     if stopped:
         stopped = f"{stopped} at simulated t = {makespan:,.3f} s with {unfinished:,} of {n:,} requests unfinished; results cover the requests that ended"
@@ -240,31 +214,31 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         batching=cfg.batching,
         reservation=cfg.reservation,
         requests_total=n,
-        requests_completed=completed,
-        requests_cancelled=cancelled,
-        requests_rejected=rejected,
-        ttft_ms=percentiles(ttft, 1e3),
-        itl_ms=weighted_percentiles(itl_values, itl_weights, 1e3),
-        e2e_ms=percentiles(e2e, 1e3),
-        tpot_ms=percentiles(tpot, 1e3),
+        requests_completed=tally.completed,
+        requests_cancelled=tally.cancelled,
+        requests_rejected=tally.rejected,
+        ttft_ms=percentiles(tally.ttft, 1e3),
+        itl_ms=weighted_percentiles(total.itl_values, total.itl_weights, 1e3),
+        e2e_ms=percentiles(tally.e2e, 1e3),
+        tpot_ms=percentiles(tally.tpot, 1e3),
         output_tokens=output_tokens,
-        prefill_tokens=prefill,
-        prefill_tokens_wasted=sum(rep.wasted_tokens for rep in replicas),
+        prefill_tokens=total.prefill_tokens,
+        prefill_tokens_wasted=total.wasted_tokens,
         throughput_tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
         goodput_requests_per_s=good / makespan if makespan > 0 else 0.0,
         goodput_fraction=good / n if n else 0.0,
-        max_queue_age_ms=queue_age * 1e3,
-        preemptions=sum(rep.preemptions for rep in replicas),
-        prefix_hits=sum(rep.prefix_hits for rep in replicas),
-        blocks_in_use_at_end=sum(rep.pool.in_use for rep in replicas),
+        max_queue_age_ms=tally.queue_age * 1e3,
+        preemptions=total.preemptions,
+        prefix_hits=total.prefix_hits,
+        blocks_in_use_at_end=total.blocks_in_use,
         peak_blocks_in_use=peak,
         peak_kv_utilisation=peak / total_blocks,
         kv_utilisation=_downsample(busiest.sample_t, busiest.sample_used, total_blocks),
-        leases_opened=sum(rep.pool.opened for rep in replicas),
-        leases_released=sum(rep.pool.released for rep in replicas),
-        blocks_allocated=sum(rep.pool.allocated for rep in replicas),
-        blocks_freed=sum(rep.pool.freed for rep in replicas),
-        step_count=sum(rep.steps for rep in replicas),
+        leases_opened=total.leases_opened,
+        leases_released=total.leases_released,
+        blocks_allocated=total.blocks_allocated,
+        blocks_freed=total.blocks_freed,
+        step_count=total.steps,
         makespan_s=makespan,
         overload=verdict,
         replicas=cfg.replicas,
@@ -272,13 +246,13 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         per_replica=[
             ReplicaSummary(
                 replica=rep.number,
-                requests=rep.requests,
+                requests=s.requests,
                 completed=sum(1 for r in reqs if r.replica == rep.number and r.status == DONE),
-                preemptions=rep.preemptions,
-                peak_kv_utilisation=max(rep.sample_used, default=0) / total_blocks,
-                step_count=rep.steps,
+                preemptions=s.preemptions,
+                peak_kv_utilisation=s.peak_blocks / total_blocks,
+                step_count=s.steps,
             )
-            for rep in replicas
+            for rep, s in zip(replicas, stats, strict=True)
         ],
         requests_unfinished=unfinished,
         stopped_early=stopped,

@@ -7,7 +7,7 @@
 
 Mirrors vLLM's ``Request`` (vllm/v1/request.py): the request carries ``status`` and
 ``computed`` (tokens whose K/V is cached, vLLM's ``num_computed_tokens``); the replica decides
-when a transition happens and who holds which blocks.
+when a transition happens, the KV manager which blocks it holds.
 
 A request in the lazy decode batch (see ``decode_batch.py``) does not update ``computed`` and
 ``generated`` per token; the batch materialises them when it leaves.
@@ -45,6 +45,7 @@ class SimRequest:
         self.computed = 0  # tokens whose K/V is cached
         self.generated = 0  # output tokens produced
         self.target = 0  # prefill length of the current admission (prompt + generated so far)
+        # what it holds of the KV pool, written by the KV manager alone (kv_manager.py)
         self.lease = 0  # the pool lease holding its own blocks (0 = none)
         self.own_blocks = 0
         self.attached = False  # holds a reference on the shared prefix blocks
@@ -73,12 +74,9 @@ class SimRequest:
     def arrive(self) -> None:
         self.status = REJECTED if self.rejected else WAITING
 
-    def admit(self, t: float, lease: int, own_blocks: int, start: int, attached: bool) -> None:
-        """Admitted with ``own_blocks`` in ``lease``; prefill starts at token ``start``
-        (after a prefix hit) and runs to the prompt plus what was generated before a preemption."""
-        self.lease = lease
-        self.own_blocks = own_blocks
-        self.attached = attached
+    def admit(self, t: float, start: int) -> None:
+        """Admitted at ``t``; prefill starts at token ``start`` (after a prefix hit) and runs to
+        the prompt plus what was generated before a preemption."""
         self.computed = start
         self.target = self.prompt_tokens + self.generated
         self.status = PREFILL
@@ -90,6 +88,10 @@ class SimRequest:
         self.computed += tokens
         return self.computed >= self.target
 
+    def begin_decode(self) -> None:
+        """Prefill complete and first token out: it decodes from the next step on."""
+        self.status = DECODE
+
     def emit_token(self, t: float) -> float | None:
         """One output token at ``t``; returns the gap since the previous token (None for the first)."""
         self.generated += 1
@@ -98,6 +100,13 @@ class SimRequest:
             self.first_token_s = t
         self.last_token_s = t
         return gap
+
+    def decode_end(self) -> int:
+        """Output tokens at which its decoding ends: all of them, or its cancellation point."""
+        end = self.output_tokens
+        if self.cancel_stage == CANCEL_IN_DECODE and self.generated < self.cancel_after < end:
+            end = self.cancel_after
+        return end
 
     def cancel_due(self) -> bool:
         """Cancelled now, right after a token (first-token or decode stage)?"""
@@ -108,8 +117,6 @@ class SimRequest:
         """Back to waiting with nothing cached; returns the computed tokens thrown away."""
         wasted = self.computed
         self.computed = 0
-        self.lease = 0
-        self.own_blocks = 0
         self.status = WAITING
         self.preemptions += 1
         return wasted
@@ -117,5 +124,3 @@ class SimRequest:
     def finish(self, status: int, t: float) -> None:
         self.status = status
         self.finished_s = t
-        self.lease = 0
-        self.own_blocks = 0
