@@ -197,12 +197,14 @@ def control_type(control):
     return parse
 
 
-def add_control_flags(p: argparse.ArgumentParser, names) -> None:
-    """A flag for each named plan control, rendered from its declaration (planner/controls.py)."""
-    from planner.controls import CONTROLS
+def add_control_flags(p: argparse.ArgumentParser, names, controls=None) -> None:
+    """A flag for each named plan control, rendered from its declaration (``controls``: by
+    default :data:`planner.controls.CONTROLS`, one per PlanInputs field)."""
+    if controls is None:
+        from planner.controls import CONTROLS as controls
 
     for name in names:
-        c = CONTROLS[name]
+        c = controls[name]
         if c.kind == "bool":
             p.add_argument(c.flag, action="store_true", default=None, help=c.cli_help())
         elif c.kind == "choice":
@@ -213,11 +215,12 @@ def add_control_flags(p: argparse.ArgumentParser, names) -> None:
             p.add_argument(c.flag, type=control_type(c), metavar=METAVARS.get(name, "N" if c.kind == "int" else "X"), help=c.cli_help())
 
 
-def control_values(args: argparse.Namespace, names) -> dict:
+def control_values(args: argparse.Namespace, names, controls=None) -> dict:
     """The plan inputs the named control flags were given (library field names)."""
-    from planner.controls import CONTROLS
+    if controls is None:
+        from planner.controls import CONTROLS as controls
 
-    return {name: value for name in names if (value := getattr(args, CONTROLS[name].dest, None)) is not None}
+    return {name: value for name in names if (value := getattr(args, controls[name].dest, None)) is not None}
 
 
 def add_plan_options(p: argparse.ArgumentParser) -> None:

@@ -121,7 +121,14 @@ SHORT_KEYS: dict[str, str] = {
     "generated_tokens": "gen",
     "mtp": "mtp",
 }
-INPUT_KEYS: dict[str, str] = SHORT_KEYS | {name: name for name in CONTROLS if name not in SHORT_KEYS}
+
+
+def input_keys(controls=CONTROLS) -> dict[str, str]:
+    """Field -> link key: the short key where it has one, else the field's own name (a new field)."""
+    return {name: key for name, key in SHORT_KEYS.items() if name in controls} | {name: name for name in controls if name not in SHORT_KEYS}
+
+
+INPUT_KEYS: dict[str, str] = input_keys()
 # What a version-1 link or plan file meant when it left a field out, where that differs from
 # today's PlanInputs default: before version 2 the KV dtype defaulted to bf16, not "auto".
 LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"}}

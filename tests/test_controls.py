@@ -121,3 +121,101 @@ def test_values_outside_a_fields_range_are_refused_naming_it(capsys):
             assert main(["plan", "--example", "--json", *extra, f"{control.flag}={text}"]) == 2, (name, text)
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and (control.flag in err or f"{name}=" in err), (name, text, err)
+
+
+# --------------------------------------------------------------------------- every field on every surface
+
+
+def test_every_field_has_a_label_a_flag_a_link_key_and_a_place_on_the_page():
+    # the reasons a field is not on a surface are named here, so a new one cannot fall off silently
+    from pages.ui.inputs import GROUP_KEYS, WIDGET_OF, unplaced
+    from planner.controls import CONTROLS
+    from planner.labels import INPUTS
+    from planner.share import INPUT_KEYS
+    from planner.sizing import SEARCHED
+
+    size = _flags("size")
+    placed = [k for group, keys in GROUP_KEYS.items() if group != "more" for k in keys]
+    assert len(placed) == len(set(placed))  # each control in one group
+    for name, c in CONTROLS.items():
+        assert name in INPUTS and c.label.startswith(INPUTS[name][0]), name
+        assert c.flag in _flags("plan"), name
+        assert c.flag in size or name in SEARCHED, name  # size: a flag, or set by the sizer per candidate (--gpus, --tps, SLOs, prices: its own flags)
+        assert name in INPUT_KEYS, name
+        assert WIDGET_OF.get(name, name) in placed, name  # headroom_bp is the percent slider headroom_pct
+    assert unplaced() == ()  # today every field has its place; a new one is drawn under "More inputs"
+
+
+def _extended_controls() -> dict:
+    """The declaration of PlanInputs plus four new fields, one of each kind, as a new input would come."""
+    from typing import Literal
+
+    from pydantic import Field
+
+    from planner.controls import declare
+
+    class Extended(PlanInputs):
+        draft_tokens: int = Field(4, ge=0, le=64)
+        cache_tier: Literal["hbm", "host"] = "hbm"
+        offload: bool = False
+        spill_gib: float | None = Field(None, gt=0, le=1024)
+
+    return declare(Extended)
+
+
+NEW = ("draft_tokens", "cache_tier", "offload", "spill_gib")
+
+
+def test_a_new_field_is_a_cli_flag_with_its_type_range_and_choices():
+    import argparse
+
+    import pytest
+
+    from planner.cli import add_control_flags, control_values
+
+    controls = _extended_controls()
+    assert tuple(n for n in controls if n not in PlanInputs.model_fields) == NEW
+    p = argparse.ArgumentParser()
+    add_control_flags(p, controls, controls)
+    args = p.parse_args(["--draft-tokens", "8", "--cache-tier", "host", "--offload", "--spill-gib", "2.5"])
+    assert control_values(args, NEW, controls) == {"draft_tokens": 8, "cache_tier": "host", "offload": True, "spill_gib": 2.5}
+    assert control_values(p.parse_args([]), NEW, controls) == {}  # an absent flag leaves the field's default
+    help_text = " ".join(p.format_help().split())
+    assert "--draft-tokens N draft_tokens: draft tokens (default: 4; >= 0 and <= 64)" in help_text
+    assert "--spill-gib X" in help_text and "> 0 and <= 1,024" in help_text
+    for bad in (["--draft-tokens", "-1"], ["--draft-tokens", "1.5"], ["--cache-tier", "disk"], ["--spill-gib", "nan"]):
+        with pytest.raises(SystemExit):
+            p.parse_args(bad)
+
+
+def test_a_new_field_is_a_link_key_and_a_widget_under_more_inputs():
+    import planner.share as share
+    from pages.ui.inputs import unplaced
+
+    controls = _extended_controls()
+    keys = share.input_keys(controls)
+    assert {n: keys[n] for n in NEW} == {n: n for n in NEW}  # its own name, no short key needed
+    assert list(keys)[: len(share.SHORT_KEYS)] == list(share.SHORT_KEYS) and len(set(keys.values())) == len(keys)
+    assert unplaced(controls) == NEW
+
+
+def _render_new_controls():
+    from pages.ui.inputs import render_control
+    from tests.test_controls import NEW, _extended_controls
+
+    controls = _extended_controls()
+    for name in NEW:
+        render_control(controls[name], None, None)
+
+
+def test_a_new_field_renders_by_its_kind():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_render_new_controls, default_timeout=60).run()
+    assert not at.exception
+    draft, spill = at.number_input(key="draft_tokens"), at.number_input(key="spill_gib")
+    assert (draft.proto.min, draft.proto.max, draft.proto.step, draft.value) == (0, 64, 1, 0)  # the field's range, whole numbers
+    assert (spill.proto.min, spill.proto.max, spill.value) == (0.0, 1024.0, None)  # nullable: an empty input
+    assert at.selectbox(key="cache_tier").options == ["hbm", "host"]
+    assert at.checkbox(key="offload").value is False
+    assert draft.label == "draft_tokens"  # no label yet: the field's name (planner.labels.label)
