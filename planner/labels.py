@@ -23,10 +23,9 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "weight_dtype": ("Weight dtype", "", "element type of the weights; auto: the config's torch_dtype and quantization"),
     "runtime": ("Runtime semantics", "", "whose cache layout to count: vllm (paged), sglang (SGLang's token pool and start-up sizing), transformers or transformers-latent"),
     "vllm_version": ("vLLM version", "", "vLLM release whose start-up sizing and admission runtime vllm follows"),
-    "sglang_version": ("SGLang version", "", "SGLang release whose start-up sizing runtime sglang follows; empty: the newest modelled (0.5.23)"),
-    "mem_fraction_static": ("SGLang memory fraction", "0-1", "SGLang --mem-fraction-static: share of the free memory before the weights that weights and the KV pool take; empty: SGLang's default for the GPU and TP"),
-    "chunked_prefill_size": ("SGLang chunked prefill", "tokens", "SGLang --chunked-prefill-size; empty: SGLang's default for the GPU (2,048 to 16,384)"),
-    "page_size": ("SGLang page size", "tokens", "SGLang --page-size: tokens per KV page; empty: SGLang's default for the model (1; 64 for DSA, 256 for DeepSeek-V4)"),
+    "mem_fraction_static": ("SGLang memory fraction", "0-1", "SGLang --mem-fraction-static (runtime sglang): share of the free memory before the weights that weights and the KV pool take; empty: SGLang's default for the GPU and TP"),
+    "chunked_prefill_size": ("SGLang chunked prefill", "tokens", "SGLang --chunked-prefill-size (runtime sglang); empty: SGLang's default for the GPU (2,048 to 16,384)"),
+    "page_size": ("SGLang page size", "tokens", "SGLang --page-size (runtime sglang): tokens per KV page; empty: SGLang's default for the model (1; 64 for DSA, 256 for DeepSeek-V4)"),
     "reservation": ("Reservation mode", "", "dynamic (input + output), static (maximum context) or paged (whole blocks)"),
     "block_tokens": ("Block size", "tokens", "tokens per paged block"),
     "gpu": ("GPU", "", "catalog accelerator"),
@@ -57,6 +56,46 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
     "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+}
+
+# The app's help of a control, where it says more than the description above (shown on hover by
+# the Plan page; a field without one shows no help there). The runtime and reservation helps are
+# the library's own tables (planner.kv.RUNTIMES, the page's reservation sentences).
+DETAILS: dict[str, str] = {
+    "output_tokens": "Tokens reserved for the answer.",
+    "input_tokens": "Leave empty to add up the parts above.",
+    "max_context": "Leave empty to use the config's max_position_embeddings.",
+    "encoder_tokens": "Vision-encoder tokens each request's cross-attention layers cache (e.g. 4 tiles x 1,601 for Llama 3.2 Vision).",
+    "kv_dtype": (
+        "Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's "
+        "--kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements."
+    ),
+    "mtp": "Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.",
+    "vllm_version": "Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.",
+    "block_tokens": "Tokens per paged block (paged reservation and prefix sharing).",
+    "device_gib": "Used when GPU is 'Custom'; give its bandwidth and peak below for the latency estimate.",
+    "device_bandwidth_gb_s": "HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.",
+    "device_bf16_tflops": "Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.",
+    "gpu_count": "A multiple of TP; each replica uses TP GPUs.",
+    "tp": "Must divide the attention heads (and divide or be a multiple of the KV heads).",
+    "ep": "MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP. 1: experts split by TP.",
+    "headroom_bp": "Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.",
+    "weight_dtype": "auto: the config's torch_dtype and quantization_config.",
+    "workspace_gib": "Activations, CUDA graphs and runtime buffers outside the KV pool.",
+    "model_resident_gib": "Override the per-GPU weight bytes (e.g. from nvidia-smi).",
+    "sequences": "Concurrent sequences across all replicas.",
+    "itl_slo_ms": "Largest acceptable p95 inter-token latency (95 % of the gaps between tokens are shorter).",
+    "max_num_seqs": "The runtime's hard limit per replica (vLLM max_num_seqs).",
+    "ttft_slo_ms": "Largest acceptable p95 time to first token.",
+    "max_batched_tokens": (
+        "Tokens the scheduler runs per engine step (vLLM max_num_batched_tokens): a prompt waits behind the others' chunks (TTFT) and new "
+        "prompts' chunks ride in decode steps (ITL)."
+    ),
+    "shared_prefix_tokens": "Prompt tokens identical across the sequences of one tenant (system prompt, tools).",
+    "tenants": "Prefixes are shared within a tenant only.",
+    "gpu_hour_price": "Price of one GPU-hour, for cost per million tokens.",
+    "mfu": "Share of peak FLOP/s reached (prefill, compute-bound steps).",
+    "mbu": "Share of HBM bandwidth reached (decode, memory-bound steps).",
 }
 
 

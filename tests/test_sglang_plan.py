@@ -141,4 +141,4 @@ def test_refusals_are_one_line_naming_the_control():
 def test_other_runtimes_carry_no_sglang_section():
     plan = compute_plan(make_inputs(), _model("reference/meta-llama__Llama-3.1-8B.json"))
     assert plan.sglang is None and "sglang" not in plan.summary()["kv_cache"]
-    assert "sglang_version" not in plan.summary()["inputs"]
+    assert "mem_fraction_static" not in plan.summary()["inputs"]

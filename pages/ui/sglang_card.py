@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui.safe_text import md
+from planner.units import GIB
 
 
 def card_sglang_preview(r) -> None:
@@ -31,7 +32,7 @@ def _render(plan) -> None:
         f"{v.capacity.cell_bytes:,.{0 if float(v.capacity.cell_bytes).is_integer() else 1}f} B a token{swa}{mamba} · chunked prefill {v.capacity.chunked_prefill_size:,} · CUDA graphs to batch {v.capacity.cuda_graph_max_bs}"
     )
     # a markdown list, not a table: light to draw, and it wraps on a phone
-    budget = v.capacity.available_kv_bytes / 2**30
+    budget = v.capacity.available_kv_bytes / GIB
     static = v.memory.pre_load_free_gib * (1 - v.capacity.mem_fraction_static)
     other = v.memory.available_gib - static - budget  # the VLM cache reservation and a hybrid's Mamba state pool
     lines = [f"- **{md(name)}** {gib:,.2f} GiB · {md(source)}".replace(f" {gib:,.2f} ", f" {gib:,.2f} ".replace("-", "−"), 1) for name, gib, source in ((t.name, t.gib, t.source) for t in v.memory.terms)]

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from planner.engines.sglang import SglangCapacity, SglangMemory
 from planner.errors import PlannerError
-from planner.hardware import GIB
 from planner.limits import ByteBudgetCache
 from planner.plan.inputs import PlanInputs
 from planner.plan.model import PreparedModel
 from planner.plan.sections import Section
+from planner.units import GIB
 
 # the plan's KV dtype as SGLang's --kv-cache-dtype ("auto" lets SGLang resolve the checkpoint's,
 # as it does at start-up); other plan dtypes have no SGLang flag
@@ -78,7 +78,7 @@ def sglang_settings(inputs: PlanInputs):
 
     return SglangSettings(
         tp=inputs.tp, kv_cache_dtype=sglang_kv_dtype(inputs.kv_dtype), context_length=inputs.max_context, mem_fraction_static=inputs.mem_fraction_static,
-        chunked_prefill_size=inputs.chunked_prefill_size, max_running_requests=inputs.max_num_seqs, page_size=inputs.page_size, sglang_version=inputs.sglang_version or DEFAULT_SGLANG_VERSION,
+        chunked_prefill_size=inputs.chunked_prefill_size, max_running_requests=inputs.max_num_seqs, page_size=inputs.page_size, sglang_version=DEFAULT_SGLANG_VERSION,
     )  # fmt: skip
 
 
@@ -110,7 +110,7 @@ def sglang_view(inputs: PlanInputs, model: PreparedModel, reserved_tokens: int, 
     # that changes nothing here is a memo hit
     settings_key = (
         f"{model.geometry.config_hash}|{id(model)}|{inputs.gpu}|{inputs.tp}|{inputs.kv_dtype}|{inputs.max_context}|{inputs.mem_fraction_static!r}|{inputs.chunked_prefill_size}|"
-        f"{inputs.max_num_seqs}|{inputs.page_size}|{inputs.sglang_version}|{inputs.model_resident_gib!r}|{inputs.weight_dtype}"
+        f"{inputs.max_num_seqs}|{inputs.page_size}|{inputs.model_resident_gib!r}|{inputs.weight_dtype}"
     )  # fmt: skip
     key = f"{settings_key}|{reserved_tokens}|{windows}"
     hit = _VIEWS.get(key)
