@@ -97,11 +97,21 @@ def test_plan_cli_prints_the_log_and_command():
 
 
 def test_share_link_round_trip_keeps_the_runtime(llama):
+    # --mem-fraction-static 0.8: 63.5899 - 78.5475 x 0.2 = 47.8804 GiB / 131,072 B = 392,234 tokens,
+    # in 16-token pages 392,224 (the rest of the hand arithmetic: tests/test_sglang_plan.py)
     ref = ModelRef(kind="preset", name="llama-3.1-8b")
-    inputs = make_inputs(runtime="sglang", tp=2, gpu_count=2)
-    decoded = decode_query(encode_query(ref, inputs))
-    assert decoded.inputs.runtime == "sglang"
-    assert compute_plan(decoded.inputs, llama).sglang.capacity.max_total_num_tokens == compute_plan(inputs, llama).sglang.capacity.max_total_num_tokens
+    inputs = make_inputs(runtime="sglang", mem_fraction_static=0.8, page_size=16, chunked_prefill_size=4096)
+    query = encode_query(ref, inputs)
+    assert (query["rt"], query["mfs"], query["pg"], query["cps"]) == ("sglang", "0.8", "16", "4096")
+    decoded = decode_query(query)
+    assert decoded.inputs == inputs
+    assert compute_plan(decoded.inputs, llama).sglang.capacity.max_total_num_tokens == 392224
+
+
+def test_plan_cli_takes_the_derived_sglang_flags():
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", "--preset", "llama-3.1-8b", "--runtime", "sglang", "--mem-fraction-static", "0.8", "--page-size", "16", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["kv_cache"]["sglang"]["capacity"]["max_total_num_tokens"] == 392224
 
 
 def test_plan_page_shows_the_sglang_card():

@@ -220,9 +220,8 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             _select("runtime", err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("vllm_version", err_key, err, disabled=st.session_state.get("runtime") != "vllm")
             if st.session_state.get("runtime") == "sglang":  # SGLang's launch flags (empty: SGLang's defaults)
-                _num("mem_fraction_static", err_key, err, step=0.01, fmt="%.3f", placeholder="SGLang's default for the GPU")
-                _num("chunked_prefill_size", err_key, err, placeholder="SGLang's default for the GPU")
-                _num("page_size", err_key, err, placeholder="SGLang's default for the model")
+                for key, extra in (("mem_fraction_static", {"step": 0.01, "fmt": "%.3f"}), ("chunked_prefill_size", {}), ("page_size", {})):
+                    _num(key, err_key, err, placeholder="SGLang's default", help=CONTROLS[key].description, **extra)
             _select("reservation", err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(CONTROLS["block_tokens"].suggestions or ())
             if st.session_state.get("block_tokens") not in sizes:
