@@ -152,3 +152,20 @@ def test_formulas_derive_the_pool_as_sglang_does(llama):
     assert "x (1 - mem_fraction_static 0.835)" in lines[2] and lines[2].endswith("= 54,363,121,975 B (SGLang 0.5.23 _profile_available_bytes)")
     assert lines[3] == f"token pool = floor(54,363,121,975 / 131,072 B a token) = {LLAMA_TOKENS:,} tokens"
     assert lines[4].startswith(f"max sequences = min(max_running_requests 2,048, {LLAMA_TOKENS:,} // 2,560) = {LLAMA_REQUESTS}")
+
+
+def test_size_page_searches_both_engines():
+    # 324 users on H100 bf16 at TP 1: SGLang holds 162 a replica (hand arithmetic above) -> 2 replicas
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.query_params.update({"v": "2", "m": "preset", "n": "llama-3.1-8b"})
+    at.run()
+    at.query_params.update({"size_users": "324", "size_itl": "0", "size_ttft": "0", "size_gpus": "H100-SXM-80GB", "size_kv": "bf16", "size_eng": "vllm,sglang"})
+    at.switch_page("pages/size.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert next(m for m in at.multiselect if m.key == "size_engines").value == ["vllm", "sglang"]
+    rows = at.dataframe[0].value
+    sg = rows[rows["engine"] == "sglang"]
+    assert list(sg["max_num_seqs"])[:1] == [LLAMA_REQUESTS] and set(rows["engine"]) == {"vllm", "sglang"}
