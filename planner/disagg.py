@@ -240,6 +240,13 @@ class DecodeModel(PoolModel):
             hit = self._steps[sequences] = self.plan.roof.decode_step_s(max(1, sequences), kv_mid, mid)
         return hit
 
+    def step_at(self, sequences: float) -> float:
+        """The decode step at a mean of ``sequences`` sequences (a load spread over replicas is not
+        whole): between the steps of the whole numbers around it, linearly."""
+        low = max(1, math.floor(sequences))
+        frac = sequences - low
+        return self.tpot_s(low) if frac <= 0 else self.tpot_s(low) + frac * (self.tpot_s(low + 1) - self.tpot_s(low))
+
     @cached_property
     def max_sequences(self) -> int:
         """Memory's and vLLM's default limit on sequences a replica runs."""
@@ -365,11 +372,19 @@ class Operating:
 
     @property
     def tpot_ms(self) -> float:
-        return self.decode.tpot_s(max(1, math.ceil(self.sequences))) * 1e3
+        return self.decode.step_at(self.sequences) * 1e3
 
     @property
     def ttft_ms(self) -> float:
         return sum(self.ttft_terms_ms.values())
+
+    @property
+    def e2e_mean_s(self) -> float:
+        """A request's mean end-to-end time: the mean prefill queue instead of its p95, then its other tokens."""
+        rho = self.prefill_utilisation
+        queue = latency.queue_wait(rho, self.prefill.service_s)[0] if rho < 1 else math.inf
+        ttft = (self.ttft_ms - self.ttft_terms_ms["prefill_queue_p95"]) / 1e3 + queue
+        return ttft + max(0, self.decode.generated - 1) * self.tpot_ms / 1e3
 
     @property
     def prefill_utilisation(self) -> float:
@@ -390,12 +405,12 @@ class Operating:
 
 def handover_s(decode: DecodeModel, sequences: float) -> float:
     """The decode side's part of the first token: :data:`HANDOVER_STEPS` decode steps and the second API hop."""
-    return HANDOVER_STEPS * decode.tpot_s(max(1, math.ceil(sequences))) + decode.api_s
+    return HANDOVER_STEPS * decode.step_at(sequences) + decode.api_s
 
 
 def decode_time_s(decode: DecodeModel, sequences: float, transfer_ms: float) -> float:
     """Seconds a request holds its decode slot: the pull, the handover steps and the other tokens."""
-    tpot = decode.tpot_s(max(1, math.ceil(sequences)))
+    tpot = decode.step_at(sequences)
     return transfer_ms / 1e3 + HANDOVER_STEPS * tpot + max(0, decode.generated - 1) * tpot
 
 
@@ -416,7 +431,7 @@ def operate(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, rate: fl
         "prefill": prefill.prefill_s * 1e3,
         "prefill_queue_p95": prefill.queue_p95_s(rho) * 1e3,
         "kv_transfer": transfer.ms,
-        "handover_steps": HANDOVER_STEPS * decode.tpot_s(max(1, math.ceil(sequences))) * 1e3,
+        "handover_steps": HANDOVER_STEPS * decode.step_at(sequences) * 1e3,
         "decode_api_hop": decode.api_s * 1e3,
     }
     return Operating(prefill, decode, x, y, sequences, rate, transfer, terms)
@@ -570,19 +585,18 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
     prefill, decode = built
     x, y = spec_p.replicas, spec_d.replicas
     n = inputs.sequences
-    # the load: n requests in flight; a request spends e2e = TTFT + decode time, so rate = n / e2e
-    # (Little) and the decode pool holds the share of them decoding; iterate to the fixed point
-    rate = n / max(1e-9, prefill.prefill_s + decode_time_s(decode, n / y, 0.0))
-    op = operate(prefill, decode, x, y, rate)
-    for _ in range(50):
-        e2e = op.ttft_ms / 1e3 + max(0, decode.generated - 1) * op.tpot_ms / 1e3
-        if not math.isfinite(e2e):
+    # the load: n requests in flight; a request spends e2e (its mean) in the system, so n = rate x e2e
+    # (Little); e2e grows with the rate (the prefill queue, the decode pool's load): bisect on the rate
+    lo, hi = 0.0, n / max(1e-9, prefill.prefill_s + decode_time_s(decode, 1, 0.0))
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid * operate(prefill, decode, x, y, mid).e2e_mean_s < n:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
             break
-        new = n / max(e2e, 1e-9)
-        if abs(new - rate) <= 1e-9 * max(1.0, rate):
-            break
-        rate = 0.5 * (rate + new)
-        op = operate(prefill, decode, x, y, rate)
+    op = operate(prefill, decode, x, y, lo)
     return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
 
 
