@@ -1,7 +1,7 @@
 """Generate the benchmark-result fixtures the importers are tested on, with the tools themselves.
 
 The files under ``tests/data/bench/`` are real outputs of ``vllm bench serve`` (vLLM 0.33.0),
-``guidellm benchmark`` (guidellm 0.8.1) and a ``/metrics`` scrape whose text vLLM's own
+``guidellm run`` (guidellm 0.8.1) and a ``/metrics`` scrape whose text vLLM's own
 Prometheus logger (``vllm.v1.metrics.loggers.PrometheusStatLogger``) wrote, all run against a small
 fake OpenAI-compatible server this script starts on 127.0.0.1. CI never installs these tools:
 the files are committed; this script is how they were made.
@@ -18,6 +18,8 @@ Run (each tool in its own throw-away venv, outside the repo)::
     python3 -m venv VLLM_VENV && VLLM_VENV/bin/pip install vllm==0.33.0
     python3 -m venv GUIDELLM_VENV && GUIDELLM_VENV/bin/pip install guidellm==0.8.1
     VLLM_VENV/bin/python scripts/gen_bench_fixtures.py --guidellm GUIDELLM_VENV/bin/guidellm --out tests/data/bench
+
+(guidellm 0.8 pulls a CUDA torch build: about 6 GB in its venv.)
 
 The tokenizer both clients use is a word-level one this script writes (``tok<i>`` words), so no
 model is downloaded; ``HF_HUB_OFFLINE=1`` is set for the tools.
@@ -51,8 +53,10 @@ def write_tokenizer(folder: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     folder.mkdir(parents=True, exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "eos_token": "</s>", "model_max_length": 1 << 20}))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"unk_token": "<unk>", "eos_token": "</s>"}))
+    # <unk> is not declared special: guidellm's synthetic prompts are a corpus's words, all <unk> here,
+    # and decoding with skip_special_tokens would drop them all (the prompts reached the server empty)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>", "model_max_length": 1 << 20}))
+    (folder / "special_tokens_map.json").write_text(json.dumps({"eos_token": "</s>"}))
     llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
              "num_key_value_heads": 2, "vocab_size": VOCAB + 2, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(llama))
@@ -106,6 +110,15 @@ def _vllm_config(folder: Path):
     return args.create_engine_config()
 
 
+def _text(content: object) -> str:
+    """A chat message's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
 def make_handler(engine: Engine):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -143,7 +156,7 @@ def make_handler(engine: Engine):
             chat = self.path.startswith("/v1/chat/completions")
             if not (chat or self.path.startswith("/v1/completions")):
                 return self._json(404, {"error": "not found"})
-            prompt = " ".join(m.get("content", "") if isinstance(m.get("content"), str) else "" for m in body.get("messages", [])) if chat else body.get("prompt", "")
+            prompt = " ".join(_text(m.get("content")) for m in body.get("messages", [])) if chat else body.get("prompt", "")
             prompt_tokens = len(str(prompt).split())
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
             start = time.perf_counter()
@@ -254,8 +267,9 @@ def main() -> int:
         busiest.stop()
         (out / "vllm_metrics.prom").write_bytes(busiest.best)
         if args.guidellm:
-            gl = [args.guidellm, "benchmark", "run", "--target", base, "--model", MODEL, "--processor", str(tok), "--data", f"prompt_tokens={ISL},output_tokens={OSL}",
-                  "--profile", "constant", "--rate", "4", "--max-requests", "32", "--output-path", str(out / "guidellm_rate4.json")]  # fmt: skip
+            gl = [args.guidellm, "run", "--backend", f"kind=openai_http,target={base},model={MODEL}", "--tokenizer", f"kind=hf_auto,model={tok}",
+                  "--data", f"kind=synthetic_text,prompt_tokens={ISL},output_tokens={OSL}", "--profile", "kind=constant,rate=4",
+                  "--constraint", "kind=max_requests,count=32", "--output", f"kind=json,path={out / 'guidellm_rate4.json'}", "--disable-progress"]  # fmt: skip
             run(gl, env, log)
     server.shutdown()
     versions = {"vllm": _version("vllm"), "guidellm": _guidellm_version(args.guidellm), "isl": ISL, "osl": OSL, "model": MODEL}

@@ -213,8 +213,8 @@ def guidellm(doc: object, index: int = 0) -> Measured:
                 figures[p95_name] = p95 * scale
     if "ttft_ms" not in figures:
         raise PlannerError(f"benchmarks[{index}].metrics.time_to_first_token_ms", None, "a guidellm benchmark carries the TTFT distribution")
-    totals = bench.get("request_totals") or {}
-    requests = _count(f"benchmarks[{index}].request_totals.successful", totals.get("successful")) if isinstance(totals, dict) else None
+    totals = m.get("request_totals") or bench.get("request_totals") or {}
+    requests = _count(f"benchmarks[{index}].metrics.request_totals.successful", totals.get("successful")) if isinstance(totals, dict) else None
     strategy = (bench.get("config") or {}).get("strategy") if isinstance(bench.get("config"), dict) else None
     rate = conc = None
     if isinstance(strategy, dict):
@@ -227,7 +227,7 @@ def guidellm(doc: object, index: int = 0) -> Measured:
         duration = _num("duration", bench["end_time"] - bench["start_time"], hi=1e7)
     return Measured(
         source="guidellm", tool="guidellm", requests=requests, duration_s=duration, request_rate=rate, max_concurrency=conc,
-        input_tokens_mean=figures.pop("_in", None), output_tokens_mean=figures.pop("_out", None),
+        input_tokens_mean=figures.pop("_in", None) or None, output_tokens_mean=figures.pop("_out", None) or None,
         figures={k: v for k, v in figures.items() if not k.startswith("_")},
     )  # fmt: skip
 
