@@ -562,16 +562,32 @@ def _report(pool: PoolModel, spec: PoolSpec, utilisation: float, capacity: float
     )  # fmt: skip
 
 
+def pool_rows(plan: DisaggPlan) -> list[dict]:
+    """One row per pool of a disaggregated plan, as the Size page, the PDF and the CLI show them."""
+    rows = []
+    for r in (plan.prefill, plan.decode):
+        rows.append(
+            {
+                "pool": r.role, "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "$/h": round(r.gpu_hour_price * r.gpu_count, 2),
+                "weights GiB/GPU": round(r.model_resident_bytes / 2**30, 1), "KV pool GiB/GPU": round(r.available_for_kv_bytes / 2**30, 1),
+                "seqs/replica": round(r.sequences_per_replica, 1), "utilisation": f"{r.utilisation:.0%}",
+                "step ms": round(r.step_ms, 1), "req/s/replica": round(r.requests_per_s_capacity, 3),
+            }
+        )  # fmt: skip
+    return rows
+
+
 def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec, PoolSpec], prices: dict[str, float] | None = None) -> DisaggPlan:
     """The plan's workload (``values["sequences"]`` concurrent requests over the deployment, its
-    context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``).
+    context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``). A ``disagg``
+    key in ``values`` (a size recommendation's ``plan_values``) is ignored: ``pools`` says them.
 
     Raises:
         PlannerError: a bad pools text, a pool whose weights do not fit, or any bad plan input.
     """
     from planner.sizing import resolve_prices
 
-    inputs = make_inputs(**values)
+    inputs = make_inputs(**{k: v for k, v in values.items() if k != "disagg"})
     spec_p, spec_d = parse_pools(pools, inputs.gpu) if isinstance(pools, str) else pools
     kv = inputs.kv_dtype
     price_of = resolve_prices(sorted({spec_p.gpu, spec_d.gpu}), prices if prices is not None else inputs.gpu_hour_price)

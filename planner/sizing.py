@@ -392,7 +392,8 @@ def size(
         if progress:
             progress(0.5 if capacity_top else 0.9, "disaggregated pools and the frontier")
         slo = pareto.Slo(ttft_p95_ms, itl_p95_ms, tpot_ms)
-        found = pareto.search(model, base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
+        searched_base = {k: v for k, v in base.items() if k not in _SEARCHED}  # the search sets these itself (as each aggregated candidate does)
+        found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
     recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated))
