@@ -215,7 +215,7 @@ def main() -> None:
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
-                "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_values, upload_config),
+                "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_inputs(), upload_config),
             }
         )  # fmt: skip
     st.subheader("Alternatives")
@@ -258,13 +258,13 @@ def main() -> None:
     with st.container(border=True, key="size_share"):
         st.markdown("**Share and export**")
         st.code(link, language=None, wrap_lines=True)
-        best_values = recs[0].plan_values
+        best_values = recs[0].plan_inputs()
 
         def pdf() -> bytes:
             from planner.plan import compute_plan
             from planner.report import build_pdf
 
-            return build_pdf(compute_plan(make_inputs(**{k: v for k, v in best_values.items() if k != "disagg"}), model), ref, link, sizing=result)
+            return build_pdf(compute_plan(make_inputs(**best_values), model), ref, link, sizing=result)
 
         st.download_button("Download PDF with the sizing", data=pdf, file_name="kv-sizing.pdf", mime="application/pdf", key="size_pdf", on_click="ignore", icon=":material/picture_as_pdf:")
     if result.refused:

@@ -96,6 +96,14 @@ class Recommendation(BaseModel):
     kv_transfer_ms: float | None = None
     disagg: str | None = None
 
+    def plan_inputs(self) -> dict:
+        """Plan inputs :func:`planner.plan.compute_plan` takes for this deployment: ``plan_values``
+        as they are, or, disaggregated, its decode pool at the sequences that pool holds."""
+        values = {k: v for k, v in self.plan_values.items() if k != "disagg"}
+        if self.disaggregated:
+            values["sequences"] = max(1, min(self.sequences_per_replica, self.max_num_seqs) * self.replicas)
+        return values
+
 
 class Refusal(BaseModel):
     model_config = ConfigDict(frozen=True)

@@ -250,3 +250,14 @@ def test_ladder():
     assert frontier.ladder(20, 13) == [1, 2, 4, 8, 13, 16, 20]
     assert frontier.ladder(8, 8) == [1, 2, 4, 8]
     assert frontier.ladder(0) == []
+
+
+def test_size_with_the_plans_own_fields_in_base(qwen):
+    # the Size page and the CLI pass the whole plan (its sequences, GPU, TP, ...): the pool search sets those itself
+    plain = size(qwen, BASE, users=128, ttft_p95_ms=1000, tpot_ms=20, gpus=["H200-141GB"], kv_dtypes=("fp8",), disagg=True)
+    full = size(qwen, {**BASE, "sequences": 8, "gpu": "A10-24GB", "tp": 4, "gpu_count": 4, "max_num_seqs": 3}, users=128, ttft_p95_ms=1000, tpot_ms=20, gpus=["H200-141GB"], kv_dtypes=("fp8",), disagg=True)
+    assert [r.model_dump() for r in full.recommendations] == [r.model_dump() for r in plain.recommendations]
+    dis = next(r for r in plain.recommendations if r.disaggregated)
+    inputs = dis.plan_inputs()  # its decode pool, at the sequences that pool holds: it plans and is admitted
+    assert "disagg" not in inputs and inputs["gpu"] == dis.decode.gpu and inputs["sequences"] <= dis.max_num_seqs * dis.replicas
+    assert compute_plan(make_inputs(**inputs), qwen).kv_cache.admitted
