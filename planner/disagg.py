@@ -59,7 +59,7 @@ HANDOVER_SOURCE = "vLLM NixlConnector handover (RFC #50913, PR #51919): the step
 PREFILL_MAX_UTILISATION = 0.9  # without a TTFT SLO the prefill queue is still kept short of saturation
 MAX_POOL_REPLICAS = 1024
 RATIO_DECODE_REPLICAS = 16  # integer pool ratios x:y are searched with y up to this many decode replicas
-_POOLS_RE = re.compile(r"^\s*(\d{1,4})\s*[pP]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*,\s*(\d{1,4})\s*[dD]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*$")
+POOLS_RE = re.compile(r"^\s*(\d{1,4})\s*[pP]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*,\s*(\d{1,4})\s*[dD]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*$")
 DISAGG_FORMAT = "xP:TP[@GPU],yD:TP[@GPU], e.g. 2P:4@H200-141GB,1D:8@B200-180GB"
 
 
@@ -90,7 +90,7 @@ def parse_pools(text: str, default_gpu: str) -> tuple[PoolSpec, PoolSpec]:
     Raises:
         PlannerError: the text is not in that form, a count is 0 or above the limits, or a GPU is unknown.
     """
-    m = _POOLS_RE.match(str(text)[:200])
+    m = POOLS_RE.match(str(text)[:200])
     if not m:
         raise PlannerError("disagg", text, f"write the pools as {DISAGG_FORMAT}")
     out = []

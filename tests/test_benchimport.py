@@ -172,3 +172,24 @@ def test_bad_files_are_refused_in_one_line(data, why):
         read_result(data)
     text = str(exc.value)
     assert why in text and "\n" not in text and len(text) < 400
+
+
+def test_cli_bench_import_against_a_plan_file(capsys, tmp_path, llama):
+    from planner.cli import main
+    from planner.share import plan_file_json
+    from planner.source import ModelRef
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_file_json(ModelRef(kind="preset", name="llama-3.1-8b"), make_inputs(**PLAN)))
+    assert main(["bench-import", str(DATA / "vllm_bench_c8.json"), "--plan", str(plan), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["figure"]: r for r in doc["rows"]}
+    doc_raw = json.loads(raw("vllm_bench_c8.json"))
+    assert rows["ttft_ms"]["measured"] == doc_raw["mean_ttft_ms"] and rows["ttft_ms"]["predicted"] > 0  # measured beside predicted
+    assert doc["calibration"].startswith("src=vllm-bench;")
+    assert main(["bench-import", str(DATA / "vllm_metrics.prom"), "--plan", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "running requests" in out and "calibration: src=prometheus" in out
+    assert main(["bench-import", str(DATA / "versions.json"), "--plan", str(plan)]) == 2  # a JSON that is no benchmark result: one line
+    err = capsys.readouterr().err
+    assert "neither a vllm bench serve result" in err and len(err.strip().splitlines()) == 1

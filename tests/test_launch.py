@@ -100,3 +100,50 @@ def test_bench_commands_carry_the_plans_workload(qwen):
     assert "DECODE_HOST" in bench_commands(qwen, DISAGG, repo=REPO).metrics  # a decode replica's engine metrics
     with pytest.raises(PlannerError, match="rate"):
         bench_commands(qwen, BASE, rate_per_s=float("nan"))
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def run_cli(capsys, *argv):
+    from planner.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_launch_writes_validated_values_and_the_bench_line(capsys, tmp_path):
+    values = tmp_path / "values.yaml"
+    plan = ("--preset", "llama-3.1-70b", "--weight-dtype", "fp8", "--kv-dtype", "fp8", "--input-tokens", "4000", "--output-tokens", "1000", "--gpu", "H200-141GB", "--tp", "2")
+    rc, out, _ = run_cli(capsys, "launch", *plan, "--disagg", "2P:1,1D:2@B200-180GB", "--out", str(values), "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert validate(yaml.safe_load(values.read_text())) == [] and values.read_text() == doc["llmd_values"]
+    assert "--tensor-parallel-size 1" in doc["vllm"]["prefill"] and "--tensor-parallel-size 2" in doc["vllm"]["decode"]
+    assert doc["bench"]["input_tokens"] == 4000 and "--input-len 4000" in doc["bench"]["vllm"]
+    rc, out, _ = run_cli(capsys, "launch", *plan, "--what", "bench", "--rate", "1.5")
+    assert rc == 0 and "--request-rate 1.5" in out and "kind=poisson,rate=1.5" in out
+
+
+@pytest.mark.parametrize(("argv", "why"), [(("--disagg", "2P"), "write the pools"), (("--rate", "-1"), "--rate"), (("--rate", "١"), "--rate"), (("--what", "k8s"), "invalid choice")])
+def test_cli_launch_refuses_in_one_line(capsys, argv, why):
+    rc, out, err = run_cli(capsys, "launch", "--preset", "llama-3.1-8b", *argv)
+    assert rc == 2 and why in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_size_disagg_frontier_json_contract(capsys):
+    rc, out, _ = run_cli(
+        capsys, "size", "--preset", "llama-3.1-70b", "--input-tokens", "4000", "--output-tokens", "1000", "--weight-dtype", "fp8", "--users", "256",
+        "--itl-p95-ms", "50", "--ttft-p95-ms", "2000", "--kv-dtypes", "fp8", "--gpus", "H200-141GB,B200-180GB,MI300X-192GB", "--disagg", "--frontier", "--json",
+    )  # fmt: skip
+    assert rc == 0
+    doc = json.loads(out)
+    points = doc["frontier"]
+    assert points and {"tokens_per_s_per_gpu", "tokens_per_s_per_user", "gpus", "cost_per_hour", "pareto", "disaggregated", "meets_slo"} <= set(points[0])
+    assert any(p["pareto"] for p in points) and {p["disaggregated"] for p in points} == {True, False}
+    dis = next(p for p in points if p["disaggregated"])
+    assert {"gpu", "tp", "replicas"} <= set(dis["prefill"]) and {"gpu", "tp", "replicas"} <= set(dis["decode"])
+    for r in doc["recommendations"]:
+        assert "disaggregated" in r and (not r["disaggregated"] or (r["prefill"] and r["decode"] and r["kv_transfer_ms"] > 0))
+    assert "disaggregat" in doc["answer"].lower()  # it says whether disaggregation pays and why

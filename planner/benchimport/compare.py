@@ -173,14 +173,17 @@ def _disaggregated(model: PreparedModel, values: dict, measured: Measured) -> tu
     return out, load
 
 
-def compare(measured: Measured, inputs, model: PreparedModel) -> Comparison:
-    """``measured`` beside the plan's prediction for that run (see the module docstring).
+def compare(measured: Measured, inputs, model: PreparedModel, disagg: str | None = None) -> Comparison:
+    """``measured`` beside the plan's prediction for that run (see the module docstring);
+    ``disagg``: the run's deployment was these disaggregated pools (:func:`planner.disagg.parse_pools` text).
 
     Raises:
         PlannerError: the plan does not plan, or the run measured nothing the plan predicts.
     """
     warnings: list[str] = []
     values = _replan(inputs, model, measured, warnings)
+    if disagg:
+        values["disagg"] = disagg
     if values.get("disagg"):
         predicted, load = _disaggregated(model, {k: v for k, v in values.items() if k != "calibration"}, measured)
     else:
