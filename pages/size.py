@@ -98,7 +98,7 @@ def frontier_figure(points: list, itl_slo: float | None) -> go.Figure:
     front = sorted((p for p in points if p.pareto), key=lambda p: p.tokens_per_s_per_user)
     fig.add_scatter(x=[p.tokens_per_s_per_user for p in front], y=[p.tokens_per_s_per_gpu for p in front], mode="lines", name="Pareto front", line=dict(color="#444", width=1.5), hoverinfo="skip")
     fig.update_layout(
-        title="Throughput against interactivity (shaded: inside the ITL SLO)", xaxis_title="tokens/s per user (1000 / TPOT)", yaxis_title="output tokens/s per GPU",
+        title="Throughput vs interactivity", xaxis_title="tokens/s per user (1000 / TPOT)", yaxis_title="output tokens/s per GPU",
         height=420, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2), clickmode="event+select",
     )  # fmt: skip
     return fig
@@ -300,8 +300,9 @@ def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref,
         chosen = [pt.get("customdata") for pt in (event.selection.points if event and event.selection else []) if isinstance(pt.get("customdata"), int)]
         front = sum(p.pareto for p in points)
         st.caption(
-            f"{len(points):,} operating points ({front} on the Pareto front, drawn larger; faint ones miss the SLOs): each deployment shape at 1, 2, 4, ... sequences a replica. "
-            "Hover for its cost; click a point to open it as a plan."
+            f"{len(points):,} operating points ({front} on the Pareto front, drawn larger; faint ones miss the SLOs): each deployment shape at 1, 2, 4, ... sequences a replica"
+            + (f"; shaded: at or above {1000 / itl:,.0f} tokens/s per user, inside the {itl:g} ms ITL SLO. " if itl else ". ")
+            + "Hover for its cost; click a point to open it as a plan."
         )
         if chosen and 0 <= chosen[0] < len(points):
             p = points[chosen[0]]
