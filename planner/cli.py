@@ -871,7 +871,7 @@ def build_parser() -> argparse.ArgumentParser:
     from planner.benchimport import FORMATS
 
     p = sub.add_parser("bench-import", help="a benchmark result beside the plan's prediction for that run (measured, predicted, ratio, calibration)")
-    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report or a text scrape of vLLM's /metrics")
+    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report or a text scrape of vLLM's /metrics (required; no default)")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
     p.add_argument("--format", choices=list(FORMATS), help="the file's format (default: detected)")
