@@ -20,6 +20,15 @@ def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> list[Reque
     Reads at most ``max_bytes + 1`` bytes, so endless inputs (``/dev/zero``, a pipe) stop at
     the cap. Raises :class:`PlannerError` for an unreadable, oversized, non-UTF-8 or bad trace.
     """
+    return parse_trace_csv(read_trace_text(path, max_bytes, "CSV"))
+
+
+def read_trace_text(path: str | Path, max_bytes: int = MAX_TRACE_BYTES, kind: str = "CSV") -> str:
+    """A trace file's text: at most ``max_bytes`` (refused above, read no further), UTF-8, no NUL.
+
+    Raises:
+        PlannerError: unreadable, oversized, not UTF-8 or binary.
+    """
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
@@ -32,8 +41,8 @@ def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> list[Reque
     except UnicodeDecodeError:
         raise PlannerError("trace", str(path)[:200], "not UTF-8 text") from None
     if "\x00" in text:
-        raise PlannerError("trace", str(path)[:200], "binary data, not CSV text")
-    return parse_trace_csv(text)
+        raise PlannerError("trace", str(path)[:200], f"binary data, not {kind} text")
+    return text
 
 
 def _length_spec(name: str, spec: int | tuple[int, int]) -> tuple[int, int]:
