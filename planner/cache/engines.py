@@ -59,3 +59,16 @@ def sglang_hicache_flags(cpu_gib: float, disk_gib: float, *, tp: int, device_tok
     if disk_gib:
         parts.append("--hicache-storage-backend file")
     return " ".join(parts)
+
+
+def with_offload(command: str, plan) -> str:
+    """``vllm serve ...`` with the plan's offload tiers added (the command as is without them):
+    the flags appended, LMCache's environment set before the command."""
+    if plan.inputs.sessions_per_min is None or not (plan.inputs.cpu_tier_gib or plan.inputs.disk_tier_gib):
+        return command
+    cache = plan.cache
+    if not cache.applies or not cache.vllm_flags:
+        return command
+    flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
+    env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+    return " ".join([*env, command, *flags])
