@@ -92,6 +92,8 @@ class TTFTSplit(Section):
     prefill_ms: float
     first_decode_ms: float
     hit_rate: float
+    concurrency: int  # requests in flight a replica at the workload's rate
+    keeps_up: bool  # False: even the memory ceiling's concurrency cannot carry the rate (the wait is the burst's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +159,49 @@ class CacheModel:
         roof = plan.roof
         est = plan.estimate
         self.per_replica_rate = workload.requests_per_s / self.replicas
+        self.prompts = [workload.prompt_tokens(k) for k in range(1, workload.turns + 1)]
+        self.mean_prompt = sum(self.prompts) / workload.turns
+        self.max_concurrency = max(1, min(plan._ceiling.per_replica, inputs.max_num_seqs or plan._ceiling.per_replica))
+        # a turn's time in the engine: first at the plan's load, then at the concurrency that
+        # carries the workload's rate with what the GPU pool finds cached
         self.turn_s = est.end_to_end_ms / 1e3
-        self.concurrency = max(1, math.ceil(self.per_replica_rate * self.turn_s))
-        load = plan._load
-        served = latency.served(roof, plan.context.input_tokens, 0, load.generated, self.concurrency, load.kv_mid, load.mid, inputs.max_batched_tokens)
+        first = fit_tier(workload, self.block, self.gpu.capacity_units, self.replicas, self.turn_s)
+        cached = sum(first.hit_tokens(k) for k in range(1, workload.turns + 1)) / workload.turns
+        served, self.concurrency, _ = self.served_at_rate(cached)
+        self.turn_s = self.turn_seconds(served)
         self.timing = TurnTiming(roof.prefill_s, est.first_decode_ms / 1e3, served.itl_ms / 1e3, inputs.tp)
         self.gpu_fit = fit_tier(workload, self.block, self.gpu.capacity_units, self.replicas, self.turn_s)
-        self.prompts = [workload.prompt_tokens(k) for k in range(1, workload.turns + 1)]
+
+    def turn_seconds(self, served: latency.Served) -> float:
+        """A turn's time in the engine: prefill, the wait behind other prompts, the answer."""
+        return (served.prefill_one_ms + served.wait_ms + self.plan._load.generated * served.itl_ms) / 1e3
+
+    def served_at_rate(self, cached: float) -> tuple[latency.Served, int, bool]:
+        """(served latency, concurrency, keeps up) at the concurrency whose throughput
+        (concurrency / a turn's time, Little's law) is the workload's request rate a replica,
+        with ``cached`` prompt tokens of a mean prompt found cached; the memory ceiling when
+        even that falls short (the replica does not keep up)."""
+        plan, load = self.plan, self.plan._load
+        prompt = round(self.mean_prompt)
+        hit = min(round(cached), prompt - 1)
+
+        def at(c: int) -> latency.Served:
+            return latency.served(plan.roof, prompt, hit, load.generated, c, load.kv_mid, load.mid, plan.inputs.max_batched_tokens)
+
+        def enough(c: int) -> bool:
+            return c >= self.per_replica_rate * self.turn_seconds(at(c))
+
+        top = self.max_concurrency
+        if not enough(top):
+            return at(top), top, False
+        lo, hi = 0, top
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if enough(mid):
+                hi = mid
+            else:
+                lo = mid
+        return at(hi), hi, True
 
     def lower_tiers(self, cpu_gib: float, disk_gib: float) -> tuple[str, list[Tier]]:
         inputs = self.plan.inputs
@@ -216,20 +254,57 @@ class CacheModel:
                 mean_prefill += weight * prefill
                 cached_total += weight * cached
                 outcomes.append((load_s + prefill + timing.first_decode_s, weight))
-        mean_prompt = sum(self.prompts) / n
-        plan, load = self.plan, self.plan._load
-        wait = latency.served(plan.roof, round(mean_prompt), min(round(cached_total), round(mean_prompt) - 1), load.generated, self.concurrency, load.kv_mid, load.mid, plan.inputs.max_batched_tokens)
+        mean_prompt = self.mean_prompt
+        wait, concurrency, keeps_up = self.served_at_rate(cached_total)
         p95 = _weighted_p95(outcomes)
+        # a replica that cannot carry the rate: its queue grows; the wait shown is the burst's (every prompt at once)
+        wait_ms, wait_p95_ms = (wait.wait_ms, wait.wait_p95_ms) if keeps_up else (wait.burst_wait_ms, wait.burst_wait_max_ms)
         split = TTFTSplit(
-            mean_ms=wait.wait_ms + (mean_load + mean_prefill + timing.first_decode_s) * 1e3,
-            p95_ms=wait.wait_p95_ms + p95 * 1e3,
-            wait_ms=wait.wait_ms,
+            mean_ms=wait_ms + (mean_load + mean_prefill + timing.first_decode_s) * 1e3,
+            p95_ms=wait_p95_ms + p95 * 1e3,
+            wait_ms=wait_ms,
             load_ms=mean_load * 1e3,
             prefill_ms=mean_prefill * 1e3,
             first_decode_ms=timing.first_decode_s * 1e3,
             hit_rate=cached_total / mean_prompt,
+            concurrency=concurrency,
+            keeps_up=keeps_up,
         )
         return split, [s * n for s in served], [lw / p * 1e3 if p else 0.0 for lw, p in zip(load_weight, loading, strict=True)]
+
+
+SWEEP_GIB = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)  # CPU tier sizes the chart sweeps (GiB a replica)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint(Section):
+    """The workload at one CPU tier size (the Plan page's chart)."""
+
+    cpu_tier_gib: float
+    hit_rate: float
+    ttft_mean_ms: float
+    ttft_p95_ms: float
+    tier_cost_per_hour: float  # all replicas
+
+
+def cpu_tier_sweep(plan: Plan, sizes: tuple[float, ...] = SWEEP_GIB) -> tuple[SweepPoint, ...]:
+    """Hit rate and TTFT of the plan's workload at each CPU tier size (its disk tier kept);
+    empty when the plan has no workload the cache model applies to. A size too small for one
+    chunk is left out."""
+    w = workload_of(plan.inputs)
+    if w is None or not_applicable(plan):
+        return ()
+    model = CacheModel(plan, w)
+    out = []
+    for gib in sizes:
+        try:
+            _, lower = model.lower_tiers(gib, plan.inputs.disk_tier_gib or 0.0)
+        except PlannerError:
+            continue
+        tiers = [model.gpu, *lower]
+        split, _, _ = model.scenario(tiers, [model.gpu_fit, *(model.fit(t) for t in lower)])
+        out.append(SweepPoint(gib, split.hit_rate, split.mean_ms, split.p95_ms, sum(t.usd_per_hour for t in lower) * model.replicas))
+    return tuple(out)
 
 
 def sim_setup(plan: Plan) -> tuple[SessionWorkload, list[Tier], TurnTiming, int]:
@@ -314,7 +389,7 @@ def cache_section(plan: Plan) -> CacheSection:
         think_time_s=w.think_time_s,
         requests_per_s=w.requests_per_s,
         mean_prompt_tokens=prompt / w.turns,
-        concurrency_per_replica=model.concurrency,
+        concurrency_per_replica=with_tiers.concurrency,
         turn_seconds=model.turn_s,
         hit_rate=sum(served) / prompt,
         hit_rate_gpu_only=gpu_served[0] / prompt,
