@@ -261,3 +261,83 @@ def test_trace_bounds():
         parse_mooncake('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n' * 3, max_rows=2)
     with pytest.raises(PlannerError, match="characters"):
         parse_mooncake('{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1], "x": "' + "a" * (1 << 20) + '"}')
+
+
+# --------------------------------------------------------------------------- the plan's cache section
+
+from planner.plan import compute_plan, make_inputs, prepare_model  # noqa: E402
+from planner.presets import load_preset  # noqa: E402
+
+CHAT = dict(gpu="H100-SXM-80GB", system_tokens=1024, tool_tokens=1024, shared_prefix_tokens=2048, retrieval_tokens=0, history_tokens=0, user_tokens=600, output_tokens=300)
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return prepare_model(load_preset("llama-3.1-8b"))
+
+
+def test_plan_json_contract(llama8b):
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    assert 0 < cache["hit_rate"] < 1 and cache["ttft_saved_ms"] > 0
+    assert [t["name"] for t in cache["tiers"]] == ["gpu", "cpu"]
+    for t in cache["tiers"]:
+        assert {"name", "capacity_tokens", "hit_rate", "load_ms_per_hit"} <= t.keys()
+    gpu, cpu = cache["tiers"]
+    # the CPU tier: 128 GiB / 2 MiB blocks x 16 tokens; a load moves 131,072 B a token over 53.6 GB/s
+    assert cpu["capacity_tokens"] == 128 * 512 * 16
+    assert gpu["load_ms_per_hit"] == 0 and cpu["load_ms_per_hit"] > 0
+    assert cache["hit_rate"] == pytest.approx(gpu["hit_rate"] + cpu["hit_rate"])
+    assert cache["ttft"]["mean_ms"] < cache["ttft_gpu_only"]["mean_ms"] < cache["ttft_no_cache"]["mean_ms"]
+    assert cache["vllm_flags"] == ["--kv-offloading-size 128 --kv-offloading-backend native"]
+    assert [p["part"] for p in cache["shareable"]] == ["shared prefix", "history", "new user message"]
+
+
+def test_plan_without_workload_has_no_cache(llama8b):
+    plan = compute_plan(make_inputs(**CHAT), llama8b)
+    summary = plan.summary()
+    assert "cache" not in summary
+    assert not any(k in summary["inputs"] for k in ("sessions_per_min", "turns", "cpu_tier_gib"))
+    assert plan.cache.applies is False
+    with pytest.raises(PlannerError, match="sessions per minute"):
+        make_inputs(turns=4, **CHAT)
+
+
+def test_cache_needs_a_paged_engine(llama8b):
+    plan = compute_plan(make_inputs(sessions_per_min=60, runtime="transformers", **CHAT), llama8b)
+    assert plan.summary()["cache"] == {"applies": False, "reason": "a prefix cache needs a paged engine (runtime vllm, dynamic or paged reservation)"}
+
+
+def test_not_modelled_loses_offload_with_a_tier(llama8b):
+    from planner.explain import explain
+
+    def missing(**values):
+        return {n.title for n in explain(compute_plan(make_inputs(**CHAT, **values), llama8b)).not_modelled}
+
+    assert {"Offload", "Prefix-cache eviction"} <= missing()
+    assert "Prefix-cache eviction" not in missing(sessions_per_min=60) and "Offload" in missing(sessions_per_min=60)
+    assert not {"Offload", "Prefix-cache eviction"} & missing(sessions_per_min=60, cpu_tier_gib=64)
+
+
+def test_sweep_rises_with_the_tier(llama8b):
+    from planner.cache.section import cpu_tier_sweep
+
+    plan = compute_plan(make_inputs(sessions_per_min=120, turns=8, think_time_s=120, **{**CHAT, "user_tokens": 800}), llama8b)
+    points = cpu_tier_sweep(plan)
+    rates = [p.hit_rate for p in points]
+    assert points[0].cpu_tier_gib == 0 and rates == sorted(rates) and rates[-1] > rates[0] + 0.3
+    assert points[-1].ttft_p95_ms < points[0].ttft_p95_ms
+    assert points[0].hit_rate == pytest.approx(plan.cache.hit_rate)
+
+
+def test_size_may_take_a_cpu_tier_over_gpus(llama8b):
+    from planner.sizing import size
+
+    base = dict(sessions_per_min=600, turns=8, think_time_s=300, shared_prefix_tokens=2048, system_tokens=1024, tool_tokens=1024, retrieval_tokens=0, history_tokens=0, user_tokens=1500, output_tokens=300, input_tokens=2048 + 7 * 1800 + 1500)
+    r = size(llama8b, base, ttft_p95_ms=300, itl_p95_ms=200, gpus=["H100-SXM-80GB"], kv_dtypes=("bf16",), tps=(2,))
+    best = r.recommendations[0]
+    without = min((x for x in r.recommendations if x.cpu_tier_gib is None), key=lambda x: x.cost_per_hour)
+    assert r.searched["workload"]["rate_per_s"] == pytest.approx(80.0)  # 600 / 60 x 8 turns
+    assert best.cpu_tier_gib and best.gpu_count < without.gpu_count and best.cost_per_hour < without.cost_per_hour
+    assert best.tier_cost_per_hour == pytest.approx(best.replicas * best.cpu_tier_gib * 0.004237)
+    assert "CPU tier" in r.answer
