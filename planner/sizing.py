@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.capacity import smallest_passing
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
@@ -336,13 +337,7 @@ class _Candidate:
                     return f"needs more than {MAX_REPLICAS:,} replicas"
                 fail, step = ok, step * 2
                 ok = min(MAX_REPLICAS, ok + step)
-        while ok - fail > 1:
-            mid = (ok + fail) // 2
-            if holds(mid):
-                ok = mid
-            else:
-                fail = mid
-        return ok
+        return smallest_passing(holds, fail, ok)
 
 
 def size(

@@ -29,6 +29,7 @@ from planner.cache.hitrate import TierFit, fit_tier
 from planner.cache.tiers import Tier, gpu_tier, offload_tiers
 from planner.cache.timing import TurnTiming, choose_loads
 from planner.cache.workload import SessionWorkload
+from planner.capacity import smallest_passing
 from planner.errors import PlannerError
 from planner.hardware import GIB
 from planner.plan.sections import Section
@@ -194,14 +195,8 @@ class CacheModel:
         top = self.max_concurrency
         if not enough(top):
             return at(top), top, False
-        lo, hi = 0, top
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if enough(mid):
-                hi = mid
-            else:
-                lo = mid
-        return at(hi), hi, True
+        c = smallest_passing(enough, 0, top)
+        return at(c), c, True
 
     def lower_tiers(self, cpu_gib: float, disk_gib: float) -> tuple[str, list[Tier]]:
         inputs = self.plan.inputs
