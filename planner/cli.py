@@ -337,11 +337,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import time
 
     from planner import simulate as sim
+    from planner.simulate.mooncake import parse_mooncake
+    from planner.simulate.workload import read_trace_text
 
     plan, _model, source = plan_from_args(args)
+    text = read_trace_text(args.trace, kind="CSV or JSONL") if args.trace else None
+    if text is not None and is_mooncake(args.trace, text):  # a prefix-cache trace: the tiers replay it
+        from planner.cache.runs import replay_plan
+
+        return _cache_output(args, replay_plan(plan, parse_mooncake(text), time_budget_s=args.time_budget_s), source)
+    if plan.inputs.sessions_per_min is not None:  # a session workload: the tiered cache simulation
+        from planner.cache.runs import DEFAULT_SESSIONS, simulate_plan
+
+        return _cache_output(args, simulate_plan(plan, getattr(args, "sessions", None) or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    if args.trace:
-        requests = sim.read_trace(args.trace)
+    if text is not None:
+        requests = sim.parse_trace_csv(text)
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.plan_config(
@@ -377,6 +388,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         emit(result.overload.message)
         if result.stopped_early:
             emit(f"stopped early: {result.stopped_early}")
+    return 0
+
+
+def is_mooncake(path: str, text: str) -> bool:
+    """A Mooncake-style JSONL trace (by its extension, or a first line that is a JSON object)
+    rather than the CSV of arrival_s, prompt_tokens, output_tokens."""
+    if path.lower().endswith((".jsonl", ".json")):
+        return True
+    return text.lstrip("\ufeff \t\r\n").startswith("{")
+
+
+def _cache_output(args: argparse.Namespace, result, source: dict) -> int:
+    """A tiered cache run (sessions or a trace replay) as JSON or its lines."""
+    from planner.cache.runs import sim_lines
+
+    if args.json:
+        print_json({"cache_simulation": result.model_dump(mode="json"), "source": source})
+    else:
+        emit("\n".join(sim_lines(result)))
     return 0
 
 

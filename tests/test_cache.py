@@ -341,3 +341,90 @@ def test_size_may_take_a_cpu_tier_over_gpus(llama8b):
     assert best.cpu_tier_gib and best.gpu_count < without.gpu_count and best.cost_per_hour < without.cost_per_hour
     assert best.tier_cost_per_hour == pytest.approx(best.replicas * best.cpu_tier_gib * 0.004237)
     assert "CPU tier" in r.answer
+
+
+# --------------------------------------------------------------------------- the simulator on a plan, traces through its tiers
+
+
+def test_simulate_plan_agrees_with_the_plans_model(llama8b):
+    from planner.cache.runs import sim_lines, simulate_plan
+
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, sequences=16, **CHAT), llama8b)
+    r = simulate_plan(plan, 2500, seed=1)
+    assert r.sessions == 2000 and r.requests == 2000 * 6  # the first fifth warm the caches, uncounted
+    assert r.hit_rate == pytest.approx(plan.cache.hit_rate, rel=0.10)  # the bound on hit rate
+    assert [t.name for t in r.tiers] == ["gpu", "cpu"] and r.tiers[1].requests_loading > 0
+    assert "cache sim" in sim_lines(r)[0] and "CPU DRAM" in sim_lines(r)[0]
+    with pytest.raises(PlannerError, match="100,000 requests"):
+        simulate_plan(plan, 20_000)  # x 6 turns
+
+
+def test_tiers_stand_without_a_workload(llama8b):
+    from planner.engines.vllm import vllm_preview
+    from planner.explain import summary_lines
+
+    plan = compute_plan(make_inputs(cpu_tier_gib=128, **CHAT), llama8b)
+    assert "cache" not in plan.summary()  # no session workload: the plan's numbers are as without the tier
+    assert plan.summary()["capacity"] == compute_plan(make_inputs(**CHAT), llama8b).summary()["capacity"]
+    assert vllm_preview(plan, llama8b).command.endswith("--kv-offloading-size 128 --kv-offloading-backend native")
+    assert summary_lines(plan)[-1].startswith("cache        not modelled: no session workload")
+    tiny = compute_plan(make_inputs(sessions_per_min=5, cpu_tier_gib=0.0001, **CHAT), llama8b)
+    # 0.0001 GiB = 107,374 B, below one 16-token block of 8B (16 x 131,072 B): one line, no crash
+    assert tiny.summary()["cache"] == {"applies": False, "reason": "cpu_tier_gib=0.0001: too small to hold one 16-token chunk of this model"}
+
+
+def _trace_line(t_ms, ids, tenant, tokens=None):
+    import json
+
+    return json.dumps({"timestamp": t_ms, "input_length": tokens or 512 * len(ids) + 1, "output_length": 4, "hash_ids": ids, "tenant": tenant})
+
+
+def test_replay_plan_through_a_cpu_tier_by_hand(llama8b):
+    from planner.cache.runs import replay_plan, trace_setup
+
+    plan = compute_plan(make_inputs(cpu_tier_gib=128, **CHAT), llama8b)
+    tiers, _, replicas = trace_setup(plan)
+    assert [t.name for t in tiers] == ["gpu", "cpu"] and replicas == 1
+    # tenant a sends blocks 1-4 twice, tenant b the same ids once: b finds nothing (keys carry the
+    # tenant); a's second request finds its 4 blocks: 2,048 of 3 x 2,049 prompt tokens
+    text = "\n".join([_trace_line(0, [1, 2, 3, 4], "a"), _trace_line(1000, [1, 2, 3, 4], "b"), _trace_line(2000, [1, 2, 3, 4], "a")])
+    r = replay_plan(plan, parse_mooncake(text))
+    assert r.requests == 3 and r.sessions == 2
+    assert r.hit_rate == pytest.approx(2048 / (3 * 2049))
+    assert r.tiers[0].tokens_served == 2048  # held by the GPU pool: nothing loads from the CPU
+
+
+def test_replay_stops_at_its_time_budget(llama8b):
+    from planner.cache.runs import replay_plan
+
+    plan = compute_plan(make_inputs(**CHAT), llama8b)
+    text = "\n".join(_trace_line(k, [k], "t") for k in range(3000))
+    r = replay_plan(plan, parse_mooncake(text), time_budget_s=1e-9)
+    assert r.requests == 1 and "time budget" in r.stopped_early  # checked after every request
+
+
+def test_trace_bytes_refused_in_one_line():
+    from planner.simulate.workload import trace_text
+
+    with pytest.raises(PlannerError, match="larger than 8 MiB"):
+        trace_text(b"{" * (8 * 2**20 + 1), "big.jsonl", kind="JSONL")
+    with pytest.raises(PlannerError, match="not UTF-8"):
+        trace_text(b"\xff\xfe", "bad.jsonl", kind="JSONL")
+    with pytest.raises(PlannerError, match="binary data, not JSONL"):
+        trace_text(b'{"a": 1}\x00', "nul.jsonl", kind="JSONL")
+
+
+def test_cli_simulate_replays_a_mooncake_trace(tmp_path, capsys):
+    from planner.cli import main
+
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join([_trace_line(0, [1, 2, 3, 4], "a"), _trace_line(1000, [1, 2, 3, 4], "a")]) + "\n")
+    assert main(["simulate", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--trace", str(path), "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)["cache_simulation"]
+    assert out["requests"] == 2 and out["hit_rate"] == pytest.approx(2048 / (2 * 2049))
+    path.write_text(_trace_line(0, [1], "a") + "\n" + '{"timestamp": 1, "input_length": 10}\n')
+    assert main(["simulate", "--preset", "llama-3.1-8b", "--trace", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: line 2=") and "missing output_length, hash_ids" in err[0]

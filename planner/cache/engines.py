@@ -64,11 +64,13 @@ def sglang_hicache_flags(cpu_gib: float, disk_gib: float, *, tp: int, device_tok
 def with_offload(command: str, plan) -> str:
     """``vllm serve ...`` with the plan's offload tiers added (the command as is without them):
     the flags appended, LMCache's environment set before the command."""
-    if plan.inputs.sessions_per_min is None or not (plan.inputs.cpu_tier_gib or plan.inputs.disk_tier_gib):
+    if not (plan.inputs.cpu_tier_gib or plan.inputs.disk_tier_gib):
         return command
-    cache = plan.cache
-    if not cache.applies or not cache.vllm_flags:
+    from planner.cache.section import offload_flags  # the section imports this module
+
+    found = offload_flags(plan)
+    if not found:
         return command
-    flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
-    env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+    flags = [f for f in found if not f.startswith("environment: ")]
+    env = [f.removeprefix("environment: ") for f in found if f.startswith("environment: ")]
     return " ".join([*env, command, *flags])

@@ -32,9 +32,12 @@ def cache_terms(plan: Plan) -> frozenset[str]:
 
 def summary_line(plan: Plan) -> str | None:
     """The CLI's line: hit rate and TTFT with the tiers, without them, and with no prefix cache."""
-    cache = _section(plan)
-    if cache is None:
+    inputs = plan.inputs
+    if inputs.sessions_per_min is None and not (inputs.cpu_tier_gib or inputs.disk_tier_gib):
         return None
+    cache = plan.cache
+    if not cache.applies:
+        return f"cache        not modelled: {cache.reason}"
     a, g, n = cache.ttft, cache.ttft_gpu_only, cache.ttft_no_cache
     below = " + ".join(TIER_NAMES[t.name] for t in cache.tiers[1:])
     if below:

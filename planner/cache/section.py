@@ -140,6 +140,29 @@ class CacheSection(Section):
         return out
 
 
+def pool_layout(plan: Plan) -> tuple[int, int, int]:
+    """(block tokens, bytes of a block on one GPU, blocks in the GPU pool of one replica): the
+    engine's figures when it sized the pool, else the plan's block and K/V budget."""
+    engine = plan.kv_cache.engine
+    if engine is not None and engine.applies and engine.refusal is None:
+        return engine.block_size, engine.bytes_per_block, engine.num_blocks
+    block = plan.inputs.block_tokens
+    per_block = plan.inspect.kv_bytes_per_token * block
+    return block, per_block, plan.capacity.available_for_kv_bytes // per_block
+
+
+def lower_tiers(plan: Plan, cpu_gib: float, disk_gib: float) -> tuple[str, list[Tier]]:
+    """(connector, CPU and disk tiers of one replica) of ``plan`` at these sizes (GiB a replica).
+
+    Raises:
+        PlannerError: a tier too small to hold one chunk of this model.
+    """
+    inputs = plan.inputs
+    block, per_block, _ = pool_layout(plan)
+    return offload_tiers(gpu=plan.device.name, tp=inputs.tp, block_tokens=block, bytes_per_block=per_block, bytes_per_token=plan.inspect.kv_bytes_per_token,
+                         cpu_gib=cpu_gib, disk_gib=disk_gib, cpu_link_gb_s=inputs.cpu_link_gb_s, disk_gb_s=inputs.disk_gb_s, vllm_version=inputs.vllm_version)  # fmt: skip
+
+
 class CacheModel:
     """A plan's workload, tiers, fits and timing, evaluated per scenario (and per CPU tier size
     for the sweep)."""
@@ -148,14 +171,8 @@ class CacheModel:
         inputs = plan.inputs
         self.plan, self.w = plan, workload
         self.replicas = max(1, plan.capacity.replicas)
-        engine = plan.kv_cache.engine
         self.bytes_per_token = plan.inspect.kv_bytes_per_token
-        if engine is not None and engine.applies and engine.refusal is None:
-            self.block, self.bytes_per_block, pool = engine.block_size, engine.bytes_per_block, engine.num_blocks
-        else:
-            self.block = inputs.block_tokens
-            self.bytes_per_block = self.bytes_per_token * self.block
-            pool = plan.capacity.available_for_kv_bytes // self.bytes_per_block
+        self.block, self.bytes_per_block, pool = pool_layout(plan)
         self.gpu = gpu_tier(pool, self.block)
         roof = plan.roof
         est = plan.estimate
@@ -199,9 +216,7 @@ class CacheModel:
         return at(c), c, True
 
     def lower_tiers(self, cpu_gib: float, disk_gib: float) -> tuple[str, list[Tier]]:
-        inputs = self.plan.inputs
-        return offload_tiers(gpu=self.plan.device.name, tp=inputs.tp, block_tokens=self.block, bytes_per_block=self.bytes_per_block, bytes_per_token=self.bytes_per_token,
-                             cpu_gib=cpu_gib, disk_gib=disk_gib, cpu_link_gb_s=inputs.cpu_link_gb_s, disk_gb_s=inputs.disk_gb_s, vllm_version=inputs.vllm_version)  # fmt: skip
+        return lower_tiers(self.plan, cpu_gib, disk_gib)
 
     def fit(self, tier: Tier) -> TierFit:
         return fit_tier(self.w, tier.unit_tokens, tier.capacity_units, self.replicas, self.turn_s)
@@ -331,6 +346,21 @@ def _weighted_p95(outcomes: list[tuple[float, float]]) -> float:
     return max((v for v, _ in outcomes), default=0.0)
 
 
+def offload_flags(plan: Plan) -> tuple[str, ...]:
+    """The ``vllm serve`` flags (and LMCache's environment, ``environment: ...``) of the plan's
+    CPU / disk tiers, with or without a session workload; () without tiers or where the cache
+    model does not apply."""
+    inputs = plan.inputs
+    cpu, disk = inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0
+    if not (cpu or disk) or not_applicable(plan):
+        return ()
+    try:
+        connector, _ = lower_tiers(plan, cpu, disk)
+    except PlannerError:
+        return ()
+    return vllm_offload_flags(inputs.vllm_version, connector, cpu, disk, bytes_per_block=pool_layout(plan)[1], tp=inputs.tp)
+
+
 def not_applicable(plan: Plan) -> str | None:
     """Why a plan's workload gets no cache model (None: it does)."""
     inputs = plan.inputs
@@ -347,13 +377,17 @@ def cache_section(plan: Plan) -> CacheSection:
     """The ``cache`` section of ``plan`` (see the module docstring)."""
     w = workload_of(plan.inputs)
     if w is None:
-        return CacheSection(applies=False, reason="no session workload (sessions per minute) given")
+        tiers = plan.inputs.cpu_tier_gib or plan.inputs.disk_tier_gib
+        return CacheSection(applies=False, reason="no session workload (sessions per minute) given" + (": the tiers are in the start-up command and a trace replay uses them" if tiers else ""))
     reason = not_applicable(plan)
     if reason:
         return CacheSection(applies=False, reason=reason)
-    model = CacheModel(plan, w)
     inputs = plan.inputs
-    connector, lower = model.lower_tiers(inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0)
+    try:
+        model = CacheModel(plan, w)
+        connector, lower = model.lower_tiers(inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0)
+    except PlannerError as exc:  # a tier too small for one chunk of this model
+        return CacheSection(applies=False, reason=str(exc))
     tiers = [model.gpu, *lower]
     fits = [model.gpu_fit, *(model.fit(t) for t in lower)]
     with_tiers, served, load_ms = model.scenario(tiers, fits)
@@ -399,7 +433,7 @@ def cache_section(plan: Plan) -> CacheSection:
         tier_cost_per_hour=tier_cost,
         gpu_time_saved_value_per_hour=saved_offload / 3600.0 * price if price is not None and lower else None,
         shareable=w.shareable(),
-        vllm_flags=vllm_offload_flags(inputs.vllm_version, connector, inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0, bytes_per_block=model.bytes_per_block, tp=inputs.tp) if lower else (),
+        vllm_flags=offload_flags(plan) if lower else (),
         sglang_flags=sglang_hicache_flags(
             inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0, tp=inputs.tp, device_tokens=model.gpu.capacity_tokens, host_tokens=lower[0].capacity_tokens if lower else 0
         )

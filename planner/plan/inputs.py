@@ -108,8 +108,11 @@ def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp:
     return None
 
 
-# a session workload's details, meaningless without its rate (planner/cache/section.py reads them)
-WORKLOAD_DETAILS = ("turns", "think_time_s", "doc_catalog", "doc_zipf", "cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s")
+# a session workload's details, meaningless without its rate (planner/cache/section.py reads them);
+# the tiers (cpu_tier_gib, disk_tier_gib and their links) are the deployment's and stand alone:
+# a trace replay (planner/cache/runs.py) and the start-up command use them without a workload
+WORKLOAD_DETAILS = ("turns", "think_time_s", "doc_catalog", "doc_zipf")
+TIER_INPUTS = ("cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s")
 
 
 def _workload_problem(values: dict) -> tuple[str, object, str] | None:
