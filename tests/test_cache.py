@@ -428,3 +428,23 @@ def test_cli_simulate_replays_a_mooncake_trace(tmp_path, capsys):
     assert main(["simulate", "--preset", "llama-3.1-8b", "--trace", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: line 2=") and "missing output_length, hash_ids" in err[0]
+
+
+def test_pdf_shows_hit_rate_and_ttft_with_and_without_the_tier(tmp_path):
+    import re
+    import subprocess
+
+    from planner.cache.explain import ttft_rows
+    from planner.report import build_pdf
+    from planner.source import preset_ref
+
+    ref, model = preset_ref("llama-3.1-8b")
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, **CHAT), model)
+    path = tmp_path / "cache.pdf"
+    path.write_bytes(build_pdf(plan, ref, None))
+    text = re.sub(r"[ \t]+", " ", subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True, timeout=60).stdout)
+    assert "Prefix cache under sessions" in text
+    rows = ttft_rows(plan)  # the same cells the page and the PDF show
+    assert [r[0] for r in rows[1:]] == ["GPU pool + CPU DRAM", "GPU pool alone", "no prefix cache"]
+    for row in rows[1:]:
+        assert f"{row[0]} {row[1]} {row[2]} {row[3]}" in text
