@@ -616,6 +616,7 @@ def _cache_story(k: _Kit, plan: Plan) -> list:
             k.para("Prefix cache under sessions", k.h2),
             k.grid_table(rows, [44 * mm] + [(width - 44 * mm) / 6] * 6),
             k.grid_table(tiers, [44 * mm] + [(width - 44 * mm) / 5] * 5),
+            *(k.para(f"{part}: {who}", k.small) for part, who in plan.cache.shareable),
         ])
     ]  # fmt: skip
 

@@ -448,3 +448,4 @@ def test_pdf_shows_hit_rate_and_ttft_with_and_without_the_tier(tmp_path):
     assert [r[0] for r in rows[1:]] == ["GPU pool + CPU DRAM", "GPU pool alone", "no prefix cache"]
     for row in rows[1:]:
         assert f"{row[0]} {row[1]} {row[2]} {row[3]}" in text
+    assert "shared prefix: 2,048 tokens: shared by the sessions of one tenant, never across tenants" in text  # what is shareable, and with whom
