@@ -869,91 +869,29 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
     if cached is not None:
         return cached
 
-    start = time.monotonic()
-    deadline = start + max(float(timeout_s), 0.1)
+    deadline = time.monotonic() + max(float(timeout_s), 0.1)
     offline = _offline_mode()
-    notes: list[str] = []
-
-    if offline:
-        path = _fetch_config_from_disk(repo_id, revision)
-        if path is None:
-            raise HubOfflineError(
-                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
-                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
-            )
-        fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                           "served from the local cache (offline mode is on)")
-    else:
-        try:
-            fetched = _run_with_deadline(
-                lambda cancel: _fetch_config_online(repo_id, revision, _FetchBudget(deadline, cancel, token)),
-                deadline - time.monotonic(),
-            )
-        except (_Deadline, _Unreachable) as exc:
-            kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
-            path = _fetch_config_from_disk(repo_id, revision)
-            if path is None:
-                if kind == "timeout":
-                    raise HubTimeoutError(
-                        f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
-                        f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
-                    ) from None
-                if kind == "server":
-                    raise HubError(
-                        f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
-                        f"cached: try again in a few minutes, or {PRESETS_HINT}."
-                    ) from None
-                raise HubOfflineError(
-                    f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
-                    f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
-                    f"{PRESETS_HINT}."
-                ) from None
-            reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
-                      else exc.detail if isinstance(exc, _Unreachable) else "network error")
-            fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                               f"served from the local cache ({reason})")
-
+    fetched = _locate_config(repo_id, revision, token, deadline, timeout_s, offline)
     where = f"{repo_id}@{fetched.commit_sha[:12]}"
     config = _read_config_file(fetched.path, repo_id, where)
-    notes.extend(_check_config(config, repo_id, where))
-    if fetched.note:
-        notes.insert(0, fetched.note)
+    notes = ([fetched.note] if fetched.note else []) + list(_check_config(config, repo_id, where))
 
-    quantization: dict | None = None
-    parameter_counts: dict[str, int] | None = None
-    weights_source = "config estimate"
-    if isinstance(config.get("quantization_config"), dict):
-        quantization = copy.deepcopy(config["quantization_config"])
+    quantization = copy.deepcopy(config["quantization_config"]) if isinstance(config.get("quantization_config"), dict) else None
     extras_offline = offline or fetched.from_cache
     if fetched.from_cache:  # the config came from the disk cache after a timeout: the extras get a short budget of their own
         deadline = max(deadline, time.monotonic() + 1.0)
+    parameter_counts: dict[str, int] | None = None
     if quantization is None or (with_safetensors and not extras_offline):
-        def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, list[str]]:
-            budget = _FetchBudget(deadline, cancel, token)  # the same deadline as the config's
-            quant, extra_notes = None, []
-            if quantization is None:
-                quant, quant_note = _fetch_quant_config(repo_id, fetched.commit_sha, extras_offline, budget)
-                extra_notes += [quant_note] if quant_note else []
-            counts = None
-            if with_safetensors and not extras_offline:
-                counts, note = _fetch_safetensors(repo_id, fetched.commit_sha, budget)
-                extra_notes.append(note)
-            return quant, counts, extra_notes
-
-        slow = ("the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
-                "weights are estimated from the config")
-        try:
-            quant, parameter_counts, extra_notes = _run_with_deadline(extras, deadline - time.monotonic())
-        except (_Deadline, _Unreachable):
-            quant, parameter_counts, extra_notes = None, None, [slow]
+        quant, parameter_counts, extra_notes = _fetch_extras(
+            repo_id, fetched.commit_sha, token, deadline,
+            want_quant=quantization is None, want_counts=with_safetensors and not extras_offline, extras_offline=extras_offline)
         if quant is not None:
             quantization = quant
             notes.append("quantization settings read from hf_quant_config.json")
         notes.extend(extra_notes)
     if with_safetensors and extras_offline:
         notes.append("safetensors metadata needs the Hub; weights are estimated from the config")
-    if parameter_counts is not None:
-        weights_source = "safetensors metadata"
+    weights_source = "safetensors metadata" if parameter_counts is not None else "config estimate"
 
     model = HubModel(
         repo_id=repo_id,
@@ -969,3 +907,72 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
     _cache_put(key, model)
     logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)
     return _copy_model(model)
+
+
+def _locate_config(repo_id: str, revision: str, token: str | None, deadline: float, timeout_s: float, offline: bool) -> _Fetched:
+    """Where ``config.json`` is on disk after the fetch: from the Hub within the deadline, else the
+    disk cache with a note; raises the typed error when neither has it."""
+    if offline:
+        path = _fetch_config_from_disk(repo_id, revision)
+        if path is None:
+            raise HubOfflineError(
+                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
+                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
+            )
+        return _Fetched(path, _commit_from_path(path) or revision, True,
+                        "served from the local cache (offline mode is on)")
+    try:
+        return _run_with_deadline(
+            lambda cancel: _fetch_config_online(repo_id, revision, _FetchBudget(deadline, cancel, token)),
+            deadline - time.monotonic(),
+        )
+    except (_Deadline, _Unreachable) as exc:
+        return _config_from_cache_after(exc, repo_id, revision, timeout_s)
+
+
+def _config_from_cache_after(exc: _Deadline | _Unreachable, repo_id: str, revision: str, timeout_s: float) -> _Fetched:
+    """The disk-cached config after the Hub failed with ``exc``, or the typed error saying why."""
+    kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
+    path = _fetch_config_from_disk(repo_id, revision)
+    if path is None:
+        if kind == "timeout":
+            raise HubTimeoutError(
+                f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
+                f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
+            ) from None
+        if kind == "server":
+            raise HubError(
+                f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
+                f"cached: try again in a few minutes, or {PRESETS_HINT}."
+            ) from None
+        raise HubOfflineError(
+            f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
+            f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
+            f"{PRESETS_HINT}."
+        ) from None
+    reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
+              else exc.detail if isinstance(exc, _Unreachable) else "network error")
+    return _Fetched(path, _commit_from_path(path) or revision, True, f"served from the local cache ({reason})")
+
+
+def _fetch_extras(repo_id: str, commit_sha: str, token: str | None, deadline: float, *, want_quant: bool,
+                  want_counts: bool, extras_offline: bool) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+    """hf_quant_config.json and the safetensors parameter counts, within the config's deadline:
+    (quantization, counts, notes); a slow Hub gives (None, None, one note)."""
+    def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+        budget = _FetchBudget(deadline, cancel, token)  # the same deadline as the config's
+        quant, notes = None, []
+        if want_quant:
+            quant, quant_note = _fetch_quant_config(repo_id, commit_sha, extras_offline, budget)
+            notes += [quant_note] if quant_note else []
+        counts = None
+        if want_counts:
+            counts, note = _fetch_safetensors(repo_id, commit_sha, budget)
+            notes.append(note)
+        return quant, counts, notes
+
+    try:
+        return _run_with_deadline(extras, deadline - time.monotonic())
+    except (_Deadline, _Unreachable):
+        return None, None, ["the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
+                            "weights are estimated from the config"]
