@@ -347,7 +347,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if plan.inputs.sessions_per_min is not None:  # a session workload: the tiered cache simulation
         from planner.cache.runs import DEFAULT_SESSIONS, simulate_plan
 
-        return _cache_output(args, simulate_plan(plan, getattr(args, "sessions", None) or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
+        return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
     if text is not None:
         requests = sim.parse_trace_csv(text)
@@ -718,7 +718,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(p)
     p.add_argument("--rate", type=bounded("rate"), default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
     p.add_argument("--requests", type=bounded("requests"), default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
-    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, at most 8 MiB; replaces --rate and --requests (default: none)")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, or a Mooncake JSONL trace (.jsonl: timestamp ms, input_length, output_length, "
+        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate and --requests (default: none)",
+    )
+    p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")

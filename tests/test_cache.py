@@ -449,3 +449,25 @@ def test_pdf_shows_hit_rate_and_ttft_with_and_without_the_tier(tmp_path):
     for row in rows[1:]:
         assert f"{row[0]} {row[1]} {row[2]} {row[3]}" in text
     assert "shared prefix: 2,048 tokens: shared by the sessions of one tenant, never across tenants" in text  # what is shareable, and with whom
+
+
+def test_cli_plan_contract_and_size_recommends_a_tier(capsys):
+    """The issue's scriptable contract, through the flags the controls give every PlanInputs field."""
+    import json
+
+    from planner.cli import main
+
+    chat = ["--system-tokens", "1024", "--tool-tokens", "1024", "--retrieval-tokens", "0", "--history-tokens", "0", "--user-tokens", "600", "--output-tokens", "300", "--gpu", "H100-SXM-80GB"]
+    flags = ["--turns", "6", "--think-time-s", "120", "--sessions-per-min", "60", "--shared-prefix-tokens", "2048", "--cpu-tier-gib", "128"]
+    assert main(["plan", "--preset", "llama-3.1-8b", *chat, *flags, "--json"]) == 0
+    cache = json.loads(capsys.readouterr().out)["cache"]
+    assert [t["name"] for t in cache["tiers"]] == ["gpu", "cpu"] and cache["tiers"][1]["capacity_tokens"] == 128 * 512 * 16
+    assert 0 < cache["hit_rate"] < 1 and cache["ttft_saved_ms"] > 0
+    assert main(["plan", "--preset", "llama-3.1-8b", *chat, "--json"]) == 0
+    assert "cache" not in json.loads(capsys.readouterr().out)  # without the workload flags the plan is as today
+    size = ["--sessions-per-min", "600", "--turns", "8", "--think-time-s", "300", "--shared-prefix-tokens", "2048", "--system-tokens", "1024", "--tool-tokens", "1024", "--retrieval-tokens", "0",
+            "--history-tokens", "0", "--user-tokens", "1500", "--output-tokens", "300", "--input-tokens", str(2048 + 7 * 1800 + 1500), "--ttft-p95-ms", "300", "--itl-p95-ms", "200",
+            "--gpus", "H100-SXM-80GB", "--kv-dtypes", "bf16", "--tps", "2", "--json"]  # fmt: skip
+    assert main(["size", "--preset", "llama-3.1-8b", *size]) == 0
+    best = json.loads(capsys.readouterr().out)["recommendations"][0]
+    assert best["cpu_tier_gib"] == 512 and best["cache_hit_rate"] > 0.5  # fewer GPUs plus a CPU tier is the cheaper answer
