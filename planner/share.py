@@ -64,7 +64,7 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem
+from planner.plan import PlanInputs, _cross_field_problem, _workload_problem
 from planner.source import ModelRef
 
 SCHEMA_VERSION = 2
@@ -275,6 +275,12 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
 
 def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
     """Drop fields that break PlanInputs' cross-field rules, each with a warning."""
+    while True:  # a session workload's details without its rate: each dropped (the tiers stand alone)
+        problem = _workload_problem(values)
+        if not problem:
+            break
+        values.pop(problem[0], None)
+        warnings.append(f"{label(problem[0])} {_shown(problem[1])} {problem[2]}; using {_default_text(problem[0])}")
     for _ in range(4):
         problem = _cross_field_problem(values.get("gpu", PlanInputs.model_fields["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1))
         if not problem:

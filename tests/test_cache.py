@@ -471,3 +471,20 @@ def test_cli_plan_contract_and_size_recommends_a_tier(capsys):
     assert main(["size", "--preset", "llama-3.1-8b", *size]) == 0
     best = json.loads(capsys.readouterr().out)["recommendations"][0]
     assert best["cpu_tier_gib"] == 512 and best["cache_hit_rate"] > 0.5  # fewer GPUs plus a CPU tier is the cheaper answer
+
+
+def test_share_link_round_trips_the_workload_and_drops_orphan_details():
+    from planner.share import decode_query, encode_query
+    from planner.source import preset_ref
+
+    ref, _ = preset_ref("llama-3.1-8b")
+    inputs = make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, disk_tier_gib=1024, doc_catalog=400, **CHAT)
+    query = encode_query(ref, inputs)
+    assert {k: query[k] for k in ("spm", "turns", "think", "cpu", "disk", "docs")} == {"spm": "60", "turns": "6", "think": "120", "cpu": "128", "disk": "1024", "docs": "400"}
+    back = decode_query(query)
+    assert back.inputs == inputs and not back.warnings
+    # a tampered link: turns without a rate is dropped with a warning; the rest of the plan stays
+    tampered = decode_query({**query, "spm": "-1", "cpu": "1e400"})
+    assert tampered.inputs.sessions_per_min is None and tampered.inputs.turns is None and tampered.inputs.cpu_tier_gib is None
+    assert tampered.inputs.shared_prefix_tokens == 2048 and tampered.inputs.disk_tier_gib == 1024  # the tiers stand alone
+    assert "turns (turns) 6 describes a session workload: give the sessions per minute too; using the default (none: not set)" in tampered.warnings
