@@ -367,5 +367,5 @@ def fig_cache_tiers(plan: Plan) -> go.Figure:
         "Prefix-cache hit rate and p95 TTFT against the CPU tier a replica",
         xaxis={"title": {"text": "CPU DRAM tier per replica"}, "type": "category"},
         yaxis={"title": {"text": "hit rate (%)"}, "rangemode": "tozero"},
-        yaxis2={"title": {"text": "p95 TTFT (ms)"}, "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False},
+        yaxis2={"title": {"text": "p95 TTFT (ms)"}, "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False, "tickformat": ",.0f"},
     )

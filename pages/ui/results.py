@@ -386,8 +386,11 @@ def card_chart_tabs(r: Shown) -> None:
             _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline", shown=r)
 
 
-def _table(rows: list[list[str]]) -> str:
-    """A markdown table of rows (the first the header; numbers right-aligned)."""
+def _table(rows: list[list[str]], transpose: bool = False) -> str:
+    """A markdown table of rows (the first the header; numbers right-aligned); ``transpose``:
+    the rows become columns (a few wide columns fit a phone where many narrow ones do not)."""
+    if transpose:
+        rows = [list(col) for col in zip(*rows, strict=True)]
     head, *body = rows
     return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|", *("| " + " | ".join(md(c) for c in row) + " |" for row in body)])
 
@@ -422,15 +425,19 @@ def _render_cache(r: Shown) -> None:
     else:
         c1.metric("Hit rate (GPU pool)", f"{cache.hit_rate:.1%}", help="Share of the turns' prompt tokens served from the GPU pool's prefix cache (Che's LRU model). Add a CPU tier to see what it adds.")
         c2.metric("TTFT p95", fmt_ms(a.p95_ms), f"{a.p95_ms - n.p95_ms:+,.1f} ms vs no prefix cache", delta_color="inverse")
-    c3.metric("Prefill GPU time saved", f"{cache.gpu_seconds_saved_per_hour / 3600:,.2f} GPU-h/h", help=f"Against recomputing every prompt; {cache.gpu_seconds_saved_by_offload_per_hour / 3600:,.2f} GPU-h/h by the tiers below the GPU.")
+    c3.metric(
+        "Prefill GPUs freed", f"{cache.gpu_seconds_saved_per_hour / 3600:,.2f}",
+        help=f"Prefill GPU time the cache saves against recomputing every prompt, {cache.gpu_seconds_saved_per_hour:,.0f} GPU-s an hour, as GPUs busy all hour; "
+        f"{cache.gpu_seconds_saved_by_offload_per_hour / 3600:,.2f} of them by the tiers below the GPU.",
+    )  # fmt: skip
     if not a.keeps_up:
         st.warning(f"A replica cannot carry {cache.requests_per_s:,.3g} requests/s even at its memory ceiling: the wait shown is a burst's. Add replicas or shorten the turns.", icon=":material/warning:")
     st.caption(
         f"{cache.sessions_per_min:,.4g} sessions/min × {cache.turns} turns = {cache.requests_per_s:,.3g} requests/s; mean prompt {cache.mean_prompt_tokens:,.0f} tokens; "
         f"{cache.concurrency_per_replica:,} in flight a replica; a turn takes {cache.turn_seconds:,.2f} s in the engine."
     )
-    st.markdown(_table(ttft_rows(plan)))
-    st.markdown(_table(tier_rows(plan)))
+    st.markdown(_table(ttft_rows(plan), transpose=True))
+    st.markdown(_table(tier_rows(plan), transpose=True))
     _chart(charts.fig_cache_tiers, plan, key="chart_cache", what="the cache chart", shown=r)
     with st.expander("What is shared, and with whom (tenant-scoped keys)"):
         st.markdown("\n".join(f"- **{md(part)}**: {md(who)}" for part, who in cache.shareable))
