@@ -488,3 +488,11 @@ def test_share_link_round_trips_the_workload_and_drops_orphan_details():
     assert tampered.inputs.sessions_per_min is None and tampered.inputs.turns is None and tampered.inputs.cpu_tier_gib is None
     assert tampered.inputs.shared_prefix_tokens == 2048 and tampered.inputs.disk_tier_gib == 1024  # the tiers stand alone
     assert "turns (turns) 6 describes a session workload: give the sessions per minute too; using the default (none: not set)" in tampered.warnings
+
+
+def test_sessions_longer_than_the_context_are_not_modelled(llama8b):
+    # 200 turns of 512 + 512 tokens: turn 200's prompt is the 2,048-token shared prefix + 199 x 1,024
+    # of history + 512 = 206,336, with its 512-token answer 206,848 > llama-3.1-8b's 131,072:
+    # vLLM refuses such a request
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=200, cpu_tier_gib=512, **{**CHAT, "user_tokens": 512, "output_tokens": 512}), llama8b)
+    assert plan.summary()["cache"] == {"applies": False, "reason": "turn 200's prompt and answer are 206,848 tokens, more than the 131,072-token maximum context: fewer turns or shorter messages"}

@@ -304,14 +304,14 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             with _pair() as (a, b):
                 with a:
                     _num("turns", err_key, err, placeholder="1")
-                    _num("doc_catalog", err_key, err, placeholder="each session's own")
+                    _num("doc_catalog", err_key, err, placeholder="none")
                 with b:
                     _num("think_time_s", err_key, err, step=5.0, fmt="%.4g", placeholder="30")
                     _num("doc_zipf", err_key, err, step=0.1, fmt="%.2f", placeholder="1.0")
             with _pair() as (a, b):
                 with a:
                     _num("cpu_tier_gib", err_key, err, step=64.0, fmt="%.4g")
-                    _num("cpu_link_gb_s", err_key, err, step=1.0, fmt="%.4g", placeholder="the GPU's link")
+                    _num("cpu_link_gb_s", err_key, err, step=1.0, fmt="%.4g", placeholder="GPU default")
                 with b:
                     _num("disk_tier_gib", err_key, err, step=256.0, fmt="%.4g")
                     _num("disk_gb_s", err_key, err, step=0.5, fmt="%.4g", placeholder="6.8")

@@ -370,6 +370,10 @@ def not_applicable(plan: Plan) -> str | None:
         return "observed latencies time one request, not a workload's turns: clear them for the cache model"
     if not plan.inspect.kv_bytes_per_token:
         return "no layer's cache grows with the context: there is no prefix to reuse"
+    w = workload_of(inputs)
+    top = plan.context.maximum_context_tokens
+    if w is not None and w.prompt_tokens(w.turns) + w.output_tokens > top:  # the engine refuses a longer request
+        return f"turn {w.turns:,}'s prompt and answer are {w.prompt_tokens(w.turns) + w.output_tokens:,} tokens, more than the {top:,}-token maximum context: fewer turns or shorter messages"
     return None
 
 
