@@ -24,10 +24,11 @@ from planner.plan import make_inputs
 from planner.share import share_url
 
 KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
+ENGINES = ("vllm", "sglang")  # runtimes whose own sizing and admission the search can follow
 USERS, RATE = "Concurrent users", "Requests per second"
 # Opening workload: 100 users, p95 ITL 50 ms (reading speed with margin), TTFT 2 s.
 DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"], "size_disagg": False}
-PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv"}
+PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
 
 
 def _number(text: str, bound: Bound) -> float | int | None:
@@ -60,6 +61,10 @@ def apply_link_params() -> None:
     if "size_kv" in params:
         kvs = [k for k in params["size_kv"].split(",") if k in KV_CHOICES]
         s["size_kvs"] = kvs or DEFAULTS["size_kvs"]
+    if "size_eng" in params:
+        engines = [e for e in params["size_eng"].split(",") if e in ENGINES]
+        if engines:
+            s["size_engines"] = engines
 
 
 def app_root() -> str:
@@ -74,9 +79,10 @@ def app_root() -> str:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def run_size(
-    model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...], disagg: bool = False
+    model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...], disagg: bool = False,
+    engines: tuple[str, ...] | None = None,
 ) -> sizing.SizingResult:
-    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs, disagg=disagg, frontier=True)
+    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs, disagg=disagg, frontier=True, engines=engines)
 
 
 def frontier_figure(points: list, itl_slo: float | None) -> go.Figure:
@@ -137,6 +143,8 @@ def main() -> None:
     ref, model, _notes = active_model()
     values = dict(state.plan_values())
     upload_config = active_upload_config()
+    plan_engine = values.get("runtime") if values.get("runtime") in ENGINES else "vllm"
+    st.session_state.setdefault("size_engines", [plan_engine])
 
     st.title("Size a deployment")
     answer_box = st.container()
@@ -149,9 +157,10 @@ def main() -> None:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
         c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
         c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
-        c1, c2 = st.columns([4, 1])
+        c1, c2, c3 = st.columns([4, 1, 1])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
+        engines = c3.multiselect("Engines", list(ENGINES), key="size_engines", help="Each engine's own start-up sizing and admission: vLLM's block reservation, SGLang's token pool (its GPU profiles: no H100-PCIe, H100-NVL or AMD cards).")
         st.toggle(
             "Also search disaggregated prefill / decode pools", key="size_disagg",
             help="Prefill and decode on separate replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo), mixed GPU kinds allowed, ranked with the aggregated deployments.",
@@ -167,22 +176,25 @@ def main() -> None:
         size_params["size_gpus"] = ",".join(gpus)
     if list(kvs) != DEFAULTS["size_kvs"]:
         size_params["size_kv"] = ",".join(kvs)
+    if list(engines) != [plan_engine]:
+        size_params["size_eng"] = ",".join(engines)
+    searched = None if list(engines) == [plan_engine] else tuple(engines)  # the plan's engine alone: as before
     disagg = bool(s["size_disagg"])
     if disagg:
         size_params["size_disagg"] = "1"
 
     base = {k: v for k, v in values.items() if v is not None}
-    if not gpus or not kvs:
-        answer_box.warning("Choose at least one GPU and one KV dtype.")
+    if not gpus or not kvs or not engines:
+        answer_box.warning("Choose at least one GPU, one KV dtype and one engine.")
         return
     try:
         with st.spinner("Searching GPU × TP × KV dtype…"):
-            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
+            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg, searched)
     except PlannerError as exc:
         answer_box.error(state.error_sentence(exc), icon=":material/block:")
         return
     recs = result.recommendations
-    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
+    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg, searched)
     capacity = s.get("size_capacity") if s.get("size_capacity_key") == cap_key else None
     if capacity:
         aggregated = [r for r in recs if not r.disaggregated]
@@ -210,7 +222,7 @@ def main() -> None:
     for r in recs:
         rows.append(
             {
-                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
+                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "engine": r.runtime, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,

@@ -445,6 +445,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     result = size(
         model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, tpot_ms=args.tpot_ms, gpus=gpus,
         kv_dtypes=tuple(k.strip() for k in args.kv_dtypes.split(",") if k.strip()), tps=tuple(args.tps), prices=prices, capacity_top=args.capacity_top,
+        engines=tuple(e.strip() for e in args.engine.split(",") if e.strip()) if args.engine else None,
         disagg=args.disagg, frontier=args.frontier,
     )  # fmt: skip
     recs = result.recommendations[: args.top]
@@ -455,16 +456,17 @@ def cmd_size(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     emit(result.answer)
+    engines = "engines" in result.searched  # an engine column only when the search compared engines
     tiers = any(r.cache_hit_rate is not None for r in recs)  # a session workload: the CPU tier searched and the hit rate
     extra = f" {'cpu GiB':>7} {'hit':>5}" if tiers else ""
-    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} " + (f"{'engine':7} " if engines else "") + f"{'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         if r.disaggregated:
             emit(f"  pools {r.disagg}: KV transfer {r.kv_transfer_ms:,.1f} ms")
         cells = f" {r.cpu_tier_gib or 0:7,.0f} {r.cache_hit_rate or 0:5.0%}" if tiers else ""
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} " + (f"{r.runtime:7} " if engines else "") + f"{r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -472,7 +474,7 @@ def cmd_size(args: argparse.Namespace) -> int:
             emit(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
     if "capacity_search" in result.searched:
         emit(result.searched["capacity_search"])
-    emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype{' x engine' if engines else ''} candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
     if result.frontier is not None:
         front = sorted((p for p in result.frontier if p.pareto), key=lambda p: p.tokens_per_s_per_user)
         emit(f"frontier: {len(result.frontier):,} operating points, {len(front)} on the Pareto front (tokens/s per user, tokens/s per GPU, deployment):")
@@ -488,7 +490,7 @@ def add_engine_parser(sub) -> None:
     from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, VLLM_VERSIONS
     from planner.hardware import CATALOG
 
-    p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
+    p = sub.add_parser("engine", help="what vLLM (or SGLang, --engine sglang) will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel size (GPUs per replica; default 1)")
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
@@ -506,6 +508,9 @@ def add_engine_parser(sub) -> None:
     p.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
     p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+    from planner.cli_sglang import add_sglang_arguments
+
+    add_sglang_arguments(p, bounded)
     p.set_defaults(func=cmd_engine)
 
 
@@ -526,11 +531,15 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
+    from planner.cli_sglang import check_flags, cmd_engine_sglang
     from planner.engines.vllm import EngineRefusal, predict_budget, serve_command, vllm_capacity
     from planner.hardware import get_device
     from planner.plan import prepare_model
 
+    check_flags(args, CLIError)
     config, source = load_model_source(args)
+    if args.engine == "sglang":
+        return cmd_engine_sglang(args, config, source, prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None)), emit, print_json)
     model = prepare_model(config, source.get("parameter_counts"))
     budget = None
     if args.gpu is not None:
@@ -877,6 +886,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--itl-p95-ms", type=bounded("itl_p95_ms"), help="p95 inter-token latency SLO in ms (default: none)")
     p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
     p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
+    p.add_argument("--engine", metavar="A,B", help="engines to search, each with its own sizing and admission: vllm, sglang or vllm,sglang (default: --runtime's, vllm)")
     p.add_argument("--tps", type=bounded("tps"), nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
     add_control_flags(p, size_fields())

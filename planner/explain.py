@@ -228,7 +228,33 @@ def _kv_steps(plan: Plan) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _sglang_memory_steps(plan: Plan) -> tuple[str, ...]:
+    """Runtime sglang: the budget and pools as SGLang computes them (GiB of 2^30, per GPU)."""
+    v, cap = plan.sglang, plan.capacity
+    c, m = v.capacity, v.memory
+    terms = " ".join(f"{'+' if t.gib >= 0 and i else ''}{'-' if t.gib < 0 else ''} {abs(t.gib):,.4f} ({t.name})".strip() for i, t in enumerate(m.terms) if t.name not in ("weights", "draft weights"))
+    weights = sum(-t.gib for t in m.terms if t.name in ("weights", "draft weights"))
+    static = m.pre_load_free_gib * (1 - c.mem_fraction_static)
+    budget = c.available_kv_bytes / GIB
+    other = m.available_gib - static - budget
+    out = [
+        f"free before the weights = {terms} = {m.pre_load_free_gib:,.4f} GiB",
+        f"free after the weights = {m.pre_load_free_gib:,.4f} - weights {weights:,.4f} = {m.available_gib:,.4f} GiB",
+        f"KV budget = {m.available_gib:,.4f} - {m.pre_load_free_gib:,.4f} x (1 - mem_fraction_static {c.mem_fraction_static:g})"
+        + (f" - {other:,.4f} ({'Mamba state pool' if c.max_mamba_cache_size is not None else 'VLM cache'})" if other > 5e-5 else "")
+        + f" = {budget:,.4f} GiB = {c.available_kv_bytes:,} B (SGLang {c.sglang_version} _profile_available_bytes)",
+        f"token pool = floor({c.available_kv_bytes:,} / {c.cell_bytes:,.6g} B a token)" + (f", in {c.page_size}-token pages" if c.page_size > 1 else "") + f" = {c.max_total_num_tokens:,} tokens"
+        + (f"; SWA pool {c.swa_max_total_num_tokens:,} tokens" if c.swa_max_total_num_tokens is not None else ""),
+        f"max sequences = min(max_running_requests {c.max_running_requests:,}, {c.max_total_num_tokens:,} // {v.tokens_per_request:,}"
+        + (f", SWA {c.swa_max_total_num_tokens:,} // {v.swa_tokens_per_request:,}" if v.swa_tokens_per_request else "")
+        + f") = {v.max_sequences_per_replica:,} x {cap.replicas:,} replica(s) = {plan.kv_cache.maximum_sequences_by_memory:,} ({v.binding} binds); steady state {plan.kv_cache.steady_state_sequences:,}",
+    ]  # fmt: skip
+    return tuple(out)
+
+
 def _memory_steps(plan: Plan) -> tuple[str, ...]:
+    if plan.sglang is not None:
+        return _sglang_memory_steps(plan)
     kv, cap, prefix, engine = plan.kv_cache, plan.capacity, plan.prefix, plan.kv_cache.engine
     steady = kv.steady_state_sequences
     vllm = engine is not None and engine.applies
@@ -303,6 +329,11 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     ]
     if kv.admission_error:
         lines.append(f"             {kv.admission_error}")
+    if plan.sglang is not None:  # runtime sglang: what launch_server will log, and its command
+        v = plan.sglang
+        lines.append(f"sglang       SGLang {v.capacity.sglang_version}: mem_fraction_static {v.capacity.mem_fraction_static:g}, page {v.capacity.page_size}, {v.capacity.max_total_num_tokens:,} tokens, {v.max_sequences_per_replica:,} requests a replica ({v.binding} binds)")
+        lines += [f"             {line}" for line in v.capacity.log_lines]
+        lines.append(f"             {v.command}")
     cache_line = cache_explain.summary_line(plan)
     at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(

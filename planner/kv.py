@@ -38,13 +38,14 @@ from planner.geometry import CompressedSpec, ModelGeometry, parse_geometry
 from planner.limits import ByteBudgetCache
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
-Runtime = Literal["vllm", "transformers", "transformers-latent"]
+Runtime = Literal["vllm", "sglang", "transformers", "transformers-latent"]
 KV_DTYPE_BITS: dict[str, int] = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
 INTEGER_DTYPES = frozenset({"int8", "int4"})
 QUANT_GROUP = 64
 QUANT_GROUP_OVERHEAD_BYTES = 4  # fp16 scale + fp16 zero-point per group
 RUNTIMES: dict[str, str] = {
     "vllm": "paged engine (vLLM/SGLang): MLA caches the compressed latent",
+    "sglang": "SGLang's token pool (the paged layout), sized by SGLang's start-up rules: MLA caches the compressed latent",
     "transformers": "transformers eager DynamicCache (before transformers#47761): MLA caches decompressed per-head K and V",
     "transformers-latent": "transformers eager DynamicCache (since transformers#47761, e.g. 5.24): MLA caches the compressed latent",
 }
@@ -325,6 +326,8 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
     if runtime not in RUNTIMES:
         raise PlannerError("runtime", runtime, f"unknown runtime; choose one of {', '.join(RUNTIMES)}")
     check_tp(geo, tp)
+    if runtime == "sglang":  # SGLang's token pool is the paged layout (its own sizing is planner.engines.sglang)
+        runtime = "vllm"
     if geo.compressed is not None:
         return _compressed_specs(geo.compressed, mtp)
     groups: dict[tuple[str, int | None, int, int, int], int] = {}

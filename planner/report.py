@@ -488,7 +488,7 @@ def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
     rows = [list(SIZING_COLUMNS)]
     for r in sizing.recommendations[:top]:
         sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
-        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu, str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu + (" (SGLang)" if r.runtime == "sglang" else ""), str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
                      f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
     return rows
 
@@ -618,6 +618,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         k.kv_table(_device_rows(plan)),
         para("Results", k.h2),
         k.kv_table(_result_rows(plan)),
+        *_sglang_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
         *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
@@ -635,6 +636,33 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
     doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def sglang_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The PDF's "SGLang start-up preview" table (runtime sglang): the resolved server arguments,
+    the pools, the memory terms, the admission; empty for other runtimes."""
+    v = plan.sglang
+    if v is None:
+        return []
+    rows = [
+        ("Server arguments", f"mem_fraction_static {v.capacity.mem_fraction_static:g}, chunked_prefill_size {v.capacity.chunked_prefill_size:,}, max_prefill_tokens {v.capacity.max_prefill_tokens:,}, page_size {v.capacity.page_size}, cuda_graph_max_bs {v.capacity.cuda_graph_max_bs}, attention backend {v.capacity.attention_backend}, KV {v.capacity.kv_dtype} (--kv-cache-dtype {v.capacity.kv_cache_dtype}), context_len {v.capacity.context_len:,}"),
+        ("Token pool", f"{v.capacity.max_total_num_tokens:,} tokens of {v.capacity.cell_bytes:,.6g} B" + (f"; SWA pool {v.capacity.swa_max_total_num_tokens:,} tokens" if v.capacity.swa_max_total_num_tokens is not None else "") + (f"; Mamba state slots {v.capacity.max_mamba_cache_size:,}" if v.capacity.max_mamba_cache_size is not None else "") + f"; max_running_requests {v.capacity.max_running_requests:,}"),
+    ]  # fmt: skip
+    rows += [(f"Memory: {name}", f"{gib:,.2f} GiB ({source})") for name, gib, source in ((t.name, t.gib, t.source) for t in v.memory.terms)]
+    rows.append(("KV budget", f"{fmt_bytes(v.capacity.available_kv_bytes)}: free after the weights {v.memory.available_gib:,.2f} GiB less {v.memory.pre_load_free_gib:,.2f} GiB x (1 - {v.capacity.mem_fraction_static:g}), the VLM cache and any Mamba pool"))
+    rows.append(("Admission", v.why))
+    return rows
+
+
+def _sglang_story(k: _Kit, plan: Plan) -> list:
+    """The "SGLang start-up preview" section: the table, the log lines and the launch command."""
+    v = plan.sglang
+    if v is None:
+        return []
+    return [
+        k.para(f"SGLang start-up preview (SGLang {v.capacity.sglang_version})", k.h2), k.kv_table(sglang_rows(plan)),
+        k.para("What SGLang logs at start-up:", k.small), *[k.para(line, k.mono) for line in v.capacity.log_lines], k.para("Launch command:", k.small), k.para(v.command, k.mono),
+    ]  # fmt: skip
 
 
 def _cache_story(k: _Kit, plan: Plan) -> list:

@@ -34,7 +34,8 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
-    bw     device_bandwidth_gb_s  tf    device_bf16_tflops
+    bw     device_bandwidth_gb_s  tf    device_bf16_tflops     mfs   mem_fraction_static
+    cps    chunked_prefill_size   pg    page_size
     -- session workload and cache tiers (planner/cache) --
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
@@ -92,6 +93,9 @@ SHORT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "mem_fraction_static": "mfs",
+    "chunked_prefill_size": "cps",
+    "page_size": "pg",
     "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",

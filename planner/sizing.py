@@ -79,6 +79,7 @@ class Recommendation(BaseModel):
     gpu_count: int
     ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp)
     kv_dtype: str
+    runtime: str = "vllm"  # whose sizing and admission the plan follows (vllm or sglang; the search's engines)
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
@@ -121,6 +122,7 @@ class Refusal(BaseModel):
     kv_dtype: str
     reason: str
     ep: int = 1
+    runtime: str = "vllm"
 
 
 class SizingResult(BaseModel):
@@ -294,6 +296,7 @@ class _Candidate:
             gpu=self.gpu,
             tp=self.tp,
             ep=self.ep,
+            runtime=self.values.get("runtime", "vllm"),
             replicas=replicas,
             gpu_count=self.tp * replicas,
             kv_dtype=self.kv,
@@ -388,6 +391,7 @@ def size(
     capacity_top: int = 0,
     capacity_requests: int | None = None,
     progress: Progress | None = None,
+    engines: tuple[str, ...] | list[str] | None = None,
     disagg: bool = False,
     frontier: bool = False,
     _fallback: bool = True,
@@ -403,6 +407,10 @@ def size(
     ``capacity_top`` is at most :data:`~planner.limits.MAX_CAPACITY_TOP`; the capacity searches together run within
     :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time: the ones not reached are left without a
     capacity and ``searched["capacity_search"]`` says so.
+    ``engines`` (runtimes ``vllm`` and / or ``sglang``) searches each aggregated candidate under
+    each engine's own sizing and admission (default: the base's runtime alone); an engine that
+    refuses a candidate (SGLang has no profile for the GPU, or would not start) makes it a
+    refused candidate with the reason. The disaggregated search and the frontier use the first.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -416,6 +424,10 @@ def size(
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
+    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
+    for engine in runtimes:
+        if engine not in ("vllm", "sglang") and engines:
+            raise PlannerError("engines", engine, "must be vllm or sglang")
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
             raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
@@ -424,21 +436,21 @@ def size(
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
-    combos = [(g, tp, ep, kv) for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    combos = [(g, tp, ep, kv, rt) for rt in runtimes for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
     # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
     tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
     visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
-    for k, (g, tp, ep, kv) in enumerate(combos):
+    for k, (g, tp, ep, kv, rt) in enumerate(combos):
         if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}")
+            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
         for cpu_gib in tiers:
-            cand = _Candidate(model, base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
+            cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
             out = cand.evaluate()
-            if cpu_gib == tiers[0] and hasattr(cand, "one"):
+            if cpu_gib == tiers[0] and hasattr(cand, "one") and rt == runtimes[0]:
                 visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
             if isinstance(out, str):
                 if cpu_gib == tiers[0]:
-                    refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out))
+                    refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out, runtime=rt))
             else:
                 recs.append(out)
     found = None
@@ -452,7 +464,7 @@ def size(
         found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated))
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
     if sessions is not None:
         workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
@@ -472,6 +484,7 @@ def size(
                     tps=tps,
                     prices=prices,
                     disagg=disagg,
+                    engines=engines,
                     _fallback=False,
                 )
                 hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
@@ -523,6 +536,8 @@ def size(
         },
         "ranking": "cost per hour, then cost per million output tokens",
     }
+    if engines:
+        searched["engines"] = list(runtimes)
     if capacity_note:
         searched["capacity_search"] = capacity_note
     if found is not None:
@@ -595,8 +610,9 @@ def _describe(r: Recommendation) -> str:
         return f"{r.gpu_count} GPUs disaggregated: {p.replicas} prefill × {p.gpu} TP {p.tp} + {d.replicas} decode × {d.gpu} TP {d.tp}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
     ep = f", EP {r.ep}" if r.ep > 1 else ""
+    engine = ", SGLang" if r.runtime == "sglang" else ""
     tier = f", {r.cpu_tier_gib:g} GiB CPU tier a replica" if r.cpu_tier_gib else ""
-    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
+    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}{engine}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(

@@ -14,6 +14,7 @@ import streamlit as st
 
 from pages.ui import charts, export
 from pages.ui.safe_text import md
+from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
 from planner import settings
 from planner.errors import PlannerError
@@ -481,6 +482,7 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+        card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
     card_assumptions(r)
     card_formulas(r)

@@ -44,8 +44,11 @@ class PlanInputs(BaseModel):
     kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
     mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "auto"  # planner.weights.WEIGHT_DTYPE_BITS
-    runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
+    runtime: Literal["vllm", "sglang", "transformers", "transformers-latent"] = "vllm"
     vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=0.99)  # SGLang --mem-fraction-static; None: SGLang's default for the GPU and TP
+    chunked_prefill_size: int | None = Field(default=None, ge=1, le=1 << 24)  # SGLang --chunked-prefill-size; None: SGLang's default for the GPU
+    page_size: int | None = Field(default=None, ge=1, le=1 << 16)  # SGLang --page-size; None: SGLang's default for the model (1; 64 DSA, ...)
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU

@@ -19,6 +19,7 @@ from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
+from planner.plan.sglang_view import SglangView
 from planner.results import Result
 from planner.weights import WeightsEstimate
 
@@ -55,6 +56,7 @@ class Ceiling(NamedTuple):
     limit_memory: int  # the memory limit the admission uses
     steady_max: int  # the steady-state figure (before vLLM's block reservation)
     engine: EngineView | None  # vLLM's view (runtime vllm, not static)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
 
 class Admission(NamedTuple):
@@ -136,6 +138,11 @@ class Plan(Result):
         return self._section("work", sections.work_section)
 
     @property
+    def sglang(self) -> SglangView | None:
+        """SGLang's start-up sizing of this plan (runtime sglang; None otherwise)."""
+        return self._ceiling.sglang
+
+    @property
     def cache(self):
         """The session workload's prefix cache: hit rate per tier, TTFT with and without the
         tiers (:mod:`planner.cache.section`; ``applies`` False without a workload)."""
@@ -197,7 +204,9 @@ class Plan(Result):
 def memory_basis(plan: Plan) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
-    engine = plan.kv_cache.engine
+    engine, sglang = plan.kv_cache.engine, plan.kv_cache.sglang
+    if sglang is not None:
+        return f"SGLang {sglang.capacity.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
     if engine is not None and engine.applies:
         return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
     return f"{plan.inputs.runtime} steady state"

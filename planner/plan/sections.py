@@ -17,6 +17,7 @@ from planner.units import MIB
 if TYPE_CHECKING:
     from planner.plan.engine_view import EngineView
     from planner.plan.result import Plan
+    from planner.plan.sglang_view import SglangView
 
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
 SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
@@ -101,10 +102,15 @@ class KVCacheSection(Section):
     steady_state_sequences: int  # memory alone in steady state (before vLLM's block reservation)
     engine: EngineView | None = None  # vLLM's view (runtime vllm, not static)
     admission_error: str | None = None  # the refusal, in the seed's words (None: admitted)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
     def to_json(self) -> dict:
-        """As the summary has always written it: ``engine`` and ``admission_error`` only when set."""
+        """As the summary has always written it: ``engine``, ``admission_error`` and ``sglang`` only when set."""
         out = Section.to_json(self)
+        if self.sglang is None:
+            del out["sglang"]
+        else:
+            out["sglang"] = self.sglang.to_json()
         if self.engine is None:
             del out["engine"]
         else:
@@ -144,6 +150,7 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
         steady_state_sequences=ceiling.steady_max,
         engine=ceiling.engine,
         admission_error=adm.error or None,
+        sglang=ceiling.sglang,
     )
 
 
@@ -195,7 +202,7 @@ def capacity_section(plan: Plan) -> CapacitySection:
         tp=inputs.tp,
         replicas=mem.replicas,
         sequences_per_replica=plan._ceiling.per_replica,
-        pool_kv_tokens=mem.available // per_token if per_token else None,
+        pool_kv_tokens=plan.sglang.capacity.max_total_num_tokens if plan.sglang is not None else mem.available // per_token if per_token else None,
         max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
         kv_bytes_at_requested_load=at_requested,
         free_bytes_at_requested_load=mem.available - at_requested,

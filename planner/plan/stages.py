@@ -15,6 +15,7 @@ from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Admission, Ceiling, Load, Memory, Plan, Sharing
+from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view
 from planner.units import GIB
 from planner.weights import WeightsEstimate
 
@@ -118,10 +119,17 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     ctx = plan_context(inputs, geo)
     device = resolve_device(inputs)
     report, weights, res = reserve(inputs, model, ctx)
-    memory = memory_per_gpu(inputs, device, weights)
+    if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
+        view, memory = sglang_stage(inputs, model, ctx, report, res)
+    else:
+        view, memory = None, memory_per_gpu(inputs, device, weights)
     sharing = prefix_sharing(inputs, ctx, report.specs, memory.replicas)
     ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing)
-    roof = roofline(inputs, geo, weights, report.specs, device, memory.resident)
+    if view is not None:
+        ceiling = sglang_ceiling(ceiling, view, memory.replicas)
+    # the step model reads the decoder's weights (SGLang's resident figure holds a vision tower too)
+    read = -(-weights.bytes // inputs.tp) if view is not None and inputs.model_resident_gib is None else memory.resident
+    roof = roofline(inputs, geo, weights, report.specs, device, read)
     kv_at = kv_held(report, res)
     generated = inputs.generated_tokens or inputs.output_tokens
     mid = ctx.input_tokens + generated // 2
@@ -191,6 +199,29 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate)
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
         )
     return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, inputs.gpu_count // inputs.tp)
+
+
+def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, report: InspectReport, res: capacity.SequenceReservation) -> tuple[SglangView, Memory]:
+    """Runtime sglang: SGLang's start-up sizing of one GPU (:func:`sglang_view`) and the plan's
+    memory from it (usable = free before the weights x mem_fraction_static; available = the
+    budget SGLang sizes the token pool from).
+
+    Raises:
+        PlannerError: SGLang's refusal to start (its own words), or a device SGLang has no profile for.
+    """
+    windows = tuple(sp.window for sp in report.specs if sp.kind in ("sliding", "chunked") and sp.window)
+    view = sglang_view(inputs, model, res.tokens, windows)
+    total, source = view.weights_bytes, view.weights_source
+    per_gpu = int(inputs.model_resident_gib * GIB) if inputs.model_resident_gib is not None else -(-total // inputs.tp)
+    return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp))
+
+
+def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling:
+    """The memory ceiling as SGLang admits: requests whose reserved tokens fit the token pool (and
+    their window the SWA pool), at most max_running_requests a replica; no prefix sharing counted."""
+    per_replica = view.max_sequences_per_replica
+    total = per_replica * replicas
+    return ceiling._replace(per_replica=per_replica, memory_max=total, shared_max=total, limit_memory=total, sglang=view)
 
 
 def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int) -> Sharing:
@@ -303,7 +334,9 @@ def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: C
     """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
-    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
+    if inputs.runtime == "sglang":
+        notes.append("runtime sglang: memory is SGLang's static fraction of the free memory before the weights (mem_fraction_static), so the headroom and workspace inputs do not apply; the prefix is not deduplicated")
+    elif inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
         notes.append("transformers keeps the last W positions of a sliding layer once decoding, but right after a prefill longer than W it briefly holds the whole prompt there (probe-measured); the reservation counts the steady W")
     if inputs.shared_prefix_tokens and not sharing:
         notes.append("the shared prefix is not deduplicated: only a paged engine (runtime vllm, dynamic or paged reservation) shares prefix blocks")
