@@ -21,6 +21,7 @@ from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.limits import BOUNDS, Bound, parse_number_text
 from planner.plan import make_inputs
+from planner.plan.sections import COST_BASIS_NAME
 from planner.share import share_url
 
 KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
@@ -159,7 +160,7 @@ def main() -> None:
         ctx = result.searched["workload"]["context_tokens"]
         st.caption(
             f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × TP × KV dtype candidates: "
-            f"{result.searched['feasible']} hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
+            f"{result.searched['feasible']} hold the workload. Ranked by cost per hour, then per million output tokens ({COST_BASIS_NAME}, as on the Plan page); the first is minimal "
             "(one replica fewer does not hold it). p95 TTFT and ITL are the served-latency model's in steady state (prompts arrive at users / end-to-end a second and queue for the prefill budget); the capacity search below checks them in the simulator."
         )
 

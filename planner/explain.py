@@ -337,7 +337,7 @@ def metric_help(plan: Plan) -> MetricHelp:
         kv_per_token=_kv_help(plan),
         memory_per_sequence=f"{kv.bytes_per_reserved_sequence:,} B for {kv.reserved_tokens_per_sequence:,} reserved tokens ({kv.reservation} reservation) on one GPU.",
         cost=(
-            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
+            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(c.gpu_hour_price)} per GPU-hour ({c.price_source}). Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
             f"{fmt_money(c.per_million_input_tokens) if c.per_million_input_tokens is not None else '-'} input ({c.basis})."
             if c.per_million_output_tokens is not None
             else "Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens."

@@ -235,13 +235,9 @@ class _Candidate:
         load = self._load(replicas, per_replica_rate, limit)
         final = self.plan(replicas, load, limit)
         queue_ms = self._slot_wait_ms(replicas, limit, final)
-        lat = final.latency
         per_hour = self.price * self.tp * replicas
-        if self.users is not None:
-            tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
-        else:
-            tokens_per_s = self.rate * self._output()
-        per_million = per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else math.inf
+        # the plan's own cost section: one basis (COST_BASIS_NAME) on Plan, Compare and Size
+        per_million = final.cost.per_million_output_tokens if final.cost.per_million_output_tokens is not None else math.inf
         return Recommendation(
             gpu=self.gpu,
             tp=self.tp,

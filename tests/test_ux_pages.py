@@ -49,3 +49,33 @@ def test_simulate_counts_rejections_in_the_verdict_and_offers_length_profiles():
     assert chunked.loc["Rejected"] == "0" and not chunked.loc["Verdict"].startswith("rejects")  # chunked splits long prompts
     warned = [w.value for w in at.warning if w.value.startswith("fifo:")]
     assert warned and f"{rejected:,} of 120 requests" in warned[0] and "8,192-token step budget" in warned[0], [w.value for w in at.warning]
+
+
+# --------------------------------------------------------------------------- 1. one deployment, two costs
+
+
+def test_one_cost_basis_and_the_catalog_price_on_plan_compare_and_size():
+    from planner.plan import compute_plan, make_inputs
+    from planner.prices import PRICE_TABLE
+    from planner.source import preset_ref
+
+    at = _app()
+    cost = next(m for m in at.metric if m.label == "Cost per hour")
+    gpu = at.selectbox(key="gpu").value
+    count = at.number_input(key="gpu_count").value
+    want = PRICE_TABLE[gpu].usd_per_gpu_hour * count  # no price typed: the catalog's, e.g. H100 $2.95 x GPUs
+    assert cost.value == f"${want:,.2f}", (cost.value, gpu, count)
+    at.switch_page("pages/compare.py").run()
+    _clean(at)
+    df = at.dataframe[0].value if at.dataframe else None
+    cells = " ".join(str(v) for v in df.to_numpy().ravel()) if df is not None else " ".join(t.value for t in at.markdown)
+    assert "$" in cells, cells[:500]
+    # Size's $/M tokens is the plan's own figure for the recommended deployment (one basis)
+    from planner import sizing
+
+    ref, model = preset_ref("llama-3.1-8b")
+    rec = sizing.size(model, {"input_tokens": 2048, "output_tokens": 256}, users=64, ttft_p95_ms=2000, itl_p95_ms=60, gpus=["H100-SXM-80GB"]).recommendations[0]
+    plan = compute_plan(make_inputs(**{k: v for k, v in rec.plan_values.items() if k != "gpu_hour_price"}), model)
+    assert plan.cost.price_source.startswith("catalog default: AIMultiple") and plan.cost.gpu_hour_price == 2.95
+    assert rec.cost_per_million_tokens == round(plan.cost.per_million_output_tokens, 4)
+    assert "sequences / mean ITL" in plan.cost.basis
