@@ -21,8 +21,10 @@ from pydantic import BaseModel, ConfigDict
 from planner.configio import read_config_file
 from planner.errors import ConfigError, PlannerError
 
-PRESETS_DIR: Path = Path(__file__).resolve().parent.parent / "model_configs"
-"""The bundled presets; ``KVP_PRESETS_DIR`` overrides it at call time."""
+_CHECKOUT_PRESETS = Path(__file__).resolve().parent.parent / "model_configs"
+PRESETS_DIR: Path = _CHECKOUT_PRESETS if _CHECKOUT_PRESETS.is_dir() else Path(__file__).resolve().parent / "model_configs"
+"""The bundled presets (the checkout's model_configs/, or the copy ``pip install .`` puts in the
+package); ``KVP_PRESETS_DIR`` overrides it at call time."""
 
 DEFAULT_PRESET = "llama-3.1-8b"
 
