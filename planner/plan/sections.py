@@ -257,6 +257,7 @@ class RooflineSection(Section):
     decode_tokens_per_second: float
     prefill_tokens_per_second: float
     ttft_slo_met: bool | None
+    itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
 def roofline_section(plan: Plan) -> RooflineSection:
@@ -298,6 +299,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         prefill_chunk_tokens=served.chunk_tokens,
         ttft_p95_ms=ttft_p95,
         itl_p95_ms=served.itl_p95_ms,
+        itl_p99_ms=served.itl_p99_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
         max_batched_tokens=inputs.max_batched_tokens,
