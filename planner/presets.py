@@ -123,7 +123,7 @@ def _scan(directory: str) -> tuple[PresetInfo, ...]:
     root = Path(directory)
     if not root.is_dir():
         return ()
-    paths = sorted(p for p in root.glob("*.json") if p.is_file() and _NAME_RE.match(p.stem))
+    paths = sorted((p for p in root.glob("*.json") if p.is_file() and _NAME_RE.match(p.stem)), key=lambda p: p.stem)  # by name: deepseek-v3 before deepseek-v3.2
     return tuple(_info(p) for p in paths)
 
 
