@@ -37,6 +37,22 @@ def _number(text: str, bound: Bound) -> float | int | None:
     return value if value is not None and bound.lo <= value <= bound.hi else None
 
 
+def opening_values(plan_values: dict) -> dict:
+    """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
+    (a plan of 64 sequences on H200s sizes 64 users on H200s), else :data:`DEFAULTS`."""
+    out = dict(DEFAULTS)
+    sequences, gpu = plan_values.get("sequences"), plan_values.get("gpu")
+    if isinstance(sequences, int) and BOUNDS["users"].lo <= sequences <= BOUNDS["users"].hi:
+        out["size_users"] = sequences
+    lower = {g.lower(): g for g in CATALOG}
+    if plan_values.get("device_gib") is None and isinstance(gpu, str) and gpu.lower() in lower:
+        out["size_gpus"] = [lower[gpu.lower()]]
+    for key, field in (("size_ttft", "ttft_slo_ms"), ("size_itl", "itl_slo_ms")):
+        if isinstance(plan_values.get(field), (int, float)) and plan_values[field] > 0:
+            out[key] = float(plan_values[field])
+    return out
+
+
 def apply_link_params() -> None:
     """``size_*`` query parameters (a share link, or a refused plan's link) into the controls,
     once per distinct set; bad values keep the defaults."""
@@ -55,7 +71,7 @@ def apply_link_params() -> None:
     if "size_gpus" in params:
         lower = {g.lower(): g for g in CATALOG}
         gpus = [lower[g.strip().lower()] for g in params["size_gpus"].split(",") if g.strip().lower() in lower]
-        s["size_gpus"] = gpus or list(CATALOG)
+        s["size_gpus"] = gpus if gpus and params["size_gpus"] != "all" else list(CATALOG)
     if "size_kv" in params:
         kvs = [k for k in params["size_kv"].split(",") if k in KV_CHOICES]
         s["size_kvs"] = kvs or DEFAULTS["size_kvs"]
@@ -98,11 +114,11 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 def main() -> None:
     state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
     urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
-    for key, value in DEFAULTS.items():
+    values = dict(state.plan_values())
+    for key, value in opening_values(values).items():
         st.session_state.setdefault(key, value)
     apply_link_params()
     ref, model, _notes = active_model()
-    values = dict(state.plan_values())
     upload_config = active_upload_config()
 
     st.title("Size a deployment")
@@ -126,8 +142,7 @@ def main() -> None:
     itl = float(s["size_itl"]) or None
     size_params = {"size_users": str(users)} if users is not None else {"size_rate": f"{rate:g}"}
     size_params |= {"size_ttft": f"{ttft or 0:g}", "size_itl": f"{itl or 0:g}"}
-    if set(gpus) != set(CATALOG):
-        size_params["size_gpus"] = ",".join(gpus)
+    size_params["size_gpus"] = ",".join(gpus) if set(gpus) != set(CATALOG) else "all"  # the page opens on the plan's GPU: a link says which
     if list(kvs) != DEFAULTS["size_kvs"]:
         size_params["size_kv"] = ",".join(kvs)
 

@@ -79,3 +79,29 @@ def test_one_cost_basis_and_the_catalog_price_on_plan_compare_and_size():
     assert plan.cost.price_source.startswith("catalog default: AIMultiple") and plan.cost.gpu_hour_price == 2.95
     assert rec.cost_per_million_tokens == round(plan.cost.per_million_output_tokens, 4)
     assert "sequences / mean ITL" in plan.cost.basis
+
+
+# --------------------------------------------------------------------------- 9. flow: Size opens on the plan
+
+
+def test_size_opens_on_the_plans_load_gpu_and_slo():
+    at = _app()
+    at.selectbox(key="gpu").set_value("H200-141GB")
+    at.number_input(key="sequences").set_value(64)
+    at.run()
+    _clean(at)
+    at.switch_page("pages/size.py").run()
+    _clean(at)
+    assert at.number_input(key="size_users").value == 64  # was 100 whatever the plan
+    assert at.multiselect(key="size_gpus").value == ["H200-141GB"]  # was all 14+ GPUs
+    assert "holds 64 concurrent users" in at.success[0].value
+    assert at.query_params["size_gpus"] in ("H200-141GB", ["H200-141GB"])
+    # a link that asks for every GPU says so, and gets them all
+    from planner.hardware import CATALOG
+
+    at2 = AppTest.from_file(APP, default_timeout=60)
+    at2.query_params.update({"m": "preset", "n": "llama-3.1-8b", "size_users": "20", "size_gpus": "all"})
+    at2.run()
+    _clean(at2)
+    at2.switch_page("pages/size.py").run()
+    assert at2.multiselect(key="size_gpus").value == list(CATALOG)
