@@ -105,3 +105,28 @@ def test_size_opens_on_the_plans_load_gpu_and_slo():
     _clean(at2)
     at2.switch_page("pages/size.py").run()
     assert at2.multiselect(key="size_gpus").value == list(CATALOG)
+
+
+# --------------------------------------------------------------------------- 6. stale results look live
+
+
+def test_stale_plan_is_greyed_under_the_error_and_the_error_names_whose_maximum():
+    at = _app()
+    at.session_state["group_context"] = True
+    at.run()
+    at.number_input(key="max_context").set_value(4096)
+    at.number_input(key="input_tokens").set_value(8000)
+    at.run()
+    _clean(at)
+    errs = [e.value for e in at.error]
+    assert errs and "exceeds the maximum context you set, 4,096; the model's own is 131,072" in errs[0], errs
+    assert "greyed: the last good plan" in errs[0]
+    # the last good plan is drawn inside the greyed container, below the error
+    blocks = list(at.main.children.values())
+    stale = [k for k, b in enumerate(blocks) if str(getattr(b, "proto", "")).startswith('id: "$$ID-') and "-stale_results" in str(b.proto).split("\n")[0]]
+    assert len(stale) == 1, "no greyed container"
+    inside = blocks[stale[0]]
+    assert any(m.label == "Max sequences" for m in inside.get("metric")), "the last good plan is not inside the greyed container"
+    from pages.ui.style import CSS
+
+    assert ".st-key-stale_results { opacity: 0.45; filter: grayscale(1); }" in CSS
