@@ -18,8 +18,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import PlannerError
-
-GIB = 1 << 30
+from planner.units import GIB
 
 
 class Device(BaseModel):

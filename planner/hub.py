@@ -40,19 +40,32 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-# The planner sends no usage telemetry to the Hub (set before huggingface_hub reads it).
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
 import httpx2  # noqa: E402
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors  # noqa: E402
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from planner import __version__
+from planner import __version__, settings
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
-from planner.errors import ConfigError, PlannerError
+from planner.errors import (
+    TOKEN_LIKE_RE,
+    ConfigError,
+    ConfigNotFoundError,
+    GatedRepoError,
+    HubError,
+    HubOfflineError,
+    HubTimeoutError,
+    InvalidHubConfigError,
+    InvalidModelRefError,
+    PlannerError,
+    RemoteCodeRequiredError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    remember_token,
+    scrub_tokens,
+)
 from planner.limits import MAX_PARAMS, ByteBudgetCache, RateLimiter, parse_number_text, safe_json_loads
 from planner.weights import check_parameter_counts
 
@@ -88,7 +101,6 @@ MAX_FETCH_BYTES = 64 << 20  # everything one fetch downloads together
 MAX_FETCH_REQUESTS = MAX_SHARDS + 16  # every request one fetch makes together
 SHARD_WORKERS = 8  # safetensors headers read at once
 _FIRST_RANGE = 100_000  # the first ranged read of a safetensors file (as huggingface_hub does)
-DEFAULT_TTL_S = 600.0
 OFFLINE_TTL_S = 60.0  # a copy served from the disk cache is re-checked sooner
 MAX_REPO_ID_LENGTH = 96
 MAX_REVISION_LENGTH = 128
@@ -98,74 +110,6 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_RE = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
-_TOKEN_LIKE_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-
-
-# --------------------------------------------------------------------------- errors
-class HubError(Exception):
-    """Base class: ``str(error)`` is one line telling the user what to do; it never holds a token."""
-
-    def __init__(self, message: str) -> None:
-        message = " ".join(_scrub(message).split())
-        self.message = message
-        super().__init__(message)
-
-
-class InvalidModelRefError(HubError):
-    """The repo id or revision does not match the Hub's naming rules (checked before any request)."""
-
-
-class GatedRepoError(HubError):
-    """The repo is gated: accept the licence on the model page and provide a token."""
-
-
-class RepoNotFoundError(HubError):
-    """No such repo, or a private repo the token (if any) cannot read."""
-
-
-class RevisionNotFoundError(HubError):
-    """The branch, tag or commit does not exist in the repo."""
-
-
-class ConfigNotFoundError(HubError):
-    """The repo has no ``config.json`` at that revision."""
-
-
-class HubTimeoutError(HubError):
-    """The Hub did not answer within the time limit and nothing usable was cached."""
-
-
-class HubOfflineError(HubError):
-    """Offline (or the Hub is unreachable) and the file is not in the local cache."""
-
-
-class InvalidHubConfigError(HubError):
-    """``config.json`` is not JSON, over 16 MiB, not an object, or lacks the required fields."""
-
-
-class RemoteCodeRequiredError(HubError):
-    """The architecture is only defined by repository code, which the planner never runs."""
-
-
-# Exact token values seen by this process, so they can be removed from any message.
-_KNOWN_TOKENS: set[str] = set()
-_KNOWN_TOKENS_LOCK = threading.Lock()
-
-
-def _scrub(text: str) -> str:
-    with _KNOWN_TOKENS_LOCK:
-        tokens = sorted(_KNOWN_TOKENS, key=len, reverse=True)
-    for token in tokens:
-        text = text.replace(token, "***")
-    return _TOKEN_LIKE_RE.sub("hf_***", text)
-
-
-def _remember_token(token: str | None) -> None:
-    if token and len(token) >= 8:  # shorter strings are no real token and would mangle messages
-        with _KNOWN_TOKENS_LOCK:
-            if len(_KNOWN_TOKENS) >= 1024:
-                _KNOWN_TOKENS.clear()
-            _KNOWN_TOKENS.add(token)
 
 
 # --------------------------------------------------------------------------- result
@@ -197,7 +141,7 @@ def _validate_repo_id(repo_id: object) -> str:
             f"Model id {_shown(repo_id)} is {len(repo_id)} characters long; Hub ids have at most "
             f"{MAX_REPO_ID_LENGTH}: enter it as ORG/NAME."
         )
-    if _TOKEN_LIKE_RE.search(repo_id):
+    if TOKEN_LIKE_RE.search(repo_id):
         raise InvalidModelRefError(
             "The model id looks like an access token: put the token in the token field (or HF_TOKEN) "
             "and the model as ORG/NAME."
@@ -250,7 +194,6 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- per-session rate limit
-DEFAULT_REQUESTS_PER_MIN = 20
 _LIMITER: RateLimiter | None = None
 _LIMITER_LOCK = threading.Lock()
 
@@ -261,14 +204,7 @@ def requests_per_minute() -> int:
     Default 20; 0 turns the limit off. A value that is not a plain non-negative integer is
     logged and the default used. Raises nothing.
     """
-    raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
-    if not raw:
-        return DEFAULT_REQUESTS_PER_MIN
-    value = parse_number_text(raw, integer=True)
-    if value is None or value < 0 or len(raw) > 9:
-        logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
-        return DEFAULT_REQUESTS_PER_MIN
-    return value
+    return settings.kvp_hub_requests_per_min()
 
 
 def request_wait_s(caller: str) -> float:
@@ -296,10 +232,10 @@ def resolve_token(explicit: str | None = None) -> str | None:
 
     Blank strings count as absent. The value is never logged. Raises nothing.
     """
-    for candidate in (explicit, os.environ.get("HF_TOKEN")):
+    for candidate in (explicit, settings.hf_token()):
         if candidate is not None and candidate.strip():
             token = candidate.strip()
-            _remember_token(token)
+            remember_token(token)
             return token
     return None
 
@@ -311,17 +247,6 @@ def _token_key(token: str | None) -> str | None:
 # --------------------------------------------------------------------------- in-process TTL cache
 _CACHE = ByteBudgetCache(32 << 20)  # key -> (expiry, HubModel), bounded in bytes (planner/limits.py)
 _CACHE_LOCK = threading.Lock()
-
-
-def _ttl_s() -> float:
-    raw = os.environ.get("KVP_HUB_TTL_S")
-    if raw is None or not raw.strip():
-        return DEFAULT_TTL_S
-    value = parse_number_text(raw.strip(), integer=False)
-    if value is None:
-        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw[:20], DEFAULT_TTL_S)
-        return DEFAULT_TTL_S
-    return max(value, 0.0)
 
 
 def _copy_model(model: HubModel) -> HubModel:
@@ -346,7 +271,7 @@ def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
 
 
 def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
-    ttl = _ttl_s()
+    ttl = settings.kvp_hub_ttl_s()
     if model.from_cache:
         ttl = min(ttl, OFFLINE_TTL_S)
     if ttl <= 0:
@@ -363,21 +288,19 @@ def clear_cache() -> None:
 
 # --------------------------------------------------------------------------- environment
 def _offline_mode() -> bool:
-    value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
+    return settings.hf_hub_offline() or bool(constants.HF_HUB_OFFLINE)
 
 
 def _endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return (settings.hf_endpoint() or constants.ENDPOINT).rstrip("/")
 
 
 def _cache_dir() -> str:
     """The Hugging Face hub cache, read from the environment at call time (tests change it)."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        value = os.environ.get(var)
-        if value:
-            return os.path.expanduser(value)
-    home = os.environ.get("HF_HOME")
+    value = settings.hf_hub_cache()
+    if value:
+        return os.path.expanduser(value)
+    home = settings.hf_home()
     if home:
         return os.path.join(os.path.expanduser(home), "hub")
     return constants.HF_HUB_CACHE
@@ -869,91 +792,29 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
     if cached is not None:
         return cached
 
-    start = time.monotonic()
-    deadline = start + max(float(timeout_s), 0.1)
+    deadline = time.monotonic() + max(float(timeout_s), 0.1)
     offline = _offline_mode()
-    notes: list[str] = []
-
-    if offline:
-        path = _fetch_config_from_disk(repo_id, revision)
-        if path is None:
-            raise HubOfflineError(
-                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
-                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
-            )
-        fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                           "served from the local cache (offline mode is on)")
-    else:
-        try:
-            fetched = _run_with_deadline(
-                lambda cancel: _fetch_config_online(repo_id, revision, _FetchBudget(deadline, cancel, token)),
-                deadline - time.monotonic(),
-            )
-        except (_Deadline, _Unreachable) as exc:
-            kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
-            path = _fetch_config_from_disk(repo_id, revision)
-            if path is None:
-                if kind == "timeout":
-                    raise HubTimeoutError(
-                        f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
-                        f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
-                    ) from None
-                if kind == "server":
-                    raise HubError(
-                        f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
-                        f"cached: try again in a few minutes, or {PRESETS_HINT}."
-                    ) from None
-                raise HubOfflineError(
-                    f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
-                    f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
-                    f"{PRESETS_HINT}."
-                ) from None
-            reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
-                      else exc.detail if isinstance(exc, _Unreachable) else "network error")
-            fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                               f"served from the local cache ({reason})")
-
+    fetched = _locate_config(repo_id, revision, token, deadline, timeout_s, offline)
     where = f"{repo_id}@{fetched.commit_sha[:12]}"
     config = _read_config_file(fetched.path, repo_id, where)
-    notes.extend(_check_config(config, repo_id, where))
-    if fetched.note:
-        notes.insert(0, fetched.note)
+    notes = ([fetched.note] if fetched.note else []) + list(_check_config(config, repo_id, where))
 
-    quantization: dict | None = None
-    parameter_counts: dict[str, int] | None = None
-    weights_source = "config estimate"
-    if isinstance(config.get("quantization_config"), dict):
-        quantization = copy.deepcopy(config["quantization_config"])
+    quantization = copy.deepcopy(config["quantization_config"]) if isinstance(config.get("quantization_config"), dict) else None
     extras_offline = offline or fetched.from_cache
     if fetched.from_cache:  # the config came from the disk cache after a timeout: the extras get a short budget of their own
         deadline = max(deadline, time.monotonic() + 1.0)
+    parameter_counts: dict[str, int] | None = None
     if quantization is None or (with_safetensors and not extras_offline):
-        def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, list[str]]:
-            budget = _FetchBudget(deadline, cancel, token)  # the same deadline as the config's
-            quant, extra_notes = None, []
-            if quantization is None:
-                quant, quant_note = _fetch_quant_config(repo_id, fetched.commit_sha, extras_offline, budget)
-                extra_notes += [quant_note] if quant_note else []
-            counts = None
-            if with_safetensors and not extras_offline:
-                counts, note = _fetch_safetensors(repo_id, fetched.commit_sha, budget)
-                extra_notes.append(note)
-            return quant, counts, extra_notes
-
-        slow = ("the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
-                "weights are estimated from the config")
-        try:
-            quant, parameter_counts, extra_notes = _run_with_deadline(extras, deadline - time.monotonic())
-        except (_Deadline, _Unreachable):
-            quant, parameter_counts, extra_notes = None, None, [slow]
+        quant, parameter_counts, extra_notes = _fetch_extras(
+            repo_id, fetched.commit_sha, token, deadline,
+            want_quant=quantization is None, want_counts=with_safetensors and not extras_offline, extras_offline=extras_offline)
         if quant is not None:
             quantization = quant
             notes.append("quantization settings read from hf_quant_config.json")
         notes.extend(extra_notes)
     if with_safetensors and extras_offline:
         notes.append("safetensors metadata needs the Hub; weights are estimated from the config")
-    if parameter_counts is not None:
-        weights_source = "safetensors metadata"
+    weights_source = "safetensors metadata" if parameter_counts is not None else "config estimate"
 
     model = HubModel(
         repo_id=repo_id,
@@ -964,8 +825,77 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
         quantization=quantization,
         parameter_counts=parameter_counts,
         weights_source=weights_source,
-        notes=tuple(_scrub(n) for n in notes),
+        notes=tuple(scrub_tokens(n) for n in notes),
     )
     _cache_put(key, model)
     logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)
     return _copy_model(model)
+
+
+def _locate_config(repo_id: str, revision: str, token: str | None, deadline: float, timeout_s: float, offline: bool) -> _Fetched:
+    """Where ``config.json`` is on disk after the fetch: from the Hub within the deadline, else the
+    disk cache with a note; raises the typed error when neither has it."""
+    if offline:
+        path = _fetch_config_from_disk(repo_id, revision)
+        if path is None:
+            raise HubOfflineError(
+                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
+                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
+            )
+        return _Fetched(path, _commit_from_path(path) or revision, True,
+                        "served from the local cache (offline mode is on)")
+    try:
+        return _run_with_deadline(
+            lambda cancel: _fetch_config_online(repo_id, revision, _FetchBudget(deadline, cancel, token)),
+            deadline - time.monotonic(),
+        )
+    except (_Deadline, _Unreachable) as exc:
+        return _config_from_cache_after(exc, repo_id, revision, timeout_s)
+
+
+def _config_from_cache_after(exc: _Deadline | _Unreachable, repo_id: str, revision: str, timeout_s: float) -> _Fetched:
+    """The disk-cached config after the Hub failed with ``exc``, or the typed error saying why."""
+    kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
+    path = _fetch_config_from_disk(repo_id, revision)
+    if path is None:
+        if kind == "timeout":
+            raise HubTimeoutError(
+                f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
+                f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
+            ) from None
+        if kind == "server":
+            raise HubError(
+                f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
+                f"cached: try again in a few minutes, or {PRESETS_HINT}."
+            ) from None
+        raise HubOfflineError(
+            f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
+            f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
+            f"{PRESETS_HINT}."
+        ) from None
+    reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
+              else exc.detail if isinstance(exc, _Unreachable) else "network error")
+    return _Fetched(path, _commit_from_path(path) or revision, True, f"served from the local cache ({reason})")
+
+
+def _fetch_extras(repo_id: str, commit_sha: str, token: str | None, deadline: float, *, want_quant: bool,
+                  want_counts: bool, extras_offline: bool) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+    """hf_quant_config.json and the safetensors parameter counts, within the config's deadline:
+    (quantization, counts, notes); a slow Hub gives (None, None, one note)."""
+    def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+        budget = _FetchBudget(deadline, cancel, token)  # the same deadline as the config's
+        quant, notes = None, []
+        if want_quant:
+            quant, quant_note = _fetch_quant_config(repo_id, commit_sha, extras_offline, budget)
+            notes += [quant_note] if quant_note else []
+        counts = None
+        if want_counts:
+            counts, note = _fetch_safetensors(repo_id, commit_sha, budget)
+            notes.append(note)
+        return quant, counts, notes
+
+    try:
+        return _run_with_deadline(extras, deadline - time.monotonic())
+    except (_Deadline, _Unreachable):
+        return None, None, ["the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
+                            "weights are estimated from the config"]

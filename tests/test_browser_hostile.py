@@ -79,7 +79,7 @@ def test_hostile_link_renders_text_not_links_or_images(serve, browser):
     page = context.new_page()
     page.goto(f"{serve}/?{urlencode(MARKDOWN_LINK)}", wait_until="commit")
     value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
-    sync_api.expect(value).to_have_text("128 KiB", timeout=60_000)
+    sync_api.expect(value).to_have_text("128 KiB", timeout=90_000)
     warnings = page.get_by_test_id("stAlert")
     sync_api.expect(warnings.first).to_be_visible(timeout=30_000)
     page.wait_for_timeout(1000)  # give any rendered image the time to be fetched
@@ -92,7 +92,7 @@ def test_hostile_link_renders_text_not_links_or_images(serve, browser):
     assert attacker == []
     probe = context.new_page()
     probe.goto(f"{serve}/probe", wait_until="commit")
-    sync_api.expect(probe.get_by_text("KVP_DISABLE_PROBE").first).to_be_visible(timeout=60_000)
+    sync_api.expect(probe.get_by_text("KVP_DISABLE_PROBE").first).to_be_visible(timeout=90_000)
     context.close()
 
 
@@ -113,7 +113,7 @@ def test_no_request_leaves_the_origin(serve, browser):
     context.route("**/*", gate)
     page = context.new_page()
     page.goto(f"{serve}/", wait_until="commit")
-    sync_api.expect(page.get_by_test_id("stMetricValue").first).to_be_visible(timeout=60_000)
+    sync_api.expect(page.get_by_test_id("stMetricValue").first).to_be_visible(timeout=90_000)
     for name in ("Compare", "Simulate", "Size", "Probe"):
         page.get_by_test_id("stSidebarNav").get_by_text(name, exact=True).click()
         page.wait_for_url(re.compile(rf"/{name.lower()}"), timeout=30_000)

@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages.ui import state
-from pages.ui.fmt import fmt_ms
 from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
 from planner.limits import BOUNDS
+from planner.units import fmt_ms
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 FIXED_LENGTHS = "the plan's prompt and output"
