@@ -62,3 +62,24 @@ def test_length_profile_caps_at_the_context_and_names_unknown_profiles():
     assert max(r.prompt_tokens + r.output_tokens for r in reqs) == 8_192  # agent's p95 prompt is 40,000: many hit the cap
     with pytest.raises(PlannerError, match="unknown length profile; choose one of chat, rag, agent, summarisation"):
         sim.profile_requests(1.0, 10, "chatt")
+
+
+def test_cli_lengths_profile_and_rejections_in_the_verdict():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    argv = [sys.executable, "-m", "planner", "simulate", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--max-context", "32768", "--lengths", "agent", "--requests", "60", "--rate", "0.5", "--policy", "fifo"]
+    out = subprocess.run([*argv, "--json"], capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["requests_rejected"] > 0 and data["rejections"][0]["reason"] == "step_budget"  # agent prompts (p50 12,000) over the 8,192-token step
+    assert data["overload"]["rejected"] == data["requests_rejected"]
+    text = subprocess.run(argv, capture_output=True, text=True, cwd=root, timeout=120).stdout
+    assert f"{data['requests_rejected']:,} of 60 requests" in text and "8,192-token step budget" in text
+    helptext = subprocess.run([sys.executable, "-m", "planner", "simulate", "--help"], capture_output=True, text=True, cwd=root, timeout=60).stdout
+    flat = " ".join(helptext.split())  # the help's numbers are the library's
+    for shape in sim.LENGTH_PROFILES.values():
+        assert f"{shape.name} {shape.prompt_p50:,}/{shape.prompt_p95:,} + {shape.output_p50:,}/{shape.output_p95:,}" in flat, shape.name
