@@ -130,3 +130,18 @@ def test_stale_plan_is_greyed_under_the_error_and_the_error_names_whose_maximum(
     from pages.ui.style import CSS
 
     assert ".st-key-stale_results { opacity: 0.45; filter: grayscale(1); }" in CSS
+
+
+# --------------------------------------------------------------------------- 7. Compare names plans by model x GPU
+
+
+def test_compare_names_columns_by_model_and_gpu():
+    at = _app()
+    at.switch_page("pages/compare.py").run()
+    _clean(at)
+    df = at.dataframe[0].value
+    names = [c for c in df.columns if c != "Better"]
+    assert names[0].startswith("A · llama-3.1-8b × 1 H100-SXM-80GB"), names
+    assert all(" × " in n for n in names), names
+    verdicts = [v for v in df["Better"] if v and v != "same"]
+    assert verdicts and all(v.split(":")[0].replace(", ", "") in "ABCD" for v in verdicts), verdicts  # still by letter
