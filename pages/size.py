@@ -132,7 +132,7 @@ def main() -> None:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
         c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
         c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
-        c1, c2 = st.columns([4, 1])
+        c1, c2 = st.columns([3, 2])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
     s = st.session_state
@@ -191,8 +191,12 @@ def main() -> None:
                 "plan": share_url(root, urlstate.share_params(ref, inputs, upload_config)),
             }
         )  # fmt: skip
+    # columns that say nothing here are left out, so the table fits 1,280 px (issue 27 item 7)
+    empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows))) if unused]
+    rows = [{"plan": r["plan"], **{k: v for k, v in r.items() if k not in empty and k != "plan"}} for r in rows]  # the link first: always on screen
     st.subheader("Alternatives")
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan")}, key="size_table")
+    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan"),
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
     st.plotly_chart(pareto_figure(recs), width="stretch", key="size_pareto")
 
     with st.container(border=True):

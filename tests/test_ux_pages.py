@@ -145,3 +145,12 @@ def test_compare_names_columns_by_model_and_gpu():
     assert all(" × " in n for n in names), names
     verdicts = [v for v in df["Better"] if v and v != "same"]
     assert verdicts and all(v.split(":")[0].replace(", ", "") in "ABCD" for v in verdicts), verdicts  # still by letter
+
+
+def test_size_table_leaves_out_empty_columns_and_shows_the_link_first():
+    at = _app()
+    at.switch_page("pages/size.py").run()
+    _clean(at)
+    cols = list(at.dataframe[0].value.columns)
+    assert cols[0] == "plan" and "EP" not in cols and "sim req/s" not in cols, cols  # dense model, no capacity search run
+    assert {"GPU", "TP", "GPUs", "$/h", "$/M tokens", "p95 ITL ms"} <= set(cols)

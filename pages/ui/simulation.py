@@ -90,7 +90,7 @@ def traffic_controls(plan) -> Traffic | None:
         format_func=lambda k: f"{k}: prompt p50 {profiles[k].prompt_p50:,} / p95 {profiles[k].prompt_p95:,}, output p50 {profiles[k].output_p50:,} / p95 {profiles[k].output_p95:,} tokens" if k in profiles else k,
         help=off if traced else "Log-normal prompt and output lengths with the stated p50 and p95 (assumed shapes, capped at the plan's context), or every request at the plan's prompt and output.",
     )  # fmt: skip
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3 = st.columns([2, 1, 1])  # room for the three policies' chips
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
