@@ -108,7 +108,7 @@ def test_size_link_digits_are_ascii(users):
     assert "holds 8 concurrent users" in at.success[0].value  # the opening value (the plan's 8 sequences) kept, not 10
 
 
-DISAGG_LINK = {"m": "preset", "n": "llama-3.1-70b", "in": "4000", "out": "1000", "wd": "fp8", "size_users": "256", "size_itl": "50", "size_ttft": "2000", "size_kv": "fp8", "size_disagg": "1"}
+DISAGG_LINK = {"m": "preset", "n": "llama-3.1-70b", "in": "4000", "out": "1000", "wd": "fp8", "size_users": "256", "size_itl": "50", "size_ttft": "2000", "size_kv": "fp8", "size_disagg": "1", "size_gpus": "all"}  # every GPU kind (the page opens on the plan's GPU otherwise)
 
 
 def test_size_page_disaggregated_pools_frontier_and_launch():
