@@ -21,6 +21,7 @@ from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.limits import BOUNDS, Bound, parse_number_text
 from planner.plan import make_inputs
+from planner.plan.sections import COST_BASIS_NAME
 from planner.share import share_url
 
 KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
@@ -35,6 +36,22 @@ def _number(text: str, bound: Bound) -> float | int | None:
     """The link's number in ASCII digits (planner/limits.py) inside ``bound``, else None."""
     value = parse_number_text(text.strip(), integer=bound.integer) if isinstance(text, str) else None
     return value if value is not None and bound.lo <= value <= bound.hi else None
+
+
+def opening_values(plan_values: dict) -> dict:
+    """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
+    (a plan of 64 sequences on H200s sizes 64 users on H200s), else :data:`DEFAULTS`."""
+    out = dict(DEFAULTS)
+    sequences, gpu = plan_values.get("sequences"), plan_values.get("gpu")
+    if isinstance(sequences, int) and BOUNDS["users"].lo <= sequences <= BOUNDS["users"].hi:
+        out["size_users"] = sequences
+    lower = {g.lower(): g for g in CATALOG}
+    if plan_values.get("device_gib") is None and isinstance(gpu, str) and gpu.lower() in lower:
+        out["size_gpus"] = [lower[gpu.lower()]]
+    for key, field in (("size_ttft", "ttft_slo_ms"), ("size_itl", "itl_slo_ms")):
+        if isinstance(plan_values.get(field), (int, float)) and plan_values[field] > 0:
+            out[key] = float(plan_values[field])
+    return out
 
 
 def apply_link_params() -> None:
@@ -55,7 +72,7 @@ def apply_link_params() -> None:
     if "size_gpus" in params:
         lower = {g.lower(): g for g in CATALOG}
         gpus = [lower[g.strip().lower()] for g in params["size_gpus"].split(",") if g.strip().lower() in lower]
-        s["size_gpus"] = gpus or list(CATALOG)
+        s["size_gpus"] = gpus if gpus and params["size_gpus"] != "all" else list(CATALOG)
     if "size_disagg" in params:
         s["size_disagg"] = params["size_disagg"] == "1"
     if "size_kv" in params:
@@ -137,11 +154,11 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 def main() -> None:
     state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
     urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
-    for key, value in DEFAULTS.items():
+    values = dict(state.plan_values())
+    for key, value in opening_values(values).items():
         st.session_state.setdefault(key, value)
     apply_link_params()
     ref, model, _notes = active_model()
-    values = dict(state.plan_values())
     upload_config = active_upload_config()
     plan_engine = values.get("runtime") if values.get("runtime") in ENGINES else "vllm"
     st.session_state.setdefault("size_engines", [plan_engine])
@@ -157,7 +174,7 @@ def main() -> None:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
         c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
         c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
-        c1, c2, c3 = st.columns([4, 1, 1])
+        c1, c2, c3 = st.columns([3, 2, 2])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
         engines = c3.multiselect("Engines", list(ENGINES), key="size_engines", help="Each engine's own start-up sizing and admission: vLLM's block reservation, SGLang's token pool (its GPU profiles: no H100-PCIe, H100-NVL or AMD cards).")
@@ -172,8 +189,7 @@ def main() -> None:
     itl = float(s["size_itl"]) or None
     size_params = {"size_users": str(users)} if users is not None else {"size_rate": f"{rate:g}"}
     size_params |= {"size_ttft": f"{ttft or 0:g}", "size_itl": f"{itl or 0:g}"}
-    if set(gpus) != set(CATALOG):
-        size_params["size_gpus"] = ",".join(gpus)
+    size_params["size_gpus"] = ",".join(gpus) if set(gpus) != set(CATALOG) else "all"  # the page opens on the plan's GPU: a link says which
     if list(kvs) != DEFAULTS["size_kvs"]:
         size_params["size_kv"] = ",".join(kvs)
     if list(engines) != [plan_engine]:
@@ -214,7 +230,7 @@ def main() -> None:
         st.caption(
             f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × TP × KV dtype candidates"
             + (f" and {dis['decode_shapes']} decode × {dis['prefill_shapes']} prefill pool shapes" if (dis := result.searched.get("disaggregated")) and dis.get("searched") else "")
-            + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
+            + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens ({COST_BASIS_NAME}, as on the Plan page); the first is minimal "
             "(one replica fewer does not hold it). p95 TTFT and ITL are the served-latency model's in steady state (prompts arrive at users / end-to-end a second and queue for the prefill budget); the capacity search below checks them in the simulator."
         )
 
@@ -229,8 +245,12 @@ def main() -> None:
                 "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_inputs(), upload_config),
             }
         )  # fmt: skip
+    # columns that say nothing here are left out, so the table fits 1,280 px (issue 27 item 7)
+    empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows))) if unused]
+    rows = [{"plan": r["plan"], **{k: v for k, v in r.items() if k not in empty and k != "plan"}} for r in rows]  # the link first: always on screen
     st.subheader("Alternatives")
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan")}, key="size_table")
+    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan"),
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
     if disagg:
         st.caption("GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'; 'open as plan' opens its decode pool.")
     disaggregated = next((r for r in recs if r.disaggregated), None)

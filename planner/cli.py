@@ -351,6 +351,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cost, blocks = sim.from_plan(plan)
     if text is not None:
         requests = sim.parse_trace_csv(text)
+    elif args.lengths:
+        requests = sim.profile_requests(args.rate, args.requests, args.lengths, seed=args.seed, max_tokens=min(plan.context.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST))
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.plan_config(
@@ -862,9 +864,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace",
         metavar="FILE",
         help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, or a Mooncake JSONL trace (.jsonl: timestamp ms, input_length, output_length, "
-        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate and --requests (default: none)",
+        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate, --requests and --lengths (default: none)",
     )
     p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
+    p.add_argument("--lengths", choices=["chat", "rag", "agent", "summarisation"], help="built-in request lengths instead of the plan's prompt and output: log-normal prompt and output with a stated p50/p95 each, capped at the plan's context "
+                   "(chat 1,000/4,000 + 250/800, rag 4,000/12,000 + 300/900, agent 12,000/40,000 + 400/2,000, summarisation 6,000/24,000 + 500/1,200 tokens) (default: the plan's)")  # fmt: skip
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")

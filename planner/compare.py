@@ -129,12 +129,25 @@ class Row:
     why: str = ""  # "more sequences", "lower cost", ...
 
     def verdict(self, names: list[str]) -> str:
-        """"B: lower latency", "A, C: more headroom", "same" or ""."""
+        """"B: lower latency", "A, C: more headroom", "same" or "" (by each name's letter)."""
         if not self.why:
             return ""
         if not self.best:
             return "same"
-        return f"{', '.join(names[i][-1] for i in self.best)}: {self.why}"
+        return f"{', '.join(letter_of(names[i]) for i in self.best)}: {self.why}"
+
+
+def letter_of(name: str) -> str:
+    """The letter of a column name: "B · llama-3.1-70b × 4 H100-SXM-80GB" or "Plan B" -> "B"."""
+    return name.split(" · ")[0].split()[-1]
+
+
+def plan_name(letter: str, model_label: str, plan) -> str:
+    """A column's name: its letter, the model and the deployment ("B · llama-3.1-70b × 4 H100-SXM-80GB"),
+    so a table, a chart or a PDF says what was compared, not "Plan B"."""
+    if plan is None:
+        return f"{letter} · {model_label}"
+    return f"{letter} · {model_label} × {plan.inputs.gpu_count:,} {plan.device.name}"
 
 
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)

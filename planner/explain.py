@@ -23,7 +23,7 @@ from planner.cache import explain as cache_explain
 from planner.capacity import LIMIT_LABELS
 from planner.kv import KV_DTYPE_BITS
 from planner.plan import Plan, memory_basis
-from planner.units import GIB, fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step
+from planner.units import GIB, fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms, fmt_ms_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +307,18 @@ def _latency_steps(plan: Plan) -> tuple[str, ...]:
     return tuple(out)
 
 
+def mean_above_p95(plan: Plan) -> str | None:
+    """The sentence for a mean ITL above its p95 (a few very long steps), else None."""
+    r = plan.roofline
+    if plan.latency.source == "observed" or r.itl_ms_at_concurrency <= r.itl_p95_ms:
+        return None
+    return (
+        f" The mean ({fmt_ms(r.itl_ms_at_concurrency)}) is above the p95 ({fmt_ms(r.itl_p95_ms)}) because a few steps are very long: "
+        f"{r.prefill_step_share:.1%} of steps carry a new prompt's prefill chunk and last up to {fmt_ms(r.itl_p99_ms)} (the p99), "
+        "while the others are decode-only. The SLO judges the p95."
+    )
+
+
 def _cost_steps(plan: Plan) -> tuple[str, ...]:
     c = plan.cost
     return (
@@ -368,8 +380,10 @@ def metric_help(plan: Plan) -> MetricHelp:
     itl = f"Mean inter-token latency {at} per replica ({lat.source})" + (
         "."
         if observed
-        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms_step(r.itl_ms_at_1_request)}. {r.prefill_step_share:.0%} of steps carry a prefill chunk"
-        + (", so the p95 gap is such a step: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
+        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms_step(r.itl_ms_at_1_request)}. {r.prefill_step_share:.1%} of steps carry a prefill chunk"
+        + (", so the p95 gap falls among those steps: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
+        + f" p95 {fmt_ms_step(r.itl_p95_ms)}, p99 {fmt_ms_step(r.itl_p99_ms)}."
+        + (mean_above_p95(plan) or "")
     )
     return MetricHelp(
         max_sequences=f"The most concurrent sequences all replicas admit (bound by {LIMIT_LABELS.get(kv.binding_constraint, kv.binding_constraint)}). Memory alone admits {kv.maximum_sequences_by_memory:,} ({per_replica}; {memory_basis(plan)}); {kv.requested_sequences:,} requested.",
@@ -378,7 +392,7 @@ def metric_help(plan: Plan) -> MetricHelp:
         kv_per_token=_kv_help(plan),
         memory_per_sequence=f"{kv.bytes_per_reserved_sequence:,} B for {kv.reserved_tokens_per_sequence:,} reserved tokens ({kv.reservation} reservation) on one GPU.",
         cost=(
-            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
+            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(c.gpu_hour_price)} per GPU-hour ({c.price_source}). Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
             f"{fmt_money(c.per_million_input_tokens) if c.per_million_input_tokens is not None else '-'} input ({c.basis})."
             if c.per_million_output_tokens is not None
             else "Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens."

@@ -22,6 +22,7 @@ from planner.capacity import LIMIT_LABELS
 from planner.labels import label as input_label
 from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
+from planner.plan.sections import COST_BASIS_NAME
 from planner.source import ModelRef
 from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step, fmt_num, fmt_value, gib, mib
 
@@ -280,7 +281,7 @@ def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
     if c.per_million_output_tokens is None:
         return []
     return [
-        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(c.gpu_hour_price)} per GPU-hour, {c.price_source})"),
         ("Cost per million tokens", f"{fmt_money(c.per_million_output_tokens)} output, {fmt_money(c.per_million_input_tokens)} input ({c.basis})"),
     ]
 
@@ -567,7 +568,7 @@ def _sizing_story(k: _Kit, sizing) -> list:
         k.para(
             f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
             "p95 TTFT and ITL are the served-latency model's at the workload's concurrency (steady state: prompts arrive at users / end-to-end a second and queue for the prefill budget); 'sim req/s' is the simulator's capacity search where it ran. "
-            "Prices: planner/prices.py (sourced and dated) unless given.",
+            f"$/M tok: per million output tokens at {COST_BASIS_NAME}, as in the plan. Prices: planner/prices.py (sourced and dated) unless given.",
             k.small,
         )
     )

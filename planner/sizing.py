@@ -283,15 +283,14 @@ class _Candidate:
         load = self._load(replicas, per_replica_rate, limit)
         final = self.plan(replicas, load, limit)
         queue_ms = self._slot_wait_ms(replicas, limit, final)
-        lat = final.latency
         cache = final.cache if self.sessions and final.cache.applies else None
         tier_cost = cache.tier_cost_per_hour if cache is not None else None
-        per_hour = self.price * self.tp * replicas + (tier_cost or 0.0)
-        if self.users is not None:
-            tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
-        else:
-            tokens_per_s = self.rate * self._output()
-        per_million = per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else math.inf
+        gpu_per_hour = self.price * self.tp * replicas
+        per_hour = gpu_per_hour + (tier_cost or 0.0)
+        # the plan's own cost section: one basis (COST_BASIS_NAME) on Plan, Compare and Size; a CPU
+        # tier's cost scales it on the same basis
+        plan_per_million = final.cost.per_million_output_tokens
+        per_million = plan_per_million * per_hour / gpu_per_hour if plan_per_million is not None and gpu_per_hour > 0 else math.inf
         return Recommendation(
             gpu=self.gpu,
             tp=self.tp,

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from pages.ui import models, state
 from pages.ui.results import admission_badge
 from pages.ui.safe_text import md
-from planner.compare import CURRENT, ENGINE_SIZING, FIELDS, LETTERS, Column, compare_rows
+from planner.compare import CURRENT, ENGINE_SIZING, FIELDS, LETTERS, Column, compare_rows, letter_of
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
@@ -134,7 +134,7 @@ def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
     ):
         ys = [getter(p) for _, p in ok]
         fig.add_trace(
-            go.Bar(x=[n for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(n[-1])] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, hovertemplate="%{x}: %{text}<extra></extra>"),
+            go.Bar(x=[letter_of(n) for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(letter_of(n))] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, customdata=[n for n, _ in ok], hovertemplate="%{customdata}: %{text}<extra></extra>"),
             row=1,
             col=col,
         )

@@ -335,4 +335,4 @@ def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
     msg = f"**{where}**: {md(S.error_text(err))}" if where else md(S.error_sentence(err))
-    st.error(msg + ("  \nShowing the last good plan (" + md(good.ref.label()) + ")." if good else ""), icon=":material/error:")
+    st.error(msg + ("  \nBelow, greyed: the last good plan (" + md(good.ref.label()) + "), not these inputs." if good else ""), icon=":material/error:")

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
 SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
 COST_BASIS = "each price assumes the deployment does only that phase at the planned concurrency"
+# The one cost basis of every page, the CLI and the PDF (Plan, Compare and Size alike): output
+# tokens a second = sequences in flight x replicas / mean ITL at the planned load.
+COST_BASIS_NAME = "output tokens/s at the planned concurrency (sequences / mean ITL)"
 
 
 class Section(Result):
@@ -262,6 +265,7 @@ class RooflineSection(Section):
     decode_tokens_per_second: float
     prefill_tokens_per_second: float
     ttft_slo_met: bool | None
+    itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
 def roofline_section(plan: Plan) -> RooflineSection:
@@ -303,6 +307,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         prefill_chunk_tokens=served.chunk_tokens,
         ttft_p95_ms=ttft_p95,
         itl_p95_ms=served.itl_p95_ms,
+        itl_p99_ms=served.itl_p99_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
         max_batched_tokens=inputs.max_batched_tokens,
@@ -376,26 +381,43 @@ class CostSection(Section):
     per_million_output_tokens: float | None = None
     per_million_input_tokens: float | None = None
     basis: str | None = None
+    price_source: str | None = None  # "given", or the catalog row's source and date (planner/prices.py)
 
     def to_json(self) -> dict:
         return Section.to_json(self) if self.gpu_hour_price is not None else {"gpu_hour_price": None}
 
 
+def gpu_hour_price(inputs) -> tuple[float | None, str | None]:
+    """The GPU-hour price a plan uses and where it comes from: the one given, else the catalog's
+    sourced default for a catalog GPU (planner/prices.py), else none (a custom device)."""
+    if inputs.gpu_hour_price is not None:
+        return inputs.gpu_hour_price, "given"
+    from planner.hardware import get_device
+    from planner.prices import PRICE_TABLE
+
+    row = PRICE_TABLE.get(get_device(inputs.gpu).name) if inputs.device_gib is None else None
+    if row is None:
+        return None, None
+    return row.usd_per_gpu_hour, f"catalog default: {row.source}, {row.as_of}"
+
+
 def cost_section(plan: Plan) -> CostSection:
     inputs = plan.inputs
-    if inputs.gpu_hour_price is None:
+    price, source = gpu_hour_price(inputs)
+    if price is None:
         return CostSection(gpu_hour_price=None)
-    per_hour = inputs.gpu_hour_price * inputs.gpu_count
+    per_hour = price * inputs.gpu_count
     out_tps = _decode_tokens_per_second(plan)
     in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
     return CostSection(
-        gpu_hour_price=inputs.gpu_hour_price,
+        gpu_hour_price=price,
         deployment_per_hour=per_hour,
         output_tokens_per_second=out_tps,
         input_tokens_per_second=in_tps,
         per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
         per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
-        basis=COST_BASIS,
+        basis=f"{COST_BASIS_NAME}; {COST_BASIS}",
+        price_source=source,
     )
 
 

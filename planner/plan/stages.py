@@ -168,7 +168,14 @@ def plan_context(inputs: PlanInputs, geo: ModelGeometry) -> ContextBudget:
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    return _context(inputs, max_ctx)
+    try:
+        return _context(inputs, max_ctx)
+    except PlannerError as exc:
+        if exc.field == "max_context" and inputs.max_context and "the model maximum of" in exc.reason:
+            # the maximum is the one the user set, not the model's: say whose it is (issue 27 item 6)
+            model_max = f"; the model's own is {geo.max_position_embeddings:,}" if geo.max_position_embeddings else ""
+            raise PlannerError("max_context", exc.value, exc.reason.replace("the model maximum of", "the maximum context you set,") + model_max) from None
+        raise
 
 
 def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tuple[InspectReport, WeightsEstimate, capacity.SequenceReservation]:
