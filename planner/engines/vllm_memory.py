@@ -119,8 +119,9 @@ def _release(release: str) -> ReleaseMemory:
 def cuda_total_bytes(device: Device) -> tuple[int, str]:
     """(total device memory as CUDA reports it, its source): the catalog's CUDA figure, else the nominal size."""
     if device.cuda_memory_gib:
-        return int(device.cuda_memory_gib * GIB), f"{device.name}: {device.cuda_memory_gib:g} GiB as CUDA reports it (nominal {device.memory_gib:g} GiB; {device.source})"
-    return device.memory_bytes, f"{device.name}: nominal {device.memory_gib:g} GiB (assumed: no CUDA-reported total in the catalog; CUDA reports a few hundred MiB less)"
+        kind = device.cuda_memory_kind or "measured"
+        return int(device.cuda_memory_gib * GIB), f"{device.name}: {device.cuda_memory_gib:g} GiB as CUDA reports it, {kind} (nominal {device.memory_gib:g} GiB; {device.cuda_memory_source or device.source})"
+    return device.memory_bytes, f"{device.name}: {device.memory_gib:g} GiB as given (a custom device: the total CUDA reports)"
 
 
 @dataclass(frozen=True, slots=True)
