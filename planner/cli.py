@@ -457,28 +457,36 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from planner.engines.vllm import EngineRefusal, predict_budget, serve_command, vllm_capacity
+    from planner.engines.vllm import EngineRefusal, serve_command, vllm_capacity
+    from planner.engines.vllm_memory import predict_memory
     from planner.hardware import get_device
     from planner.plan import prepare_model
 
     config, source = load_model_source(args)
-    model = prepare_model(config, source.get("parameter_counts"))
+    model = prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None))
+    entry = {"serve": "vllm serve", "llm": "LLM class"}[getattr(args, "entry_point", None) or "serve"]
+    lora = dict(enable_lora=bool(getattr(args, "enable_lora", False)), max_loras=getattr(args, "max_loras", None) or 1, max_lora_rank=getattr(args, "max_lora_rank", None) or 16)
     budget = None
     if args.gpu is not None:
         device = get_device(args.gpu)
-        weights = model.weights("auto")
         measured = None
         if args.probe_json is not None:
             from planner.probe import MAX_PROBE_JSON_BYTES, budget_measurements, load_probe_json
 
             probe = load_probe_json(_read_capped(args.probe_json, "--probe-json", MAX_PROBE_JSON_BYTES, "a probe JSON is a few KiB"))
-            measured = budget_measurements(probe, args.max_num_batched_tokens, args.tp)
+            measured = budget_measurements(probe, args.max_num_batched_tokens or 8192, args.tp)
             if not measured:
                 raise PlannerError("probe_json", args.probe_json, "holds no GPU memory measurements that apply: it needs a successful runtime-mode probe on CUDA, and --tp 1 (the probe runs the model on one GPU)")
-        budget = predict_budget(
-            device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens,
-            max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source, measured=measured,
+        budget = predict_memory(
+            model.config, model.geometry, device, gpu_memory_utilization=args.gpu_memory_utilization, tp=args.tp, max_model_len=args.max_model_len or model.geometry.max_position_embeddings,
+            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs, release=args.vllm_version, entry_point=entry, enforce_eager=bool(getattr(args, "enforce_eager", False)),
+            quantization=model.quantization, limit_mm_per_prompt=getattr(args, "limit_mm_per_prompt", None), measured=measured, **lora,
         )  # fmt: skip
+        _print_budget(budget, args.json)
+        if budget.refusal:
+            taken = sum(t.bytes for t in budget.terms[2:] if t.in_budget)
+            print(f"error: vLLM {args.vllm_version} refuses to start: {budget.refusal} (weights {budget.term('weights per GPU').bytes / 2**30:,.2f} GiB; everything start-up takes {taken / 2**30:,.2f} GiB against the budget {budget.requested_bytes / 2**30:,.2f} GiB: short by {max(0, taken - budget.requested_bytes) / 2**30:,.2f} GiB)", file=sys.stderr)
+            return 2
         available = budget.available_kv_bytes
     else:
         if args.probe_json is not None:
@@ -487,12 +495,14 @@ def cmd_engine(args: argparse.Namespace) -> int:
     kv_cache_dtype = args.kv_cache_dtype
     if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
         kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
+    tokens = budget.max_num_batched_tokens if budget else (args.max_num_batched_tokens or 8192)
     try:
-        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
+        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
         print(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
-    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs if args.gpu else None, user_block_size=args.block_size)
+    settings = dict(enforce_eager=bool(getattr(args, "enforce_eager", False)), limit_mm_per_prompt=getattr(args, "limit_mm_per_prompt", None), entry_point=getattr(args, "entry_point", None) or "serve", **lora)
+    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs, user_block_size=args.block_size, **settings)
     if args.json:
         out = r.summary()
         out["budget"] = budget.summary() if budget else {"available_kv_bytes": available, "terms": [{"name": "given", "bytes": available, "source": "--available-kv-bytes / --available-kv-gib"}]}
@@ -500,10 +510,6 @@ def cmd_engine(args: argparse.Namespace) -> int:
         out["source"] = source
         print(json.dumps(out, indent=2))
         return 0
-    if budget:
-        for t in budget.terms:
-            print(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
-        print(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
     groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
     print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
@@ -512,6 +518,16 @@ def cmd_engine(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(command)
     return 0
+
+
+def _print_budget(budget, as_json: bool) -> None:
+    """The predicted budget term by term, each with its source (text output only)."""
+    if as_json:
+        return
+    print(f"{'max_num_batched_tokens / max_num_seqs':<38} {budget.max_num_batched_tokens:,} / {budget.max_num_seqs:,}  ({budget.batch_source})")
+    for t in budget.terms:
+        print(f"{t.name:<38} {t.bytes / 2**30:>9,.2f} GiB  ({t.source}{'' if t.in_budget else '; outside the budget'})")
+    print(f"{'Available KV cache memory':<38} {budget.available_kv_bytes / 2**30:>9,.2f} GiB")
 
 
 # --------------------------------------------------------------------------- report

@@ -126,7 +126,9 @@ def test_hub_weights_come_from_safetensors_metadata(fake_hub):
     assert out["source"]["parameter_counts"] == {"BF16": 3000, "F8_E4M3": 1000}
     assert out["weights"]["bytes"] == 7000
     assert out["weights"]["source"].startswith("safetensors metadata")
-    assert out["capacity"]["model_resident_bytes"] == 7000
+    # runtime vllm: as vLLM loads them, the checkpoint's 7,000 B + its RoPE cos/sin cache (131,072 positions x 128 x 2 B)
+    assert out["capacity"]["model_resident_bytes"] == 7000 + 131072 * 128 * 2
+    assert "RoPE" in out["capacity"]["model_resident_source"]
 
 
 @pytest.mark.parametrize(
@@ -170,5 +172,5 @@ def test_every_flag_of_every_command_has_help_with_its_default():
 def test_plan_help_gives_units_and_library_defaults():
     out = run("plan", "--help").stdout
     flat = " ".join(out.split())
-    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); in basis points (default: 1,000)" in flat
+    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); under runtime vllm vLLM's gpu_memory_utilization is 1 - headroom, of the total CUDA reports; in basis points (default: 1,000)" in flat
     assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none)" in flat

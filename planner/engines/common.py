@@ -32,7 +32,13 @@ T = TypeVar("T")
 class EngineRefusal(PlannerError):
     """The engine would refuse to start with these settings: ``field`` names the setting it refuses
     (``model`` for an architecture it cannot run at all), ``value`` what was given and ``reason``
-    the engine's own message (or, where the planner does not model a case, why not)."""
+    the engine's own message (or, where the planner does not model a case, why not).
+    ``estimated_max_model_len``: for a length that does not fit, the engine's own estimate of the
+    longest that does (0: none or not given)."""
+
+    def __init__(self, field: str, value: object, reason: str, estimated_max_model_len: int = 0) -> None:
+        super().__init__(field, value, reason)
+        self.estimated_max_model_len = estimated_max_model_len
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +113,10 @@ def memoised(memo: ByteBudgetCache, key: Hashable, compute: Callable[[], T]) -> 
         try:
             hit = compute()
         except EngineRefusal as exc:  # kept without its traceback, whose frames hold the whole geometry
-            hit = EngineRefusal(exc.field, exc.value, exc.reason)
+            hit = EngineRefusal(exc.field, exc.value, exc.reason, exc.estimated_max_model_len)
         memo.put(key, hit)
     if isinstance(hit, EngineRefusal):
-        raise EngineRefusal(hit.field, hit.value, hit.reason)
+        raise EngineRefusal(hit.field, hit.value, hit.reason, hit.estimated_max_model_len)
     return hit
 
 

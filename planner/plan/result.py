@@ -17,6 +17,8 @@ from planner.context import ContextBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
+from planner.engines.vllm_memory import MemoryBudget
+from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
 from planner.results import Result
@@ -33,6 +35,7 @@ class Memory(NamedTuple):
     fixed: int  # resident + workspace
     available: int  # usable - fixed: the K/V pool
     replicas: int  # gpu_count / tp
+    budget: MemoryBudget | None = None  # runtime vllm: vLLM's predicted start-up budget, term by term
 
 
 class Sharing(NamedTuple):
@@ -97,6 +100,8 @@ class Plan(Result):
     _ceiling: Ceiling
     _admission: Admission
     _load: Load
+    _batching: Batching | None = None  # the scheduler's token budget and sequence limit (given or the engine's defaults)
+    model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
 
     def _section(self, name: str, build):
@@ -119,6 +124,11 @@ class Plan(Result):
     def roofline(self) -> sections.RooflineSection:
         """The step-time model's figures at the requested load and at one request."""
         return self._section("roofline", sections.roofline_section)
+
+    @property
+    def serve(self) -> sections.ServeSection:
+        """The engine command line that reproduces the plan and always starts (runtime vllm)."""
+        return self._section("serve", sections.serve_section)
 
     @property
     def prefix(self) -> sections.PrefixSection:
@@ -155,6 +165,17 @@ class Plan(Result):
             terms.add("prefix_sharing")
         if self.inspect.kv_dtype in INTEGER_DTYPES:
             terms.add("quantization_scales")
+        budget = self._memory.budget
+        if budget is not None:  # runtime vllm: the terms of vLLM's start-up budget this plan computed
+            names = {t.name for t in budget.terms}
+            if "profiling peak activations" in names:
+                terms.update({"activations", "runtime_buffers"})  # the profiling peak; non-torch memory (context, NCCL)
+            if "CUDA graphs" in names:
+                terms.add("cuda_graphs")
+            if "multimodal encoder cache (profiling)" in names:
+                terms.add("encoder_outputs")
+            if "LoRA adapter slots" in names:
+                terms.add("lora")
         return frozenset(terms)
 
     def summary(self) -> dict:
@@ -174,6 +195,7 @@ class Plan(Result):
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
             "roofline": roofline.to_json(),
+            "serve": self.serve.to_json(),
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),

@@ -210,4 +210,4 @@ def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_le
                 estimate, lo = mid, mid + 1
             else:
                 hi = mid - 1
-    raise EngineRefusal("max_model_len", max_model_len, not_enough_memory(rules, max_model_len, needed, check, estimate))
+    raise EngineRefusal("max_model_len", max_model_len, not_enough_memory(rules, max_model_len, needed, check, estimate), estimate)
