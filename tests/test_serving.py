@@ -106,12 +106,14 @@ def test_kernel_dtypes_and_classes_per_weight_format_and_generation():
 
 
 def test_runtime_limits_follow_the_engines_defaults():
-    # vllm 0.11 engine/arg_utils.py: >= 70 GiB and not an A100: 1,024 sequences, 8,192 tokens (API
-    # server); otherwise 256 and 2,048; CUDA graphs to min(2 x max_num_seqs, 512)
+    # vllm 0.11 engine/arg_utils.py (through vllm_memory.batch_defaults, the one copy): >= 70 GiB and
+    # not an A100: 1,024 sequences, 8,192 tokens (API server); otherwise 256 and 2,048; CUDA graphs to
+    # min(2 x max_num_seqs, 512)
     h100, a100 = latency.runtime_limits("vllm", 80, "hopper", "H100-SXM-80GB"), latency.runtime_limits("vllm", 80, "ampere", "A100-SXM-80GB")
     assert (h100.max_num_seqs, h100.max_batched_tokens, h100.graph_max_batch) == (1024, 8192, 512)
     assert (a100.max_num_seqs, a100.max_batched_tokens, a100.graph_max_batch) == (256, 2048, 512)
     assert latency.runtime_limits("trtllm", 80).max_num_seqs == 2048
+    assert "EngineArgs._set_default_args" in h100.source
 
 
 def test_all_reduce_beyond_one_node_is_hierarchical():
