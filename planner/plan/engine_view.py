@@ -9,6 +9,7 @@ from planner.context import ContextBudget
 from planner.limits import ByteBudgetCache
 from planner.plan.inputs import PlanInputs
 from planner.plan.model import PreparedModel
+from planner.kv import vllm_kv_cache_dtype
 from planner.plan.sections import Section
 
 # the plan's resolved KV dtype as vLLM's --kv-cache-dtype ("auto" would re-read the checkpoint,
@@ -113,8 +114,8 @@ def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, a
     from planner.engines.vllm import EngineRefusal, vllm_capacity
 
     version = inputs.vllm_version
-    resolved = model.kv_dtype(inputs.kv_dtype)[0]
-    dtype = VLLM_KV_DTYPES.get(resolved)
+    resolved, source = model.kv_dtype(inputs.kv_dtype)
+    dtype = vllm_kv_cache_dtype(resolved, source)  # fp8_e4m3 where a ModelOpt checkpoint's FP8 KV resolved "auto"
     if dtype is None:
         return EngineView(applies=False, vllm_version=version, reason=f"vLLM has no {resolved} KV cache; the steady-state figure applies")
     batched = {} if limits is None else {"max_num_batched_tokens": limits.tokens}

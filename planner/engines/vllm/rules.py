@@ -88,7 +88,7 @@ RULES: dict[str, Rules] = {
     ),
     "0.11": Rules(
         version="0.11", tokens_from_concurrency=False, concurrent_batches=1, hybrid_prefix_caching=False, reserve_null_block=False, one_log_line=False,
-        group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10",
+        group_near_max=False, unify_pages=False, fit_check_per_layer=True, chunked_as_full=True, wording="0.10",
         unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe"}),
         int_max_len_types=frozenset({"deepseek_v2"}),
     ),
