@@ -195,7 +195,8 @@ class MemoryBudget(Result):
         return self.available_kv_bytes / GIB
 
     def summary(self) -> dict:
-        return {**self.model_dump(), "available_kv_gib": round(self.available_kv_gib, 2)}
+        # model_dump keeps nested results as they are: the terms as plain dicts, for JSON
+        return {**self.model_dump(), "terms": [t.model_dump() for t in self.terms], "available_kv_gib": round(self.available_kv_gib, 2)}
 
 
 # GPU compute capability and SM count by catalog name (NVIDIA datasheets): the mxfp4 MoE backend and

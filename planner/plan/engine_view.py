@@ -6,10 +6,10 @@ import sys
 from dataclasses import dataclass, fields
 
 from planner.context import ContextBudget
+from planner.kv import vllm_kv_cache_dtype
 from planner.limits import ByteBudgetCache
 from planner.plan.inputs import PlanInputs
 from planner.plan.model import PreparedModel
-from planner.kv import vllm_kv_cache_dtype
 from planner.plan.sections import Section
 
 # the plan's resolved KV dtype as vLLM's --kv-cache-dtype ("auto" would re-read the checkpoint,

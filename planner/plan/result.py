@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 from planner import capacity, latency
 from planner.context import ContextBudget
+from planner.engines.vllm_memory import MemoryBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
-from planner.engines.vllm_memory import MemoryBudget
 from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
