@@ -431,7 +431,15 @@ def cmd_size(args: argparse.Namespace) -> int:
             emit(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
     if "capacity_search" in result.searched:
         emit(result.searched["capacity_search"])
+    for r in recs[:3]:
+        if r.serve_command:
+            emit(f"serve {r.gpu} TP {r.tp} x{r.replicas}: {r.serve_command}")
     emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    vllm = [r for r in result.refused if "refuses to start" in r.reason]
+    for r in vllm[:5]:
+        emit(f"refused {r.gpu} TP {r.tp} {r.kv_dtype}: {r.reason}")
+    if len(vllm) > 5:
+        emit(f"... {len(vllm) - 5} more that vLLM would not start (--json lists every refused candidate)")
     return 0
 
 
@@ -507,8 +515,9 @@ def cmd_engine(args: argparse.Namespace) -> int:
         )  # fmt: skip
         _print_budget(budget, args.json)
         if budget.refusal:
-            taken = sum(t.bytes for t in budget.terms[2:] if t.in_budget)
-            emit(f"error: vLLM {args.vllm_version} refuses to start: {budget.refusal} (weights {budget.term('weights per GPU').bytes / 2**30:,.2f} GiB; everything start-up takes {taken / 2**30:,.2f} GiB against the budget {budget.requested_bytes / 2**30:,.2f} GiB: short by {max(0, taken - budget.requested_bytes) / 2**30:,.2f} GiB)", file=sys.stderr)
+            from planner.plan.budget import refusal_text
+
+            emit(f"error: {refusal_text(budget, args.gpu_memory_utilization, device.name)}", file=sys.stderr)
             return 2
         available = budget.available_kv_bytes
     else:

@@ -88,6 +88,7 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    serve_command: str = ""  # runtime vllm: the line that starts one replica set of it (Plan.serve)
 
 
 class Refusal(BaseModel):
@@ -260,6 +261,7 @@ class _Candidate:
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": self.tp * replicas, "sequences": load, "max_num_seqs": limit},
+            serve_command=final.serve.command,
         )
 
     def _output(self) -> int:
@@ -453,7 +455,7 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
-    budget = plan.inputs.max_batched_tokens
+    budget = plan.batching.tokens  # given, or vLLM's default for this GPU (the plan's own)
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,

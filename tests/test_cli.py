@@ -174,3 +174,23 @@ def test_plan_help_gives_units_and_library_defaults():
     flat = " ".join(out.split())
     assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); under runtime vllm vLLM's gpu_memory_utilization is 1 - headroom, of the total CUDA reports; in basis points (default: 1,000)" in flat
     assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none)" in flat
+
+
+def test_plan_and_size_refuse_what_vllm_would_not_start_with_the_numbers():
+    # Llama-3.1-70B in bf16 on one H100 SXM: 70,553,706,496 parameters x 2 B = 131.42 GiB + the RoPE
+    # cos/sin buffer (131,072 positions x 128 x 2 B = 0.03 GiB) = 131.45 GiB of weights against the
+    # budget 79.18 GiB (CUDA's total) x 0.9 = 71.26 GiB; with the predicted profiling peak (1.97),
+    # non-torch (0.13) and graph (0.39) terms start-up takes 133.94 GiB: short by 62.68 GiB
+    numbers = "(weights 131.45 GiB + profiling peak activations 1.97 GiB, non-torch memory 0.13 GiB, CUDA graphs 0.39 GiB = 133.94 GiB against the budget 71.26 GiB (79.18 GiB x 0.9 on H100-SXM-80GB): short by 62.68 GiB)"
+    plan = run("plan", "--preset", "llama-3.1-70b")
+    assert plan.returncode == 2 and len(plan.stderr.strip().splitlines()) == 1
+    assert plan.stderr.startswith("error: tp=1: vLLM 0.33 refuses to start: No available memory for the cache blocks (") and numbers in plan.stderr
+    size = run("size", "--preset", "llama-3.1-70b", "--users", "20", "--gpus", "H100-SXM-80GB", "--tps", "1", "2", "4", "--kv-dtypes", "bf16")
+    assert size.returncode == 0, size.stderr
+    lines = size.stdout.splitlines()
+    refused = [line for line in lines if line.startswith("refused ")]
+    assert len(refused) == 1 and refused[0].startswith("refused H100-SXM-80GB TP 1 bf16: vLLM 0.33 refuses to start: No available memory for the cache blocks (") and numbers in refused[0]
+    # every deployment it lists starts: its serve line, with the replica layout (4 x TP 2 in one node)
+    serve = [line for line in lines if line.startswith("serve ")]
+    assert serve[0].startswith("serve H100-SXM-80GB TP 4 x1: vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-model-len 131072 --max-num-batched-tokens 8192")
+    assert "--tensor-parallel-size 2 --data-parallel-size 4" in serve[1]

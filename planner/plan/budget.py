@@ -86,26 +86,33 @@ def taken_bytes(budget: MemoryBudget) -> int:
     return sum(t.bytes for t in budget.terms[2:] if t.in_budget)
 
 
-def refusal_error(budget: MemoryBudget, inputs: PlanInputs, device: Device) -> PlannerError:
-    """vLLM's refusal to start, with the numbers: the weights, what the rest takes, the budget and
-    the shortfall; the field is the control that changes it (headroom for the start-up check, TP
-    for the cache)."""
-    w = budget.term("weights per GPU").bytes
-    taken = taken_bytes(budget)
-    short = taken - budget.requested_bytes
+def refusal_text(budget: MemoryBudget, gpu_memory_utilization: float, device_name: str) -> str:
+    """vLLM's refusal as one line with the numbers: its own first sentence (the advice after it is
+    vLLM's, about its flags), then the weights, what the rest of start-up takes, the budget and the
+    shortfall. The plan, ``size``, ``engine``, the Plan page and the PDF all word it so."""
+    refusal = budget.refusal or ""
+    if refusal.startswith("Free memory on device"):  # already carries its numbers
+        return f"vLLM {budget.release} refuses to start: {refusal}"
     gib = lambda b: f"{b / GIB:,.2f} GiB"  # noqa: E731
+    taken = taken_bytes(budget)
     rest = ", ".join(f"{t.name} {gib(t.bytes)}" for t in budget.terms[3:] if t.in_budget)
     numbers = (
-        f"weights {gib(w)} + {rest} = {gib(taken)} against the budget {gib(budget.requested_bytes)} "
-        f"({gib(budget.total_bytes)} x {utilization(inputs):g} on {device.name}): short by {gib(max(0, short))}"
+        f"weights {gib(budget.term('weights per GPU').bytes)}{' + ' + rest if rest else ''} = {gib(taken)} against the budget {gib(budget.requested_bytes)} "
+        f"({gib(budget.total_bytes)} x {gpu_memory_utilization:g} on {device_name}): short by {gib(max(0, taken - budget.requested_bytes))}"
     )
+    return f"vLLM {budget.release} refuses to start: {refusal.split('. ')[0].rstrip('.')} ({numbers})"
+
+
+def refusal_error(budget: MemoryBudget, inputs: PlanInputs, device: Device) -> PlannerError:
+    """vLLM's refusal to start (:func:`refusal_text`); the field is the control that changes it
+    (headroom for the start-up check, a given workspace or weights that alone exceed the budget, else TP)."""
+    text = refusal_text(budget, utilization(inputs), device.name)
     if budget.refusal and budget.refusal.startswith("Free memory on device"):
-        return PlannerError("headroom_bp", inputs.headroom_bp, f"vLLM {budget.release} refuses to start: {budget.refusal}")
-    # the control to change: a given workspace or weights that alone exceed the budget, else TP
+        return PlannerError("headroom_bp", inputs.headroom_bp, text)
     if inputs.workspace_gib is not None and inputs.workspace_gib * GIB >= budget.requested_bytes:
         field, value = "workspace_gib", inputs.workspace_gib
     elif inputs.model_resident_gib is not None and inputs.model_resident_gib * GIB >= budget.requested_bytes:
         field, value = "model_resident_gib", inputs.model_resident_gib
     else:
         field, value = "tp", inputs.tp
-    return PlannerError(field, value, f"vLLM {budget.release} refuses to start: {budget.refusal} ({numbers}); use more GPUs (tp), a smaller weight dtype or a larger device")
+    return PlannerError(field, value, f"{text}; use more GPUs (tp), a smaller weight dtype or a larger device")

@@ -104,6 +104,16 @@ class Plan(Result):
     model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
 
+    @property
+    def batching(self) -> Batching:
+        """The scheduler's limits this plan runs with: tokens a step and sequences a replica, given
+        or (runtime vllm) vLLM's defaults for the GPU, release and entry point."""
+        if self._batching is not None:
+            return self._batching
+        from planner.plan.budget import batching
+
+        return batching(self.inputs, self.device)
+
     def _section(self, name: str, build):
         hit = self._built.get(name)
         if hit is None:

@@ -312,7 +312,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         itl_p95_ms=served.itl_p95_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
-        max_batched_tokens=plan._batching.tokens if plan._batching else inputs.max_batched_tokens,
+        max_batched_tokens=plan.batching.tokens,
         ep=roof.ep,
         decode_terms_ms={k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
         prefill_terms_ms={k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
