@@ -505,7 +505,7 @@ def predict_memory(
     if total - used < requested:
         refusal = (
             f"Free memory on device ({(total - used) / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than desired GPU memory utilization "
-            f"({gpu_memory_utilization:g}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+            f"({float(gpu_memory_utilization)}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
         )
     elif available <= 0:
         refusal = NO_MEMORY["0.10" if release in ("0.10", "0.11") else "0.19" if release == "0.19" else "0.24"]
