@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import PlannerError
 from planner.gpu_memory import GPU_MEMORY, cuda_total_mib
-
-GIB = 1 << 30
+from planner.units import GIB
 
 
 class Device(BaseModel):

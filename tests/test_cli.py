@@ -172,8 +172,8 @@ def test_every_flag_of_every_command_has_help_with_its_default():
 def test_plan_help_gives_units_and_library_defaults():
     out = run("plan", "--help").stdout
     flat = " ".join(out.split())
-    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); under runtime vllm vLLM's gpu_memory_utilization is 1 - headroom, of the total CUDA reports; in basis points (default: 1,000)" in flat
-    assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none)" in flat
+    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); under runtime vllm vLLM's gpu_memory_utilization is 1 - headroom, of the total CUDA reports; in basis points (default: 1,000; >= 0 and <= 9,999)" in flat
+    assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none; > 0 and <= 1,000,000,000)" in flat
 
 
 def test_plan_and_size_refuse_what_vllm_would_not_start_with_the_numbers():
