@@ -459,9 +459,15 @@ def add_engine_parser(sub) -> None:
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
     p.add_argument("--block-size", type=bounded("block_size"), help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
     p.add_argument("--max-model-len", type=bounded("max_model_len"), help="tokens per request (default: the model's max_position_embeddings)")
-    p.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
-    p.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), default=1024, help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default 1,024)")
+    p.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), help=f"tokens per scheduler step (default: with --gpu, vLLM's default for that GPU, release and entry point; else {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
+    p.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default: vLLM's for the GPU, release and entry point)")
     p.add_argument("--vllm-version", choices=list(VLLM_VERSIONS), default=DEFAULT_VLLM_VERSION, help=f"vLLM release whose rules apply (default {DEFAULT_VLLM_VERSION})")
+    p.add_argument("--entry-point", choices=["serve", "llm"], default="serve", help="`vllm serve` or the Python LLM class: their batching defaults differ (default serve)")
+    p.add_argument("--enforce-eager", action="store_true", help="vLLM --enforce-eager: no CUDA graphs (default: off)")
+    p.add_argument("--limit-mm-per-prompt", type=bounded("limit_mm_per_prompt"), help="vLLM --limit-mm-per-prompt: images one prompt may carry, for the encoder cache of the profiling run (default: vLLM's 999; 0: text only)")
+    p.add_argument("--enable-lora", action="store_true", help="vLLM --enable-lora: LoRA adapter slots in the budget (default: off)")
+    p.add_argument("--max-loras", type=bounded("max_loras"), default=1, help="vLLM --max-loras, with --enable-lora (default 1)")
+    p.add_argument("--max-lora-rank", type=bounded("max_lora_rank"), default=16, help="vLLM --max-lora-rank, with --enable-lora (default 16)")
     p.add_argument("--no-prefix-caching", action="store_true", help="start vLLM with --no-enable-prefix-caching (default: prefix caching on)")
     p.add_argument("--speculative-layers", type=bounded("speculative_layers"), default=0, help="draft / MTP layers cached beside the model (default 0)")
     budget = p.add_mutually_exclusive_group(required=True)
@@ -491,8 +497,8 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from planner.engines.vllm import EngineRefusal, serve_command, vllm_capacity
-    from planner.engines.vllm_memory import predict_memory
+    from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineRefusal, serve_command, vllm_capacity
+    from planner.engines.vllm_memory import batch_defaults, predict_memory
     from planner.hardware import get_device
     from planner.plan import prepare_model
 
@@ -508,7 +514,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
             from planner.probe import MAX_PROBE_JSON_BYTES, budget_measurements, load_probe_json
 
             probe = load_probe_json(_read_capped(args.probe_json, "--probe-json", MAX_PROBE_JSON_BYTES, "a probe JSON is a few KiB"))
-            measured = budget_measurements(probe, args.max_num_batched_tokens or 8192, args.tp)
+            measured = budget_measurements(probe, args.max_num_batched_tokens or batch_defaults(device, args.vllm_version, entry).max_num_batched_tokens, args.tp)
             if not measured:
                 raise PlannerError("probe_json", args.probe_json, "holds no GPU memory measurements that apply: it needs a successful runtime-mode probe on CUDA, and --tp 1 (the probe runs the model on one GPU)")
         budget = predict_memory(
@@ -530,14 +536,14 @@ def cmd_engine(args: argparse.Namespace) -> int:
     kv_cache_dtype = args.kv_cache_dtype
     if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
         kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
-    tokens = budget.max_num_batched_tokens if budget else (args.max_num_batched_tokens or 8192)
+    tokens = budget.max_num_batched_tokens if budget else (args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS)
     try:
         r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
         emit(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
     settings = dict(enforce_eager=bool(getattr(args, "enforce_eager", False)), limit_mm_per_prompt=getattr(args, "limit_mm_per_prompt", None), entry_point=getattr(args, "entry_point", None) or "serve", **lora)
-    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs, user_block_size=args.block_size, **settings)
+    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs or (budget.max_num_seqs if budget else None), user_block_size=args.block_size, **settings)
     if args.json:
         out = r.summary()
         out["budget"] = budget.summary() if budget else {"available_kv_bytes": available, "terms": [{"name": "given", "bytes": available, "source": "--available-kv-bytes / --available-kv-gib"}]}

@@ -129,6 +129,9 @@ BOUNDS: dict[str, Bound] = {
     "max_num_batched_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
     "max_num_seqs": Bound(1, 1 << 20, integer=True),
     "speculative_layers": Bound(0, MAX_LAYERS, integer=True),
+    "limit_mm_per_prompt": Bound(0, 1 << 20, integer=True),  # as PlanInputs.limit_mm_per_prompt
+    "max_loras": Bound(1, 4096, integer=True),
+    "max_lora_rank": Bound(1, 4096, integer=True),
     "tp": Bound(1, 4096, integer=True, unit="GPUs"),
     "ep": Bound(1, 4096, integer=True, unit="GPUs"),
     "tokens": Bound(0, MAX_POSITIONS, integer=True, unit="tokens"),

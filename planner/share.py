@@ -35,6 +35,8 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
     bw     device_bandwidth_gb_s  tf    device_bf16_tflops
+    own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
+    names max_loras  max_lora_rank  (vLLM's start-up settings)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.

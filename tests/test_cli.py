@@ -194,3 +194,18 @@ def test_plan_and_size_refuse_what_vllm_would_not_start_with_the_numbers():
     serve = [line for line in lines if line.startswith("serve ")]
     assert serve[0].startswith("serve H100-SXM-80GB TP 4 x1: vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-model-len 131072 --max-num-batched-tokens 8192")
     assert "--tensor-parallel-size 2 --data-parallel-size 4" in serve[1]
+
+
+def test_engine_takes_vllms_batching_defaults_per_gpu_and_entry_point():
+    # vLLM 0.33 EngineArgs.get_batch_defaults (tests/data/vllm_batch_defaults.json, written by its own
+    # code): an A100 stays in the small tier (2,048 tokens / 256 sequences) though it has 80 GB; an
+    # H100's LLM class takes 16,384 / 1,024; both land in the budget's profiling run and the serve line
+    a100 = run("engine", "--preset", "llama-3.1-8b", "--gpu", "A100-SXM-80GB", "--max-model-len", "32768")
+    assert a100.returncode == 0, a100.stderr
+    assert "max_num_batched_tokens / max_num_seqs  2,048 / 256  (vLLM 0.33 EngineArgs.get_batch_defaults" in a100.stdout
+    assert a100.stdout.rstrip().splitlines()[-1].endswith("--max-model-len 32768 --max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9")
+    llm = run("engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--entry-point", "llm", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64", "--max-model-len", "32768")
+    assert llm.returncode == 0, llm.stderr
+    assert "16,384 / 1,024  (vLLM 0.33 EngineArgs.get_batch_defaults: `LLM class` default" in llm.stdout
+    assert "LoRA adapter slots" in llm.stdout and "derived from vLLM 0.33 lora/layers create_lora_weights: 4 adapter slot(s) of rank 64" in llm.stdout
+    assert llm.stdout.rstrip().splitlines()[-1].startswith('LLM(model="meta-llama/Llama-3.1-8B-Instruct", tensor_parallel_size=1, max_model_len=32768, max_num_batched_tokens=16384, max_num_seqs=1024')

@@ -31,7 +31,7 @@ RESERVATION_HELP = {
 }
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_lora", "max_loras", "max_lora_rank", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
