@@ -424,3 +424,19 @@ def test_vision_model_offers_encoder_tokens():
     _clean(at)
     # + 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token x 6,404 = 200.125 MiB
     assert metric(at, "Memory per sequence") == "520.12 MiB"
+
+
+def test_vllm_startup_controls_change_the_budget_and_the_serve_line():
+    at = _app()
+    assert at.selectbox(key="entry_point").value == "serve"
+    assert not [n for n in at.number_input if n.key == "max_loras"]  # shown once LoRA is on
+    at.selectbox(key="entry_point").set_value("llm").run()
+    _clean(at)
+    # vLLM 0.33's LLM class on an H100: 16,384 tokens a step (EngineArgs.get_batch_defaults), in the serve line too
+    codes = [c.value for c in at.code]
+    assert any(c.startswith('LLM(model="meta-llama/Llama-3.1-8B-Instruct", tensor_parallel_size=1') and "max_num_batched_tokens=16384" in c for c in codes), codes
+    at.checkbox(key="enable_lora").check().run()
+    _clean(at)
+    assert at.number_input(key="max_loras").value == 1 and at.number_input(key="max_lora_rank").value == 16
+    text = " ".join(m.value for m in at.markdown)
+    assert "LoRA adapter slots [" in text  # a term of the start-up card's budget

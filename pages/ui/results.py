@@ -357,10 +357,13 @@ def _render_vllm_preview(r: Shown) -> None:
     elif preview.refusal:
         st.warning(f"vLLM {plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {md(t.name)} | {t.bytes / GIB:,.2f} | {md(t.source)} |" for t in preview.budget.terms]
+    # two narrow columns (a third with the sources overflowed the card at 1280 and 390 px); each
+    # term's source follows as a numbered note
+    rows = [f"| {md(t.name)} [{i}] | {t.bytes / GIB:,.2f} |" for i, t in enumerate(preview.budget.terms, 1)]
     title = f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"
     with st.expander(title):
-        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / GIB:,.2f}** | what vLLM will log; the headline's sequences come from it |")
+        st.markdown("| term | GiB |\n|---|--:|\n" + "\n".join(rows) + f"\n| **= available** (what vLLM will log; the headline's sequences come from it) | **{preview.budget.available_kv_bytes / GIB:,.2f}** |")
+        st.caption("\n\n".join(f"[{i}] {md(t.source, limit=1200)}" for i, t in enumerate(preview.budget.terms, 1)))  # our own source texts: whole
         st.caption(
             f"Headroom {cap.headroom_bp / 100:g} % is vLLM's `--gpu-memory-utilization {cap.gpu_memory_utilization:g}` of the total CUDA reports; "
             "the workspace is the profiling peak, non-torch memory and CUDA graphs above (enter a workspace to replace those predictions with your own figure)."
