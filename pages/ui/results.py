@@ -323,7 +323,10 @@ def card_memory(r: Shown) -> None:
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
     cap = plan.capacity
     extra = []
-    if cap.pool_kv_tokens is not None:
+    engine = plan.kv_cache.engine
+    if engine is not None and engine.startup_kv_cache_tokens:  # runtime vllm: whole blocks, as the start-up card's log line
+        extra.append(f"KV pool {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)")
+    elif cap.pool_kv_tokens is not None:
         extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
     extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
