@@ -149,6 +149,7 @@ BOUNDS: dict[str, Bound] = {
     "size_rate": Bound(1e-6, 1e6, unit="requests/s"),
     "ttft_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
     "itl_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
+    "tpot_ms": Bound(0, 1e7, unit="ms", positive=True),
     "gpu_hour_price": Bound(0, 1e6, unit="USD"),
     "capacity_top": Bound(0, MAX_CAPACITY_TOP, integer=True),
     "top": Bound(1, 10_000, integer=True),
