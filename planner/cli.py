@@ -335,11 +335,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import time
 
     from planner import simulate as sim
+    from planner.simulate.mooncake import parse_mooncake
+    from planner.simulate.workload import read_trace_text
 
     plan, _model, source = plan_from_args(args)
+    text = read_trace_text(args.trace, kind="CSV or JSONL") if args.trace else None
+    if text is not None and is_mooncake(args.trace, text):  # a prefix-cache trace: the tiers replay it
+        from planner.cache.runs import replay_plan
+
+        return _cache_output(args, replay_plan(plan, parse_mooncake(text), time_budget_s=args.time_budget_s), source)
+    if plan.inputs.sessions_per_min is not None:  # a session workload: the tiered cache simulation
+        from planner.cache.runs import DEFAULT_SESSIONS, simulate_plan
+
+        return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    if args.trace:
-        requests = sim.read_trace(args.trace)
+    if text is not None:
+        requests = sim.parse_trace_csv(text)
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.plan_config(
@@ -375,6 +386,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         emit(result.overload.message)
         if result.stopped_early:
             emit(f"stopped early: {result.stopped_early}")
+    return 0
+
+
+def is_mooncake(path: str, text: str) -> bool:
+    """A Mooncake-style JSONL trace (by its extension, or a first line that is a JSON object)
+    rather than the CSV of arrival_s, prompt_tokens, output_tokens."""
+    if path.lower().endswith((".jsonl", ".json")):
+        return True
+    return text.lstrip("\ufeff \t\r\n").startswith("{")
+
+
+def _cache_output(args: argparse.Namespace, result, source: dict) -> int:
+    """A tiered cache run (sessions or a trace replay) as JSON or its lines."""
+    from planner.cache.runs import sim_lines
+
+    if args.json:
+        print_json({"cache_simulation": result.model_dump(mode="json"), "source": source})
+    else:
+        emit("\n".join(sim_lines(result)))
     return 0
 
 
@@ -425,13 +455,16 @@ def cmd_size(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     emit(result.answer)
-    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    tiers = any(r.cache_hit_rate is not None for r in recs)  # a session workload: the CPU tier searched and the hit rate
+    extra = f" {'cpu GiB':>7} {'hit':>5}" if tiers else ""
+    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         if r.disaggregated:
             emit(f"  pools {r.disagg}: KV transfer {r.kv_transfer_ms:,.1f} ms")
+        cells = f" {r.cpu_tier_gib or 0:7,.0f} {r.cache_hit_rate or 0:5.0%}" if tiers else ""
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -847,7 +880,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(p)
     p.add_argument("--rate", type=bounded("rate"), default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
     p.add_argument("--requests", type=bounded("requests"), default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
-    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, at most 8 MiB; replaces --rate and --requests (default: none)")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, or a Mooncake JSONL trace (.jsonl: timestamp ms, input_length, output_length, "
+        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate and --requests (default: none)",
+    )
+    p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")

@@ -144,6 +144,7 @@ BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, 2**31 - 1, integer=True),
     "replicas": Bound(1, 1024, integer=True),
     "time_budget_s": Bound(0, 3600, unit="s", positive=True),
+    "sessions": Bound(1, 100_000, integer=True),  # the tiered cache simulation (sessions x turns <= 100,000 requests)
     # size
     "users": Bound(1, 10_000_000, integer=True),
     "size_rate": Bound(1e-6, 1e6, unit="requests/s"),

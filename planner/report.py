@@ -627,6 +627,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         k.kv_table(_result_rows(plan)),
         *_startup_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
+        *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
         Spacer(1, 8),
         kv_context_chart(plan, width=width),
@@ -671,6 +672,29 @@ def serve_text(plan: Plan) -> str:
     """The serve line a report prints: the command, else why none starts."""
     serve = plan.serve
     return serve.command if serve.command else f"(no vLLM command starts: {serve.note})"
+
+
+def _cache_story(k: _Kit, plan: Plan) -> list:
+    """The session workload's cache: TTFT with and without the tiers, and the tiers (none
+    without a workload)."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import KeepTogether
+
+    from planner.cache.explain import tier_rows, ttft_rows
+
+    rows = ttft_rows(plan)
+    if not rows:
+        return []
+    tiers = tier_rows(plan)
+    width = k.width
+    return [
+        KeepTogether([
+            k.para("Prefix cache under sessions", k.h2),
+            k.grid_table(rows, [44 * mm] + [(width - 44 * mm) / 6] * 6),
+            k.grid_table(tiers, [44 * mm] + [(width - 44 * mm) / 5] * 5),
+            *(k.para(f"{part}: {who}", k.small) for part, who in plan.cache.shareable),
+        ])
+    ]  # fmt: skip
 
 
 def _explanation_story(k: _Kit, plan: Plan) -> list:

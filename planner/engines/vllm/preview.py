@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cache.engines import with_offload
 from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview
 from planner.engines.vllm.capacity import VllmCapacity
 
@@ -115,4 +116,4 @@ def vllm_preview(plan, model=None, measured: dict[str, int] | None = None) -> Vl
     if measured:
         terms += tuple(BudgetTerm(f"{name} (measured by the probe)", -value, "measured by the probe on this GPU; set the workspace to plan with it") for name, value in measured.items())
     refusal = None if serve.max_model_len is not None and serve.tp == plan.inputs.tp else (engine.startup_refusal or engine.refusal)
-    return VllmPreview(budget=EngineBudget(terms=terms, available_kv_bytes=budget.available_kv_bytes), log_lines=engine.log_lines if serve.tp == plan.inputs.tp else (), refusal=refusal, command=serve.command)
+    return VllmPreview(budget=EngineBudget(terms=terms, available_kv_bytes=budget.available_kv_bytes), log_lines=engine.log_lines if serve.tp == plan.inputs.tp else (), refusal=refusal, command=with_offload(serve.command, plan) if serve.command else "")
