@@ -344,6 +344,10 @@ def card_vllm_preview(r: Shown) -> None:
         return
     with st.container(border=True):
         st.markdown(f"**vLLM start-up preview** · vLLM {plan.inputs.vllm_version}")
+        engine = plan.kv_cache.engine
+        if engine is not None and not engine.applies and engine.reason:  # an architecture this release cannot run: a fact, not an error
+            st.info(f"No start-up preview: {md(engine.reason)}", icon=":material/info:")
+            return
         safe(_render_vllm_preview, r, what="the vLLM start-up preview")
 
 
