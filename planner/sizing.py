@@ -500,7 +500,7 @@ def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommend
     _ratio, rho = disagg.balanced_ratio(p, d, c, None)
     sustainable = min(decode_rate, x / p.service_s * rho)
     binding = "latency_slo" if c < d.max_sequences else ("memory" if d.memory_sequences <= d.runtime_sequences else "runtime")
-    sequences = users if users is not None else max(1, round(op.rate * (op.ttft_ms / 1e3 + disagg.decode_time_s(d, c, op.transfer.ms))))
+    sequences = users if users is not None else max(1, math.floor(op.rate * op.e2e_mean_s + 1e-9))  # Little, as plan_disagg reads them back
     return Recommendation(
         gpu=d.gpu, tp=d.tp, ep=d.ep, replicas=y, gpu_count=op.gpus, kv_dtype=d.kv_dtype, max_num_seqs=c, sequences_per_replica=math.ceil(op.sequences - 1e-9),
         cost_per_hour=round(per_hour, 4), cost_per_million_tokens=round(per_hour / (tokens_per_s * 3600) * 1e6, 4) if tokens_per_s > 0 else 0.0,

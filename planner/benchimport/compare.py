@@ -122,7 +122,7 @@ def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
             "output_tokens_per_s": cl.output_tokens_per_s * replicas, "requests_per_s": cl.requests_per_s * replicas, "running": cl.running * replicas,
             "kv_cache_usage": min(1.0, cl.running * kv_mid / pool) if pool > 0 else 0.0,
         }  # fmt: skip
-        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''} ({cl.label})"
+        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''}"
     if measured.request_rate is not None:
         rate = measured.request_rate / replicas
         top = max(1, plan.kv_cache.maximum_sequences_by_memory // max(1, replicas))
