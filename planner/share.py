@@ -34,7 +34,7 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
-    bw     device_bandwidth_gb_s  tf    device_bf16_tflops
+    bw     device_bandwidth_gb_s  tf    device_bf16_tflops   cal   bench_calibration (src=TOOL;figure=measured/predicted;...)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
@@ -60,7 +60,7 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem
+from planner.plan import PlanInputs, _cross_field_problem, make_inputs
 from planner.source import ModelRef
 
 SCHEMA_VERSION = 2
@@ -120,6 +120,7 @@ SHORT_KEYS: dict[str, str] = {
     "remaining_decode_ms": "rd",
     "generated_tokens": "gen",
     "mtp": "mtp",
+    "bench_calibration": "cal",
 }
 
 
@@ -226,6 +227,11 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             return None, f"is not a plain name of at most {MAX_TEXT} characters"
         if looks_like_token(raw):
             return None, "looks like an access token"
+        if name != "gpu":  # a text field's own validator (the GPU's depends on the custom device: checked with it)
+            try:
+                make_inputs(**{name: raw})
+            except PlannerError as exc:
+                return None, exc.reason
         return raw, None
     value: int | float
     if control.kind == "int":

@@ -51,6 +51,7 @@ SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of 
 SEARCHED = (
     "gpu", "tp", "ep", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
+    "bench_calibration",  # one deployment's benchmark run: not carried to the sizer's candidates
 )  # fmt: skip
 
 Progress = Callable[[float, str], None]

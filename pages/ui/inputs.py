@@ -36,7 +36,7 @@ GROUP_KEYS = {
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
-    "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
+    "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens", "bench_calibration"),
 }
 # Controls drawn by the page in a widget of their own: the headroom slider shows percent.
 WIDGET_OF = {"headroom_bp": "headroom_pct"}
@@ -153,7 +153,7 @@ def render_control(c: Control, err_key, err) -> None:
     elif c.kind == "choice" or c.suggestions:
         _select(c.name, err_key, err, control=c)
     elif c.kind == "text":
-        st.text_input(LABELS.get(c.name, c.label), key=c.name, help=c.detail)
+        st.text_input(LABELS.get(c.name, c.label), key=c.name, help=c.detail, max_chars=S.MAX_TEXT_CHARS.get(c.name))
         _error_below(c.name, err_key, err)
     else:
         _num(c.name, err_key, err, step=None if c.kind == "int" else 1.0, control=c)
@@ -291,6 +291,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("preprocessing_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("first_decode_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("generated_tokens", err_key, err, placeholder="output reserve")
+            render_control(CONTROLS["bench_calibration"], err_key, err)
 
     if GROUP_KEYS["more"]:
         exp = group("more", "More inputs", ":material/add_circle:", False)

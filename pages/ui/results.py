@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from pages.ui import charts, export
+from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner import settings
@@ -415,5 +415,6 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+    safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)
