@@ -128,7 +128,7 @@ def _page(query: dict[str, str]):
 
 def _tables(at) -> list:
     """The measured-beside-predicted tables on the page: the upload's first, then the kept calibration's."""
-    return [d.value for d in at.dataframe if "measured / predicted" in getattr(d.value, "columns", ())]
+    return [d.value for d in at.dataframe if "ratio" in getattr(d.value, "columns", ())]
 
 
 def _uploader(at):
@@ -151,7 +151,7 @@ def test_plan_page_upload_shows_measured_beside_predicted_and_keeps_the_calibrat
     assert at.session_state["bench_calibration"] == CAL and at.query_params["cal"] in (CAL, [CAL])  # the share link carries it
     assert not [b for b in at.button if b.key == "bench_keep"]  # kept: no button to keep it again
     _upload, kept = _tables(at)
-    assert list(kept["measured / predicted"]) == ["3.15x", "0.51x", "1.57x"]  # 77.54/24.61, 4.594/8.935, 1370/871.5
+    assert list(kept["ratio"]) == ["3.15x", "0.51x", "1.57x"]  # 77.54/24.61, 4.594/8.935, 1370/871.5
 
 
 def test_plan_page_bad_upload_is_one_line():

@@ -27,18 +27,19 @@ def keep_calibration(text: str) -> None:
 
 
 def _table(rows: list[dict]) -> list[dict]:
-    return [{"figure": r["figure"], "measured": f"{r['measured']:,.4g}", "predicted": f"{r['predicted']:,.4g}", "measured / predicted": f"{r['ratio']:.2f}x"} for r in rows]
+    """Ratio second, so a phone's narrow table shows it before it scrolls."""
+    return [{"figure": r["figure"], "ratio": f"{r['ratio']:.2f}x", "measured": f"{r['measured']:,.4g}", "predicted": f"{r['predicted']:,.4g}"} for r in rows]
 
 
 def render(r: Shown) -> None:
     """The upload, the comparison table for it and the calibration this plan keeps."""
     kept = r.plan.inputs.bench_calibration
-    with st.expander("Measured beside predicted" + (" · calibrated" if kept else ""), icon=":material/speed:", expanded=bool(kept)):
+    with st.expander("Measured beside predicted" + (" · calibrated" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
         st.caption(
             "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, "
             "or a Prometheus text scrape of vLLM's /metrics): each figure is put beside the plan's prediction for that run's load."
         )
-        uploaded = st.file_uploader("Benchmark result", type=["json", "txt", "prom"], key=UPLOAD_KEY, help=f"At most {MAX_JSON_BYTES >> 20} MiB.")
+        uploaded = st.file_uploader("Benchmark result", type=["json", "txt", "prom"], key=UPLOAD_KEY, help=f"At most {min(MAX_JSON_BYTES >> 20, int(st.get_option('server.maxUploadSize')))} MiB.")
         if uploaded is not None:
             try:
                 if uploaded.size > MAX_JSON_BYTES:
@@ -47,7 +48,7 @@ def render(r: Shown) -> None:
             except PlannerError as exc:
                 st.error(md(error_sentence(exc)), icon=":material/error:")
             else:
-                st.markdown(f"**{md(c.tool)}** · predicted at {md(c.load)}")
+                st.markdown(f"**{md(c.tool)}** · predicted at {md(c.load)} · ratio = measured / predicted")
                 rows = [{"figure": x.label, "measured": x.measured, "predicted": x.predicted, "ratio": x.ratio} for x in c.rows]
                 st.dataframe(_table(rows), hide_index=True, width="stretch", key="bench_compare_table")
                 for w in c.warnings:
