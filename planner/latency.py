@@ -496,6 +496,7 @@ def prefill_steps(prompt_tokens: int, requests: int, budget_tokens: int) -> floa
 
 
 P95_Z = 0.05  # tail probability of the 95th percentile
+P99_TAIL = 0.01  # ... and of the 99th
 
 
 def queue_wait(rho: float, service_s: float) -> tuple[float, float]:
@@ -553,6 +554,7 @@ class Served(Result):
     itl_decode_ms: float  # decode-only step at this load (static batch)
     itl_ms: float  # with the mixed-in prefill chunks (mean)
     itl_p95_ms: float
+    itl_p99_ms: float
     prefill_step_share: float  # share of steps that carry a prefill chunk
     mixed_prefill_tokens_per_step: float
 
@@ -580,6 +582,16 @@ def _per_roofline(fn):
 # prompt for the prefill budget (M/D/1 queue, the step in flight, the all-at-once burst) and the
 # prefill chunks that ride in decode steps (so the ITL and its p95 carry the interference).
 SERVED_TERMS = frozenset({"prefill_queue", "mixed_prefill_decode_steps"})
+
+
+def step_quantile(tail: float, share: float, decode: float, chunk_step: float) -> float:
+    """The step time that a ``tail`` share of steps exceed (0.05: the p95 gap, 0.01: the p99): a
+    step carrying a prefill chunk when more than ``tail`` of the steps carry one, else a
+    decode-only step. The simulator agrees for prompts of one length (tests/test_latency.py:
+    2,048-token prompts, 5.9 % of steps carrying a chunk: p95 and p99 both the 33 ms chunk step),
+    so the percentile jumps where the share crosses ``tail``; a mean above the p95 is then a few
+    long steps (planner.explain.mean_above_p95 says so)."""
+    return chunk_step if share > tail else decode
 
 
 @_per_roofline
@@ -650,7 +662,7 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     prefill_share = min(1.0, mixed / chunk_tokens) if mixed else 0.0
     chunk_step = step0 if chunk_tokens == chunk0 or not mixed else mixed_step(chunk_tokens, n)
     itl = decode + prefill_share * (chunk_step - decode)
-    itl_p95 = chunk_step if prefill_share > P95_Z else decode
+    itl_p95 = step_quantile(P95_Z, prefill_share, decode, chunk_step)
     return Served(
         requests=n,
         budget_tokens=budget_tokens,
@@ -669,6 +681,7 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         itl_decode_ms=decode * 1e3,
         itl_ms=itl * 1e3,
         itl_p95_ms=max(itl_p95, decode) * 1e3,
+        itl_p99_ms=max(step_quantile(P99_TAIL, prefill_share, decode, chunk_step), decode) * 1e3,
         prefill_step_share=prefill_share,
         mixed_prefill_tokens_per_step=mixed,
     )
@@ -773,9 +786,10 @@ class RuntimeLimits(Result):
 def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
     """The engine's default limits on this GPU.
 
-    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
-      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
-      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
+    * vLLM: the API server's defaults for this GPU as vLLM 0.11's own code picks them (the release
+      the serving fit's runs are read against; :func:`planner.engines.vllm_memory.batch_defaults`:
+      1,024 sequences and 8,192 tokens a step on GPUs of 70 GiB and more that are not A100s, else 256
+      and 2,048); CUDA graphs up to min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
     * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
       (the measured-serving notes of its perf overview); graphs padded to the batch;
     * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
@@ -784,9 +798,12 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
         PlannerError: an unknown engine.
     """
     if engine == "vllm":
-        big = memory_gib >= 70 and "a100" not in device_name.lower()
-        seqs = 1024 if big else 256
-        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
+        from planner.engines.vllm_memory import batch_defaults
+        from planner.hardware import CATALOG, custom_device
+
+        device = CATALOG.get(device_name) or custom_device(memory_gib)
+        d = batch_defaults(device, "0.11")
+        return RuntimeLimits(engine, d.max_num_seqs, d.max_num_batched_tokens, min(2 * d.max_num_seqs, 512), d.source)
     if engine == "trtllm":
         return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
     if engine == "sglang":

@@ -34,7 +34,15 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
-    bw     device_bandwidth_gb_s  tf    device_bf16_tflops   cal   bench_calibration (src=TOOL;figure=measured/predicted;...)
+    bw     device_bandwidth_gb_s  tf    device_bf16_tflops     mfs   mem_fraction_static
+    cps    chunked_prefill_size   pg    page_size
+    own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
+    names max_loras  max_lora_rank  (vLLM's start-up settings)
+    -- session workload and cache tiers (planner/cache) --
+    spm    sessions_per_min       turns turns                think think_time_s
+    docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
+    disk   disk_tier_gib          cpubw cpu_link_gb_s        diskbw disk_gb_s
+    cal    bench_calibration (src=TOOL;figure=measured/predicted;...)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
@@ -60,7 +68,7 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem, make_inputs
+from planner.plan import PlanInputs, _cross_field_problem, _workload_problem, make_inputs
 from planner.source import ModelRef
 
 SCHEMA_VERSION = 2
@@ -88,6 +96,9 @@ SHORT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "mem_fraction_static": "mfs",
+    "chunked_prefill_size": "cps",
+    "page_size": "pg",
     "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",
@@ -121,6 +132,15 @@ SHORT_KEYS: dict[str, str] = {
     "generated_tokens": "gen",
     "mtp": "mtp",
     "bench_calibration": "cal",
+    "sessions_per_min": "spm",
+    "turns": "turns",
+    "think_time_s": "think",
+    "doc_catalog": "docs",
+    "doc_zipf": "zipf",
+    "cpu_tier_gib": "cpu",
+    "disk_tier_gib": "disk",
+    "cpu_link_gb_s": "cpubw",
+    "disk_gb_s": "diskbw",
 }
 
 
@@ -204,6 +224,10 @@ def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
     return f"the default {_num_text(default) if isinstance(default, (int, float)) else default}"
 
 
+# fields PlanInputs validates alone (a field_validator): checked one by one, so a bad one drops only itself
+_OWN_VALIDATORS = frozenset(f for d in PlanInputs.__pydantic_decorators__.field_validators.values() for f in d.info.fields)
+
+
 def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str | None]:
     """Validate one PlanInputs value: (value, None) or (None, reason).
 
@@ -227,7 +251,7 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             return None, f"is not a plain name of at most {MAX_TEXT} characters"
         if looks_like_token(raw):
             return None, "looks like an access token"
-        if name != "gpu":  # a text field's own validator (the GPU's depends on the custom device: checked with it)
+        if name in _OWN_VALIDATORS:  # a text field with a validator of its own (bench_calibration's form)
             try:
                 make_inputs(**{name: raw})
             except PlannerError as exc:
@@ -268,6 +292,12 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
 
 def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
     """Drop fields that break PlanInputs' cross-field rules, each with a warning."""
+    while True:  # a session workload's details without its rate: each dropped (the tiers stand alone)
+        problem = _workload_problem(values)
+        if not problem:
+            break
+        values.pop(problem[0], None)
+        warnings.append(f"{label(problem[0])} {_shown(problem[1])} {problem[2]}; using {_default_text(problem[0])}")
     for _ in range(4):
         problem = _cross_field_problem(values.get("gpu", PlanInputs.model_fields["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1))
         if not problem:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.capacity import largest_within
+from planner.capacity import largest_within, smallest_passing
 from planner.errors import PlannerError
 from planner.frontier import FrontierPoint, PoolShape
 from planner.hardware import CATALOG
@@ -80,6 +80,7 @@ class Recommendation(BaseModel):
     gpu_count: int
     ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp)
     kv_dtype: str
+    runtime: str = "vllm"  # whose sizing and admission the plan follows (vllm or sglang; the search's engines)
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
@@ -92,6 +93,12 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    serve_command: str = ""  # runtime vllm: the line that starts one replica set of it (Plan.serve)
+    # a session workload's cache (None without one): the CPU tier searched, its cost (in
+    # cost_per_hour), the share of prompt tokens served from a cache
+    cpu_tier_gib: float | None = None
+    tier_cost_per_hour: float | None = None
+    cache_hit_rate: float | None = None
     # a disaggregated deployment (planner.disagg): gpu / tp / ep / replicas / max_num_seqs are its decode
     # pool's, gpu_count both pools'; ``disagg`` the pools as plan --disagg takes them
     disaggregated: bool = False
@@ -117,6 +124,7 @@ class Refusal(BaseModel):
     kv_dtype: str
     reason: str
     ep: int = 1
+    runtime: str = "vllm"
 
 
 class SizingResult(BaseModel):
@@ -217,11 +225,16 @@ class _Candidate:
         ttft_slo: float | None,
         itl_slo: float | None,
         tpot_slo: float | None = None,
+        cpu_gib: float | None = None,
     ) -> None:
         self.model = model
         self.gpu, self.tp, self.ep, self.kv, self.price, self.price_source = gpu, tp, ep, kv, price, price_source
         self.users, self.rate, self.ttft_slo, self.itl_slo, self.tpot_slo = users, rate, ttft_slo, itl_slo, tpot_slo
-        self.values = {**{k: v for k, v in base.items() if k not in SEARCHED}, "gpu": gpu, "tp": tp, "ep": ep, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price}
+        # with a session workload the TTFT SLO judges its turns (the cache section), not the plan's one request
+        self.sessions = base.get("sessions_per_min") is not None
+        self.values = {**{k: v for k, v in base.items() if k not in SEARCHED}, "gpu": gpu, "tp": tp, "ep": ep, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": None if self.sessions else ttft_slo, "gpu_hour_price": price}
+        if self.sessions:
+            self.values["cpu_tier_gib"] = cpu_gib
 
     def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None) -> Plan:
         return compute_plan(make_inputs(**self.values, gpu_count=self.tp * replicas, sequences=sequences, max_num_seqs=max_num_seqs), self.model)
@@ -256,27 +269,35 @@ class _Candidate:
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
         gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s
+        if self.sessions and plan_at_limit.cache.applies:  # cached turns prefill only their new tokens
+            cache = plan_at_limit.cache
+            gpu_bound *= plan_at_limit.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
         need = math.ceil(self.users / limit) if self.users is not None else math.ceil(self.rate / per_replica_rate)
-        replicas = self._minimal(max(1, need), limit, per_replica_rate)
+        try:
+            replicas = self._minimal(max(1, need), limit, per_replica_rate)
+        except PlannerError as exc:  # e.g. more GPUs than a plan takes
+            return exc.reason
         if isinstance(replicas, str):
             return replicas
         load = self._load(replicas, per_replica_rate, limit)
         final = self.plan(replicas, load, limit)
         queue_ms = self._slot_wait_ms(replicas, limit, final)
-        lat = final.latency
-        per_hour = self.price * self.tp * replicas
-        if self.users is not None:
-            tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
-        else:
-            tokens_per_s = self.rate * self._output()
-        per_million = per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else math.inf
+        cache = final.cache if self.sessions and final.cache.applies else None
+        tier_cost = cache.tier_cost_per_hour if cache is not None else None
+        gpu_per_hour = self.price * self.tp * replicas
+        per_hour = gpu_per_hour + (tier_cost or 0.0)
+        # the plan's own cost section: one basis (COST_BASIS_NAME) on Plan, Compare and Size; a CPU
+        # tier's cost scales it on the same basis
+        plan_per_million = final.cost.per_million_output_tokens
+        per_million = plan_per_million * per_hour / gpu_per_hour if plan_per_million is not None and gpu_per_hour > 0 else math.inf
         return Recommendation(
             gpu=self.gpu,
             tp=self.tp,
             ep=self.ep,
+            runtime=self.values.get("runtime", "vllm"),
             replicas=replicas,
             gpu_count=self.tp * replicas,
             kv_dtype=self.kv,
@@ -284,13 +305,17 @@ class _Candidate:
             sequences_per_replica=-(-load // replicas),
             cost_per_hour=round(per_hour, 4),
             cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
-            ttft_p95_ms=_p95(final)[0] + queue_ms,
+            ttft_p95_ms=(cache.ttft.p95_ms if cache is not None else _p95(final)[0]) + queue_ms,
             itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": self.tp * replicas, "sequences": load, "max_num_seqs": limit},
+            serve_command=final.serve.command,
+            cpu_tier_gib=self.values.get("cpu_tier_gib"),
+            tier_cost_per_hour=tier_cost,
+            cache_hit_rate=cache.hit_rate if cache is not None else None,
         )
 
     def _output(self) -> int:
@@ -323,20 +348,33 @@ class _Candidate:
             return False
         p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
         ttft, itl = _p95(p)
+        if self.sessions and p.cache.applies:
+            ttft = p.cache.ttft.p95_ms
         ttft += self._slot_wait_ms(replicas, limit, p)
         tpot_ok = self.tpot_slo is None or p.latency.mean_inter_token_latency_ms <= self.tpot_slo
         return p.kv_cache.admitted and tpot_ok and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
-        while not self.holds(replicas, limit, per_replica_rate):
-            replicas += 1
-            if replicas > MAX_REPLICAS:
-                return f"needs more than {MAX_REPLICAS:,} replicas"
-        while replicas > 1 and self.holds(replicas - 1, limit, per_replica_rate):
-            replicas -= 1
-        if replicas > MAX_REPLICAS:
-            return f"needs {replicas:,} replicas, more than {MAX_REPLICAS:,}"
-        return replicas
+        """The fewest replicas that hold the load, searched from the estimate ``replicas``: a
+        step either way first (the estimate is usually right or one off), then galloping and
+        bisection (more replicas never hold less)."""
+
+        def holds(n: int) -> bool:
+            return self.holds(n, limit, per_replica_rate)
+
+        if holds(replicas):
+            fail, ok, step = replicas - 1, replicas, 1
+            while fail >= 1 and holds(fail):  # gallop down to a count that fails (or 0)
+                ok, step = fail, step * 2
+                fail = max(0, ok - step)
+        else:
+            fail, ok, step = replicas, replicas + 1, 1
+            while not holds(ok):  # gallop up to a count that holds
+                if ok >= MAX_REPLICAS:
+                    return f"needs more than {MAX_REPLICAS:,} replicas"
+                fail, step = ok, step * 2
+                ok = min(MAX_REPLICAS, ok + step)
+        return smallest_passing(holds, fail, ok)
 
 
 def size(
@@ -355,6 +393,7 @@ def size(
     capacity_top: int = 0,
     capacity_requests: int | None = None,
     progress: Progress | None = None,
+    engines: tuple[str, ...] | list[str] | None = None,
     disagg: bool = False,
     frontier: bool = False,
     _fallback: bool = True,
@@ -370,6 +409,10 @@ def size(
     ``capacity_top`` is at most :data:`~planner.limits.MAX_CAPACITY_TOP`; the capacity searches together run within
     :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time: the ones not reached are left without a
     capacity and ``searched["capacity_search"]`` says so.
+    ``engines`` (runtimes ``vllm`` and / or ``sglang``) searches each aggregated candidate under
+    each engine's own sizing and admission (default: the base's runtime alone); an engine that
+    refuses a candidate (SGLang has no profile for the GPU, or would not start) makes it a
+    refused candidate with the reason. The disaggregated search and the frontier use the first.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -377,9 +420,16 @@ def size(
             cheapest deployment over the whole catalog that would, when there is one).
     """
     base = dict(base or {})
+    sessions = _session_workload(base)
+    if sessions is not None and users is None and rate_per_s is None:
+        rate_per_s = sessions.requests_per_s  # the sessions' turns are the requests
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
+    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
+    for engine in runtimes:
+        if engine not in ("vllm", "sglang") and engines:
+            raise PlannerError("engines", engine, "must be vllm or sglang")
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
             raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
@@ -388,19 +438,23 @@ def size(
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
-    combos = [(g, tp, ep, kv) for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    combos = [(g, tp, ep, kv, rt) for rt in runtimes for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
+    tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
     visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
-    for k, (g, tp, ep, kv) in enumerate(combos):
+    for k, (g, tp, ep, kv, rt) in enumerate(combos):
         if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}")
-        cand = _Candidate(model, base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
-        out = cand.evaluate()
-        if hasattr(cand, "one"):
-            visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
-        if isinstance(out, str):
-            refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out))
-        else:
-            recs.append(out)
+            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
+        for cpu_gib in tiers:
+            cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
+            out = cand.evaluate()
+            if cpu_gib == tiers[0] and hasattr(cand, "one") and rt == runtimes[0]:
+                visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
+            if isinstance(out, str):
+                if cpu_gib == tiers[0]:
+                    refused.append(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=out, runtime=rt))
+            else:
+                recs.append(out)
     found = None
     if disagg or frontier:
         from planner import frontier as pareto
@@ -412,8 +466,10 @@ def size(
         found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated))
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
+    if sessions is not None:
+        workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
     if not recs:
         hint = ""
         if _fallback and gpus and set(names) != set(CATALOG):
@@ -430,6 +486,7 @@ def size(
                     tps=tps,
                     prices=prices,
                     disagg=disagg,
+                    engines=engines,
                     _fallback=False,
                 )
                 hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
@@ -468,6 +525,7 @@ def size(
         "eps": "1 and tp (MoE models)" if moe else "1 (dense model)",
         "kv_dtypes": list(kv_dtypes),
         "candidates": len(combos),
+        "cpu_tiers_gib": [t or 0 for t in tiers] if sessions is not None else None,
         "feasible": len(recs),
         "refused": len(refused),
         "workload": {
@@ -480,6 +538,8 @@ def size(
         },
         "ranking": "cost per hour, then cost per million output tokens",
     }
+    if engines:
+        searched["engines"] = list(runtimes)
     if capacity_note:
         searched["capacity_search"] = capacity_note
     if found is not None:
@@ -534,13 +594,27 @@ def _disagg_why(recs: list[Recommendation]) -> str:
     )
 
 
+CPU_TIER_SEARCH = (None, 128.0, 512.0)  # CPU tiers (GiB a replica) searched for a session workload
+
+
+def _session_workload(base: dict):
+    """The session workload of ``base`` (None without ``sessions_per_min``)."""
+    if base.get("sessions_per_min") is None:
+        return None
+    from planner.cache.section import workload_of
+
+    return workload_of(make_inputs(**{k: v for k, v in base.items() if k not in SEARCHED}))
+
+
 def _describe(r: Recommendation) -> str:
     if r.disaggregated:
         p, d = r.prefill, r.decode
         return f"{r.gpu_count} GPUs disaggregated: {p.replicas} prefill × {p.gpu} TP {p.tp} + {d.replicas} decode × {d.gpu} TP {d.tp}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
     ep = f", EP {r.ep}" if r.ep > 1 else ""
-    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
+    engine = ", SGLang" if r.runtime == "sglang" else ""
+    tier = f", {r.cpu_tier_gib:g} GiB CPU tier a replica" if r.cpu_tier_gib else ""
+    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}{engine}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(
@@ -576,7 +650,7 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
-    budget = plan.inputs.max_batched_tokens
+    budget = plan.batching.tokens  # given, or vLLM's default for this GPU (the plan's own)
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,

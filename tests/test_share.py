@@ -18,6 +18,7 @@ from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.hardware import CATALOG
 from planner.plan import EXAMPLE_CONFIG, EXAMPLE_INPUTS, PlanInputs, compute_plan, example_model
+from planner.plan.inputs import WORKLOAD_DETAILS
 from planner.presets import preset_names
 from planner.share import (
     INPUT_KEYS,
@@ -102,6 +103,8 @@ def plan_inputs(draw) -> PlanInputs:
         if name in ("gpu", "gpu_count", "tp"):
             continue
         values[name] = draw(_value_strategy(name))
+    if values["sessions_per_min"] is None:  # a session workload's details need its rate (the tiers stand alone)
+        values.update(dict.fromkeys(WORKLOAD_DETAILS))
     tp = draw(st.one_of(st.just(1), st.integers(1, 4096)))
     values["tp"] = tp
     values["gpu_count"] = tp * draw(st.integers(1, 4096 // tp))  # gpu_count % tp == 0
@@ -243,7 +246,7 @@ TAMPERED = [
     ("hit", "1.5", "prefix_hit_rate (hit) '1.5' is out of range (must be >= 0 and <= 1)"),
     ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of auto, fp32, fp16, bf16, fp8, int8, int4; using the default auto"),
     ("mtp", "yes", "mtp (mtp) 'yes' is not 1 or 0; using the default 0 (off)"),
-    ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, transformers"),
+    ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, sglang, transformers"),
     ("res", "<script>", "reservation (res) '<script>' is not one of dynamic, static, paged"),
     ("gpu", "Z100", "gpu (gpu) 'Z100' is an unknown GPU; using the default H100-SXM-80GB"),
     ("gpu", "\x00\x1b[31m", "is not a plain name"),

@@ -29,14 +29,16 @@ RESERVATION_HELP = {
     "static": "static: each sequence reserves the model's maximum context up front",
     "paged": "paged: whole blocks of the block size (vLLM-style), windowed layers capped at window + 1 block",
 }
+VLLM_STARTUP = ("entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_lora", "max_loras", "max_lora_rank")
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens", "bench_calibration"),
+    "sessions": ("sessions_per_min", "turns", "think_time_s", "doc_catalog", "doc_zipf", "cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s"),
 }
 # Controls drawn by the page in a widget of their own: the headroom slider shows percent.
 WIDGET_OF = {"headroom_bp": "headroom_pct"}
@@ -219,6 +221,14 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 _error_below("mtp", err_key, err)
             _select("runtime", err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("vllm_version", err_key, err, disabled=st.session_state.get("runtime") != "vllm")
+            if st.session_state.get("runtime") == "sglang":  # SGLang's launch flags (empty: SGLang's defaults)
+                for key, extra in (("mem_fraction_static", {"step": 0.01, "fmt": "%.3f"}), ("chunked_prefill_size", {}), ("page_size", {})):
+                    _num(key, err_key, err, placeholder="SGLang's default", help=CONTROLS[key].description, **extra)
+            if st.session_state.get("runtime") == "vllm":  # vLLM's start-up settings: its budget's terms and the serve line
+                for name in VLLM_STARTUP:
+                    if name in ("max_loras", "max_lora_rank") and not st.session_state.get("enable_lora"):
+                        continue
+                    render_control(CONTROLS[name], err_key, err)
             _select("reservation", err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(CONTROLS["block_tokens"].suggestions or ())
             if st.session_state.get("block_tokens") not in sizes:
@@ -293,6 +303,29 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("generated_tokens", err_key, err, placeholder="output reserve")
             render_control(CONTROLS["bench_calibration"], err_key, err)
 
+    exp = group("sessions", "Sessions and cache tiers", ":material/forum:", False)
+    if opened(exp):
+        with exp:
+            st.caption(
+                "A chat or agent workload: sessions of turns, each resending the history. Its hit rate per tier comes from an LRU model "
+                "(shared prefix per tenant, documents from the retrieved-context tokens); the CPU and disk tiers are per replica."
+            )
+            _num("sessions_per_min", err_key, err, step=10.0, fmt="%.4g", placeholder="none: no session workload")
+            with _pair() as (a, b):
+                with a:
+                    _num("turns", err_key, err, placeholder="1")
+                    _num("doc_catalog", err_key, err, placeholder="none")
+                with b:
+                    _num("think_time_s", err_key, err, step=5.0, fmt="%.4g", placeholder="30")
+                    _num("doc_zipf", err_key, err, step=0.1, fmt="%.2f", placeholder="1.0")
+            with _pair() as (a, b):
+                with a:
+                    _num("cpu_tier_gib", err_key, err, step=64.0, fmt="%.4g")
+                    _num("cpu_link_gb_s", err_key, err, step=1.0, fmt="%.4g", placeholder="GPU default")
+                with b:
+                    _num("disk_tier_gib", err_key, err, step=256.0, fmt="%.4g")
+                    _num("disk_gb_s", err_key, err, step=0.5, fmt="%.4g", placeholder="6.8")
+
     if GROUP_KEYS["more"]:
         exp = group("more", "More inputs", ":material/add_circle:", False)
         if opened(exp):
@@ -309,4 +342,4 @@ def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
     msg = f"**{where}**: {md(S.error_text(err))}" if where else md(S.error_sentence(err))
-    st.error(msg + ("  \nShowing the last good plan (" + md(good.ref.label()) + ")." if good else ""), icon=":material/error:")
+    st.error(msg + ("  \nBelow, greyed: the last good plan (" + md(good.ref.label()) + "), not these inputs." if good else ""), icon=":material/error:")

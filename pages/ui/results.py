@@ -14,6 +14,7 @@ import streamlit as st
 
 from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
+from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
 from planner import settings
 from planner.errors import PlannerError
@@ -323,7 +324,10 @@ def card_memory(r: Shown) -> None:
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
     cap = plan.capacity
     extra = []
-    if cap.pool_kv_tokens is not None:
+    engine = plan.kv_cache.engine
+    if engine is not None and engine.startup_kv_cache_tokens:  # runtime vllm: whole blocks, as the start-up card's log line
+        extra.append(f"KV pool {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)")
+    elif cap.pool_kv_tokens is not None:
         extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
     extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
@@ -347,19 +351,33 @@ def _render_vllm_preview(r: Shown) -> None:
     from pages.ui.state import measured_budget
     from planner.engines.vllm import vllm_preview
 
-    preview = vllm_preview(r.plan, r.model, measured_budget(r.plan))
-    if preview.refusal:
-        st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
-    else:
+    plan = r.plan
+    preview = vllm_preview(plan, r.model, measured_budget(plan))
+    serve, engine, cap = plan.serve, plan.kv_cache.engine, plan.capacity
+    if preview.log_lines:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
+    if serve.note:
+        st.warning(serve.note, icon=":material/warning:")
+    elif preview.refusal:
+        st.warning(f"vLLM {plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {t.name} | {t.bytes / GIB:,.2f} | {t.source} |" for t in preview.budget.terms]
-    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"):
-        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / GIB:,.2f}** | what vLLM will log |")
-    engine = r.plan.kv_cache.engine
+    # two narrow columns (a third with the sources overflowed the card at 1280 and 390 px); each
+    # term's source follows as a numbered note
+    rows = [f"| {md(t.name)} [{i}] | {t.bytes / GIB:,.2f} |" for i, t in enumerate(preview.budget.terms, 1)]
+    title = f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"
+    with st.expander(title):
+        st.markdown("| term | GiB |\n|---|--:|\n" + "\n".join(rows) + f"\n| **= available** (what vLLM will log; the headline's sequences come from it) | **{preview.budget.available_kv_bytes / GIB:,.2f}** |")
+        st.caption("\n\n".join(f"[{i}] {md(t.source, limit=1200)}" for i, t in enumerate(preview.budget.terms, 1)))  # our own source texts: whole
+        st.caption(
+            f"Headroom {cap.headroom_bp / 100:g} % is vLLM's `--gpu-memory-utilization {cap.gpu_memory_utilization:g}` of the total CUDA reports; "
+            "the workspace is the profiling peak, non-torch memory and CUDA graphs above (enter a workspace to replace those predictions with your own figure)."
+        )
+    batching = f"{serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "")
+    st.caption(f"Batching: {batching} ({md(serve.batching_source)}).")
     if engine is not None and engine.why:
-        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")
-    st.code(preview.command, language="bash", wrap_lines=True)
+        st.caption(f"Admission: {engine.why} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {plan.kv_cache.maximum_sequences_by_memory:,}.")
+    if preview.command:
+        st.code(preview.command, language="bash" if plan.inputs.entry_point == "serve" else "python", wrap_lines=True)
 
 
 @st.fragment
@@ -384,6 +402,72 @@ def card_chart_tabs(r: Shown) -> None:
     if tabs[3].open is not False:
         with tabs[3]:
             _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline", shown=r)
+
+
+def _table(rows: list[list[str]], transpose: bool = False) -> str:
+    """A markdown table of rows (the first the header; numbers right-aligned); ``transpose``:
+    the rows become columns (a few wide columns fit a phone where many narrow ones do not)."""
+    if transpose:
+        rows = [list(col) for col in zip(*rows, strict=True)]
+    head, *body = rows
+    return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|", *("| " + " | ".join(md(c) for c in row) + " |" for row in body)])
+
+
+def card_cache(r: Shown) -> None:
+    """The session workload's prefix cache: hit rate per tier, TTFT with and without the tiers
+    below the GPU, what is shareable, the engines' flags, and the CPU tier chart."""
+    plan = r.plan
+    inputs = plan.inputs
+    if inputs.sessions_per_min is None and not (inputs.cpu_tier_gib or inputs.disk_tier_gib):
+        return
+    with st.container(border=True):
+        st.markdown("**Prefix cache under sessions**")
+        cache = plan.cache
+        if not cache.applies:
+            st.info(f"Not modelled: {md(cache.reason)}.", icon=":material/info:")
+            return
+        safe(_render_cache, r, what="the cache card")
+
+
+def _render_cache(r: Shown) -> None:
+    from planner.cache.explain import TIER_NAMES, tier_rows, ttft_rows
+
+    plan = r.plan
+    cache = plan.cache
+    below = " + ".join(TIER_NAMES[t.name] for t in cache.tiers[1:])
+    a, g, n = cache.ttft, cache.ttft_gpu_only, cache.ttft_no_cache
+    c1, c2, c3 = st.columns(3)
+    if below:
+        c1.metric("Hit rate", f"{cache.hit_rate:.1%}", f"{(cache.hit_rate - cache.hit_rate_gpu_only) * 100:+.1f} pts by {below}", help="Share of the turns' prompt tokens served from a cache (Che's LRU model per tier).")
+        c2.metric("TTFT p95", fmt_ms(a.p95_ms), f"{a.p95_ms - g.p95_ms:+,.1f} ms vs GPU pool alone", delta_color="inverse", help=f"GPU pool alone: mean {fmt_ms(g.mean_ms)}, p95 {fmt_ms(g.p95_ms)}.")
+    else:
+        c1.metric("Hit rate (GPU pool)", f"{cache.hit_rate:.1%}", help="Share of the turns' prompt tokens served from the GPU pool's prefix cache (Che's LRU model). Add a CPU tier to see what it adds.")
+        c2.metric("TTFT p95", fmt_ms(a.p95_ms), f"{a.p95_ms - n.p95_ms:+,.1f} ms vs no prefix cache", delta_color="inverse")
+    c3.metric(
+        "Prefill GPUs freed", f"{cache.gpu_seconds_saved_per_hour / 3600:,.2f}",
+        help=f"Prefill GPU time the cache saves against recomputing every prompt, {cache.gpu_seconds_saved_per_hour:,.0f} GPU-s an hour, as GPUs busy all hour; "
+        f"{cache.gpu_seconds_saved_by_offload_per_hour / 3600:,.2f} of them by the tiers below the GPU.",
+    )  # fmt: skip
+    if not a.keeps_up:
+        st.warning(f"A replica cannot carry {cache.requests_per_s:,.3g} requests/s even at its memory ceiling: the wait shown is a burst's. Add replicas or shorten the turns.", icon=":material/warning:")
+    st.caption(
+        f"{cache.sessions_per_min:,.4g} sessions/min × {cache.turns} turns = {cache.requests_per_s:,.3g} requests/s; mean prompt {cache.mean_prompt_tokens:,.0f} tokens; "
+        f"{cache.concurrency_per_replica:,} in flight a replica; a turn takes {cache.turn_seconds:,.2f} s in the engine."
+    )
+    st.markdown(_table(ttft_rows(plan), transpose=True))
+    st.markdown(_table(tier_rows(plan), transpose=True))
+    _chart(charts.fig_cache_tiers, plan, key="chart_cache", what="the cache chart", shown=r)
+    with st.expander("What is shared, and with whom (tenant-scoped keys)"):
+        st.markdown("\n".join(f"- **{md(part)}**: {md(who)}" for part, who in cache.shareable))
+    if cache.vllm_flags or cache.sglang_flags:
+        with st.expander("Engine flags for these tiers"):
+            flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
+            env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+            st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
+            st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
+            if cache.sglang_flags:
+                st.markdown("SGLang hierarchical cache:")
+                st.code(f"python -m sglang.launch_server ... {cache.sglang_flags}", language="bash", wrap_lines=True)
 
 
 def card_assumptions(r: Shown) -> None:
@@ -415,6 +499,8 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+        card_sglang_preview(r)
+    safe(card_cache, r, what="the cache card")
     safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)

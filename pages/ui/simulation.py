@@ -17,10 +17,12 @@ from planner.limits import BOUNDS
 from planner.units import fmt_ms
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
-DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
+FIXED_LENGTHS = "the plan's prompt and output"
+DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_lengths": FIXED_LENGTHS, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
 LABELS = {
     "rate": "Arrival rate (requests/s, whole deployment)",
     "requests": "Requests",
+    "lengths": "Request lengths",
     "trace": "Trace (CSV)",
     "chunk_tokens": "Chunk tokens (chunked policy)",
     "max_num_batched_tokens": "Max batched tokens per step",
@@ -37,6 +39,7 @@ class Traffic:
     budget: int
     seed: int
     trace_text: str | None
+    lengths: str | None = None  # a name of planner.simulate.LENGTH_PROFILES; None: the plan's lengths
 
 
 def plan_summary(current: state.Shown) -> None:
@@ -75,15 +78,25 @@ def _seed() -> None:
 def traffic_controls(plan) -> Traffic | None:
     """The traffic controls (their values survive page switches); None when none can run."""
     _seed()
+    traced = st.session_state.get("sim_trace") is not None  # a trace sets arrivals and lengths itself
+    off = "Unused while a trace is loaded: the trace gives every arrival and length."
     c1, c2, c3 = st.columns(3)
-    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", help="Poisson arrivals per second across all replicas; each replica receives its share.")
-    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", help="Requests simulated on one replica.")
-    c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", help="Seed of the arrival times.")
-    c1, c2, c3 = st.columns(3)
+    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", disabled=traced, help=off if traced else "Poisson arrivals per second across all replicas; each replica receives its share.")
+    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", disabled=traced, help=off if traced else "Requests simulated on one replica.")
+    c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", disabled=traced, help=off if traced else "Seed of the arrival times and lengths.")
+    profiles = sim.LENGTH_PROFILES
+    st.selectbox(
+        LABELS["lengths"], [FIXED_LENGTHS, *profiles], key="sim_lengths", disabled=traced,
+        format_func=lambda k: f"{k}: prompt p50 {profiles[k].prompt_p50:,} / p95 {profiles[k].prompt_p95:,}, output p50 {profiles[k].output_p50:,} / p95 {profiles[k].output_p95:,} tokens" if k in profiles else k,
+        help=off if traced else "Log-normal prompt and output lengths with the stated p50 and p95 (assumed shapes, capped at the plan's context), or every request at the plan's prompt and output.",
+    )  # fmt: skip
+    c1, c2, c3 = st.columns([2, 1, 1])  # room for the three policies' chips
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
     trace = st.file_uploader("Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace")
+    if trace is not None:
+        st.caption("The trace replaces the arrival rate, the requests, the seed and the lengths above.")
     st.session_state[STORE] = {key: st.session_state[key] for key in DEFAULTS}
     policies = tuple(st.session_state["sim_policies"])
     if not policies:
@@ -95,14 +108,21 @@ def traffic_controls(plan) -> Traffic | None:
         st.error(f"{LABELS['trace']}: the file is not UTF-8 text.", icon=":material/error:")
         return None
     replicas = max(1, plan.capacity.replicas)
-    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text)
+    lengths = st.session_state["sim_lengths"]
+    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text,
+                   lengths if lengths in sim.LENGTH_PROFILES else None)  # fmt: skip
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: str):
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
-    requests = sim.parse_trace_csv(traffic.trace_text) if traffic.trace_text else sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
+    if traffic.trace_text:
+        requests = sim.parse_trace_csv(traffic.trace_text)
+    elif traffic.lengths:
+        requests = sim.profile_requests(traffic.rate, traffic.requests, traffic.lengths, seed=traffic.seed, max_tokens=max(2, min(ctx.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST)))
+    else:
+        requests = sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
     cfg = sim.plan_config(
         _plan,
         blocks,
@@ -153,7 +173,7 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
 ROWS: tuple[tuple[str, Any], ...] = (
     ("Completed", lambda r: f"{r.requests_completed:,}"),
     ("Cancelled", lambda r: f"{r.requests_cancelled:,}"),
-    ("Rejected", lambda r: f"{r.requests_rejected:,}"),
+    ("Rejected", lambda r: f"{r.requests_rejected:,}" + (f" ({'; '.join(sim.REJECTION_REASONS[x.reason] for x in r.rejections)})" if r.rejections else "")),
     ("TTFT p50", lambda r: fmt_ms(r.ttft_ms.p50)),
     ("TTFT p95", lambda r: fmt_ms(r.ttft_ms.p95)),
     ("TTFT p99", lambda r: fmt_ms(r.ttft_ms.p99)),
@@ -165,7 +185,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
     ("Longest queue wait", lambda r: fmt_ms(r.max_queue_age_ms)),
     ("Preemptions", lambda r: f"{r.preemptions:,}"),
     ("Peak KV pool use", lambda r: f"{r.peak_kv_utilisation * 100:,.0f} %"),
-    ("Verdict", lambda r: ("overloaded" if r.overload.overloaded else "keeps up" if r.overload.arrival_rate_per_s else "no verdict") + (", thrashing" if r.overload.thrashing else "") + (", stopped early" if r.stopped_early else "")),
+    ("Verdict", lambda r: sim.verdict_label(r.overload, r.requests_total, r.stopped_early)),
 )
 
 
@@ -177,7 +197,7 @@ def show(out: Outcome) -> None:
     first_name, first = next(iter(out.results.items()))
     st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")
     for name, r in out.results.items():  # the overload verdict (planner.simulate.verdict) and early stops
-        if r.overload.overloaded or r.overload.thrashing:
+        if r.overload.overloaded or r.overload.thrashing or r.overload.rejected:
             st.warning(f"{name}: {r.overload.message}", icon=":material/warning:")
         if r.stopped_early:
             st.warning(f"{name}: stopped early: {r.stopped_early}.", icon=":material/timer_off:")
@@ -203,3 +223,90 @@ def show(out: Outcome) -> None:
             fig.add_bar(name=f"{metric[:-3].upper()} {q}", x=list(out.results), y=[getattr(getattr(r, metric), q) for r in out.results.values()])
     fig.update_layout(title={"text": "Latency percentiles per policy (ms, log scale)", "font": {"size": 14}}, barmode="group", yaxis_type="log", height=360, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.2})
     st.plotly_chart(fig, config={"displaylogo": False}, key="sim_latency")
+
+
+# --------------------------------------------------------------------------- prefix-cache tiers
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _cache_run(_plan, plan_key: str, sessions: int, seed: int, trace: bytes | None, trace_name: str):
+    """The plan's session workload, or an uploaded Mooncake trace, through its tiers
+    (:mod:`planner.cache.runs`); a refusal comes back as its text, never raised."""
+    from planner.cache.runs import replay_plan, simulate_plan
+    from planner.simulate.mooncake import parse_mooncake
+    from planner.simulate.workload import trace_text
+
+    try:
+        if trace is not None:
+            return replay_plan(_plan, parse_mooncake(trace_text(trace, trace_name, kind="JSONL")), time_budget_s=10), None
+        return simulate_plan(_plan, sessions, seed=seed, time_budget_s=10), None
+    except PlannerError as exc:  # "Trace, line 7 hash_ids: why" (a line by its number; its text is in the file)
+        label = "Trace" if trace is not None else "Sessions"
+        return None, f"{label}: {exc.reason}" if exc.field in ("trace", "sessions") else f"{label}, {exc.field}: {exc.reason}"
+
+
+def cache_tiers(current: state.Shown) -> None:
+    """Sessions or a recorded trace through the plan's GPU pool and its CPU / disk tiers, beside
+    the analytic model's figures when the plan has a session workload."""
+    plan = current.plan
+    inputs = plan.inputs
+    st.subheader("Prefix cache: sessions and traces through the tiers")
+    below = " and ".join(f"{gib:,.4g} GiB of {name}" for name, gib in (("CPU DRAM", inputs.cpu_tier_gib), ("local NVMe", inputs.disk_tier_gib)) if gib)
+    tiers = f"The plan's GPU pool and {below} a replica" if below else "The plan's GPU pool (no tier below it: give a CPU or disk tier on the Plan page)"
+    st.caption(
+        f"{tiers}, LRU per tier with promotion, keys scoped to the tenant. The Plan page's session workload runs here as sessions; "
+        "a trace in the Mooncake JSONL format (timestamp in ms, input_length, output_length, hash_ids of 512-token blocks, optional tenant) replays instead."
+    )
+    sessions = 0
+    if inputs.sessions_per_min is not None:
+        c1, c2 = st.columns([1, 2])
+        sessions = c1.number_input(
+            "Sessions", **BOUNDS["sessions"].widget(), value=2000, step=500, key="sim_cache_sessions",
+            help="Sessions of the plan's workload; the first fifth warm the caches (short runs read high: the caches fill over the first session lifetimes). Sessions × turns is at most 100,000 requests.",
+        )  # fmt: skip
+        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace")
+    else:
+        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", help="At most 8 MiB and 100,000 requests; a malformed line is refused by its number.")
+        if upload is None:
+            st.caption("Or give a session workload (sessions per minute) on the Plan page to simulate its sessions here.")
+            return
+    key = plan.inputs.model_dump_json() + "|" + current.ref.model_dump_json()
+    data = upload.getvalue() if upload is not None else None
+    with st.spinner("Simulating the cache tiers…"):
+        result, err = _cache_run(plan, key, int(sessions), int(st.session_state.get("sim_seed", 0)), data, upload.name if upload is not None else "")
+    if err is not None:
+        st.error(md(err), icon=":material/error:")
+        return
+    show_cache(result, plan if data is None else None)
+
+
+def show_cache(r, plan=None) -> None:
+    """A tiered cache run: hit rate per tier and TTFT by phase (with the model's figures for a
+    plan's own workload)."""
+    from planner.cache.explain import TIER_NAMES
+
+    if r.stopped_early:
+        st.warning(f"Stopped early: {md(r.stopped_early)}.", icon=":material/timer_off:")
+    model = plan.cache if plan is not None and plan.cache.applies else None
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Hit rate (simulated)", f"{r.hit_rate:.1%}", f"model {model.hit_rate:.1%}" if model else None, delta_color="off", help="Share of prompt tokens served from any tier.")
+    c2.metric("TTFT p95 (simulated)", fmt_ms(r.ttft_ms.p95), f"model {fmt_ms(model.ttft.p95_ms)}" if model else None, delta_color="off")
+    c3.metric("Prefill GPU-s saved", f"{r.gpu_seconds_saved:,.0f}", help=f"Of {r.prefill_gpu_seconds + r.gpu_seconds_saved:,.0f} GPU-s of prefill without a cache, over the run.")
+    what = f"{r.requests:,} requests of {r.sessions:,} sessions" if r.hit_rate_by_turn else f"{r.requests:,} trace requests, {r.sessions:,} tenant(s)"
+    st.caption(f"{what} on {r.replicas:,} replica(s). TTFT = queue + load + prefill + first decode step.")
+    head = ["Tier", "tokens", "serves", *(["model"] if model else []), "loads (ms each)"]
+    rows = ["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|"]
+    for i, t in enumerate(r.tiers):
+        m = [f"{model.tiers[i].hit_rate:.1%}" if i < len(model.tiers) else "–"] if model else []
+        loads = f"{t.requests_loading:,} × {t.load_ms_per_hit:,.2f}" if t.requests_loading else "–"
+        rows.append("| " + " | ".join([TIER_NAMES.get(t.name, t.name), f"{t.capacity_tokens:,}", f"{t.hit_rate:.1%}", *m, loads]) + " |")
+    st.markdown("\n".join(rows))
+    phases = [("queue", r.queue_ms), ("load", r.load_ms), ("prefill", r.prefill_ms), ("TTFT", r.ttft_ms)]
+    st.markdown("| ms | mean | p50 | p95 | p99 |\n|---|--:|--:|--:|--:|\n" + "\n".join(f"| {name} | {p.mean:,.1f} | {p.p50:,.1f} | {p.p95:,.1f} | {p.p99:,.1f} |" for name, p in phases))
+    evicted = ", ".join(f"{TIER_NAMES.get(t.name, t.name)} {t.evicted_tokens:,}" for t in r.tiers)
+    st.caption(f"Tokens evicted over the run: {evicted}. A load moves a hit found only below the GPU back over the tier's link when that beats recomputing it.")
+    if r.hit_rate_by_turn:
+        fig = go.Figure()
+        fig.add_bar(x=[f"turn {k}" for k in range(1, len(r.hit_rate_by_turn) + 1)], y=[h * 100 for h in r.hit_rate_by_turn], name="simulated", marker_color="#4C78A8")
+        fig.update_layout(title={"text": "Hit rate by turn (simulated, %)", "font": {"size": 14}}, yaxis_title="% of the prompt cached", height=300, margin={"l": 10, "r": 10, "t": 48, "b": 10}, showlegend=False)
+        st.plotly_chart(fig, config={"displaylogo": False}, key="sim_cache_turns")

@@ -44,8 +44,17 @@ class PlanInputs(BaseModel):
     kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
     mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "auto"  # planner.weights.WEIGHT_DTYPE_BITS
-    runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
-    vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    runtime: Literal["vllm", "sglang", "transformers", "transformers-latent"] = "vllm"
+    vllm_version: Literal["0.10", "0.11", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=0.99)  # SGLang --mem-fraction-static; None: SGLang's default for the GPU and TP
+    chunked_prefill_size: int | None = Field(default=None, ge=1, le=1 << 24)  # SGLang --chunked-prefill-size; None: SGLang's default for the GPU
+    page_size: int | None = Field(default=None, ge=1, le=1 << 16)  # SGLang --page-size; None: SGLang's default for the model (1; 64 DSA, ...)
+    entry_point: Literal["serve", "llm"] = "serve"  # vLLM's entry point: `vllm serve` or the LLM class (their batching defaults differ)
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (outside the budget before 0.21, inside from it)
+    limit_mm_per_prompt: int | None = Field(default=None, ge=0, le=1 << 20)  # images a prompt (vLLM --limit-mm-per-prompt); None: vLLM's 999, 0: text only
+    enable_lora: bool = False  # vLLM --enable-lora: adapter slots in the budget
+    max_loras: int = Field(default=1, ge=1, le=4096)  # vLLM --max-loras
+    max_lora_rank: int = Field(default=16, ge=1, le=4096)  # vLLM --max-lora-rank
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU
@@ -55,12 +64,12 @@ class PlanInputs(BaseModel):
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
     ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
-    max_batched_tokens: int = Field(default=latency.DEFAULT_BATCH_TOKENS, ge=1, le=1 << 24)  # scheduler token budget per step
+    max_batched_tokens: int | None = Field(default=None, ge=1, le=1 << 24)  # scheduler token budget per step; None: the engine's default
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
-    workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
+    workspace_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: runtime vllm's predicted terms, else 1 GiB
     sequences: int = Field(default=8, ge=1, le=10_000_000)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit
+    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit; None: vLLM's default (runtime vllm), else none
     tenant_quota: int | None = Field(default=None, ge=1, le=10_000_000)
     itl_slo_ms: float | None = Field(default=None, gt=0, le=1e7)
     ttft_slo_ms: float | None = Field(default=None, gt=0, le=1e9)
@@ -88,10 +97,20 @@ class PlanInputs(BaseModel):
             except PlannerError as exc:
                 raise ValueError(exc.reason) from None
         return value
+    # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
+    sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
+    turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1
+    think_time_s: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)  # None: 30 s
+    doc_catalog: int | None = Field(default=None, ge=1, le=10_000_000)  # documents the retrieved context comes from; None: each session's own
+    doc_zipf: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)  # None: 1.0
+    cpu_tier_gib: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)  # CPU DRAM per replica for K/V
+    disk_tier_gib: float | None = Field(default=None, ge=0, le=1e7, allow_inf_nan=False)  # local NVMe per replica for K/V
+    cpu_link_gb_s: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)  # None: the GPU's host link
+    disk_gb_s: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)  # None: one NVMe SSD
 
     @model_validator(mode="after")
     def _check(self) -> PlanInputs:
-        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp)
+        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp) or _workload_problem({name: getattr(self, name) for name in ("sessions_per_min", *WORKLOAD_DETAILS)})
         if problem:
             raise ValueError(f"{problem[0]}={problem[1]!r}: {problem[2]}")
         return self
@@ -110,6 +129,21 @@ def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp:
     return None
 
 
+# a session workload's details, meaningless without its rate (planner/cache/section.py reads them);
+# the tiers (cpu_tier_gib, disk_tier_gib and their links) are the deployment's and stand alone:
+# a trace replay (planner/cache/runs.py) and the start-up command use them without a workload
+WORKLOAD_DETAILS = ("turns", "think_time_s", "doc_catalog", "doc_zipf")
+TIER_INPUTS = ("cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s")
+
+
+def _workload_problem(values: dict) -> tuple[str, object, str] | None:
+    if values.get("sessions_per_min") is None:
+        for name in WORKLOAD_DETAILS:
+            if values.get(name) is not None:
+                return name, values[name], "describes a session workload: give the sessions per minute too"
+    return None
+
+
 def make_inputs(**values: object) -> PlanInputs:
     """Validate plan inputs, turning pydantic's errors into one :class:`PlannerError`.
 
@@ -121,7 +155,7 @@ def make_inputs(**values: object) -> PlanInputs:
     except ValidationError as exc:
         err = exc.errors()[0]
         if not err.get("loc"):  # the cross-field check: every field alone was valid, so int() is safe
-            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)))
+            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1))) or _workload_problem(values)
             if problem:
                 raise PlannerError(*problem) from None
         field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"

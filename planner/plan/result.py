@@ -14,11 +14,14 @@ from typing import NamedTuple
 
 from planner import capacity, latency
 from planner.context import ContextBudget
+from planner.engines.vllm_memory import MemoryBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
+from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
+from planner.plan.sglang_view import SglangView
 from planner.results import Result
 from planner.weights import WeightsEstimate
 
@@ -33,6 +36,7 @@ class Memory(NamedTuple):
     fixed: int  # resident + workspace
     available: int  # usable - fixed: the K/V pool
     replicas: int  # gpu_count / tp
+    budget: MemoryBudget | None = None  # runtime vllm: vLLM's predicted start-up budget, term by term
 
 
 class Sharing(NamedTuple):
@@ -55,6 +59,7 @@ class Ceiling(NamedTuple):
     limit_memory: int  # the memory limit the admission uses
     steady_max: int  # the steady-state figure (before vLLM's block reservation)
     engine: EngineView | None  # vLLM's view (runtime vllm, not static)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
 
 class Admission(NamedTuple):
@@ -97,7 +102,19 @@ class Plan(Result):
     _ceiling: Ceiling
     _admission: Admission
     _load: Load
+    _batching: Batching | None = None  # the scheduler's token budget and sequence limit (given or the engine's defaults)
+    model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
+
+    @property
+    def batching(self) -> Batching:
+        """The scheduler's limits this plan runs with: tokens a step and sequences a replica, given
+        or (runtime vllm) vLLM's defaults for the GPU, release and entry point."""
+        if self._batching is not None:
+            return self._batching
+        from planner.plan.budget import batching
+
+        return batching(self.inputs, self.device)
 
     def _section(self, name: str, build):
         hit = self._built.get(name)
@@ -121,6 +138,11 @@ class Plan(Result):
         return self._section("roofline", sections.roofline_section)
 
     @property
+    def serve(self) -> sections.ServeSection:
+        """The engine command line that reproduces the plan and always starts (runtime vllm)."""
+        return self._section("serve", sections.serve_section)
+
+    @property
     def prefix(self) -> sections.PrefixSection:
         """Prefix sharing: blocks held once per tenant, memory saved, sequences gained."""
         return self._section("prefix", sections.prefix_section)
@@ -134,6 +156,19 @@ class Plan(Result):
     def work(self) -> sections.WorkSection:
         """What the cache saves: attention FLOPs and token projections with and without it."""
         return self._section("work", sections.work_section)
+
+    @property
+    def sglang(self) -> SglangView | None:
+        """SGLang's start-up sizing of this plan (runtime sglang; None otherwise)."""
+        return self._ceiling.sglang
+
+    @property
+    def cache(self):
+        """The session workload's prefix cache: hit rate per tier, TTFT with and without the
+        tiers (:mod:`planner.cache.section`; ``applies`` False without a workload)."""
+        from planner.cache.section import cache_section
+
+        return self._section("cache", cache_section)
 
     def memory_terms(self) -> frozenset[str]:
         """The terms of this plan's memory budget (what :mod:`planner.explain` may say is counted):
@@ -155,6 +190,17 @@ class Plan(Result):
             terms.add("prefix_sharing")
         if self.inspect.kv_dtype in INTEGER_DTYPES:
             terms.add("quantization_scales")
+        budget = self._memory.budget
+        if budget is not None:  # runtime vllm: the terms of vLLM's start-up budget this plan computed
+            names = {t.name for t in budget.terms}
+            if "profiling peak activations" in names:
+                terms.update({"activations", "runtime_buffers"})  # the profiling peak; non-torch memory (context, NCCL)
+            if "CUDA graphs" in names:
+                terms.add("cuda_graphs")
+            if "multimodal encoder cache (profiling)" in names:
+                terms.add("encoder_outputs")
+            if "LoRA adapter slots" in names:
+                terms.add("lora")
         return frozenset(terms)
 
     def summary(self) -> dict:
@@ -174,6 +220,7 @@ class Plan(Result):
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
             "roofline": roofline.to_json(),
+            "serve": self.serve.to_json(),
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),
@@ -182,13 +229,16 @@ class Plan(Result):
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
             "notes": list(self.notes),
             "inputs": self.inputs.model_dump(exclude_none=True),
+            **({"cache": self.cache.to_json()} if self.inputs.sessions_per_min is not None else {}),
         }
 
 
 def memory_basis(plan: Plan) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
-    engine = plan.kv_cache.engine
+    engine, sglang = plan.kv_cache.engine, plan.kv_cache.sglang
+    if sglang is not None:
+        return f"SGLang {sglang.capacity.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
     if engine is not None and engine.applies:
         return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
     return f"{plan.inputs.runtime} steady state"

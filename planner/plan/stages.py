@@ -11,10 +11,12 @@ from planner.geometry import ModelGeometry
 from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
+from planner.plan.budget import Batching, batching, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Admission, Ceiling, Load, Memory, Plan, Sharing
+from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view
 from planner.units import GIB
 from planner.weights import WeightsEstimate
 
@@ -117,11 +119,22 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     geo = model.geometry
     ctx = plan_context(inputs, geo)
     device = resolve_device(inputs)
+    limits = batching(inputs, device)
     report, weights, res = reserve(inputs, model, ctx)
-    memory = memory_per_gpu(inputs, device, weights)
+    if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
+        budget = None
+        view, memory = sglang_stage(inputs, model, ctx, report, res)
+    else:  # runtime vllm: vLLM's predicted start-up budget (planner/plan/budget.py)
+        budget = vllm_budget(inputs, model, device, limits, ctx.maximum_context_tokens) if inputs.runtime == "vllm" else None
+        view, memory = None, memory_per_gpu(inputs, device, weights, budget)
     sharing = prefix_sharing(inputs, ctx, report.specs, memory.replicas)
-    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing)
-    roof = roofline(inputs, geo, weights, report.specs, device, memory.resident)
+    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
+    if view is not None:
+        ceiling = sglang_ceiling(ceiling, view, memory.replicas)
+    # the step model reads the decoder's weights (an engine's resident figure holds a vision tower too)
+    engine_sized = view is not None or budget is not None
+    read = -(-weights.bytes // inputs.tp) if engine_sized and inputs.model_resident_gib is None else memory.resident
+    roof = roofline(inputs, geo, weights, report.specs, device, read)
     kv_at = kv_held(report, res)
     generated = inputs.generated_tokens or inputs.output_tokens
     mid = ctx.input_tokens + generated // 2
@@ -129,9 +142,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     cached = int(sharing.cached)
 
     def load_at(c: int) -> latency.Served:
-        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, inputs.max_batched_tokens)
+        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, limits.tokens)
 
-    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached)
+    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached, limits)
     # latency at the requested load on the busiest replica (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
     load = Load(generated, mid, kv_mid, sharing.per_replica_load, load_at(sharing.per_replica_load))
@@ -152,6 +165,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         _ceiling=ceiling,
         _admission=admission,
         _load=load,
+        _batching=limits,
+        model_name=model.repo_id or "MODEL",
     )
 
 
@@ -160,7 +175,14 @@ def plan_context(inputs: PlanInputs, geo: ModelGeometry) -> ContextBudget:
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    return _context(inputs, max_ctx)
+    try:
+        return _context(inputs, max_ctx)
+    except PlannerError as exc:
+        if exc.field == "max_context" and inputs.max_context and "the model maximum of" in exc.reason:
+            # the maximum is the one the user set, not the model's: say whose it is (issue 27 item 6)
+            model_max = f"; the model's own is {geo.max_position_embeddings:,}" if geo.max_position_embeddings else ""
+            raise PlannerError("max_context", exc.value, exc.reason.replace("the model maximum of", "the maximum context you set,") + model_max) from None
+        raise
 
 
 def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tuple[InspectReport, WeightsEstimate, capacity.SequenceReservation]:
@@ -172,8 +194,21 @@ def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tup
     return report, weights, res
 
 
-def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate) -> Memory:
-    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU."""
+def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, budget=None) -> Memory:
+    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU.
+    Under runtime vllm (``budget``): vLLM's predicted start-up budget, term by term.
+
+    Raises:
+        PlannerError: fixed memory above usable memory, or (runtime vllm) vLLM would refuse to start.
+    """
+    replicas = inputs.gpu_count // inputs.tp
+    if budget is not None:
+        if budget.refusal:
+            raise refusal_error(budget, inputs, device)
+        weights_term = budget.term("weights per GPU")
+        resident = weights_term.bytes
+        workspace = taken_bytes(budget) - resident
+        return Memory(budget.requested_bytes, resident, weights_term.source, workspace, resident + workspace, budget.available_kv_bytes, replicas, budget)
     usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     if inputs.model_resident_gib is not None:
         resident = int(inputs.model_resident_gib * GIB)
@@ -181,16 +216,39 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate)
     else:
         resident = -(-weights.bytes // inputs.tp)
         resident_source = f"weights estimate ({weights.source}) / tp {inputs.tp}"
-    workspace = int(inputs.workspace_gib * GIB)
+    workspace = int((1.0 if inputs.workspace_gib is None else inputs.workspace_gib) * GIB)
     fixed = resident + workspace
     if fixed > usable:
-        culprit = ("workspace_gib", inputs.workspace_gib) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
+        culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
         raise PlannerError(
             *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
         )
-    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, inputs.gpu_count // inputs.tp)
+    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas)
+
+
+def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, report: InspectReport, res: capacity.SequenceReservation) -> tuple[SglangView, Memory]:
+    """Runtime sglang: SGLang's start-up sizing of one GPU (:func:`sglang_view`) and the plan's
+    memory from it (usable = free before the weights x mem_fraction_static; available = the
+    budget SGLang sizes the token pool from).
+
+    Raises:
+        PlannerError: SGLang's refusal to start (its own words), or a device SGLang has no profile for.
+    """
+    windows = tuple(sp.window for sp in report.specs if sp.kind in ("sliding", "chunked") and sp.window)
+    view = sglang_view(inputs, model, res.tokens, windows)
+    total, source = view.weights_bytes, view.weights_source
+    per_gpu = int(inputs.model_resident_gib * GIB) if inputs.model_resident_gib is not None else -(-total // inputs.tp)
+    return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp))
+
+
+def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling:
+    """The memory ceiling as SGLang admits: requests whose reserved tokens fit the token pool (and
+    their window the SWA pool), at most max_running_requests a replica; no prefix sharing counted."""
+    per_replica = view.max_sequences_per_replica
+    total = per_replica * replicas
+    return ceiling._replace(per_replica=per_replica, memory_max=total, shared_max=total, limit_memory=total, sglang=view)
 
 
 def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int) -> Sharing:
@@ -207,7 +265,7 @@ def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replica
     return Sharing(applies, shared_blocks, saved, per_replica_load, max(0, per_replica_load - copies) * saved, cached)
 
 
-def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing) -> Ceiling:
+def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing, device: Device | None = None, limits: Batching | None = None) -> Ceiling:
     """The most sequences memory holds: steady state, with prefix sharing, and (runtime vllm) as
     vLLM admits them, reserving a request's blocks for all its reserved tokens."""
     available, replicas, saved = memory.available, memory.replicas, sharing.saved
@@ -215,7 +273,7 @@ def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget,
     memory_max = steady_max = per_replica * replicas
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
-    engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
+    engine = engine_view(model, inputs, ctx, available, device, limits) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
     if engine is not None and engine.applies and engine.refusal:
         per_replica = memory_max = shared_max = 0
     elif engine is not None and engine.applies:
@@ -244,7 +302,7 @@ def kv_held(report: InspectReport, res: capacity.SequenceReservation):
     return kv_at
 
 
-def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int) -> Admission:
+def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int, scheduler: Batching | None = None) -> Admission:
     """Every limit on concurrent sequences (memory, the p95 ITL and TTFT SLOs, the runtime's
     maximum, the tenant quota) and the verdict on the requested load."""
 
@@ -256,8 +314,9 @@ def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_
         limits["latency_slo"] = capacity.largest_within(itl_ms, inputs.itl_slo_ms, max(1, limit_memory)) * replicas
     if inputs.ttft_slo_ms is not None:
         limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, cached, load_at)
-    if inputs.max_num_seqs is not None:
-        limits["runtime"] = inputs.max_num_seqs * replicas
+    seqs = inputs.max_num_seqs if scheduler is None else scheduler.seqs
+    if seqs is not None:
+        limits["runtime"] = seqs * replicas
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
     return Admission(limits, *capacity.admission(inputs.sequences, limits))
@@ -303,7 +362,9 @@ def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: C
     """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
-    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
+    if inputs.runtime == "sglang":
+        notes.append("runtime sglang: memory is SGLang's static fraction of the free memory before the weights (mem_fraction_static), so the headroom and workspace inputs do not apply; the prefix is not deduplicated")
+    elif inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
         notes.append("transformers keeps the last W positions of a sliding layer once decoding, but right after a prefill longer than W it briefly holds the whole prompt there (probe-measured); the reservation counts the steady W")
     if inputs.shared_prefix_tokens and not sharing:
         notes.append("the shared prefix is not deduplicated: only a paged engine (runtime vllm, dynamic or paged reservation) shares prefix blocks")
