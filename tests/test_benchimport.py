@@ -134,7 +134,7 @@ def test_compare_open_loop_and_scrape(llama):
     kv_at = kv_held(plan.inspect, plan.reservation)
     rows = {r.figure: r for r in gl.rows}
     n = int(gl.load.split("Poisson, ")[1].split(" ")[0])
-    s = latency.served(plan.roof, 512, 0, 64, n, kv_at(544), 544, plan.inputs.max_batched_tokens)
+    s = latency.served(plan.roof, 512, 0, 64, n, kv_at(544), 544, plan.batching.tokens)
     assert s.prefill_step_share <= latency.P95_Z and rows["itl_p95_ms"].predicted == pytest.approx(s.itl_decode_ms)
     assert rows["itl_ms"].predicted == pytest.approx(s.itl_ms) and s.itl_ms > s.itl_decode_ms
 
