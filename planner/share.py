@@ -42,6 +42,7 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
     disk   disk_tier_gib          cpubw cpu_link_gb_s        diskbw disk_gb_s
+    cal    bench_calibration (src=TOOL;figure=measured/predicted;...)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16. Version 3 made workspace_gib and max_batched_tokens default to None (vLLM's
@@ -69,7 +70,7 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem, _workload_problem
+from planner.plan import PlanInputs, _cross_field_problem, _workload_problem, make_inputs
 from planner.source import ModelRef
 
 SCHEMA_VERSION = 3
@@ -132,6 +133,7 @@ SHORT_KEYS: dict[str, str] = {
     "remaining_decode_ms": "rd",
     "generated_tokens": "gen",
     "mtp": "mtp",
+    "bench_calibration": "cal",
     "sessions_per_min": "spm",
     "turns": "turns",
     "think_time_s": "think",
@@ -227,6 +229,10 @@ def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
     return f"the default {_num_text(default) if isinstance(default, (int, float)) else default}"
 
 
+# fields PlanInputs validates alone (a field_validator): checked one by one, so a bad one drops only itself
+_OWN_VALIDATORS = frozenset(f for d in PlanInputs.__pydantic_decorators__.field_validators.values() for f in d.info.fields)
+
+
 def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str | None]:
     """Validate one PlanInputs value: (value, None) or (None, reason).
 
@@ -250,6 +256,11 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             return None, f"is not a plain name of at most {MAX_TEXT} characters"
         if looks_like_token(raw):
             return None, "looks like an access token"
+        if name in _OWN_VALIDATORS:  # a text field with a validator of its own (bench_calibration's form)
+            try:
+                make_inputs(**{name: raw})
+            except PlannerError as exc:
+                return None, exc.reason
         return raw, None
     value: int | float
     if control.kind == "int":

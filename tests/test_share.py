@@ -50,6 +50,21 @@ def _bounds(name: str) -> dict:
     return out
 
 
+_POSITIVE = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def _calibration(draw) -> str:
+    """A benchmark calibration text (planner.bench_calibration): a tool, then up to three figures."""
+    from planner.bench_calibration import SOURCES
+
+    figures = draw(st.lists(st.sampled_from(["ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s"]), max_size=3, unique=True))
+    return ";".join([f"src={draw(st.sampled_from(sorted(SOURCES)))}"] + [f"{f}={draw(_POSITIVE):.4g}/{draw(_POSITIVE):.4g}" for f in figures])
+
+
+CALIBRATION = _calibration()
+
+
 def _value_strategy(name: str) -> st.SearchStrategy:
     """Valid values of one PlanInputs field from its own annotation and Field bounds."""
     ann = PlanInputs.model_fields[name].annotation
@@ -67,6 +82,8 @@ def _value_strategy(name: str) -> st.SearchStrategy:
         b = _bounds(name)
         lo = b.get("ge", b.get("gt"))
         strat = st.floats(min_value=lo, max_value=b["le"], exclude_min="gt" in b, allow_nan=False, allow_infinity=False)
+    elif name == "bench_calibration":
+        strat = CALIBRATION
     else:
         raise AssertionError(f"no strategy for {name}: {ann}")
     default = PlanInputs.model_fields[name].default

@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from pages.ui import charts, export
+from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
@@ -505,5 +505,6 @@ def render_results(r: Shown) -> None:
         card_vllm_preview(r)
         card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
+    safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)
