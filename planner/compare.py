@@ -15,6 +15,7 @@ from planner.errors import shorten
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.limits import parse_number_text
+from planner.linknotes import closest
 from planner.plan import Plan, memory_basis
 from planner.units import fmt_bytes, fmt_money, fmt_ms, fmt_num
 
@@ -86,21 +87,32 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
     """The columns a link carries (None when it carries no comparison). Never raises: a bad
     field falls back to that column's default with a warning."""
     raw_n = params.get(COUNT_KEY)
-    if raw_n is None and not any(k in params for k in COLUMN_KEYS):
+    given = [i for i, k in enumerate(COLUMN_KEYS) if k in params]
+    if raw_n is None and not given:
         return None
     warnings: list[str] = []
     defaults = default_columns(base)
     n = _int(raw_n) if isinstance(raw_n, str) else None  # a link's value is text; anything else is refused
+    carried = max(MIN_PLANS, given[-1] + 1) if given else MIN_PLANS
     if n is None or not MIN_PLANS <= n <= MAX_PLANS:
         if raw_n is not None:
-            warnings.append(f"number of plans (cmp) {shorten(raw_n, 24)} is not 2, 3 or 4; showing 2")
-        n = MIN_PLANS
+            warnings.append(f"number of plans (cmp) {shorten(raw_n, 24)} is not 2, 3 or 4; showing the {carried} the link carries")
+        n = carried
+    elif n > carried:  # cmp=3 without cc: show the plans the link has, never invent one
+        missing = ", ".join(f"{LETTERS[i]} ({COLUMN_KEYS[i]})" for i in range(carried, n))
+        warnings.append(f"number of plans (cmp) {n} but the link carries no plan {missing}; showing {carried} plans")
+        n = carried
+    for i in given:
+        if i >= n:
+            warnings.append(f"plan {LETTERS[i]} ({COLUMN_KEYS[i]}) is beyond the link's {n} plans (cmp); ignored")
     columns = []
     for i in range(n):
         key, default = COLUMN_KEYS[i], defaults[i]
         text = params.get(key)
         if text is None:
-            columns.append(default)
+            if i < MIN_PLANS:  # a comparison has two plans at least: the missing one copies plan A
+                warnings.append(f"plan {LETTERS[i]} ({key}) is missing from the link; using {'the Plan page' if i == 0 else 'plan A'}'s settings")
+            columns.append(default if i == 0 else columns[0])
             continue
         parts = text.split(SEPARATOR) if isinstance(text, str) else []  # str() of a 4,400-digit int raises
         if len(parts) != len(FIELDS):
@@ -110,7 +122,10 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
         values = {}
         for name, part in zip(FIELDS, parts, strict=True):
             value = _CHECKS[name](part)
-            if value is None:
+            if value is None and name == "gpu" and (near := closest(part, CATALOG)) is not None:
+                warnings.append(f"plan {LETTERS[i]} gpu {part[:40]!r} is not a catalog GPU; did you mean {near}? Using it")
+                value = near
+            elif value is None:
                 warnings.append(f"plan {LETTERS[i]} {name} {part[:40]!r} is not valid; using {getattr(default, name)!r}")
                 value = getattr(default, name)
             values[name] = value
