@@ -237,11 +237,12 @@ def test_restore_notice_lists_every_part_and_fits(server, browser_context, width
         page.goto(f"{server}/?{urlencode(LINK_WITH_MISTAKES)}")
         notice = page.locator(".st-key-restore_warnings")
         notice.wait_for(timeout=90_000)
+        page.get_by_test_id("stMetricValue").first.wait_for(timeout=90_000)  # the page has settled: the notice is drawn for good
         text = notice.inner_text()
         for part in ("did you mean 'gpu'?", "did you mean 'seq'?", "did you mean B200-180GB?", "the link's comparison (cmp, ca, cb) is kept", "no plan C (cc)"):
             assert part in text, text
-        box = notice.bounding_box()
-        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (box, width)
+        left, right = notice.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }", timeout=60_000)
+        assert left >= 0 and right <= width + 1, (left, right, width)
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing pushes the page sideways
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"restore-notice-{width}.png"))
