@@ -17,18 +17,17 @@ from planner.share import share_url
 
 def main() -> None:
     state.enter_page("compare")
-    urlstate.restore_from_query_params()  # the base plan of a shared link, on the session's first run
+    urlstate.restore_from_query_params("compare")  # the base plan of a shared link, on the session's first run
     urlstate.restore_compare_from_query_params()
     st.title("Compare plans")
     base = dict(state.plan_values())
     ref, _model, _notes = models.active_model()
     current_label = ref.name if ref.kind == "preset" and ref.name else ref.label()
-    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs, price…) for **{md(current_label)}** and overrides the model, GPU, TP, KV dtype and runtime.")
-    for warning in st.session_state.pop("compare_notice", None) or ():
-        st.warning(f"Link: {md(warning)}", icon=":material/warning:")
+    st.caption(f"Every column uses the Plan page's inputs (context, headroom, load, SLOs, price…) for **{md(current_label)}** and overrides the model, GPU, TP, KV dtype and runtime. A new column starts as a copy of A; the table's first row says what each one changes.")
+    urlstate.render_restore_notice()  # one notice: the plan's, the columns' and any dropped key
     saved = state.compare_state(base)
     comparison.seed_widgets(saved["columns"], saved["n"])
-    n = st.segmented_control("Plans", [2, 3, 4], key="cmp_n", required=True, format_func=lambda k: f"{k} plans") or 2
+    n = st.segmented_control("Plans", [2, 3, 4], key="cmp_n", required=True, on_change=comparison.grow_from_a, format_func=lambda k: f"{k} plans") or 2
     names = models.preset_names()
     shown, refs, columns = [], [], []
     for i, box in enumerate(st.columns(n, border=True)):

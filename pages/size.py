@@ -19,23 +19,16 @@ from pages.ui.models import active_model, active_upload_config
 from planner import sizing
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
-from planner.limits import BOUNDS, Bound, parse_number_text
+from planner.limits import BOUNDS
 from planner.plan import make_inputs
 from planner.plan.sections import COST_BASIS_NAME
-from planner.share import share_url
+from planner.share import SIZE_ENGINES, SIZE_KV_CHOICES, decode_size_params, share_url
 
-KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
-ENGINES = ("vllm", "sglang")  # runtimes whose own sizing and admission the search can follow
+KV_CHOICES, ENGINES = SIZE_KV_CHOICES, SIZE_ENGINES
 USERS, RATE = "Concurrent users", "Requests per second"
 # Opening workload: 100 users, p95 ITL 50 ms (reading speed with margin), TTFT 2 s.
 DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"], "size_disagg": False}
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
-
-
-def _number(text: str, bound: Bound) -> float | int | None:
-    """The link's number in ASCII digits (planner/limits.py) inside ``bound``, else None."""
-    value = parse_number_text(text.strip(), integer=bound.integer) if isinstance(text, str) else None
-    return value if value is not None and bound.lo <= value <= bound.hi else None
 
 
 def opening_values(plan_values: dict) -> dict:
@@ -56,32 +49,19 @@ def opening_values(plan_values: dict) -> dict:
 
 def apply_link_params() -> None:
     """``size_*`` query parameters (a share link, or a refused plan's link) into the controls,
-    once per distinct set; bad values keep the defaults."""
+    once per distinct set (:func:`planner.share.decode_size_params`); every value it could not
+    take joins the restore notice."""
     params = {k: v for k, v in st.query_params.to_dict().items() if k.startswith("size_")}
     if not params or params == st.session_state.get("size_params_applied"):
         return
     st.session_state["size_params_applied"] = params
+    values, notes = decode_size_params(params)
     s = st.session_state
-    if (v := _number(params.get("size_users", ""), BOUNDS["users"])) is not None:
-        s["size_users"], s["size_mode"] = v, USERS
-    if (v := _number(params.get("size_rate", ""), BOUNDS["size_rate"])) is not None:
-        s["size_rate"], s["size_mode"] = v, RATE
-    for key in ("size_ttft", "size_itl"):
-        if key in params and (v := _number(params[key], Bound(0, BOUNDS["ttft_p95_ms"].hi))) is not None:
-            s[key] = v
-    if "size_gpus" in params:
-        lower = {g.lower(): g for g in CATALOG}
-        gpus = [lower[g.strip().lower()] for g in params["size_gpus"].split(",") if g.strip().lower() in lower]
-        s["size_gpus"] = gpus if gpus and params["size_gpus"] != "all" else list(CATALOG)
-    if "size_disagg" in params:
-        s["size_disagg"] = params["size_disagg"] == "1"
-    if "size_kv" in params:
-        kvs = [k for k in params["size_kv"].split(",") if k in KV_CHOICES]
-        s["size_kvs"] = kvs or DEFAULTS["size_kvs"]
-    if "size_eng" in params:
-        engines = [e for e in params["size_eng"].split(",") if e in ENGINES]
-        if engines:
-            s["size_engines"] = engines
+    if "size_mode" in values:
+        s["size_mode"] = USERS if values.pop("size_mode") == "users" else RATE
+    for key, value in values.items():
+        s[{"size_kv": "size_kvs", "size_eng": "size_engines"}.get(key, key)] = value
+    urlstate.add_to_notice([note.text() for note in notes])
 
 
 def app_root() -> str:
@@ -153,7 +133,7 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 
 def main() -> None:
     state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
-    urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
+    urlstate.restore_from_query_params("size")  # a share link carries the plan (model, context) too
     values = dict(state.plan_values())
     for key, value in opening_values(values).items():
         st.session_state.setdefault(key, value)
@@ -164,6 +144,7 @@ def main() -> None:
     st.session_state.setdefault("size_engines", [plan_engine])
 
     st.title("Size a deployment")
+    urlstate.render_restore_notice()  # one notice: the plan's and the search's parameters a link could not take
     answer_box = st.container()
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([3, 2, 2, 2])

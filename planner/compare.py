@@ -15,6 +15,7 @@ from planner.errors import shorten
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.limits import parse_number_text
+from planner.linknotes import closest
 from planner.plan import Plan, memory_basis
 from planner.units import fmt_bytes, fmt_money, fmt_ms, fmt_num
 
@@ -46,13 +47,41 @@ FIELDS = ("model", "gpu", "gpu_count", "tp", "kv_dtype", "runtime")
 
 
 def default_columns(base: Mapping) -> list[Column]:
-    """Starting columns: A is the Plan page's plan; B uses an fp8 cache, C an H200, D twice the TP."""
+    """Starting columns: A is the Plan page's plan and every other column starts as a copy of it
+    (same GPU, TP, KV dtype and runtime), so a comparison differs only in what the user changes
+    (issue 27: B opening with an fp8 cache made "H200 vs B200" also "bf16 vs fp8")."""
     gpu = base["gpu"] if base.get("gpu") in CATALOG else next(iter(CATALOG))
     a = Column(CURRENT, gpu, int(base["gpu_count"]), int(base["tp"]), base["kv_dtype"], base["runtime"])
-    b = Column(a.model, a.gpu, a.gpu_count, a.tp, "fp8" if a.kv_dtype != "fp8" else "bf16", a.runtime)
-    c = Column(a.model, "H200-141GB" if gpu != "H200-141GB" else "H100-SXM-80GB", a.gpu_count, a.tp, a.kv_dtype, a.runtime)
-    d = Column(a.model, a.gpu, min(4096, a.gpu_count * 2), min(4096, a.tp * 2), a.kv_dtype, a.runtime)
-    return [a, b, c, d]
+    return [a] * MAX_PLANS
+
+
+DIFFERS = "Differs from A"
+# what a column sets, as the table names it: (label, value of a plan and its model label)
+_SETTINGS: tuple[tuple[str, Callable[[Plan, str], str]], ...] = (
+    ("model", lambda p, lab: lab),
+    ("GPU", lambda p, lab: p.device.name),
+    ("GPUs", lambda p, lab: f"{p.inputs.gpu_count:,}"),
+    ("TP", lambda p, lab: f"{p.inputs.tp:,}"),
+    ("KV dtype", lambda p, lab: p.inputs.kv_dtype),
+    ("runtime", lambda p, lab: p.inputs.runtime),
+)
+
+
+def differences(results: list[tuple[str, Plan | None, str]]) -> tuple[str, ...]:
+    """Per column, the settings it changes from column A ("GPU B200-180GB, KV dtype fp8"),
+    "same settings as A", "(reference)" for A itself, "–" where either has no plan."""
+    first = results[0][1] if results else None
+    out = []
+    for i, (_n, p, lab) in enumerate(results):
+        if i == 0:
+            out.append("(reference)" if p is not None else "–")
+            continue
+        if p is None or first is None:
+            out.append("–")
+            continue
+        changed = [f"{name} {get(p, lab)}" for name, get in _SETTINGS if get(p, lab) != get(first, results[0][2])]
+        out.append(", ".join(changed) if changed else "same settings as A")
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- links
@@ -86,21 +115,32 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
     """The columns a link carries (None when it carries no comparison). Never raises: a bad
     field falls back to that column's default with a warning."""
     raw_n = params.get(COUNT_KEY)
-    if raw_n is None and not any(k in params for k in COLUMN_KEYS):
+    given = [i for i, k in enumerate(COLUMN_KEYS) if k in params]
+    if raw_n is None and not given:
         return None
     warnings: list[str] = []
     defaults = default_columns(base)
     n = _int(raw_n) if isinstance(raw_n, str) else None  # a link's value is text; anything else is refused
+    carried = max(MIN_PLANS, given[-1] + 1) if given else MIN_PLANS
     if n is None or not MIN_PLANS <= n <= MAX_PLANS:
         if raw_n is not None:
-            warnings.append(f"number of plans (cmp) {shorten(raw_n, 24)} is not 2, 3 or 4; showing 2")
-        n = MIN_PLANS
+            warnings.append(f"number of plans (cmp) {shorten(raw_n, 24)} is not 2, 3 or 4; showing the {carried} the link carries")
+        n = carried
+    elif n > carried:  # cmp=3 without cc: show the plans the link has, never invent one
+        missing = ", ".join(f"{LETTERS[i]} ({COLUMN_KEYS[i]})" for i in range(carried, n))
+        warnings.append(f"number of plans (cmp) {n} but the link carries no plan {missing}; showing {carried} plans")
+        n = carried
+    for i in given:
+        if i >= n:
+            warnings.append(f"plan {LETTERS[i]} ({COLUMN_KEYS[i]}) is beyond the link's {n} plans (cmp); ignored")
     columns = []
     for i in range(n):
         key, default = COLUMN_KEYS[i], defaults[i]
         text = params.get(key)
         if text is None:
-            columns.append(default)
+            if i < MIN_PLANS:  # a comparison has two plans at least: the missing one copies plan A
+                warnings.append(f"plan {LETTERS[i]} ({key}) is missing from the link; using {'the Plan page' if i == 0 else 'plan A'}'s settings")
+            columns.append(default if i == 0 else columns[0])
             continue
         parts = text.split(SEPARATOR) if isinstance(text, str) else []  # str() of a 4,400-digit int raises
         if len(parts) != len(FIELDS):
@@ -110,7 +150,10 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
         values = {}
         for name, part in zip(FIELDS, parts, strict=True):
             value = _CHECKS[name](part)
-            if value is None:
+            if value is None and name == "gpu" and (near := closest(part, CATALOG)) is not None:
+                warnings.append(f"plan {LETTERS[i]} gpu {part[:40]!r} is not a catalog GPU; did you mean {near}? Using it")
+                value = near
+            elif value is None:
                 warnings.append(f"plan {LETTERS[i]} {name} {part[:40]!r} is not valid; using {getattr(default, name)!r}")
                 value = getattr(default, name)
             values[name] = value
@@ -222,7 +265,7 @@ def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     a row where any column lacks the figure (no plan, no price) gives no verdict but "same" only
     when every plan has it and they all tie.
     """
-    rows = []
+    rows = [Row(DIFFERS, differences(results))]
     specs = _SPECS
     if any(p is not None and p.sglang is not None for _n, p, _lab in results):
         at = next(i for i, spec in enumerate(_SPECS) if spec[0] == "Memory figure counts") + 1
@@ -243,4 +286,4 @@ def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     return rows
 
 
-__all__ = ["ENGINE_SIZING", "COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns", "engine_pool_tokens", "engine_sizing"]
+__all__ = ["DIFFERS", "ENGINE_SIZING", "differences", "COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns", "engine_pool_tokens", "engine_sizing"]

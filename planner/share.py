@@ -69,7 +69,9 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
+from planner.hardware import CATALOG
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
+from planner.linknotes import CORRECTED, DEFAULTED, LinkNote, closest, unknown_key
 from planner.plan import PlanInputs, _cross_field_problem, _workload_problem, make_inputs
 from planner.source import ModelRef
 
@@ -160,6 +162,14 @@ _BEFORE_V3: dict[str, object] = {"workspace_gib": 1.0, "max_batched_tokens": 819
 LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"} | _BEFORE_V3, 2: dict(_BEFORE_V3)}
 REF_KEYS: dict[str, str] = {"kind": "m", "name": "n", "repo_id": "r", "revision": "rv", "commit": "c", "config_hash": "h"}
 KEY_FIELDS: dict[str, str] = {v: k for k, v in INPUT_KEYS.items()}
+# keys the other pages read from the same link (Compare's columns, the Size page's search) and
+# Streamlit's own; anything else in a link is reported as dropped, with the nearest known key
+SIZE_KEYS = ("size_users", "size_rate", "size_ttft", "size_itl", "size_gpus", "size_kv", "size_eng", "size_disagg")
+COMPARE_KEYS = ("cmp", "ca", "cb", "cc", "cd")  # planner.compare's COUNT_KEY and COLUMN_KEYS
+OTHER_KEYS = frozenset((*SIZE_KEYS, *COMPARE_KEYS, "embed", "embed_options"))
+LINK_KEYS = (*INPUT_KEYS.values(), *REF_KEYS.values(), "v", "cfg", *SIZE_KEYS, *COMPARE_KEYS)
+# a field's (or a ModelRef field's) long name typed as a key: "sequences" means "seq"
+KEY_ALIASES: dict[str, str] = {name: key for name, key in INPUT_KEYS.items() if name != key} | {name: key for name, key in REF_KEYS.items()}
 
 TOKEN_RE = re.compile(r"(hf_|api_org_|ghp_|gho_|github_pat_|sk-|xox[bp]-)[A-Za-z0-9_\-]{16,}")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
@@ -181,6 +191,9 @@ class DecodedState:
     upload_config: dict | None = None
     warnings: list[str] = field(default_factory=list)
     needs_upload: bool = False  # an uploaded config the link could not carry: ask for the file
+    # every parameter not taken as written: dropped (unknown key), defaulted (bad value) or
+    # corrected (a near-miss GPU name), each with a "did you mean" where one is close
+    notes: list[LinkNote] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -295,7 +308,7 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
     return value, None
 
 
-def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
+def _resolve_cross_field(values: dict, label, warnings: list[str], notes: list[LinkNote]) -> None:
     """Drop fields that break PlanInputs' cross-field rules, each with a warning."""
     while True:  # a session workload's details without its rate: each dropped (the tiers stand alone)
         problem = _workload_problem(values)
@@ -303,6 +316,7 @@ def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
             break
         values.pop(problem[0], None)
         warnings.append(f"{label(problem[0])} {_shown(problem[1])} {problem[2]}; using {_default_text(problem[0])}")
+        notes.append(LinkNote(DEFAULTED, label(problem[0]), str(problem[1]), problem[2], _default_text(problem[0])))
     for _ in range(4):
         problem = _cross_field_problem(values.get("gpu", PlanInputs.model_fields["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1))
         if not problem:
@@ -312,15 +326,22 @@ def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
             tp = values.get("tp", 1)
             values["gpu_count"] = 1 if tp == 1 else tp
             warnings.append(f"{label(name)} {_shown(value)} {reason}; using {values['gpu_count']} (one replica)")
+            notes.append(LinkNote(CORRECTED, label(name), str(value), reason, f"{values['gpu_count']} (one replica)"))
+        elif (near := closest(str(value), CATALOG)) is not None:  # B200-18GB -> B200-180GB, not silently the default
+            values[name] = near
+            note = LinkNote(CORRECTED, label(name), str(value), "is not a catalog GPU", near)
+            warnings.append(note.text())
+            notes.append(note)
         else:
             values.pop(name, None)
             warnings.append(f"{label(name)} {_shown(value)} is an unknown GPU; using {_default_text(name)}")
+            notes.append(LinkNote(DEFAULTED, label(name), str(value), "is an unknown GPU", _default_text(name)))
 
 
-def _build_inputs(values: dict, label, warnings: list[str], version: int = SCHEMA_VERSION) -> PlanInputs:
+def _build_inputs(values: dict, label, warnings: list[str], notes: list[LinkNote], version: int = SCHEMA_VERSION) -> PlanInputs:
     for name, legacy in LEGACY_DEFAULTS.get(version, {}).items():
         values.setdefault(name, legacy)
-    _resolve_cross_field(values, label, warnings)
+    _resolve_cross_field(values, label, warnings, notes)
     try:
         return PlanInputs(**values)
     except ValueError as exc:  # not expected after the checks above: fall back to defaults
@@ -511,6 +532,7 @@ def decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
 
 def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
     warnings: list[str] = []
+    notes: list[LinkNote] = []
     flat: dict[str, str] = {}
     try:
         items = list(params.items())
@@ -518,6 +540,8 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
         return DecodedState(ref=None, inputs=PlanInputs(), warnings=["the link's parameters could not be read; using the defaults"])
     known = set(INPUT_KEYS.values()) | set(REF_KEYS.values()) | {"v", "cfg"}
     for key, value in items:
+        if isinstance(key, str) and key not in known and key not in OTHER_KEYS:
+            notes.append(unknown_key(key, value, LINK_KEYS, KEY_ALIASES))  # kept only if this is a share link
         if not isinstance(key, str) or key not in known:
             continue
         one, repeated = _one(value)
@@ -527,8 +551,11 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
         if repeated:
             warnings.append(f"parameter {key!r} is given more than once; using the last value {_shown(one)}")
         flat[key] = one
+    if not flat and not any(k in OTHER_KEYS for k, _v in items if isinstance(k, str)):
+        return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings)  # only foreign parameters (utm_source=...): not a share link
+    warnings[:0] = [note.text() for note in notes]  # the unknown keys, first, in the link's order
     if not flat:
-        return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings)
+        return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings, notes=notes)
 
     version_text = flat.pop("v", None)
     version = SCHEMA_VERSION
@@ -546,22 +573,23 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
     def label(name: str) -> str:
         return f"{name} ({INPUT_KEYS[name]})"
 
-    inputs = _checked_inputs(((name, flat[key]) for name, key in INPUT_KEYS.items() if key in flat), label, warnings, from_text=True, version=version)
+    inputs = _checked_inputs(((name, flat[key]) for name, key in INPUT_KEYS.items() if key in flat), label, warnings, notes, from_text=True, version=version)
 
     upload_config, needs = _restore_upload(ref, flat.get("cfg"), "cfg", warnings, link=True)
-    return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
+    return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs, notes=notes)
 
 
-def _checked_inputs(items, label, warnings: list[str], *, from_text: bool, version: int = SCHEMA_VERSION) -> PlanInputs:
+def _checked_inputs(items, label, warnings: list[str], notes: list[LinkNote], *, from_text: bool, version: int = SCHEMA_VERSION) -> PlanInputs:
     """Plan inputs from (field, raw value) pairs: each bad value falls back to its default with a warning."""
     values: dict[str, object] = {}
     for name, raw in items:
         value, reason = check_field(name, raw, from_text=from_text)
         if reason:
             warnings.append(f"{label(name)} {_shown(raw)} {reason}; using {_default_text(name, version)}")
+            notes.append(LinkNote(DEFAULTED, label(name), raw if isinstance(raw, str) else _shown(raw), reason, _default_text(name, version)))
         else:
             values[name] = value
-    return _build_inputs(values, label, warnings, version)
+    return _build_inputs(values, label, warnings, notes, version)
 
 
 def _restore_upload(ref: ModelRef | None, cfg: object, where: str, warnings: list[str], *, link: bool) -> tuple[dict | None, bool]:
@@ -595,6 +623,93 @@ def share_url(base: str, params: Mapping[str, str]) -> str:
     """``base`` with its query string replaced by ``params`` (and any fragment dropped)."""
     parts = urlsplit(base)
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", urlencode(list(params.items())), ""))
+
+
+# --------------------------------------------------------------------------- the Size page's link
+
+SIZE_KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
+SIZE_ENGINES = ("vllm", "sglang")  # runtimes whose own sizing and admission the search can follow
+_SIZE_NUMBERS = {"size_users": "users", "size_rate": "size_rate", "size_ttft": "size_slo", "size_itl": "size_slo"}
+
+
+def _size_bound(name: str):
+    from planner.limits import BOUNDS, Bound
+
+    return Bound(0, BOUNDS["ttft_p95_ms"].hi) if name == "size_slo" else BOUNDS[name]
+
+
+def _range_text(bound) -> str:
+    def num(x: float) -> str:
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+    return f"{num(bound.lo)} to {num(bound.hi)}" + (", a whole number" if bound.integer else "")
+
+
+def _size_list(key: str, text: str, choices, what: str, notes: list[LinkNote], default_text: str) -> list[str] | None:
+    """The items of a comma list that are known (a near miss corrected, each other item noted);
+    None when no item is usable (then the page keeps its default, noted too)."""
+    good: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        exact = next((c for c in choices if c.lower() == item.lower()), None)
+        if exact is not None:
+            good.append(exact)
+        elif (near := closest(item, choices)) is not None:
+            notes.append(LinkNote(CORRECTED, key, item, f"is not {what}", near))
+            good.append(near)
+        else:
+            known = "" if len(choices) > 8 else f" (known: {', '.join(choices)})"
+            notes.append(LinkNote(DEFAULTED, key, item, f"is not {what}{known}", "the others" if len(text.split(",")) > 1 else ""))
+    if not good:
+        notes.append(LinkNote(DEFAULTED, key, text, "names nothing usable", default_text))
+        return None
+    return list(dict.fromkeys(good))
+
+
+def decode_size_params(params: Mapping[str, object]) -> tuple[dict[str, object], list[LinkNote]]:
+    """The Size page's ``size_*`` parameters: ({control: value} for each usable one, a note for
+    every other). ``size_mode`` is "users" or "rate"; ``size_gpus`` "all" is every catalog GPU.
+    Never raises."""
+    values: dict[str, object] = {}
+    notes: list[LinkNote] = []
+    for key, raw in params.items():
+        if not isinstance(key, str) or not key.startswith("size_"):
+            continue
+        text, _repeated = _one(raw)
+        if key not in SIZE_KEYS:
+            notes.append(unknown_key(key, raw, SIZE_KEYS))
+            continue
+        if text is None:
+            notes.append(LinkNote(DEFAULTED, key, "", "has no text value", "the page's opening value"))
+            continue
+        if key in _SIZE_NUMBERS:
+            bound = _size_bound(_SIZE_NUMBERS[key])
+            value = parse_number_text(text.strip(), integer=bound.integer) if len(text) <= 40 else None
+            if value is None or not bound.lo <= value <= bound.hi:
+                why = "is not a number" if value is None else "is out of range"
+                notes.append(LinkNote(DEFAULTED, key, text, f"{why} (must be {_range_text(bound)})", "the page's opening value"))
+                continue
+            values[key] = value
+            if key in ("size_users", "size_rate"):
+                values["size_mode"] = "users" if key == "size_users" else "rate"
+        elif key == "size_gpus":
+            gpus = list(CATALOG) if text.strip().lower() == "all" else _size_list(key, text, list(CATALOG), "a catalog GPU", notes, "every GPU")
+            values[key] = gpus if gpus is not None else list(CATALOG)
+        elif key == "size_kv":
+            kvs = _size_list(key, text, SIZE_KV_CHOICES, "a KV dtype the search tries", notes, "bf16 and fp8")
+            if kvs is not None:
+                values[key] = kvs
+        elif key == "size_eng":
+            engines = _size_list(key, text, SIZE_ENGINES, "an engine the search follows", notes, "the plan's engine")
+            if engines is not None:
+                values[key] = engines
+        elif key == "size_disagg":
+            if text.strip() in ("1", "0"):
+                values[key] = text.strip() == "1"
+            else:
+                notes.append(LinkNote(DEFAULTED, key, text, "is not 1 or 0", "off"))
+    return values, notes
 
 
 # --------------------------------------------------------------------------- plan files
@@ -685,9 +800,10 @@ def load_plan_file(text: str | bytes) -> DecodedState:
             else:
                 warnings.append(f"unknown input {_shown(key)}; ignored")
 
-    inputs = _checked_inputs(known(), label, warnings, from_text=False, version=version)
+    notes: list[LinkNote] = []
+    inputs = _checked_inputs(known(), label, warnings, notes, from_text=False, version=version)
     upload_config, needs = _restore_upload(ref, doc.get("config"), "config", warnings, link=False)
-    return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs)
+    return DecodedState(ref=ref, inputs=inputs, upload_config=upload_config, warnings=warnings, needs_upload=needs, notes=notes)
 
 
 __all__ = [
@@ -696,6 +812,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "DecodedState",
     "decode_query",
+    "decode_size_params",
     "encode_query",
     "load_plan_file",
     "plan_file_json",

@@ -257,14 +257,18 @@ def test_compare_shows_two_plans_with_differences():
     at = _app()
     at.switch_page("pages/compare.py").run()
     _clean(at)
+    assert metric(at, "KV bytes / token", 1) == "128 KiB"  # Plan B starts as a copy of A (issue 27 item 3)
+    at.selectbox(key="cmp_kv_dtype_1").set_value("fp8").run()
     assert metric(at, "KV bytes / token", 0) == "128 KiB"  # Plan A: the Plan page's plan
-    assert metric(at, "KV bytes / token", 1) == "64 KiB"  # Plan B: fp8 by default
+    assert metric(at, "KV bytes / token", 1) == "64 KiB"  # Plan B: fp8
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 2
     assert len(at.get("plotly_chart")) == 1 and len(at.dataframe) == 1
     at.segmented_control(key="cmp_n").set_value(3).run()
     _clean(at)
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 3
-    # Plan C defaults to an H200 (141 GiB): more sequences than Plan A
+    assert at.selectbox(key="cmp_kv_dtype_2").value == at.selectbox(key="cmp_kv_dtype_0").value  # C starts from A, not from B's fp8
+    at.selectbox(key="cmp_gpu_2").set_value("H200-141GB").run()
+    # Plan C on an H200 (141 GiB): more sequences than Plan A
     assert as_int(metric(at, "Max sequences", 2)) > as_int(metric(at, "Max sequences", 0))
 
 

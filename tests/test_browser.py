@@ -10,6 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -217,5 +218,33 @@ def test_compare_state_survives_page_switch_and_reload(server, browser_context):
         expect(page.get_by_role("heading", name="Plan C")).to_be_visible(timeout=wait)
         expect(page.get_by_role("heading", name="Compare plans")).to_be_visible(timeout=wait)
         expect(page.get_by_test_id("stException")).to_have_count(0)
+    finally:
+        page.close()
+
+
+# --------------------------------------------------------------------------- issue 27 item 5: the restore notice
+
+LINK_WITH_MISTAKES = {"v": "2", "m": "preset", "n": "llama-3.1-8b", "gpuz": "H200-141GB", "sequences": "64", "gpu": "B200-18GB", "cmp": "3", "ca": "plan~H200-141GB~1~1~bf16~vllm", "cb": "plan~B200-180GB~1~1~bf16~vllm"}
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 900), (390, 844)])
+def test_restore_notice_lists_every_part_and_fits(server, browser_context, width, height):
+    """Issue 27 item 5: one notice lists the dropped keys with their "did you mean", the corrected
+    GPU and the kept comparison, and it fits the window at 1280 and 390 px."""
+    page = browser_context.new_page()
+    try:
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{server}/?{urlencode(LINK_WITH_MISTAKES)}")
+        notice = page.locator(".st-key-restore_warnings")
+        notice.wait_for(timeout=90_000)
+        page.get_by_test_id("stMetricValue").first.wait_for(timeout=90_000)  # the page has settled: the notice is drawn for good
+        text = notice.inner_text()
+        for part in ("did you mean 'gpu'?", "did you mean 'seq'?", "did you mean B200-180GB?", "the link's comparison (cmp, ca, cb) is kept", "no plan C (cc)"):
+            assert part in text, text
+        left, right = notice.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }", timeout=60_000)
+        assert left >= 0 and right <= width + 1, (left, right, width)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1  # nothing pushes the page sideways
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"restore-notice-{width}.png"))
     finally:
         page.close()

@@ -62,3 +62,23 @@ def test_comparison_pdf_holds_both_plans_and_verdicts(tmp_path):
     assert "B: more sequences" in text and "B: smaller cache" in text
     assert "Cost $2.00 per hour" in text
     assert "compare?cmp=2" in text
+
+
+# --------------------------------------------------------------------------- issue 27 item 3: columns start from A and say what differs
+
+
+def test_default_columns_start_from_plan_a():
+    cols = default_columns({**BASE, "kv_dtype": "bf16", "gpu": "H200-141GB", "tp": 2, "gpu_count": 4})
+    assert all(c == cols[0] for c in cols) and cols[1].kv_dtype == "bf16" and cols[1].gpu == "H200-141GB"
+
+
+def test_first_row_names_what_each_column_changes():
+    from planner.compare import DIFFERS, differences
+
+    _ref, model = preset_ref("llama-3.1-8b")
+    a = compute_plan(make_inputs(gpu="H200-141GB"), model)
+    b = compute_plan(make_inputs(gpu="B200-180GB", kv_dtype="fp8"), model)
+    rows = compare_rows([("A", a, "llama"), ("B", b, "llama"), ("C", a, "llama"), ("D", None, "qwen")])
+    assert rows[0].label == DIFFERS
+    assert rows[0].cells == ("(reference)", "GPU B200-180GB, KV dtype fp8", "same settings as A", "–")
+    assert differences([("A", a, "llama"), ("B", a, "qwen3-8b")]) == ("(reference)", "model qwen3-8b")

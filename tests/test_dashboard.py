@@ -247,6 +247,8 @@ def _compare_with_three_plans() -> AppTest:
     at = _app()
     at.switch_page("pages/compare.py").run()
     at.segmented_control(key="cmp_n").set_value(3).run()
+    at.selectbox(key="cmp_kv_dtype_1").set_value("fp8").run()
+    at.selectbox(key="cmp_gpu_2").set_value("H200-141GB").run()
     at.number_input(key="cmp_tp_2").set_value(2).run()
     at.number_input(key="cmp_gpu_count_2").set_value(2).run()
     _clean(at)
@@ -291,7 +293,9 @@ def test_compare_names_the_better_plan_per_row():
     """Plan B (fp8 cache) holds half the K/V bytes: more sequences on the same H100."""
     at = _app()
     at.switch_page("pages/compare.py").run()
+    at.selectbox(key="cmp_kv_dtype_1").set_value("fp8").run()
     _clean(at)
+    assert at.dataframe[0].value.iloc[0].tolist()[:2] == ["(reference)", "KV dtype fp8"]  # what B changes
     df = at.dataframe[0].value
     assert df.loc["Max sequences", "Better"] == "B: more sequences"
     assert df.loc["KV bytes / token", "Better"] == "B: smaller cache"

@@ -138,6 +138,7 @@ def test_stale_plan_is_greyed_under_the_error_and_the_error_names_whose_maximum(
 def test_compare_names_columns_by_model_and_gpu():
     at = _app()
     at.switch_page("pages/compare.py").run()
+    at.selectbox(key="cmp_kv_dtype_1").set_value("fp8").run()
     _clean(at)
     df = at.dataframe[0].value
     names = [c for c in df.columns if c != "Better"]

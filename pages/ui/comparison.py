@@ -40,6 +40,15 @@ def seed_widgets(columns: list[dict[str, Any]], n: int) -> None:
                 st.session_state[_key(name, i)] = col[name]
 
 
+def grow_from_a() -> None:
+    """Callback of the plan count: a column added now starts from column A's current settings."""
+    saved = st.session_state.get(state.COMPARE_KEY) or {}
+    old = int(saved.get("n") or 2)
+    for i in range(old, int(st.session_state.get("cmp_n") or old)):
+        for name in FIELDS:
+            st.session_state[_key(name, i)] = st.session_state.get(_key(name, 0))
+
+
 def read_column(i: int) -> dict[str, Any]:
     return {name: st.session_state[_key(name, i)] for name in FIELDS}
 

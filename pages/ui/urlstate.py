@@ -125,8 +125,9 @@ def _workable(values: dict[str, Any], model: PreparedModel, warnings: list[str])
     return values
 
 
-def restore_from_query_params() -> None:
-    """On a session's first run of the Plan page, restore the plan a share link carries."""
+def restore_from_query_params(page: str = "plan") -> None:
+    """On a session's first run (of any page), restore the plan a share link carries; a
+    comparison in a link opened on another page is kept for the Compare page, and said so."""
     state = st.session_state
     if state.get("link_checked"):
         return
@@ -134,15 +135,29 @@ def restore_from_query_params() -> None:
     params = st.query_params.to_dict()
     if not params:
         return
-    from planner.share import INPUT_KEYS, REF_KEYS, decode_query
+    from planner.share import COMPARE_KEYS, INPUT_KEYS, OTHER_KEYS, REF_KEYS, decode_query
 
     known = set(INPUT_KEYS.values()) | set(REF_KEYS.values()) | {"v", "cfg"}
-    if not known & set(params):
-        return  # only foreign parameters (e.g. ?embed=true): not a share link
+    if not (known | OTHER_KEYS) & set(params):
+        return  # only foreign parameters (e.g. ?utm_source=...): not a share link
     try:
         restore(decode_query(params), origin="share link")
     except Exception as exc:  # noqa: BLE001 - a link must never break the page
         state["restore_notice"] = {"origin": "share link", "warnings": [f"the link could not be applied ({type(exc).__name__}: {exc}); showing the default plan"]}
+    carried = [k for k in COMPARE_KEYS if k in params]
+    if carried and page != "compare":  # Compare parameters on a root link: kept, not dropped
+        restore_compare_from_query_params()
+        add_to_notice([f"the link's comparison ({', '.join(carried)}) is kept: open the Compare page to see it"])
+
+
+def add_to_notice(warnings: list[str], origin: str = "share link") -> None:
+    """Add lines to the one restore notice (a link's Compare or Size parts join the plan's)."""
+    if not warnings:
+        return
+    state = st.session_state
+    notice = state.get("restore_notice") or {"origin": origin, "warnings": []}
+    notice["warnings"] = list(notice.get("warnings") or []) + list(warnings)
+    state["restore_notice"] = notice
 
 
 def load_plan_upload() -> None:
@@ -243,15 +258,14 @@ def restore_compare_from_query_params() -> None:
     try:
         decoded = decode_columns(st.query_params.to_dict(), plan_values())
     except Exception as exc:  # noqa: BLE001 - a link must never break the page
-        state["compare_notice"] = [f"the comparison in the link could not be read ({type(exc).__name__}); showing the default columns"]
+        add_to_notice([f"the comparison in the link could not be read ({type(exc).__name__}); showing the default columns"])
         return
     if decoded is None:
         return
     columns, warnings = decoded
     full = [asdict(c) for c in columns] + compare_state(plan_values())["columns"][len(columns) :]
     set_compare_state(len(columns), full)
-    if warnings:
-        state["compare_notice"] = warnings
+    add_to_notice(warnings)
 
 
 def compare_params(ref: ModelRef, inputs: PlanInputs, upload_config: dict | None, columns: list) -> dict[str, str]:
