@@ -52,3 +52,47 @@ def test_titles_drawn_inside_a_figure_leave_the_toolbar_its_row():
     assert fig.layout.title.text == "KV pool utilisation over time"
     assert fig.layout.title.yref == "paper" and fig.layout.title.yanchor == "bottom"  # on the plot area's top edge
     assert fig.layout.margin.t >= 60  # the toolbar's row above it
+
+
+# --------------------------------------------------------------------------- flow (item 9)
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def _probe_page(model_ref: dict):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages" / "probe.py"), default_timeout=60)
+    at.session_state["model_ref"] = model_ref
+    return at.run()
+
+
+@pytest.mark.parametrize(("ref", "named"), [
+    ({"kind": "preset", "name": "llama-3.1-70b"}, "llama-3.1-70b"),  # 70B weights: over the 2 GiB CPU budget of a runtime probe
+    ({"kind": "hub", "repo_id": "org/some-model"}, "org/some-model"),  # not a preset: the probe builds presets only
+])
+def test_probe_says_why_it_opens_on_another_model_than_the_plans(ref, named):
+    at = _probe_page(ref)
+    assert not at.exception
+    assert at.selectbox(key="probe_preset").value == "qwen3-0.6b"
+    notes = [i.value for i in at.info if named in i.value]
+    assert notes and "opens on qwen3-0.6b" in notes[0], [i.value for i in at.info]
+
+
+def test_uploaders_state_the_real_one_mib_cap():
+    """Plan files (planner.share.MAX_PLAN_FILE_BYTES) and probe JSON (MAX_PROBE_JSON_BYTES) stop
+    at 1 MiB; the uploader printed the server's 16 MB."""
+    from planner.probe.results import MAX_PROBE_JSON_BYTES
+    from planner.share import MAX_PLAN_FILE_BYTES
+
+    assert MAX_PLAN_FILE_BYTES == MAX_PROBE_JSON_BYTES == 1 << 20
+    at = _probe_page({"kind": "preset", "name": "qwen3-0.6b"})
+    (probe,) = [u for u in at.get("file_uploader") if u.proto.id.endswith("probe_upload") or "probe" in u.proto.label.lower()]
+    assert probe.proto.max_upload_size_mb == 1
+    assert not [i.value for i in at.info]  # the Plan page's own model: no note
+
+    from streamlit.testing.v1 import AppTest
+
+    plan = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    (upload,) = [u for u in plan.get("file_uploader") if u.proto.label == "Load a plan file"]
+    assert upload.proto.max_upload_size_mb == 1 and "1 MiB" in upload.proto.help
