@@ -96,3 +96,22 @@ def test_uploaders_state_the_real_one_mib_cap():
     plan = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     (upload,) = [u for u in plan.get("file_uploader") if u.proto.label == "Load a plan file"]
     assert upload.proto.max_upload_size_mb == 1 and "1 MiB" in upload.proto.help
+
+
+def test_hub_failure_is_on_top_of_the_main_pane_with_a_clean_address():
+    """A Hub failure showed only far down the sidebar, and its address carried U+2060 word joiners
+    (pages/ui/safe_text.py) that a copy and paste kept."""
+    from streamlit.testing.v1 import AppTest
+
+    message = "Could not reach the Hub for org/x@main: the Hub at https://huggingface.co could not be reached; try again."
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["model_source"] = "Hugging Face Hub"
+    at.session_state["source_errors"] = {"Hugging Face Hub": message}
+    at.run()
+    assert not at.exception
+    top = [e.value for e in at.main.error]
+    assert top and top[0].startswith("Hugging Face Hub: ") and "the address below" in top[0], top
+    codes = [c.value for c in at.main.code]
+    assert "https://huggingface.co" in codes and not any("\u2060" in c for c in codes)
+    assert any(c.value.startswith("Still showing the previous model") for c in at.main.caption)
+    assert "https://huggingface.co" in [c.value for c in at.sidebar.code]  # the sidebar's copy is clean too
