@@ -115,3 +115,27 @@ def test_hub_failure_is_on_top_of_the_main_pane_with_a_clean_address():
     assert "https://huggingface.co" in codes and not any("\u2060" in c for c in codes)
     assert any(c.value.startswith("Still showing the previous model") for c in at.main.caption)
     assert "https://huggingface.co" in [c.value for c in at.sidebar.code]  # the sidebar's copy is clean too
+
+
+# --------------------------------------------------------------------------- words (item 8)
+
+
+def test_latency_by_phase_names_the_load_it_is_timed_at(llama8b):
+    """The page's and the PDF's "Latency by phase (ms, one request)" plotted the estimate at the
+    plan's 25 requests; both now name that load (planner.plan's roofline.load_label)."""
+    import subprocess
+    import tempfile
+
+    from planner.report import build_pdf
+    from planner.source import preset_ref
+
+    plan = compute_plan(make_inputs(max_context=4096, sequences=25), llama8b)
+    assert plan.roofline.load_label == "at 25 requests"
+    assert charts.title_of(charts.fig_waterfall(plan)) == "Latency by phase (roofline estimate at 25 requests)"
+    ref, _ = preset_ref("llama-3.1-8b")
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
+        f.write(build_pdf(plan, ref))
+        f.flush()
+        text = subprocess.run(["pdftotext", "-layout", f.name, "-"], capture_output=True, text=True, check=True).stdout
+    assert "Latency by phase (ms, roofline estimate at 25 requests)" in text
+    assert "one request)" not in text

@@ -294,7 +294,15 @@ def fig_waterfall(plan: Plan) -> go.Figure:
         "totals": {"marker": {"color": PALETTE[1]}},
         "hovertemplate": "%{x}: %{text}<extra></extra>",
     }
-    return _figure([trace], f"Latency by phase ({lat.source})", yaxis={"title": {"text": "ms"}}, showlegend=False)
+    return _figure([trace], f"Latency by phase ({latency_load(plan)})", yaxis={"title": {"text": "ms"}}, showlegend=False)
+
+
+def latency_load(plan: Plan) -> str:
+    """The load the phase figures are at: an estimate is timed at the plan's load ("roofline
+    estimate at 25 requests"), an observation is one request; the title once said "one request"
+    over the 25-request estimate."""
+    lat = plan.latency
+    return f"{lat.source}, one request" if lat.source == "observed" else f"{lat.source} {plan.roofline.load_label}"
 
 
 def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
