@@ -139,3 +139,23 @@ def test_latency_by_phase_names_the_load_it_is_timed_at(llama8b):
         text = subprocess.run(["pdftotext", "-layout", f.name, "-"], capture_output=True, text=True, check=True).stdout
     assert "Latency by phase (ms, roofline estimate at 25 requests)" in text
     assert "one request)" not in text
+
+
+def test_windowed_layers_are_explained_in_words():
+    """gpt-oss-120b (sliding window 128, 36,864 B a token a layer kind): the metric's delta read
+    "+ 36 KiB up to 128" and vLLM's reason "window - 1 + 16,384 in-flight tokens plus a block".
+    16,384 = vLLM's 2 concurrent batches x max_num_batched_tokens 8,192 (planner/engines/vllm/layout.py)."""
+    from streamlit.testing.v1 import AppTest
+
+    model = prepare_model(load_preset("gpt-oss-120b"))
+    plan = compute_plan(make_inputs(max_context=32768, gpu="H200-141GB"), model)
+    why = plan.kv_cache.engine.why
+    assert "the 16,384 tokens in flight (2 scheduled batches of 8,192, not yet settled)" in why
+    assert "one 16-token block, since the window need not start on a block boundary" in why
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["preset"] = "gpt-oss-120b"
+    at.run()
+    assert not at.exception
+    (kv,) = [m for m in at.metric if m.label == "KV bytes / token"]
+    assert kv.proto.delta == "+ 36 KiB/token in sliding layers up to 128 tokens"
