@@ -221,7 +221,11 @@ def _model_rows(plan: Plan, ref: ModelRef) -> list[tuple[str, str]]:
         rows.append(("Commit", ref.commit or "(not pinned)"))
     rows.append(("Config hash (sha256)", ref.config_hash or "(not recorded)"))
     rows.append(("Architecture", f"{insp.model_type}: " + ", ".join(f"{n} {k}" for k, n in insp.layers.items()) + " layers"))
-    rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")))
+    heads = f"{insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")
+    if insp.mla_latent_dim:  # MLA caches one latent a layer and token, not K/V heads (DeepSeek-V3: 512 + 64 rope = 576)
+        rows.append(("MLA latent", f"{insp.mla_latent_dim:,} elements per layer and token, shared by every head; the heads attend with head dim {heads}"))
+    else:
+        rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {heads}"))
     if insp.windows:
         rows.append(("Windows", ", ".join(f"{k} {w:,} tokens" for k, w in insp.windows.items())))
     rows.append(("Weights", f"{plan.weights.total_params:,} parameters ({plan.weights.active_params:,} active), {fmt_bytes_exact(plan.weights.bytes)} ({plan.weights.source})"))

@@ -159,3 +159,26 @@ def test_windowed_layers_are_explained_in_words():
     assert not at.exception
     (kv,) = [m for m in at.metric if m.label == "KV bytes / token"]
     assert kv.proto.delta == "+ 36 KiB/token in sliding layers up to 128 tokens"
+
+
+def _pdf_text(plan, name: str) -> str:
+    import subprocess
+    import tempfile
+
+    from planner.report import build_pdf
+    from planner.source import preset_ref
+
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
+        f.write(build_pdf(plan, preset_ref(name)[0]))
+        f.flush()
+        return subprocess.run(["pdftotext", "-layout", f.name, "-"], capture_output=True, text=True, check=True).stdout
+
+
+def test_pdf_names_deepseek_v3s_576_element_latent():
+    """The PDF printed "K/V heads per GPU, head dim 1 x 192 (V 128)" for DeepSeek-V3, whose cache
+    is one MLA latent of kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements (its config.json)."""
+    model = prepare_model(load_preset("deepseek-v3"))
+    plan = compute_plan(make_inputs(max_context=4096, gpu="H200-141GB", tp=8, gpu_count=8), model)
+    text = " ".join(_pdf_text(plan, "deepseek-v3").split())
+    assert "MLA latent 576 elements per layer and token, shared by every head; the heads attend with head dim 192 (V 128)" in text
+    assert "K/V heads per GPU" not in text
