@@ -182,3 +182,17 @@ def test_pdf_names_deepseek_v3s_576_element_latent():
     text = " ".join(_pdf_text(plan, "deepseek-v3").split())
     assert "MLA latent 576 elements per layer and token, shared by every head; the heads attend with head dim 192 (V 128)" in text
     assert "K/V heads per GPU" not in text
+
+
+def test_a_huge_workspace_is_blamed_on_the_workspace(llama8b):
+    """workspace_gib 100,000 (the field's maximum) on an H100: the refusal advised a smaller weight
+    dtype for 14.96 GiB of weights. The larger part gets the advice; large weights keep theirs."""
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError) as err:
+        compute_plan(make_inputs(max_context=4096, workspace_gib=100_000), llama8b)
+    assert err.value.field == "workspace_gib" and "lower the workspace" in err.value.reason
+    assert "weight dtype" not in err.value.reason
+    with pytest.raises(PlannerError) as err:
+        compute_plan(make_inputs(max_context=4096), prepare_model(load_preset("llama-3.1-70b")))  # 131 GiB of bf16 weights on 72 GiB
+    assert err.value.field == "model_resident_gib" and "a smaller weight dtype" in err.value.reason

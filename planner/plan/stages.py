@@ -200,10 +200,15 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate)
     fixed = resident + workspace
     if fixed > usable:
         culprit = ("workspace_gib", inputs.workspace_gib) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
+        # the advice goes to the larger part: a 100,000 GiB workspace was once met with "a smaller weight dtype"
+        advice = (
+            "lower the workspace (activations and CUDA graphs; a few GiB is typical)" if workspace > resident
+            else "use more GPUs (tp), a smaller weight dtype or a larger device"
+        )
         raise PlannerError(
             *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
-            f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
+            f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); {advice}",
         )
     return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, inputs.gpu_count // inputs.tp)
 
