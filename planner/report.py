@@ -464,12 +464,38 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
     table = [["", *names, "Better"]] + [[r.label, *r.cells, r.verdict(names)] for r in rows]
     shade = [(1 + j, 1 + i) for i, r in enumerate(rows) for j in r.best]
     story.append(k.grid_table(table, [label_w] + [col_w] * len(entries) + [better_w], shade))
-    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). Every plan uses the same context, load, SLOs and price.", k.small))
+    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). " + _shared_settings(names, [p for _n, p, _r in entries]), k.small))
     story += _link_story(k, share_link, "this comparison")
     buf = io.BytesIO()
     doc, footer = _document(buf, "KV capacity comparison", " vs ".join(ref.label() for _n, _p, ref in entries), "KV capacity comparison")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def _shared_settings(names: list[str], plans: list[Plan]) -> str:
+    """The context, load, SLOs and GPU-hour price of the compared plans, stated: once when every
+    plan has the same, per plan where they differ (the PDF once claimed them equal without
+    giving them, and a catalog price differs per GPU)."""
+
+    def slo(ms: float | None) -> str:
+        return fmt_ms_step(ms) if ms else "none"
+
+    settings = (
+        ("context", lambda p: f"{p.context.input_tokens:,} prompt + {p.context.reserved_output_tokens:,} output tokens"),
+        ("load", lambda p: f"{p.kv_cache.requested_sequences:,} sequences"),
+        ("ITL SLO", lambda p: slo(p.inputs.itl_slo_ms)),
+        ("TTFT SLO", lambda p: slo(p.inputs.ttft_slo_ms)),
+        ("price", lambda p: f"{fmt_money(p.cost.gpu_hour_price)} per GPU-hour" if p.cost.gpu_hour_price is not None else "none"),
+    )
+    same, differ = [], []
+    for label, show in settings:
+        values = [show(p) for p in plans]
+        if len(set(values)) == 1:
+            same.append(f"{label} {values[0]}")
+        else:
+            differ.append(f"{label} (" + ", ".join(f"{n} {v}" for n, v in zip(names, values, strict=True)) + ")")
+    text = "Every plan uses " + "; ".join(same) + "." if same else ""
+    return text + (" They differ in " + "; ".join(differ) + "." if differ else "")
 
 
 def _headline(plan: Plan, ref: ModelRef) -> str:

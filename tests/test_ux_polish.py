@@ -196,3 +196,24 @@ def test_a_huge_workspace_is_blamed_on_the_workspace(llama8b):
     with pytest.raises(PlannerError) as err:
         compute_plan(make_inputs(max_context=4096), prepare_model(load_preset("llama-3.1-70b")))  # 131 GiB of bf16 weights on 72 GiB
     assert err.value.field == "model_resident_gib" and "a smaller weight dtype" in err.value.reason
+
+
+def test_comparison_pdf_states_the_shared_context_load_slos_and_price():
+    """"Every plan uses the same context, load, SLOs and price" named none of them, and with the
+    catalog's price per GPU the price was not the same: H200 and B200 differ (planner/prices.py)."""
+    import subprocess
+    import tempfile
+
+    from planner.report import build_comparison_pdf
+    from planner.source import preset_ref
+
+    ref, model = preset_ref("llama-3.1-8b")
+    a = compute_plan(make_inputs(max_context=4096, input_tokens=2048, sequences=25, itl_slo_ms=50, gpu="H200-141GB"), model)
+    b = compute_plan(make_inputs(max_context=4096, input_tokens=2048, sequences=25, itl_slo_ms=50, gpu="B200-180GB"), model)
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
+        f.write(build_comparison_pdf([("A", a, ref), ("B", b, ref)]))
+        f.flush()
+        text = " ".join(subprocess.run(["pdftotext", f.name, "-"], capture_output=True, text=True, check=True).stdout.split())
+    assert "Every plan uses context 2,048 prompt + 512 output tokens; load 25 sequences; ITL SLO 50.0 ms; TTFT SLO none." in text
+    assert a.cost.gpu_hour_price != b.cost.gpu_hour_price
+    assert "They differ in price (A $" in text and "per GPU-hour, B $" in text
