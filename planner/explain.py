@@ -168,6 +168,16 @@ PHENOMENA: tuple[Phenomenon, ...] = (
 )
 
 
+def _headroom_note(plan: Plan) -> str:
+    if plan.capacity.budget is not None:
+        return (
+            "under runtime vllm the headroom is 1 - vLLM's --gpu-memory-utilization of the total CUDA reports (the memory vLLM leaves alone), and the workspace is what "
+            "vLLM's start-up takes beside the weights: the profiling run's peak, non-torch memory and (from 0.21) CUDA graphs, each predicted from vLLM's code or fitted on its logs; "
+            "a workspace you give replaces those predictions."
+        )
+    return "the headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers."
+
+
 def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, ...]:
     """What the figures rest on; the step terms are named from those computed (``terms``)."""
     terms = model_terms(plan) if terms is None else terms
@@ -176,7 +186,7 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
     fixed = " plus a fixed cost per layer (kernel launch and tail)" if "fixed_per_layer" in terms else ""
     out = [
         Note("K/V per GPU", "K/V bytes are per sequence on one GPU; tensor parallelism splits the KV heads (and replicates them when tp exceeds the KV heads); an MLA latent is held whole on every GPU."),
-        Note("Headroom and workspace", "the headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers."),
+        Note("Headroom and workspace", _headroom_note(plan)),
         Note("Windows", "sliding-window and chunked layers hold at most their window (vLLM adds the in-flight tokens and a block); cross-attention layers hold the encoder (image) tokens, not the text."),
         Note("Quantization", "integer caches (int8, int4) count an fp16 scale and zero-point per 64 elements; weight scales follow the config's quantization."),
         Note("Prefix sharing", "counted per tenant only, in whole blocks of the layers whose cache keeps the prefix; cross-tenant sharing is left out on purpose (it leaks prefix presence through timing)."),
@@ -193,7 +203,7 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
     cache_note = cache_explain.assumption(plan)
     if cache_note:
         out.append(Note(*cache_note))
-    out.append(Note("Device figures", "nominal datasheet values; measure your own deployment before committing capacity."))
+        out.append(Note("Device figures", "nominal datasheet values (the memory vLLM budgets is the total CUDA reports, as the catalog says where it comes from); measure your own deployment before committing capacity."))
     return tuple(out)
 
 
@@ -258,13 +268,27 @@ def _memory_steps(plan: Plan) -> tuple[str, ...]:
     kv, cap, prefix, engine = plan.kv_cache, plan.capacity, plan.prefix, plan.kv_cache.engine
     steady = kv.steady_state_sequences
     vllm = engine is not None and engine.applies
-    out = [
-        f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({fmt_bytes(cap.usable_bytes)})",
-        f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({fmt_bytes(cap.fixed_bytes)})",
-        f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)})",
+    if cap.budget is not None:  # runtime vllm: vLLM's start-up budget, each term with its source
+        b = cap.budget
+        out = [
+            f"budget = {b.total_bytes:,} B as CUDA reports it x gpu_memory_utilization {cap.gpu_memory_utilization:g} (= 1 - headroom {cap.headroom_bp / 100:g} %) = {b.requested_bytes:,} B ({fmt_bytes(b.requested_bytes)}) [{b.terms[0].source}]",
+            *(f"- {t.name} {t.bytes:,} B ({fmt_bytes(t.bytes)}) [{t.source}]" for t in b.terms[2:] if t.in_budget),
+            *(f"  {t.name} {t.bytes:,} B, outside the budget [{t.source}]" for t in b.terms[2:] if not t.in_budget),
+            f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)}: vLLM's \"Available KV cache memory\")",
+        ]
+    else:
+        out = [
+            f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({fmt_bytes(cap.usable_bytes)})",
+            f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({fmt_bytes(cap.fixed_bytes)})",
+            f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)})",
+        ]
+    out += [
         f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}) x {cap.replicas:,} replica(s) = "
         f"{steady // max(1, cap.replicas):,} x {cap.replicas:,} = {steady:,}" + (" in steady state" if vllm else ""),
     ]
+    serve = plan.serve
+    if serve.applies and serve.command:
+        out.append(f"batching: {serve.max_num_batched_tokens:,} tokens a step, {serve.max_num_seqs:,} sequences a replica ({serve.batching_source})" if serve.max_num_seqs else f"batching: {serve.max_num_batched_tokens:,} tokens a step ({serve.batching_source})")
     if vllm and engine.refusal:
         out.append(f"vLLM {engine.vllm_version} admits none: {engine.refusal}")
     elif vllm:

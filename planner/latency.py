@@ -786,9 +786,10 @@ class RuntimeLimits(Result):
 def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
     """The engine's default limits on this GPU.
 
-    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
-      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
-      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
+    * vLLM: the API server's defaults for this GPU as vLLM 0.11's own code picks them (the release
+      the serving fit's runs are read against; :func:`planner.engines.vllm_memory.batch_defaults`:
+      1,024 sequences and 8,192 tokens a step on GPUs of 70 GiB and more that are not A100s, else 256
+      and 2,048); CUDA graphs up to min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
     * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
       (the measured-serving notes of its perf overview); graphs padded to the batch;
     * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
@@ -797,9 +798,12 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
         PlannerError: an unknown engine.
     """
     if engine == "vllm":
-        big = memory_gib >= 70 and "a100" not in device_name.lower()
-        seqs = 1024 if big else 256
-        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
+        from planner.engines.vllm_memory import batch_defaults
+        from planner.hardware import CATALOG, custom_device
+
+        device = CATALOG.get(device_name) or custom_device(memory_gib)
+        d = batch_defaults(device, "0.11")
+        return RuntimeLimits(engine, d.max_num_seqs, d.max_num_batched_tokens, min(2 * d.max_num_seqs, 512), d.source)
     if engine == "trtllm":
         return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
     if engine == "sglang":

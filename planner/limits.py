@@ -137,6 +137,9 @@ BOUNDS: dict[str, Bound] = {
     "page_size": Bound(1, 1 << 16, integer=True, unit="tokens"),
     "pre_load_free_gib": Bound(0, _GIB_CEILING, unit="GiB", positive=True),
     "available_after_weights_gib": Bound(0, _GIB_CEILING, unit="GiB", positive=True),
+    "limit_mm_per_prompt": Bound(0, 1 << 20, integer=True),  # as PlanInputs.limit_mm_per_prompt
+    "max_loras": Bound(1, 4096, integer=True),
+    "max_lora_rank": Bound(1, 4096, integer=True),
     "tp": Bound(1, 4096, integer=True, unit="GPUs"),
     "ep": Bound(1, 4096, integer=True, unit="GPUs"),
     "tokens": Bound(0, MAX_POSITIONS, integer=True, unit="tokens"),

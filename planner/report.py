@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
+from planner.hardware import GIB
 from planner.labels import label as input_label
 from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
@@ -458,6 +459,8 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
     ]
     for name, plan, ref in entries:
         story.append(k.para(f"{name}: {_headline(plan, ref)}"))
+        if plan.serve.applies:
+            story.append(k.para(serve_text(plan), k.mono))
     story.append(k.para("Side by side", k.h2))
     label_w, better_w = 42 * mm, 34 * mm
     col_w = (k.width - label_w - better_w) / len(entries)
@@ -607,6 +610,10 @@ def _sizing_story(k: _Kit, sizing) -> list:
     for r in sizing.recommendations[:12]:
         if r.capacity:
             story.append(k.para(f"Capacity search {r.gpu} TP {r.tp} x {r.replicas}: {r.capacity.note}", k.small))
+    serve = [r for r in sizing.recommendations[:3] if r.serve_command]
+    if serve:
+        story.append(k.para("Start the top deployments (vLLM):", k.small))
+        story += [k.para(f"{r.gpu_count} x {r.gpu} TP {r.tp}: {r.serve_command}", k.mono) for r in serve]
     rows = disagg_rows(sizing)
     if len(rows) > 1:
         story += [k.para("Disaggregated prefill / decode deployments", k.h3), k.grid_table(rows, [k.width / len(rows[0]) * w for w in (1.6, 1.6, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9)])]
@@ -652,6 +659,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para("Results", k.h2),
         k.kv_table(_result_rows(plan)),
         *_sglang_story(k, plan),
+        *_startup_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
         *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
@@ -696,6 +704,33 @@ def _sglang_story(k: _Kit, plan: Plan) -> list:
         k.para(f"SGLang start-up preview (SGLang {v.capacity.sglang_version})", k.h2), k.kv_table(sglang_rows(plan)),
         k.para("What SGLang logs at start-up:", k.small), *[k.para(line, k.mono) for line in v.capacity.log_lines], k.para("Launch command:", k.small), k.para(v.command, k.mono),
     ]  # fmt: skip
+def _startup_story(k: _Kit, plan: Plan) -> list:
+    """Runtime vllm: vLLM's start-up budget term by term with each term's source, the start-up log
+    at the serve line's --max-model-len, and that line (it starts: see ServeSection)."""
+    from reportlab.lib.units import mm
+
+    budget, serve, engine = plan.capacity.budget, plan.serve, plan.kv_cache.engine
+    if budget is None or not serve.applies:
+        return []
+    rows = [["Term", "GiB", "Source"]]
+    for i, t in enumerate(budget.terms):
+        shown = t.bytes if i < 2 or not t.in_budget else -t.bytes
+        rows.append([t.name + ("" if t.in_budget else " (outside the budget)"), f"{shown / GIB:,.2f}", t.source])
+    rows.append(["= Available KV cache memory", f"{budget.available_kv_bytes / GIB:,.2f}", "what vLLM will log"])
+    story = [k.para(f"vLLM {budget.release} start-up", k.h2), k.grid_table(rows, [44 * mm, 16 * mm, k.width - 60 * mm])]
+    story.append(k.para(f"Batching: {serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "") + f" ({serve.batching_source}).", k.small))
+    if engine is not None and engine.log_lines:
+        story += [k.para(line, k.mono) for line in engine.log_lines]
+    story.append(k.para(serve_text(plan), k.mono))
+    if serve.note:
+        story.append(k.para(serve.note, k.small))
+    return story
+
+
+def serve_text(plan: Plan) -> str:
+    """The serve line a report prints: the command, else why none starts."""
+    serve = plan.serve
+    return serve.command if serve.command else f"(no vLLM command starts: {serve.note})"
 
 
 def _cache_story(k: _Kit, plan: Plan) -> list:

@@ -36,6 +36,8 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
     bw     device_bandwidth_gb_s  tf    device_bf16_tflops     mfs   mem_fraction_static
     cps    chunked_prefill_size   pg    page_size
+    own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
+    names max_loras  max_lora_rank  (vLLM's start-up settings)
     -- session workload and cache tiers (planner/cache) --
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib

@@ -92,6 +92,7 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    serve_command: str = ""  # runtime vllm: the line that starts one replica set of it (Plan.serve)
     # a session workload's cache (None without one): the CPU tier searched, its cost (in
     # cost_per_hour), the share of prompt tokens served from a cache
     cpu_tier_gib: float | None = None
@@ -310,6 +311,7 @@ class _Candidate:
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": self.tp * replicas, "sequences": load, "max_num_seqs": limit},
+            serve_command=final.serve.command,
             cpu_tier_gib=self.values.get("cpu_tier_gib"),
             tier_cost_per_hour=tier_cost,
             cache_hit_rate=cache.hit_rate if cache is not None else None,
@@ -647,7 +649,7 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
-    budget = plan.inputs.max_batched_tokens
+    budget = plan.batching.tokens  # given, or vLLM's default for this GPU (the plan's own)
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,

@@ -29,9 +29,10 @@ RESERVATION_HELP = {
     "static": "static: each sequence reserves the model's maximum context up front",
     "paged": "paged: whole blocks of the block size (vLLM-style), windowed layers capped at window + 1 block",
 }
+VLLM_STARTUP = ("entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_lora", "max_loras", "max_lora_rank")
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -223,6 +224,11 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             if st.session_state.get("runtime") == "sglang":  # SGLang's launch flags (empty: SGLang's defaults)
                 for key, extra in (("mem_fraction_static", {"step": 0.01, "fmt": "%.3f"}), ("chunked_prefill_size", {}), ("page_size", {})):
                     _num(key, err_key, err, placeholder="SGLang's default", help=CONTROLS[key].description, **extra)
+            if st.session_state.get("runtime") == "vllm":  # vLLM's start-up settings: its budget's terms and the serve line
+                for name in VLLM_STARTUP:
+                    if name in ("max_loras", "max_lora_rank") and not st.session_state.get("enable_lora"):
+                        continue
+                    render_control(CONTROLS[name], err_key, err)
             _select("reservation", err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(CONTROLS["block_tokens"].suggestions or ())
             if st.session_state.get("block_tokens") not in sizes:

@@ -14,9 +14,11 @@ from typing import NamedTuple
 
 from planner import capacity, latency
 from planner.context import ContextBudget
+from planner.engines.vllm_memory import MemoryBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections
+from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
 from planner.plan.sglang_view import SglangView
@@ -34,6 +36,7 @@ class Memory(NamedTuple):
     fixed: int  # resident + workspace
     available: int  # usable - fixed: the K/V pool
     replicas: int  # gpu_count / tp
+    budget: MemoryBudget | None = None  # runtime vllm: vLLM's predicted start-up budget, term by term
 
 
 class Sharing(NamedTuple):
@@ -99,7 +102,19 @@ class Plan(Result):
     _ceiling: Ceiling
     _admission: Admission
     _load: Load
+    _batching: Batching | None = None  # the scheduler's token budget and sequence limit (given or the engine's defaults)
+    model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
+
+    @property
+    def batching(self) -> Batching:
+        """The scheduler's limits this plan runs with: tokens a step and sequences a replica, given
+        or (runtime vllm) vLLM's defaults for the GPU, release and entry point."""
+        if self._batching is not None:
+            return self._batching
+        from planner.plan.budget import batching
+
+        return batching(self.inputs, self.device)
 
     def _section(self, name: str, build):
         hit = self._built.get(name)
@@ -121,6 +136,11 @@ class Plan(Result):
     def roofline(self) -> sections.RooflineSection:
         """The step-time model's figures at the requested load and at one request."""
         return self._section("roofline", sections.roofline_section)
+
+    @property
+    def serve(self) -> sections.ServeSection:
+        """The engine command line that reproduces the plan and always starts (runtime vllm)."""
+        return self._section("serve", sections.serve_section)
 
     @property
     def prefix(self) -> sections.PrefixSection:
@@ -170,6 +190,17 @@ class Plan(Result):
             terms.add("prefix_sharing")
         if self.inspect.kv_dtype in INTEGER_DTYPES:
             terms.add("quantization_scales")
+        budget = self._memory.budget
+        if budget is not None:  # runtime vllm: the terms of vLLM's start-up budget this plan computed
+            names = {t.name for t in budget.terms}
+            if "profiling peak activations" in names:
+                terms.update({"activations", "runtime_buffers"})  # the profiling peak; non-torch memory (context, NCCL)
+            if "CUDA graphs" in names:
+                terms.add("cuda_graphs")
+            if "multimodal encoder cache (profiling)" in names:
+                terms.add("encoder_outputs")
+            if "LoRA adapter slots" in names:
+                terms.add("lora")
         return frozenset(terms)
 
     def summary(self) -> dict:
@@ -189,6 +220,7 @@ class Plan(Result):
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
             "roofline": roofline.to_json(),
+            "serve": self.serve.to_json(),
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),

@@ -15,6 +15,7 @@ from planner.results import Result
 from planner.units import MIB
 
 if TYPE_CHECKING:
+    from planner.engines.vllm_memory import MemoryBudget
     from planner.plan.engine_view import EngineView
     from planner.plan.result import Plan
     from planner.plan.sglang_view import SglangView
@@ -161,9 +162,10 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
 class CapacitySection(Section):
     """One GPU's memory from the device down to the K/V pool (bytes per GPU), and the replicas."""
 
-    # the device less its headroom
+    # the device less its headroom (runtime vllm: the total CUDA reports x --gpu-memory-utilization)
     device: str
     device_bytes: int
+    device_source: str
     headroom_bp: int
     usable_bytes: int
     headroom_bytes: int
@@ -183,16 +185,27 @@ class CapacitySection(Section):
     # the requested load on the busiest replica
     kv_bytes_at_requested_load: int
     free_bytes_at_requested_load: int
+    # runtime vllm: vLLM's start-up budget term by term (each with its source), and the utilization
+    gpu_memory_utilization: float | None = None
+    budget: MemoryBudget | None = None
+
+    def to_json(self) -> dict:
+        out = Section.to_json(self)
+        out["budget"] = None if self.budget is None else self.budget.summary()
+        return out
 
 
 def capacity_section(plan: Plan) -> CapacitySection:
     mem, inputs = plan._memory, plan.inputs
-    device_bytes = plan.device.memory_bytes
+    budget = mem.budget
+    device_bytes = budget.total_bytes if budget is not None else plan.device.memory_bytes
+    device_source = budget.terms[0].source if budget is not None else f"{plan.device.name}: nominal {plan.device.memory_gib:g} GiB ({plan.device.source or 'catalog'})"
     per_token = plan.inspect.kv_bytes_per_token
     at_requested = _kv_at_requested(plan)
     return CapacitySection(
         device=plan.device.name,
         device_bytes=device_bytes,
+        device_source=device_source,
         headroom_bp=inputs.headroom_bp,
         usable_bytes=mem.usable,
         headroom_bytes=device_bytes - mem.usable,
@@ -209,6 +222,8 @@ def capacity_section(plan: Plan) -> CapacitySection:
         max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
         kv_bytes_at_requested_load=at_requested,
         free_bytes_at_requested_load=mem.available - at_requested,
+        gpu_memory_utilization=(10_000 - inputs.headroom_bp) / 10_000 if budget is not None else None,
+        budget=budget,
     )
 
 
@@ -310,7 +325,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         itl_p99_ms=served.itl_p99_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
-        max_batched_tokens=inputs.max_batched_tokens,
+        max_batched_tokens=plan.batching.tokens,
         ep=roof.ep,
         decode_terms_ms={k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
         prefill_terms_ms={k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
@@ -452,3 +467,54 @@ def work_section(plan: Plan) -> WorkSection:
         projection_ratio=proj_naive / proj_cached,
         basis=f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSection(Section):
+    """The command that starts the plan's engine (runtime vllm): a ``--max-model-len`` that fits (the
+    maximum context, else vLLM's estimate of the longest that fits, else the TP that holds the
+    maximum context), ``--max-num-batched-tokens``, the replica layout, and why it says what it says."""
+
+    applies: bool
+    command: str = ""
+    tp: int = 1
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    batching_source: str = ""
+    replicas: int = 1
+    layout: str = ""  # "one replica", "--data-parallel-size N" or "run N of these ..."
+    note: str = ""
+
+
+def serve_section(plan: Plan) -> ServeSection:
+    from planner.engines.vllm.preview import serve_line
+
+    inputs, engine, limits = plan.inputs, plan.kv_cache.engine, plan._batching
+    if inputs.runtime != "vllm" or engine is None or not engine.applies or limits is None:
+        return ServeSection(applies=False)
+    replicas = plan._memory.replicas
+    tp, length, note = inputs.tp, engine.serve_max_model_len, ""
+    maximum = plan.context.maximum_context_tokens
+    if length is None and engine.fits_at_tp:
+        tp, length = engine.fits_at_tp, maximum
+        note = f"--max-model-len {maximum:,} does not start at TP {inputs.tp} (vLLM: {engine.startup_refusal}); TP {tp} holds it"
+    elif length is not None and length < maximum:
+        note = f"--max-model-len {maximum:,} (the maximum context) does not start: vLLM: {engine.startup_refusal} This line starts with vLLM's estimate, {length:,} tokens" + (
+            f"; --tensor-parallel-size {engine.fits_at_tp} holds the whole {maximum:,}" if engine.fits_at_tp else ""
+        )
+    elif length is None:
+        return ServeSection(applies=True, tp=tp, replicas=replicas, batching_source=limits.source, note=f"vLLM does not start at any TP up to 64: {engine.startup_refusal or engine.refusal}")
+    dtype = plan.kv_cache.kv_dtype if inputs.kv_dtype != "auto" else "auto"
+    node = plan.device.node_gpus
+    layout = "one replica" if replicas == 1 else f"--data-parallel-size {replicas}" if tp * replicas <= node else f"run {replicas} of these ({tp} GPU{'s' if tp > 1 else ''} each) behind a load balancer"
+    command = serve_line(
+        plan.model_name, tp=tp, max_model_len=length, max_num_batched_tokens=limits.tokens, replicas=replicas, node_gpus=node, gpu_memory_utilization=(10_000 - inputs.headroom_bp) / 10_000,
+        kv_cache_dtype={"bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype), max_num_seqs=inputs.max_num_seqs, block_size=None if inputs.block_tokens == 16 else inputs.block_tokens,
+        enforce_eager=inputs.enforce_eager, enable_lora=inputs.enable_lora, max_loras=inputs.max_loras, max_lora_rank=inputs.max_lora_rank, limit_mm_per_prompt=inputs.limit_mm_per_prompt,
+        entry_point=inputs.entry_point,
+    )  # fmt: skip
+    return ServeSection(
+        applies=True, command=command, tp=tp, max_model_len=length, max_num_batched_tokens=limits.tokens, max_num_seqs=limits.seqs, batching_source=limits.source,
+        replicas=replicas, layout=layout, note=note,
+    )  # fmt: skip

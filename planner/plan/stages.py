@@ -11,6 +11,7 @@ from planner.geometry import ModelGeometry
 from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
+from planner.plan.budget import Batching, batching, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
@@ -118,17 +119,21 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     geo = model.geometry
     ctx = plan_context(inputs, geo)
     device = resolve_device(inputs)
+    limits = batching(inputs, device)
     report, weights, res = reserve(inputs, model, ctx)
     if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
+        budget = None
         view, memory = sglang_stage(inputs, model, ctx, report, res)
-    else:
-        view, memory = None, memory_per_gpu(inputs, device, weights)
+    else:  # runtime vllm: vLLM's predicted start-up budget (planner/plan/budget.py)
+        budget = vllm_budget(inputs, model, device, limits, ctx.maximum_context_tokens) if inputs.runtime == "vllm" else None
+        view, memory = None, memory_per_gpu(inputs, device, weights, budget)
     sharing = prefix_sharing(inputs, ctx, report.specs, memory.replicas)
-    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing)
+    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
     if view is not None:
         ceiling = sglang_ceiling(ceiling, view, memory.replicas)
-    # the step model reads the decoder's weights (SGLang's resident figure holds a vision tower too)
-    read = -(-weights.bytes // inputs.tp) if view is not None and inputs.model_resident_gib is None else memory.resident
+    # the step model reads the decoder's weights (an engine's resident figure holds a vision tower too)
+    engine_sized = view is not None or budget is not None
+    read = -(-weights.bytes // inputs.tp) if engine_sized and inputs.model_resident_gib is None else memory.resident
     roof = roofline(inputs, geo, weights, report.specs, device, read)
     kv_at = kv_held(report, res)
     generated = inputs.generated_tokens or inputs.output_tokens
@@ -137,9 +142,9 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     cached = int(sharing.cached)
 
     def load_at(c: int) -> latency.Served:
-        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, inputs.max_batched_tokens)
+        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, limits.tokens)
 
-    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached)
+    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached, limits)
     # latency at the requested load on the busiest replica (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
     load = Load(generated, mid, kv_mid, sharing.per_replica_load, load_at(sharing.per_replica_load))
@@ -160,6 +165,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         _ceiling=ceiling,
         _admission=admission,
         _load=load,
+        _batching=limits,
+        model_name=model.repo_id or "MODEL",
     )
 
 
@@ -187,8 +194,21 @@ def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tup
     return report, weights, res
 
 
-def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate) -> Memory:
-    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU."""
+def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, budget=None) -> Memory:
+    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU.
+    Under runtime vllm (``budget``): vLLM's predicted start-up budget, term by term.
+
+    Raises:
+        PlannerError: fixed memory above usable memory, or (runtime vllm) vLLM would refuse to start.
+    """
+    replicas = inputs.gpu_count // inputs.tp
+    if budget is not None:
+        if budget.refusal:
+            raise refusal_error(budget, inputs, device)
+        weights_term = budget.term("weights per GPU")
+        resident = weights_term.bytes
+        workspace = taken_bytes(budget) - resident
+        return Memory(budget.requested_bytes, resident, weights_term.source, workspace, resident + workspace, budget.available_kv_bytes, replicas, budget)
     usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     if inputs.model_resident_gib is not None:
         resident = int(inputs.model_resident_gib * GIB)
@@ -196,10 +216,10 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate)
     else:
         resident = -(-weights.bytes // inputs.tp)
         resident_source = f"weights estimate ({weights.source}) / tp {inputs.tp}"
-    workspace = int(inputs.workspace_gib * GIB)
+    workspace = int((1.0 if inputs.workspace_gib is None else inputs.workspace_gib) * GIB)
     fixed = resident + workspace
     if fixed > usable:
-        culprit = ("workspace_gib", inputs.workspace_gib) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
+        culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
         # the advice goes to the larger part: a 100,000 GiB workspace was once met with "a smaller weight dtype"
         advice = (
             "lower the workspace (activations and CUDA graphs; a few GiB is typical)" if workspace > resident
@@ -210,7 +230,7 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate)
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); {advice}",
         )
-    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, inputs.gpu_count // inputs.tp)
+    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas)
 
 
 def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, report: InspectReport, res: capacity.SequenceReservation) -> tuple[SglangView, Memory]:
@@ -250,7 +270,7 @@ def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replica
     return Sharing(applies, shared_blocks, saved, per_replica_load, max(0, per_replica_load - copies) * saved, cached)
 
 
-def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing) -> Ceiling:
+def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing, device: Device | None = None, limits: Batching | None = None) -> Ceiling:
     """The most sequences memory holds: steady state, with prefix sharing, and (runtime vllm) as
     vLLM admits them, reserving a request's blocks for all its reserved tokens."""
     available, replicas, saved = memory.available, memory.replicas, sharing.saved
@@ -258,7 +278,7 @@ def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget,
     memory_max = steady_max = per_replica * replicas
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
-    engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
+    engine = engine_view(model, inputs, ctx, available, device, limits) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
     if engine is not None and engine.applies and engine.refusal:
         per_replica = memory_max = shared_max = 0
     elif engine is not None and engine.applies:
@@ -287,7 +307,7 @@ def kv_held(report: InspectReport, res: capacity.SequenceReservation):
     return kv_at
 
 
-def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int) -> Admission:
+def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int, scheduler: Batching | None = None) -> Admission:
     """Every limit on concurrent sequences (memory, the p95 ITL and TTFT SLOs, the runtime's
     maximum, the tenant quota) and the verdict on the requested load."""
 
@@ -299,8 +319,9 @@ def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_
         limits["latency_slo"] = capacity.largest_within(itl_ms, inputs.itl_slo_ms, max(1, limit_memory)) * replicas
     if inputs.ttft_slo_ms is not None:
         limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, cached, load_at)
-    if inputs.max_num_seqs is not None:
-        limits["runtime"] = inputs.max_num_seqs * replicas
+    seqs = inputs.max_num_seqs if scheduler is None else scheduler.seqs
+    if seqs is not None:
+        limits["runtime"] = seqs * replicas
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
     return Admission(limits, *capacity.admission(inputs.sequences, limits))
