@@ -11,7 +11,7 @@ from planner.geometry import ModelGeometry
 from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
-from planner.plan.budget import Batching, batching, refusal_error, taken_bytes, vllm_budget
+from planner.plan.budget import Batching, batching, fixed_memory_advice, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
@@ -220,11 +220,7 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate,
     fixed = resident + workspace
     if fixed > usable:
         culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
-        # the advice goes to the larger part: a 100,000 GiB workspace was once met with "a smaller weight dtype"
-        advice = (
-            "lower the workspace (activations and CUDA graphs; a few GiB is typical)" if workspace > resident
-            else "use more GPUs (tp), a smaller weight dtype or a larger device"
-        )
+        advice = fixed_memory_advice(workspace, resident)
         raise PlannerError(
             *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
