@@ -437,6 +437,68 @@ def operate(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, rate: fl
     return Operating(prefill, decode, x, y, sequences, rate, transfer, terms)
 
 
+def at_users(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, users: float) -> Operating:
+    """The deployment ``x`` prefill x ``y`` decode replicas with ``users`` requests in flight: a
+    request spends its mean end-to-end time in the system, so users = rate x e2e (Little); e2e grows
+    with the rate (the prefill queue, the decode pool's load), so the rate is bisected. The one split
+    of the users between the pools that the plan (:func:`plan_disagg`) and the size search
+    (:func:`hold_users`) both show."""
+    def excess(rate: float) -> float:
+        return rate * operate(prefill, decode, x, y, rate).e2e_mean_s - users  # increasing in the rate
+
+    lo, hi = 0.0, users / max(1e-9, prefill.prefill_s + decode_time_s(decode, 1, 0.0))
+    f_lo, f_hi = -float(users), excess(hi)
+    side = 0
+    for _ in range(200):  # regula falsi (Illinois), halving where the far end is past saturation
+        mid = (lo + hi) / 2 if not math.isfinite(f_hi) else (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        f_mid = excess(mid)
+        if f_mid < 0:
+            lo, f_lo = mid, f_mid
+            if side == -1 and math.isfinite(f_hi):
+                f_hi /= 2
+            side = -1
+        else:
+            hi, f_hi = mid, f_mid
+            if side == 1:
+                f_lo /= 2
+            side = 1
+        if abs(f_mid) <= 1e-9 * users:
+            return operate(prefill, decode, x, y, mid)
+        if hi - lo <= 1e-12 * hi:
+            break
+    return operate(prefill, decode, x, y, lo)
+
+
+def hold_users(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, users: int, sequences: int, ttft_slo_ms: float | None) -> Operating | None:
+    """The fewest replicas, from ``x`` prefill x ``y`` decode up, that hold ``users`` requests in
+    flight (:func:`at_users`) with at most ``sequences`` per decode replica, the prefill queue at
+    most :data:`PREFILL_MAX_UTILISATION` busy and the TTFT SLO (None past :data:`MAX_POOL_REPLICAS`).
+    Prefill replicas are found by doubling the step, then halving back to the fewest that hold."""
+
+    def prefill_holds(op: Operating) -> bool:
+        return op.prefill_utilisation <= PREFILL_MAX_UTILISATION + 1e-9 and (ttft_slo_ms is None or op.ttft_ms <= ttft_slo_ms)
+
+    while x <= MAX_POOL_REPLICAS and y <= MAX_POOL_REPLICAS:
+        op = at_users(prefill, decode, x, y, users)
+        if op.sequences > sequences + 1e-9:
+            y = max(y + 1, math.ceil(y * op.sequences / sequences - 1e-9))
+            continue
+        if prefill_holds(op):
+            return op
+        lo, step = x, 1  # lo misses
+        while not prefill_holds(at_users(prefill, decode, lo + step, y, users)):
+            lo += step
+            step *= 2
+            if lo > MAX_POOL_REPLICAS:
+                return None
+        hi = lo + step  # hi holds
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if prefill_holds(at_users(prefill, decode, mid, y, users)) else (mid, hi)
+        x = hi  # more prefill raises the rate: the decode pool is checked again
+    return None
+
+
 def balanced_ratio(prefill: PrefillModel, decode: DecodeModel, sequences: int, ttft_slo_ms: float | None, gpus_hint: int = 0) -> tuple[float, float]:
     """(prefill replicas per decode replica that balance the pools' rates, the prefill utilisation
     rho* they run at): decode replicas finish c / T_decode requests a second; a prefill replica
@@ -599,20 +661,7 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
             raise PlannerError("disagg", format_pools(spec_p, spec_d), f"the {spec.role} pool ({spec.label()}) cannot run: {pool}")
         built.append(pool)
     prefill, decode = built
-    x, y = spec_p.replicas, spec_d.replicas
-    n = inputs.sequences
-    # the load: n requests in flight; a request spends e2e (its mean) in the system, so n = rate x e2e
-    # (Little); e2e grows with the rate (the prefill queue, the decode pool's load): bisect on the rate
-    lo, hi = 0.0, n / max(1e-9, prefill.prefill_s + decode_time_s(decode, 1, 0.0))
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if mid * operate(prefill, decode, x, y, mid).e2e_mean_s < n:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    op = operate(prefill, decode, x, y, lo)
+    op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
     return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
 
 

@@ -322,6 +322,9 @@ def cheapest_pairing(decode: DecodeModel, table: PrefillTable, users: int | None
             op = disagg.size_pools(p, decode, lam_i, c, ttft_slo)
             if op is None:
                 break
+        if op is not None and users is not None:  # the pools at the users in flight, as the plan splits them
+            op = disagg.hold_users(p, decode, op.prefill_replicas, op.decode_replicas, users, c, ttft_slo)
+            lam_i = op.rate if op is not None else lam_i
         if op is not None and (best is None or (op.cost_per_hour, op.gpus) < (best.op.cost_per_hour, best.op.gpus)):
             best = DisaggCandidate(op, c, lam_i)
     if best is None:

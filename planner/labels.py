@@ -62,6 +62,9 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
     "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+    "bench_calibration": (
+        "Benchmark calibration", "", "a benchmark run of this deployment, measured/predicted: src=TOOL;ttft_ms=M/P;tpot_ms=M/P;output_tokens_per_s=M/P (bench-import writes it); empty: none"
+    ),
     "sessions_per_min": ("Sessions per minute", "", "new chat / agent sessions a minute across the deployment; gives the cache section (hit rate per tier); empty: no session workload"),
     "turns": ("Turns per session", "", "requests of one session, each resending the history (message and answer of every earlier turn); empty: 1"),
     "think_time_s": ("Think time", "s", "mean pause between an answer and the next turn (exponential); empty: 30 s"),
@@ -77,6 +80,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
 # the Plan page; a field without one shows no help there). The runtime and reservation helps are
 # the library's own tables (planner.kv.RUNTIMES, the page's reservation sentences).
 DETAILS: dict[str, str] = {
+    "bench_calibration": "Kept from a benchmark result uploaded under 'Measured beside predicted': the run's TTFT, TPOT and output tokens/s beside the plan's prediction for that run. It changes no figure of the plan; the plan file and the share link carry it.",
     "output_tokens": "Tokens reserved for the answer.",
     "input_tokens": "Leave empty to add up the parts above.",
     "max_context": "Leave empty to use the config's max_position_embeddings.",

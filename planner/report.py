@@ -331,6 +331,8 @@ def _input_rows(inputs: PlanInputs) -> list[list[str]]:
     cells: list[tuple[str, str]] = []
     for name in PlanInputs.model_fields:
         value, default = getattr(inputs, name), getattr(defaults, name)
+        if name == "bench_calibration":  # its own table ("Measured beside predicted")
+            continue
         shown = _input_value(name, value)
         name_shown = "Headroom" if name == "headroom_bp" else input_label(name)  # shown in %
         if value != default:
@@ -661,6 +663,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         *_sglang_story(k, plan),
         *_startup_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
+        *_calibration_story(k, plan),
         *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
         Spacer(1, 8),
@@ -677,6 +680,34 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
     doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def calibration_table(plan: Plan) -> list[list[str]] | None:
+    """The plan's kept benchmark calibration as a table (None without one)."""
+    from planner.bench_calibration import calibration_rows
+
+    if not plan.inputs.bench_calibration:
+        return None
+    rows = calibration_rows(plan.inputs.bench_calibration)
+    return [["Figure", "Measured", "Predicted", "Measured / predicted"]] + [[r["figure"], f"{r['measured']:,.4g}", f"{r['predicted']:,.4g}", f"{r['ratio']:.2f}x"] for r in rows]
+
+
+def _calibration_story(k: _Kit, plan: Plan) -> list:
+    from reportlab.platypus import KeepTogether
+
+    table = calibration_table(plan)
+    if table is None:
+        return []
+    source = plan.inputs.bench_calibration.split(";", 1)[0].removeprefix("src=")
+    return [
+        KeepTogether(
+            [
+                k.para("Measured beside predicted", k.h2),
+                k.grid_table(table, [k.width * 0.4] + [k.width * 0.2] * 3),
+                k.para(f"A {source} run of this deployment, kept as the plan's calibration: predicted at the run's own load, as the plan stood when it was measured.", k.small),
+            ]
+        )
+    ]
 
 
 def sglang_rows(plan: Plan) -> list[tuple[str, str]]:

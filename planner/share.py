@@ -9,9 +9,9 @@ Only controls that differ from ``PlanInputs()`` defaults are written. Tokens and
 never written (a :class:`ModelRef` holds none; free-text values that look like a token are
 dropped), and an embedded config that contains token-looking text is not embedded.
 
-Query keys (schema version 2; keys are stable, never reuse one for another meaning)::
+Query keys (schema version 3; keys are stable, never reuse one for another meaning)::
 
-    v      schema version (2; version-1 links are read too)
+    v      schema version (3; version-1 and -2 links are read too)
     -- model reference (ModelRef) --
     m      kind: preset | hub | upload | example
     n      name (preset name or uploaded file name)
@@ -42,12 +42,15 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
     disk   disk_tier_gib          cpubw cpu_link_gb_s        diskbw disk_gb_s
+    cal    bench_calibration (src=TOOL;figure=measured/predicted;...)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
-    still means bf16, so old links decode as they did.
+    still means bf16. Version 3 made workspace_gib and max_batched_tokens default to None (vLLM's
+    predicted start-up terms and batching defaults); in a version-1 or -2 link an absent ws still
+    means 1 GiB and an absent mbt 8,192 tokens, so old links decode as they did.
 
 Unknown query keys are ignored (the app may add its own). Plan files use the full field
-names (``{"schema": "kv-capacity-plan", "version": 2, "model": {...}, "inputs": {...},
+names (``{"schema": "kv-capacity-plan", "version": 3, "model": {...}, "inputs": {...},
 "config": {...}}``).
 """
 
@@ -67,11 +70,11 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem, _workload_problem
+from planner.plan import PlanInputs, _cross_field_problem, _workload_problem, make_inputs
 from planner.source import ModelRef
 
-SCHEMA_VERSION = 2
-READ_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 SCHEMA_NAME = "kv-capacity-plan"
 MAX_EMBED_CHARS = 2048  # an embedded config's encoded text must be shorter than this
 MAX_CFG_PARAM_CHARS = 64 * 1024  # longer `cfg` text is refused before decoding
@@ -130,6 +133,7 @@ SHORT_KEYS: dict[str, str] = {
     "remaining_decode_ms": "rd",
     "generated_tokens": "gen",
     "mtp": "mtp",
+    "bench_calibration": "cal",
     "sessions_per_min": "spm",
     "turns": "turns",
     "think_time_s": "think",
@@ -148,9 +152,12 @@ def input_keys(controls=CONTROLS) -> dict[str, str]:
 
 
 INPUT_KEYS: dict[str, str] = input_keys()
-# What a version-1 link or plan file meant when it left a field out, where that differs from
-# today's PlanInputs default: before version 2 the KV dtype defaulted to bf16, not "auto".
-LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"}}
+# What an older link or plan file meant when it left a field out, where that differs from today's
+# PlanInputs default: before version 2 the KV dtype defaulted to bf16, not "auto"; before version 3
+# the workspace was 1 GiB and the step budget 8,192 tokens (version 3 made both None: vLLM's
+# predicted start-up terms and its batching defaults for the GPU).
+_BEFORE_V3: dict[str, object] = {"workspace_gib": 1.0, "max_batched_tokens": 8192}
+LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"} | _BEFORE_V3, 2: dict(_BEFORE_V3)}
 REF_KEYS: dict[str, str] = {"kind": "m", "name": "n", "repo_id": "r", "revision": "rv", "commit": "c", "config_hash": "h"}
 KEY_FIELDS: dict[str, str] = {v: k for k, v in INPUT_KEYS.items()}
 
@@ -222,6 +229,10 @@ def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
     return f"the default {_num_text(default) if isinstance(default, (int, float)) else default}"
 
 
+# fields PlanInputs validates alone (a field_validator): checked one by one, so a bad one drops only itself
+_OWN_VALIDATORS = frozenset(f for d in PlanInputs.__pydantic_decorators__.field_validators.values() for f in d.info.fields)
+
+
 def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str | None]:
     """Validate one PlanInputs value: (value, None) or (None, reason).
 
@@ -245,6 +256,11 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             return None, f"is not a plain name of at most {MAX_TEXT} characters"
         if looks_like_token(raw):
             return None, "looks like an access token"
+        if name in _OWN_VALIDATORS:  # a text field with a validator of its own (bench_calibration's form)
+            try:
+                make_inputs(**{name: raw})
+            except PlannerError as exc:
+                return None, exc.reason
         return raw, None
     value: int | float
     if control.kind == "int":

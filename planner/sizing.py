@@ -51,6 +51,7 @@ SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of 
 SEARCHED = (
     "gpu", "tp", "ep", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
+    "bench_calibration",  # one deployment's benchmark run: not carried to the sizer's candidates
 )  # fmt: skip
 
 Progress = Callable[[float, str], None]
@@ -560,7 +561,7 @@ def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommend
     _ratio, rho = disagg.balanced_ratio(p, d, c, None)
     sustainable = min(decode_rate, x / p.service_s * rho)
     binding = "latency_slo" if c < d.max_sequences else ("memory" if d.memory_sequences <= d.runtime_sequences else "runtime")
-    sequences = users if users is not None else max(1, round(op.rate * (op.ttft_ms / 1e3 + disagg.decode_time_s(d, c, op.transfer.ms))))
+    sequences = users if users is not None else max(1, math.floor(op.rate * op.e2e_mean_s + 1e-9))  # Little, as plan_disagg reads them back
     return Recommendation(
         gpu=d.gpu, tp=d.tp, ep=d.ep, replicas=y, gpu_count=op.gpus, kv_dtype=d.kv_dtype, max_num_seqs=c, sequences_per_replica=math.ceil(op.sequences - 1e-9),
         cost_per_hour=round(per_hour, 4), cost_per_million_tokens=round(per_hour / (tokens_per_s * 3600) * 1e6, 4) if tokens_per_s > 0 else 0.0,

@@ -6,7 +6,7 @@ EVIL = "evil.example"  # the attacker's host: no test ever reaches it (requests 
 
 # a share link whose text parameters carry markdown links, images, autolinks and formatting
 MARKDOWN_LINK = {
-    "v": "1", "m": "preset",
+    "v": "3", "m": "preset",
     "n": f"![pixel](https://{EVIL}/n.png)",
     "gpu": f"[click me](https://{EVIL}/gpu)",
     "kvd": f"![k](https://{EVIL}/k.png)",

@@ -375,7 +375,7 @@ def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkey
 
     sha = fake_hub.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=16)})
     fake_hub.add_repo("org/half-llama", {"config.json": dict(LLAMA_8B, num_hidden_layers=8)})  # main moved on
-    link = {"v": "1", "m": "hub", "r": "org/half-llama", "rv": "main", "c": sha, "kvd": "fp8"}
+    link = {"v": "3", "m": "hub", "r": "org/half-llama", "rv": "main", "c": sha, "kvd": "fp8"}
     at = _app(link)
     assert not errors(at), errors(at)
     assert metric(at, "KV bytes / token") == "32 KiB"  # 16 layers at the pinned commit, fp8
@@ -389,7 +389,7 @@ def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkey
     assert metric(again, "KV bytes / token") == "32 KiB"
     assert "served from the local cache" in _card(again).lower()
 
-    missing = _app({"v": "1", "m": "hub", "r": "org/nothing-here", "c": "0" * 40})
+    missing = _app({"v": "3", "m": "hub", "r": "org/nothing-here", "c": "0" * 40})
     assert any("could not be loaded" in w.value for w in missing.warning)
     assert any("not in the local" in e.value for e in missing.sidebar.error), [e.value for e in missing.sidebar.error]
     assert metric(missing, "KV bytes / token") == "128 KiB"  # the default plan

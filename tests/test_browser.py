@@ -106,7 +106,7 @@ def test_share_link_restores_the_plan_and_the_address_bar_follows(server, browse
 
 def _share_link_round(page, server, browser_context, expect) -> None:
     wait = 20_000  # generous: the whole suite may be running on two cores
-    page.goto(f"{server}/?v=1&m=preset&n=llama-3.1-8b&kvd=fp8&seq=12", wait_until="domcontentloaded")
+    page.goto(f"{server}/?v=3&m=preset&n=llama-3.1-8b&kvd=fp8&seq=12", wait_until="domcontentloaded")
     value = _metric_value(page, "KV bytes / token")
     expect(value).to_have_text("64 KiB", timeout=90_000)  # fp8 from the link: half of bf16's 128 KiB
     expect(page.get_by_text("Admitted · 12 of at most")).to_be_visible(timeout=wait)
@@ -155,7 +155,7 @@ CLIPPED_JS = """
   return out;
 }
 """
-BUSY_LINK = "/?v=1&m=preset&n=llama-3.1-70b&tp=4&gpus=8&price=2.5&ttft=500&itl=50&seq=1000"
+BUSY_LINK = "/?v=3&m=preset&n=llama-3.1-70b&tp=4&gpus=8&price=2.5&ttft=500&itl=50&seq=1000"
 
 
 def _open_busy_plan(page, server: str, width: int, height: int) -> None:

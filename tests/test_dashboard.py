@@ -279,7 +279,7 @@ def test_compare_link_reopens_the_same_comparison():
 
 def test_compare_link_with_bad_column_warns_and_falls_back():
     at = AppTest.from_file(APP, default_timeout=30)
-    at.query_params.update({"v": "1", "m": "preset", "n": "llama-3.1-8b", "cmp": "2", "cb": "plan~NoSuchGPU~1~1~fp8~vllm"})
+    at.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b", "cmp": "2", "cb": "plan~NoSuchGPU~1~1~fp8~vllm"})
     at.switch_page("pages/compare.py")
     at.run()
     _clean(at)

@@ -261,3 +261,29 @@ def test_size_with_the_plans_own_fields_in_base(qwen):
     inputs = dis.plan_inputs()  # its decode pool, at the sequences that pool holds: it plans and is admitted
     assert "disagg" not in inputs and inputs["gpu"] == dis.decode.gpu and inputs["sequences"] <= dis.max_num_seqs * dis.replicas
     assert compute_plan(make_inputs(**inputs), qwen).kv_cache.admitted
+
+
+def test_size_recommendation_and_plan_disagg_split_the_users_alike(qwen):
+    # the Size page shows a recommendation's pools through plan_disagg at the same users: one split
+    # (disagg.at_users, Little on the mean end-to-end time) must give the same sequences, TTFT and
+    # TPOT, and no decode replica past its limit (once 253 sequences on a 251 limit vs 244 promised)
+    for users, slo in ((256, {"ttft_p95_ms": 2000, "itl_p95_ms": 50}), (128, {"ttft_p95_ms": 1000, "tpot_ms": 20})):
+        r = size(qwen, BASE, users=users, gpus=["H200-141GB", "MI300X-192GB"], kv_dtypes=("fp8",), disagg=True, **slo)
+        recs = [x for x in r.recommendations if x.disaggregated]
+        assert recs
+        for rec in recs[:3]:
+            d = disagg.plan_disagg(qwen, rec.plan_values, rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
+            assert d.sequences == users
+            assert math.ceil(d.decode.sequences_per_replica - 1e-9) == rec.sequences_per_replica <= rec.max_num_seqs
+            assert d.decode.utilisation <= 1.0 and d.prefill.utilisation <= disagg.PREFILL_MAX_UTILISATION + 1e-9
+            assert d.ttft_p95_ms == pytest.approx(rec.ttft_p95_ms, rel=1e-9) and d.tpot_ms == pytest.approx(rec.itl_p95_ms, rel=1e-9)
+            assert d.ttft_p95_ms <= slo["ttft_p95_ms"]
+            # Little: users = rate x mean end-to-end time
+            op = disagg.at_users(*_pools(qwen, rec), users)
+            assert op.rate * op.e2e_mean_s == pytest.approx(users, rel=1e-6)
+
+
+def _pools(model, rec):
+    p = disagg.pool_model(model, {**BASE}, "prefill", rec.prefill.gpu, rec.prefill.tp, rec.prefill.ep, rec.kv_dtype, rec.prefill.gpu_hour_price)
+    d = disagg.pool_model(model, {**BASE}, "decode", rec.decode.gpu, rec.decode.tp, rec.decode.ep, rec.kv_dtype, rec.decode.gpu_hour_price)
+    return p, d, rec.prefill.replicas, rec.decode.replicas

@@ -165,7 +165,7 @@ LINK_VALUE = st.one_of(
 @FUZZ
 @given(params=st.dictionaries(st.sampled_from(["v", "m", *REF_KEYS.values(), *INPUT_KEYS.values(), "cfg", "zz"]), LINK_VALUE, max_size=8))
 def test_links_never_raise_and_plan_finitely_or_refuse(params):
-    state = decode_query({"v": "1", "m": "preset", "n": "llama-3.1-8b", **params})  # a real link, then tampered
+    state = decode_query({"v": "3", "m": "preset", "n": "llama-3.1-8b", **params})  # a real link, then tampered
     for warning in state.warnings:
         assert "\n" not in warning and len(warning) < 600
     if state.ref is None or state.ref.kind not in ("preset", "example"):

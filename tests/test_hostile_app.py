@@ -78,7 +78,7 @@ def test_link_with_an_overflowing_embedded_config_warns_and_keeps_the_page():
     from planner.share import embed_config
 
     config = {**LLAMA_8B, "n_shared_experts": float("inf"), "num_experts": 8}
-    at = _app({"v": "1", "m": "upload", "n": "evil.json", "h": config_hash(config), "cfg": embed_config(config)})
+    at = _app({"v": "3", "m": "upload", "n": "evil.json", "h": config_hash(config), "cfg": embed_config(config)})
     warnings = " ".join(w.value for w in at.warning)
     assert "embedded config is not usable" in warnings and "n_shared_experts" in warnings, warnings
     assert any(m.label == "KV bytes / token" for m in at.metric)  # a plan is still on the page

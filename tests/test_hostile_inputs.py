@@ -201,6 +201,6 @@ def test_trace_digits_are_ascii(row):
 def test_link_digits_are_ascii():
     from planner.share import decode_query
 
-    state = decode_query({"v": "1", "m": "preset", "n": "llama-3.1-8b", "seq": "\u0661\u0660", "in": "1_000"})
+    state = decode_query({"v": "3", "m": "preset", "n": "llama-3.1-8b", "seq": "\u0661\u0660", "in": "1_000"})
     assert state.inputs.sequences == PlanInputs().sequences and state.inputs.input_tokens == PlanInputs().input_tokens
     assert len(state.warnings) == 2

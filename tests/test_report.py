@@ -265,7 +265,7 @@ def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     text = pdftotext(out)
     # 70 requested > 60 by memory (see the preset test): refused, binding memory
     assert "REFUSED: requested 70 sequences, but the KV-cache memory admits at most 60" in text
-    assert "https://plans.example/?v=2&m=preset&n=gemma-2-9b" in re.sub(r"\s+", "", text)
+    assert "https://plans.example/?v=3&m=preset&n=gemma-2-9b" in re.sub(r"\s+", "", text)
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "max_position_embeddings": 4096, "vocab_size": 1000, "intermediate_size": 512}')
     out2 = tmp_path / "u.pdf"

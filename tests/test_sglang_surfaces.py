@@ -119,7 +119,7 @@ def test_plan_page_shows_the_sglang_card():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params.update({"v": "2", "m": "preset", "n": "llama-3.1-8b", "rt": "sglang"})
+    at.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b", "rt": "sglang"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     text = " ".join(m.value for m in at.markdown)
@@ -135,7 +135,7 @@ def test_plan_page_refusal_is_one_line():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params.update({"v": "2", "m": "preset", "n": "llama-3.1-8b", "rt": "sglang"})
+    at.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b", "rt": "sglang"})
     at.run()
     box = next(s for s in at.selectbox if s.key == "kv_dtype")
     box.set_value(next(o for o in box.options if o.startswith("int8"))).run()
@@ -160,7 +160,7 @@ def test_size_page_searches_both_engines():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.query_params.update({"v": "2", "m": "preset", "n": "llama-3.1-8b"})
+    at.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b"})
     at.run()
     at.query_params.update({"size_users": "324", "size_itl": "0", "size_ttft": "0", "size_gpus": "H100-SXM-80GB", "size_kv": "bf16", "size_eng": "vllm,sglang"})
     at.switch_page("pages/size.py").run()

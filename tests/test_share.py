@@ -50,6 +50,21 @@ def _bounds(name: str) -> dict:
     return out
 
 
+_POSITIVE = st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def _calibration(draw) -> str:
+    """A benchmark calibration text (planner.bench_calibration): a tool, then up to three figures."""
+    from planner.bench_calibration import SOURCES
+
+    figures = draw(st.lists(st.sampled_from(["ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s"]), max_size=3, unique=True))
+    return ";".join([f"src={draw(st.sampled_from(sorted(SOURCES)))}"] + [f"{f}={draw(_POSITIVE):.4g}/{draw(_POSITIVE):.4g}" for f in figures])
+
+
+CALIBRATION = _calibration()
+
+
 def _value_strategy(name: str) -> st.SearchStrategy:
     """Valid values of one PlanInputs field from its own annotation and Field bounds."""
     ann = PlanInputs.model_fields[name].annotation
@@ -67,6 +82,8 @@ def _value_strategy(name: str) -> st.SearchStrategy:
         b = _bounds(name)
         lo = b.get("ge", b.get("gt"))
         strat = st.floats(min_value=lo, max_value=b["le"], exclude_min="gt" in b, allow_nan=False, allow_infinity=False)
+    elif name == "bench_calibration":
+        strat = CALIBRATION
     else:
         raise AssertionError(f"no strategy for {name}: {ann}")
     default = PlanInputs.model_fields[name].default
@@ -168,7 +185,7 @@ def test_url_round_trip_restores_every_field(inputs, ref):
 def test_plan_file_round_trip_restores_every_field(inputs, ref):
     text = plan_file_json(ref, inputs)
     doc = json.loads(text)
-    assert doc["schema"] == "kv-capacity-plan" and doc["version"] == 2
+    assert doc["schema"] == "kv-capacity-plan" and doc["version"] == 3
     state = load_plan_file(text)
     assert state.inputs == inputs
     assert state.ref == ref
@@ -177,20 +194,21 @@ def test_plan_file_round_trip_restores_every_field(inputs, ref):
 
 
 def test_only_non_default_inputs_are_written():
-    assert encode_query(EX_REF, PlanInputs()) == {"v": "2", "m": "example", "h": EX_REF.config_hash}
+    assert encode_query(EX_REF, PlanInputs()) == {"v": "3", "m": "example", "h": EX_REF.config_hash}
     params = encode_query(EX_REF, EXAMPLE_INPUTS)
-    # EXAMPLE_INPUTS sets device 16 GiB, model 4 GiB and the observed timings; 1,000 bp headroom,
-    # 1 GiB workspace and 8 sequences are the defaults, so they are not written.
+    # EXAMPLE_INPUTS sets device 16 GiB, model 4 GiB, a 1 GiB workspace (the default is vLLM's
+    # predicted terms since version 3) and the observed timings; 1,000 bp headroom and 8 sequences
+    # are the defaults, so they are not written.
     assert {k: v for k, v in params.items() if k not in ("v", "m", "h")} == {
-        "dev": "16", "mres": "4", "q": "20", "pre": "10", "pf": "400", "fd": "20", "rd": "2560", "gen": "129",
+        "dev": "16", "mres": "4", "ws": "1", "q": "20", "pre": "10", "pf": "400", "fd": "20", "rd": "2560", "gen": "129",
     }
 
 
 def test_example_link_is_compact_and_exact():
     url = share_url(BASE, encode_query(EX_REF, EXAMPLE_INPUTS))
     assert url == (
-        f"http://localhost:8501/?v=2&m=example&h={EX_REF.config_hash}"
-        "&dev=16&mres=4&q=20&pre=10&pf=400&fd=20&rd=2560&gen=129"
+        f"http://localhost:8501/?v=3&m=example&h={EX_REF.config_hash}"
+        "&dev=16&mres=4&ws=1&q=20&pre=10&pf=400&fd=20&rd=2560&gen=129"
     )
     assert len(url) < 200
 
@@ -262,17 +280,17 @@ def test_custom_device_makes_any_gpu_name_valid():
     assert (state.inputs.gpu, state.inputs.device_gib, state.warnings) == ("MyChip", 48.0, [])
 
 
-@pytest.mark.parametrize("version", ["3", "0", "abc", "1.0", ""])
+@pytest.mark.parametrize("version", ["4", "0", "abc", "1.0", ""])
 def test_unknown_version_gives_defaults_and_a_warning(version):
     state = decode_query({"v": version, "seq": "20", "m": "example"})
     assert state.inputs == PlanInputs() and state.ref is None
-    assert state.warnings == [f"link version (v) {version!r} is not supported (this planner reads versions 1, 2); using the defaults"]
+    assert state.warnings == [f"link version (v) {version!r} is not supported (this planner reads versions 1, 2, 3); using the defaults"]
 
 
-def test_missing_version_is_read_as_version_2_with_a_warning():
+def test_missing_version_is_read_as_version_3_with_a_warning():
     state = decode_query({"seq": "20"})
     assert state.inputs.sequences == 20
-    assert state.warnings[0] == "the link has no version (v); reading it as version 2"
+    assert state.warnings[0] == "the link has no version (v); reading it as version 3"
 
 
 def test_version_1_links_and_files_keep_their_bf16_kv_dtype():
@@ -498,7 +516,7 @@ def test_a_token_in_a_link_is_refused_and_not_echoed():
         ("[1, 2]", "must be a JSON object"),
         ('{"schema": "something-else", "version": 1}', "is not a KV capacity plan"),
         ('{"version": 1, "inputs": {}}', "is not a KV capacity plan"),
-        ('{"schema": "kv-capacity-plan", "version": 3}', "plan file version=3: this planner reads plan files of versions 1, 2"),
+        ('{"schema": "kv-capacity-plan", "version": 4}', "plan file version=4: this planner reads plan files of versions 1, 2, 3"),
         ('{"schema": "kv-capacity-plan", "version": true}', "version"),
         ("[" * 100_000, "nested too deeply"),
         ('{"schema": "kv-capacity-plan", "pad": "' + "x" * (1 << 20) + '"}', "larger than 1,048,576 bytes"),
@@ -533,7 +551,7 @@ def test_bad_fields_in_a_plan_file_fall_back_with_warnings():
 
 
 def test_plan_file_with_wrong_types_for_sections():
-    doc = {"schema": "kv-capacity-plan", "version": 2, "model": "gemma", "inputs": [1, 2]}
+    doc = {"schema": "kv-capacity-plan", "version": 3, "model": "gemma", "inputs": [1, 2]}
     state = load_plan_file(json.dumps(doc))
     assert state.ref is None and state.inputs == PlanInputs()
     assert state.warnings == ["model 'gemma' is not an object; using the default model", "inputs [1, 2] is not an object; using the defaults"]
@@ -552,9 +570,9 @@ def test_plan_file_of_the_example_is_readable_json():
     doc = json.loads(plan_file_json(EX_REF, EXAMPLE_INPUTS))
     assert doc == {
         "schema": "kv-capacity-plan",
-        "version": 2,
+        "version": 3,
         "model": {"kind": "example", "config_hash": EX_REF.config_hash},
-        "inputs": {"device_gib": 16.0, "model_resident_gib": 4.0, "queue_ms": 20.0, "preprocessing_ms": 10.0, "prefill_ms": 400.0, "first_decode_ms": 20.0, "remaining_decode_ms": 2560.0, "generated_tokens": 129},
+        "inputs": {"device_gib": 16.0, "model_resident_gib": 4.0, "workspace_gib": 1.0, "queue_ms": 20.0, "preprocessing_ms": 10.0, "prefill_ms": 400.0, "first_decode_ms": 20.0, "remaining_decode_ms": 2560.0, "generated_tokens": 129},
     }
     state = load_plan_file(json.dumps(doc).encode())
     plan = compute_plan(state.inputs, resolve(state.ref))

@@ -59,7 +59,7 @@ def errors(at: AppTest) -> list[str]:
 
 
 def share_link(at: AppTest) -> str:
-    codes = [c.value for c in at.code if "?v=2" in c.value]
+    codes = [c.value for c in at.code if "?v=3" in c.value]
     assert len(codes) == 1, [c.value for c in at.code]
     return codes[0]
 
@@ -99,13 +99,13 @@ def test_seed_example_link_restores_the_plan():
     assert at.selectbox(key="gpu").value == "custom" and at.number_input(key="device_gib").value == 16.0
     # the address bar now holds the same plan (plus the example's config hash)
     written = at.query_params
-    # rewritten as a version-2 link: the version-1 link's absent kvd meant bf16, now said outright
-    assert {k: v for k, v in written.items() if k != "h"} == _params(SEED_LINK) | {"v": "2", "kvd": "bf16"}
-    assert share_link(at).startswith("http://localhost:8501/?v=2&m=example&")
+    # rewritten as a version-3 link: the version-1 link's absent kvd meant bf16, now said outright
+    assert {k: v for k, v in written.items() if k != "h"} == _params(SEED_LINK) | {"v": "3", "kvd": "bf16", "ws": "1", "mbt": "8192"}  # the version-1 link's implied values are written out at version 3
+    assert share_link(at).startswith("http://localhost:8501/?v=3&m=example&")
 
 
 def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
-    at = _app({"v": "1", "hr": "abc", "kvd": "fp4", "tp": "3"})
+    at = _app({"v": "3", "hr": "abc", "kvd": "fp4", "tp": "3"})
     text = " ".join(warnings(at))
     assert "headroom_bp (hr) 'abc' is not a whole number" in text
     assert "kv_dtype (kvd) 'fp4' is not one of" in text
@@ -113,7 +113,7 @@ def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
     assert not errors(at), errors(at)
     m = metrics(at)
     assert (m["KV bytes / token"], m["Max sequences"]) == ("128 KiB", "172")  # the default plan: vLLM 0.33's budget on one H100 (test_app.py test_headroom_changes_max_sequences_as_the_arithmetic_says)
-    assert at.query_params["v"] == "2" and "hr" not in at.query_params and "tp" not in at.query_params
+    assert at.query_params["v"] == "3" and "hr" not in at.query_params and "tp" not in at.query_params
     at.button(key="dismiss_restore").click().run()
     assert not warnings(at)
 
@@ -121,11 +121,11 @@ def test_tampered_link_warns_field_by_field_and_shows_a_valid_plan():
 @pytest.mark.parametrize(
     ("query", "expect"),
     [
-        ({"v": "3", "kvd": "fp8"}, "not supported"),
-        ({"v": "1", "m": "preset", "n": "no-such-model", "kvd": "fp8"}, "not a bundled preset"),
-        ({"v": "1", "m": "hub"}, "without a Hub id"),
-        ({"v": "1", "m": "upload", "h": "zz", "cfg": "!!!"}, "not a 64-character hex"),
-        ({"v": "1", "seq": "-5", "mfu": "nan", "gpu": "TPU-9000"}, "unknown GPU"),
+        ({"v": "9", "kvd": "fp8"}, "not supported"),
+        ({"v": "3", "m": "preset", "n": "no-such-model", "kvd": "fp8"}, "not a bundled preset"),
+        ({"v": "3", "m": "hub"}, "without a Hub id"),
+        ({"v": "3", "m": "upload", "h": "zz", "cfg": "!!!"}, "not a 64-character hex"),
+        ({"v": "3", "seq": "-5", "mfu": "nan", "gpu": "TPU-9000"}, "unknown GPU"),
     ],
 )
 def test_bad_links_never_crash(query, expect):
@@ -135,7 +135,7 @@ def test_bad_links_never_crash(query, expect):
 
 
 def test_partial_link_to_a_large_model_gets_the_suggestions():
-    at = _app({"v": "1", "m": "preset", "n": "llama-3.1-70b", "kvd": "fp8"})
+    at = _app({"v": "3", "m": "preset", "n": "llama-3.1-70b", "kvd": "fp8"})
     assert any("deployment suggestions apply" in w and "tensor parallelism 4" in w for w in warnings(at)), warnings(at)
     assert not errors(at)
     assert metrics(at)["KV bytes / token"] == "40 KiB"  # 2 x 80 x 2 KV heads per GPU x 128 x 1 B
@@ -143,14 +143,14 @@ def test_partial_link_to_a_large_model_gets_the_suggestions():
 
 
 def test_out_of_range_for_a_control_is_clamped_with_a_warning():
-    at = _app({"v": "1", "m": "preset", "n": "llama-3.1-8b", "hr": "6000"})
+    at = _app({"v": "3", "m": "preset", "n": "llama-3.1-8b", "hr": "6000"})
     assert any("headroom 60 % is above the control's maximum; using 50 %" in w for w in warnings(at)), warnings(at)
     assert at.slider(key="headroom_pct").value == 50.0
 
 
 def test_widget_changes_are_written_to_the_query_string():
     at = _app()
-    assert at.query_params["v"] == "2" and at.query_params["m"] == "preset" and at.query_params["n"] == "llama-3.1-8b"
+    assert at.query_params["v"] == "3" and at.query_params["m"] == "preset" and at.query_params["n"] == "llama-3.1-8b"
     assert "kvd" not in at.query_params  # only what differs from the defaults
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     at.slider(key="headroom_pct").set_value(20.0).run()
@@ -281,7 +281,7 @@ def test_picking_each_preset_in_the_app_opens_a_plan():
 
 
 def test_all_windowed_model_shows_bytes_within_the_window():
-    at = _app({"v": "1", "m": "preset", "n": "mistral-7b-v0.1"})
+    at = _app({"v": "3", "m": "preset", "n": "mistral-7b-v0.1"})
     # every layer slides over 4,096 tokens: 2 x 32 x 8 x 128 x 2 B = 128 KiB per token within the window
     m = [x for x in at.metric if x.label == "KV bytes / token"][0]
     assert m.value == "128 KiB"
@@ -304,7 +304,7 @@ def test_probe_calibration_can_be_applied_and_is_clamped():
 
 
 def test_reset_brings_back_the_suggestions():
-    at = _app({"v": "1", "m": "preset", "n": "llama-3.1-70b", "tp": "8", "gpus": "8"})
+    at = _app({"v": "3", "m": "preset", "n": "llama-3.1-70b", "tp": "8", "gpus": "8"})
     assert metrics(at)["KV bytes / token"] == "40 KiB"  # 8 KV heads over TP 8: one per GPU
     at.button(key="reset_inputs").click().run()
     _clean(at)
@@ -314,7 +314,7 @@ def test_reset_brings_back_the_suggestions():
 
 
 def test_custom_device_figures_travel_in_the_link():
-    at = _app({"v": "1", "m": "example", "dev": "16", "mres": "4", "bw": "2000", "tf": "300"})
+    at = _app({"v": "3", "m": "example", "dev": "16", "mres": "4", "bw": "2000", "tf": "300"})
     assert not warnings(at) and not errors(at)
     assert at.number_input(key="device_bandwidth_gb_s").value == 2000.0 and at.number_input(key="device_bf16_tflops").value == 300.0
     assert (at.query_params["bw"], at.query_params["tf"]) == ("2000", "300")

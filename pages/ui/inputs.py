@@ -37,7 +37,7 @@ GROUP_KEYS = {
     "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
-    "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
+    "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens", "bench_calibration"),
     "sessions": ("sessions_per_min", "turns", "think_time_s", "doc_catalog", "doc_zipf", "cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s"),
 }
 # Controls drawn by the page in a widget of their own: the headroom slider shows percent.
@@ -155,7 +155,7 @@ def render_control(c: Control, err_key, err) -> None:
     elif c.kind == "choice" or c.suggestions:
         _select(c.name, err_key, err, control=c)
     elif c.kind == "text":
-        st.text_input(LABELS.get(c.name, c.label), key=c.name, help=c.detail)
+        st.text_input(LABELS.get(c.name, c.label), key=c.name, help=c.detail, max_chars=S.MAX_TEXT_CHARS.get(c.name))
         _error_below(c.name, err_key, err)
     else:
         _num(c.name, err_key, err, step=None if c.kind == "int" else 1.0, control=c)
@@ -301,6 +301,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("preprocessing_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("first_decode_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("generated_tokens", err_key, err, placeholder="output reserve")
+            render_control(CONTROLS["bench_calibration"], err_key, err)
 
     exp = group("sessions", "Sessions and cache tiers", ":material/forum:", False)
     if opened(exp):

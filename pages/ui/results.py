@@ -12,7 +12,7 @@ import time
 
 import streamlit as st
 
-from pages.ui import charts, export
+from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
@@ -345,6 +345,10 @@ def card_vllm_preview(r: Shown) -> None:
         return
     with st.container(border=True):
         st.markdown(f"**vLLM start-up preview** · vLLM {plan.inputs.vllm_version}")
+        engine = plan.kv_cache.engine
+        if engine is not None and not engine.applies and engine.reason:  # an architecture this release cannot run: a fact, not an error
+            st.info(f"No start-up preview: {md(engine.reason)}", icon=":material/info:")
+            return
         safe(_render_vllm_preview, r, what="the vLLM start-up preview")
 
 
@@ -502,5 +506,6 @@ def render_results(r: Shown) -> None:
         card_vllm_preview(r)
         card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
+    safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import streamlit as st
 
+from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.plan import Plan, PlanInputs, PreparedModel, compute_plan, make_inputs
@@ -28,6 +29,9 @@ from planner.source import ModelRef
 FIELDS: tuple[str, ...] = tuple(PlanInputs.model_fields)
 DEFAULT_VALUES: dict[str, Any] = PlanInputs().model_dump()
 WIDGET_KEYS: dict[str, str] = {name: name for name in FIELDS} | {"headroom_bp": "headroom_pct"}
+# text fields that may be empty (None), and the most characters their text boxes take
+NULLABLE_TEXT: frozenset[str] = frozenset(name for name, c in CONTROLS.items() if c.kind == "text" and c.nullable)
+MAX_TEXT_CHARS: dict[str, int] = {name: f.metadata[0].max_length for name, f in PlanInputs.model_fields.items() if f.metadata and getattr(f.metadata[0], "max_length", None)}
 CUSTOM_GPU = "custom"
 GPU_OPTIONS: tuple[str, ...] = (*CATALOG, CUSTOM_GPU)
 DEFAULT_CUSTOM_GIB = 80.0
@@ -94,6 +98,8 @@ def read_widgets() -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name in FIELDS:
         values[name] = state[WIDGET_KEYS[name]]
+        if name in NULLABLE_TEXT and isinstance(values[name], str) and not values[name].strip():
+            values[name] = None  # an emptied text box is "none", as an empty number box
     pct = state["headroom_pct"]
     values["headroom_bp"] = round(pct * 100) if isinstance(pct, (int, float)) else pct
     if state["gpu"] == CUSTOM_GPU:

@@ -13,31 +13,23 @@ so) and its load:
 
 A disaggregated plan (``disagg`` set) is predicted by :func:`planner.disagg.plan_disagg` at the
 same load. The ratios measured / predicted are the deployment's calibration: :func:`format_calibration`
-writes them as the plan's ``calibration`` text (plan file and share link), :func:`parse_calibration`
+writes the chief of them as the plan's ``bench_calibration`` input (plan file and share link), :func:`parse_calibration`
 reads them back.
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 from pydantic import BaseModel, ConfigDict
 
 from planner import latency
+from planner.bench_calibration import LABELS, MAX_CALIBRATION_CHARS, SOURCES, format_calibration, parse_calibration  # noqa: F401 - re-exported
 from planner.benchimport.readers import Measured
 from planner.errors import PlannerError
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
 from planner.plan.stages import kv_held
 
-LABELS = {
-    "ttft_ms": "TTFT mean (ms)", "ttft_p95_ms": "TTFT p95 (ms)", "tpot_ms": "TPOT mean (ms)", "itl_ms": "ITL mean (ms)", "itl_p95_ms": "ITL p95 (ms)",
-    "e2e_ms": "end-to-end mean (ms)", "output_tokens_per_s": "output tokens/s", "requests_per_s": "requests/s", "running": "running requests",
-    "kv_cache_usage": "KV cache usage",
-}  # fmt: skip
-MAX_CALIBRATION_CHARS = 600
-_CAL_ITEM = re.compile(r"^([a-z0-9_]{1,24})=([0-9.eE+-]{1,24})/([0-9.eE+-]{1,24})$")
-SOURCES = {"vllm-bench", "guidellm", "prometheus"}
 LENGTH_TOLERANCE = 0.10  # prompts or outputs this far from the plan's: plan again with the run's
 
 
@@ -79,7 +71,7 @@ class Comparison(BaseModel):
 def _replan(inputs, model: PreparedModel, measured: Measured, warnings: list[str]) -> dict:
     """The plan's inputs, with the run's mean prompt and output lengths where they differ."""
     values = inputs.model_dump(exclude_none=True)
-    plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k not in ("disagg", "calibration")}), model)
+    plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k != "disagg"}), model)
     prompt, output = plan.context.input_tokens, inputs.output_tokens
     if measured.input_tokens_mean and abs(measured.input_tokens_mean - prompt) > LENGTH_TOLERANCE * prompt:
         values["input_tokens"] = max(1, round(measured.input_tokens_mean))
@@ -122,7 +114,7 @@ def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
             "output_tokens_per_s": cl.output_tokens_per_s * replicas, "requests_per_s": cl.requests_per_s * replicas, "running": cl.running * replicas,
             "kv_cache_usage": min(1.0, cl.running * kv_mid / pool) if pool > 0 else 0.0,
         }  # fmt: skip
-        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''} ({cl.label})"
+        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''}"
     if measured.request_rate is not None:
         rate = measured.request_rate / replicas
         top = max(1, plan.kv_cache.maximum_sequences_by_memory // max(1, replicas))
@@ -185,9 +177,9 @@ def compare(measured: Measured, inputs, model: PreparedModel, disagg: str | None
     if disagg:
         values["disagg"] = disagg
     if values.get("disagg"):
-        predicted, load = _disaggregated(model, {k: v for k, v in values.items() if k != "calibration"}, measured)
+        predicted, load = _disaggregated(model, values, measured)
     else:
-        plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k not in ("disagg", "calibration")}), model)
+        plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k != "disagg"}), model)
         predicted, load = _aggregated(plan, measured)
     rows = [
         Row(figure=k, label=LABELS[k], measured=v, predicted=predicted[k], ratio=v / predicted[k]) for k, v in measured.figures.items() if k in LABELS and k in predicted and predicted[k] > 0 and v > 0
@@ -198,38 +190,3 @@ def compare(measured: Measured, inputs, model: PreparedModel, disagg: str | None
         if not 0.2 <= r.ratio <= 5.0:
             warnings.append(f"{r.label}: measured {r.measured:,.4g} is {r.ratio:.2f}x the prediction; check the run matches the plan (GPU, TP, load, prefix caching)")
     return Comparison(tool=measured.tool, source=measured.source, load=load, rows=rows, warnings=warnings, calibration=format_calibration(measured.source, rows), measured=measured)
-
-
-def format_calibration(source: str, rows: list[Row]) -> str:
-    """``src=vllm-bench;ttft_ms=412.1/390.2;...``: measured / predicted per figure (4 significant digits)."""
-    parts = [f"src={source}"] + [f"{r.figure}={r.measured:.4g}/{r.predicted:.4g}" for r in rows]
-    return ";".join(parts)[:MAX_CALIBRATION_CHARS]
-
-
-def parse_calibration(text: str) -> tuple[str, dict[str, tuple[float, float]]]:
-    """(source, figure -> (measured, predicted)) of a calibration text.
-
-    Raises:
-        PlannerError: too long, an unknown source or figure, or a value that is not a positive finite number.
-    """
-    if not isinstance(text, str) or len(text) > MAX_CALIBRATION_CHARS:
-        raise PlannerError("calibration", str(text)[:40], f"must be text of at most {MAX_CALIBRATION_CHARS} characters")
-    parts = [p for p in text.split(";") if p]
-    if not parts or not parts[0].startswith("src="):
-        raise PlannerError("calibration", text[:40], "must start with src=<tool>")
-    source = parts[0][4:]
-    if source not in SOURCES:
-        raise PlannerError("calibration", source, f"the source must be one of {', '.join(sorted(SOURCES))}")
-    out = {}
-    for p in parts[1:]:
-        m = _CAL_ITEM.match(p)
-        if not m or m.group(1) not in LABELS:
-            raise PlannerError("calibration", p[:40], f"each entry is figure=measured/predicted with a figure among {', '.join(LABELS)}")
-        try:
-            measured, predicted = float(m.group(2)), float(m.group(3))
-        except ValueError:
-            raise PlannerError("calibration", p[:40], "the values are not numbers") from None
-        if not all(math.isfinite(x) and 0 < x <= 1e12 for x in (measured, predicted)):
-            raise PlannerError("calibration", p[:40], "the values must be positive finite numbers")
-        out[m.group(1)] = (measured, predicted)
-    return source, out

@@ -412,6 +412,53 @@ def _graph_bytes(enforce_eager: bool) -> tuple[int, str]:
     return int(0.39 * GIB), "assumed: 0.39 GiB, the median of the positive graph-capture figures in the 0.11 logs (no log of a release that budgets graphs to fit)"
 
 
+def _check_budget_args(gpu_memory_utilization: float, tp: int, sampler: str, limit_mm_per_prompt: int | None,
+                       enable_lora: bool, max_loras: int, max_lora_rank: int) -> None:
+    """:func:`predict_memory`'s argument checks, each a :class:`PlannerError` naming the setting."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise PlannerError("gpu_memory_utilization", gpu_memory_utilization, "must be above 0 and at most 1")
+    if not isinstance(tp, int) or tp < 1:
+        raise PlannerError("tp", tp, "must be a whole number of GPUs, at least 1")
+    if sampler not in SAMPLERS:
+        raise PlannerError("sampler", sampler, f"choose one of {', '.join(SAMPLERS)}")
+    if limit_mm_per_prompt is not None and limit_mm_per_prompt < 0:
+        raise PlannerError("limit_mm_per_prompt", limit_mm_per_prompt, "must be 0 (text only) or more images a prompt")
+    if enable_lora and (max_loras < 1 or max_lora_rank < 1):
+        raise PlannerError("max_loras" if max_loras < 1 else "max_lora_rank", max_loras if max_loras < 1 else max_lora_rank, "must be at least 1 with --enable-lora")
+
+
+def _profiling_terms(config: dict, geometry: ModelGeometry, device: Device, rules: ReleaseMemory, tokens: int, seqs: int, tp: int,
+                     path: str, sampler_source: str, max_model_len: int | None, limit_mm_per_prompt: int | None,
+                     enforce_eager: bool) -> list[MemoryTerm]:
+    """The predicted terms a given workspace replaces: the profiling run's peak activations (and
+    the multimodal encoder cache), non-torch memory and the CUDA graphs."""
+    release = rules.release
+    activations, act_source = _activation_terms(config, geometry, tokens, seqs, tp, path, device)
+    terms = [MemoryTerm("profiling peak activations", activations, f"vLLM {release} profile_run / _dummy_sampler_run ({sampler_source}): {act_source}")]
+    mm = _mm_encoder_cache(config, geometry, tokens, seqs, max_model_len, limit_mm_per_prompt, release)
+    if mm is not None:
+        terms.append(MemoryTerm("multimodal encoder cache (profiling)", *mm))
+    nt = FITS["non_torch_tp1" if tp == 1 else "non_torch_tp2"]
+    terms.append(MemoryTerm("non-torch memory", int(nt.value * GIB), f"TP {tp}: {nt.source()}" + (f"; {nt.note}" if nt.note else "")))
+    graphs, graph_source = _graph_bytes(enforce_eager)
+    terms.append(MemoryTerm("CUDA graphs", graphs, f"vLLM {release}: {rules.graphs_source}; {graph_source}", in_budget=rules.graphs_in_budget))
+    return terms
+
+
+def _start_refusal(total: int, requested: int, available: int, tp: int, gpu_memory_utilization: float, release: str) -> str | None:
+    """vLLM's start-up refusal in its own words: less free memory than requested, or nothing left
+    for the cache blocks; None when it starts."""
+    used = FITS["startup_used_tp1" if tp == 1 else "startup_used_tp2"].value * GIB
+    if total - used < requested:
+        return (
+            f"Free memory on device ({(total - used) / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than desired GPU memory utilization "
+            f"({float(gpu_memory_utilization)}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+        )
+    if available <= 0:
+        return NO_MEMORY["0.10" if release in ("0.10", "0.11") else "0.19" if release == "0.19" else "0.24"]
+    return None
+
+
 def predict_memory(
     config: dict,
     geometry: ModelGeometry,
@@ -454,16 +501,7 @@ def predict_memory(
         PlannerError: utilization outside (0, 1], tp < 1, unknown release / entry point / sampler.
     """
     rules = _release(release)
-    if not 0 < gpu_memory_utilization <= 1:
-        raise PlannerError("gpu_memory_utilization", gpu_memory_utilization, "must be above 0 and at most 1")
-    if not isinstance(tp, int) or tp < 1:
-        raise PlannerError("tp", tp, "must be a whole number of GPUs, at least 1")
-    if sampler not in SAMPLERS:
-        raise PlannerError("sampler", sampler, f"choose one of {', '.join(SAMPLERS)}")
-    if limit_mm_per_prompt is not None and limit_mm_per_prompt < 0:
-        raise PlannerError("limit_mm_per_prompt", limit_mm_per_prompt, "must be 0 (text only) or more images a prompt")
-    if enable_lora and (max_loras < 1 or max_lora_rank < 1):
-        raise PlannerError("max_loras" if max_loras < 1 else "max_lora_rank", max_loras if max_loras < 1 else max_lora_rank, "must be at least 1 with --enable-lora")
+    _check_budget_args(gpu_memory_utilization, tp, sampler, limit_mm_per_prompt, enable_lora, max_loras, max_lora_rank)
     defaults = batch_defaults(device, release, entry_point)
     tokens = max_num_batched_tokens or defaults.max_num_batched_tokens
     seqs = max_num_seqs or defaults.max_num_seqs
@@ -485,27 +523,12 @@ def predict_memory(
     if workspace_bytes is not None:
         terms.append(MemoryTerm("workspace (given)", workspace_bytes, "given: replaces the predicted profiling peak, non-torch memory and CUDA graphs"))
     else:
-        activations, act_source = _activation_terms(config, geometry, tokens, seqs, tp, path, device)
-        terms.append(MemoryTerm("profiling peak activations", activations, f"vLLM {release} profile_run / _dummy_sampler_run ({rules.sampler_source if sampler == 'auto' else path + ' sampler, as chosen'}): {act_source}"))
-        mm = _mm_encoder_cache(config, geometry, tokens, seqs, max_model_len, limit_mm_per_prompt, release)
-        if mm is not None:
-            terms.append(MemoryTerm("multimodal encoder cache (profiling)", *mm))
-        nt = FITS["non_torch_tp1" if tp == 1 else "non_torch_tp2"]
-        terms.append(MemoryTerm("non-torch memory", int(nt.value * GIB), f"TP {tp}: {nt.source()}" + (f"; {nt.note}" if nt.note else "")))
-        graphs, graph_source = _graph_bytes(enforce_eager)
-        terms.append(MemoryTerm("CUDA graphs", graphs, f"vLLM {release}: {rules.graphs_source}; {graph_source}", in_budget=rules.graphs_in_budget))
+        sampler_source = rules.sampler_source if sampler == "auto" else path + " sampler, as chosen"
+        terms += _profiling_terms(config, geometry, device, rules, tokens, seqs, tp, path, sampler_source, max_model_len, limit_mm_per_prompt, enforce_eager)
     for name, value in (measured or {}).items():
         terms = [MemoryTerm(t.name, int(value), "measured by the probe on this GPU", t.in_budget) if t.name == name else t for t in terms]
     terms = tuple(terms)
     taken = sum(t.bytes for t in terms[2:] if t.in_budget)
     available = requested - taken
-    refusal = None
-    used = FITS["startup_used_tp1" if tp == 1 else "startup_used_tp2"].value * GIB
-    if total - used < requested:
-        refusal = (
-            f"Free memory on device ({(total - used) / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than desired GPU memory utilization "
-            f"({float(gpu_memory_utilization)}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
-        )
-    elif available <= 0:
-        refusal = NO_MEMORY["0.10" if release in ("0.10", "0.11") else "0.19" if release == "0.19" else "0.24"]
+    refusal = _start_refusal(total, requested, available, tp, gpu_memory_utilization, release)
     return MemoryBudget(release, entry_point, tokens, seqs, batch_source, total, requested, terms, available, refusal)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from planner import latency, limits
+from planner import bench_calibration, latency, limits
 from planner.errors import PlannerError
 from planner.hardware import CATALOG, DEFAULT_GPU, Device, custom_device, get_device
 
@@ -85,6 +85,18 @@ class PlanInputs(BaseModel):
     first_decode_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
     remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
+    # a benchmark run's measured / predicted figures (planner.bench_calibration); changes no figure of the plan
+    bench_calibration: str | None = Field(default=None, max_length=bench_calibration.MAX_CALIBRATION_CHARS)
+
+    @field_validator("bench_calibration")
+    @classmethod
+    def _check_calibration(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                bench_calibration.parse_calibration(value)
+            except PlannerError as exc:
+                raise ValueError(exc.reason) from None
+        return value
     # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
     sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1
