@@ -31,6 +31,7 @@ def main() -> None:
 
     st.title("KV capacity plan")
     urlstate.render_restore_notice()
+    models.render_source_error(ref)  # a Hub failure on top, not only far down the sidebar
     suggest.render_suggestion(ref, model, err)
     good = state.last_good()
     if err is not None:

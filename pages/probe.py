@@ -22,8 +22,9 @@ from pages.ui.safe_text import md  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.kv import KV_DTYPE_BITS  # noqa: E402
 from planner.limits import BOUNDS  # noqa: E402
-from planner.presets import DEFAULT_PRESET, list_presets, load_preset  # noqa: E402
+from planner.presets import list_presets, load_preset  # noqa: E402
 from planner.probe import DEVICES, MODES, RUNTIME_DTYPES, ProbeResult, calibrate, load_probe_json, make_options, probe_disabled, run_probe  # noqa: E402
+from planner.probe.results import MAX_PROBE_JSON_BYTES  # noqa: E402
 from planner.units import fmt_bytes, fmt_ms_measured  # noqa: E402
 
 RESULT_KEY = "probe_result"
@@ -79,13 +80,24 @@ def _fits(name: str, mode: str) -> bool:
     return True
 
 
-def _start_preset(names: list[str]) -> str:
-    """The Plan page's preset when a runtime probe of it fits here, else a small one that does."""
+def _start_preset(names: list[str]) -> tuple[str, str | None]:
+    """(preset, note): the Plan page's model when a runtime probe of it fits here, else a small one
+    that does, with a note saying which model the Plan page shows and why the probe opened on
+    another (it used to switch silently)."""
+    from pages.ui.models import start_preset
+
     ref = st.session_state.get("model_ref") or {}
-    wanted = ref.get("name") if ref.get("kind") == "preset" else DEFAULT_PRESET
-    if wanted in names and _fits(wanted, "runtime"):
-        return wanted
-    return FALLBACK_PRESET if FALLBACK_PRESET in names else names[0]
+    kind = ref.get("kind", "preset")
+    wanted = ref.get("name") if kind == "preset" and ref.get("name") else start_preset()
+    fallback = FALLBACK_PRESET if FALLBACK_PRESET in names else names[0]
+    if kind != "preset":
+        what = ref.get("repo_id") or ref.get("name") or "an uploaded config"
+        return fallback, f"The Plan page shows {what}, which is not a bundled preset: the probe builds presets only, so it opens on {fallback}."
+    if wanted not in names:
+        return fallback, None
+    if not _fits(wanted, "runtime"):
+        return fallback, f"The Plan page's model, {wanted}, does not fit a runtime probe within this machine's CPU budget, so the probe opens on {fallback}; pick {wanted} above to probe it in allocate mode."
+    return wanted, None
 
 
 def _controls(disabled_reason: str | None) -> None:
@@ -94,7 +106,9 @@ def _controls(disabled_reason: str | None) -> None:
         st.warning("No presets found.")
         return
     if "probe_preset" not in st.session_state:
-        st.session_state["probe_preset"] = _start_preset(names)
+        st.session_state["probe_preset"], st.session_state["probe_start_note"] = _start_preset(names)
+    if st.session_state.get("probe_start_note") and st.session_state["probe_preset"] != (st.session_state.get("model_ref") or {}).get("name"):
+        st.info(md(st.session_state["probe_start_note"]), icon=":material/info:")
     st.session_state.setdefault("probe_mode", "runtime")
     c1, c2, c3 = st.columns(3)
     preset = c1.selectbox("Preset", names, key="probe_preset", help="Opens on the Plan page's model when a runtime probe of it fits this machine, else on a small model that does.")
@@ -153,7 +167,10 @@ def _run_with_progress(config: dict, opts, preset: str) -> ProbeResult:
 
 
 def _importer() -> None:
-    uploaded = st.file_uploader("Import a probe JSON made elsewhere (`python -m planner probe --json` on a GPU box)", type=["json"], key="probe_upload")
+    uploaded = st.file_uploader(
+        "Import a probe JSON made elsewhere (`python -m planner probe --json` on a GPU box)", type=["json"], key="probe_upload",
+        max_upload_size=MAX_PROBE_JSON_BYTES >> 20, help="At most 1 MiB (a probe's JSON is a few KiB).",  # the uploader states the real cap
+    )
     if uploaded is None or st.session_state.get("probe_upload_id") == uploaded.file_id:
         return
     st.session_state["probe_upload_id"] = uploaded.file_id

@@ -183,7 +183,9 @@ def latency_chart(plan: Plan, width: float = 480, height: float = 150):
 
     reports = [plan.latency] if plan.latency.source == plan.estimate.source else [plan.latency, plan.estimate]
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[2]} (ms, one request)", width, height)
+    # each bar's load: an observation is one request, the estimate is timed at the plan's load
+    loads = "; ".join(f"{r.source}: one request" if r.source == "observed" else f"{r.source} {plan.roofline.load_label}" for r in reports)
+    _title(d, f"{CHART_TITLES[2]} (ms, {loads})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 100, 55, width - 120, 22 * len(reports) + 10
     bc.data = [[getattr(r, attr) for r in reports] for _, attr in _PHASES]
@@ -220,7 +222,11 @@ def _model_rows(plan: Plan, ref: ModelRef) -> list[tuple[str, str]]:
         rows.append(("Commit", ref.commit or "(not pinned)"))
     rows.append(("Config hash (sha256)", ref.config_hash or "(not recorded)"))
     rows.append(("Architecture", f"{insp.model_type}: " + ", ".join(f"{n} {k}" for k, n in insp.layers.items()) + " layers"))
-    rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")))
+    heads = f"{insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")
+    if insp.mla_latent_dim:  # MLA caches one latent a layer and token, not K/V heads (DeepSeek-V3: 512 + 64 rope = 576)
+        rows.append(("MLA latent", f"{insp.mla_latent_dim:,} elements per layer and token, shared by every head; the heads attend with head dim {heads}"))
+    else:
+        rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {heads}"))
     if insp.windows:
         rows.append(("Windows", ", ".join(f"{k} {w:,} tokens" for k, w in insp.windows.items())))
     rows.append(("Weights", f"{plan.weights.total_params:,} parameters ({plan.weights.active_params:,} active), {fmt_bytes_exact(plan.weights.bytes)} ({plan.weights.source})"))
@@ -463,12 +469,38 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
     table = [["", *names, "Better"]] + [[r.label, *r.cells, r.verdict(names)] for r in rows]
     shade = [(1 + j, 1 + i) for i, r in enumerate(rows) for j in r.best]
     story.append(k.grid_table(table, [label_w] + [col_w] * len(entries) + [better_w], shade))
-    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). Every plan uses the same context, load, SLOs and price.", k.small))
+    story.append(k.para("Shaded: the better plan on that row (more sequences or headroom, lower latency or cost). " + _shared_settings(names, [p for _n, p, _r in entries]), k.small))
     story += _link_story(k, share_link, "this comparison")
     buf = io.BytesIO()
     doc, footer = _document(buf, "KV capacity comparison", " vs ".join(ref.label() for _n, _p, ref in entries), "KV capacity comparison")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def _shared_settings(names: list[str], plans: list[Plan]) -> str:
+    """The context, load, SLOs and GPU-hour price of the compared plans, stated: once when every
+    plan has the same, per plan where they differ (the PDF once claimed them equal without
+    giving them, and a catalog price differs per GPU)."""
+
+    def slo(ms: float | None) -> str:
+        return fmt_ms_step(ms) if ms else "none"
+
+    settings = (
+        ("context", lambda p: f"{p.context.input_tokens:,} prompt + {p.context.reserved_output_tokens:,} output tokens"),
+        ("load", lambda p: f"{p.kv_cache.requested_sequences:,} sequences"),
+        ("ITL SLO", lambda p: slo(p.inputs.itl_slo_ms)),
+        ("TTFT SLO", lambda p: slo(p.inputs.ttft_slo_ms)),
+        ("price", lambda p: f"{fmt_money(p.cost.gpu_hour_price)} per GPU-hour" if p.cost.gpu_hour_price is not None else "none"),
+    )
+    same, differ = [], []
+    for label, show in settings:
+        values = [show(p) for p in plans]
+        if len(set(values)) == 1:
+            same.append(f"{label} {values[0]}")
+        else:
+            differ.append(f"{label} (" + ", ".join(f"{n} {v}" for n, v in zip(names, values, strict=True)) + ")")
+    text = "Every plan uses " + "; ".join(same) + "." if same else ""
+    return text + (" They differ in " + "; ".join(differ) + "." if differ else "")
 
 
 def _headline(plan: Plan, ref: ModelRef) -> str:

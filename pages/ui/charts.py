@@ -12,6 +12,20 @@ from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms, fmt_num
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#EECA3B", "#9D755D")
 CHART_HEIGHT = 340
 CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
+# Log axes label powers of ten only: plotly's default on a few decades adds bare "2" and "5" minor
+# labels between them, which read as values of their own. Every chart's log axis spans a decade or
+# more (the roofline pads its points by 10x each side), so each keeps at least two labels.
+LOG_TICKS = {"dtick": 1, "minor": {"dtick": "D1", "showgrid": True}}
+TOOLBAR_PX = 64  # top margin of a figure titled inside: plotly's toolbar (about 30 px) above the title
+
+
+def titled(text: str) -> dict:
+    """Layout for a figure whose title is drawn inside it: the title sits on the plot area's top
+    edge and the top margin above it leaves plotly's toolbar its own row, so the toolbar (shown on
+    hover, always on a phone) never covers the title's right end."""
+    return {"title": {"text": text, "font": {"size": 14}, "x": 0, "xanchor": "left", "y": 1, "yref": "paper", "yanchor": "bottom", "pad": {"b": 6}}, "margin": {"l": 10, "r": 10, "t": TOOLBAR_PX, "b": 10}}
+
+
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
@@ -87,17 +101,22 @@ def fig_memory(plan: Plan) -> go.Figure:
         }
         for name, value, color in parts
     ]
+    # A refused plan's note sits above the bars at the right edge, never over them, and the axis
+    # starts at 0 GiB: plotly's autorange counts annotations, so a note anchored at the device's
+    # size once pulled the axis to -1,000 GiB. The "usable" label turns to the side with room.
+    top = gib(sum(value for _, value, _ in parts))
     notes = []
     if free < 0:
-        notes.append({"x": gib(cap.device_bytes), "y": 0.5, "yref": "paper", "text": f"KV at the requested load exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"color": "#E45756"}})
+        notes.append({"x": 1, "xref": "paper", "y": 1, "yref": "paper", "yanchor": "bottom", "text": f"KV exceeds the space by {fmt_bytes(-free)}", "showarrow": False, "xanchor": "right", "font": {"size": 11, "color": "#E45756"}})
+    usable = gib(cap.usable_bytes)
     return _figure(
         traces,
         f"Memory on one GPU: {plan.device.name}, {fmt_bytes(cap.device_bytes)}",
-        [_vline(gib(cap.usable_bytes), f"usable {fmt_bytes(cap.usable_bytes)}", anchor="right")],
+        [_vline(usable, f"usable {fmt_bytes(cap.usable_bytes)}", anchor="right" if usable > top / 2 else "left")],
         height=210,
         barmode="stack",
         uniformtext={"minsize": 9, "mode": "hide"},
-        xaxis={"title": {"text": "GiB"}},
+        xaxis={"title": {"text": "GiB"}, "range": [0, max(top, gib(cap.device_bytes)) * 1.02]},
         yaxis={"visible": False},
         legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0, "traceorder": "normal"},
         annotations=notes,
@@ -182,8 +201,8 @@ def fig_kv_context(plan: Plan, log: bool = False) -> go.Figure:
         f"K/V bytes vs context per layer kind ({ins.kv_dtype}, TP {ins.tp}; stacked)",
         lines,
         height=380,
-        xaxis={"title": {"text": "context (tokens)"}, "tickformat": ",~r" if log else ",d", "type": axis_type},
-        yaxis={"title": {"text": f"{unit} per sequence (one GPU)"}, "tickformat": ",~r", "type": axis_type},
+        xaxis={"title": {"text": "context (tokens)"}, "tickformat": ",~r" if log else ",d", "type": axis_type} | (LOG_TICKS if log else {}),
+        yaxis={"title": {"text": f"{unit} per sequence (one GPU)"}, "tickformat": ",~r", "type": axis_type} | (LOG_TICKS if log else {}),
         hovermode="x unified",
     )
 
@@ -275,7 +294,15 @@ def fig_waterfall(plan: Plan) -> go.Figure:
         "totals": {"marker": {"color": PALETTE[1]}},
         "hovertemplate": "%{x}: %{text}<extra></extra>",
     }
-    return _figure([trace], f"Latency by phase ({lat.source})", yaxis={"title": {"text": "ms"}}, showlegend=False)
+    return _figure([trace], f"Latency by phase ({latency_load(plan)})", yaxis={"title": {"text": "ms"}}, showlegend=False)
+
+
+def latency_load(plan: Plan) -> str:
+    """The load the phase figures are at: an estimate is timed at the plan's load ("roofline
+    estimate at 25 requests"), an observation is one request; the title once said "one request"
+    over the 25-request estimate."""
+    lat = plan.latency
+    return f"{lat.source}, one request" if lat.source == "observed" else f"{lat.source} {plan.roofline.load_label}"
 
 
 def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:
@@ -338,8 +365,8 @@ def fig_roofline(plan: Plan) -> go.Figure:
         traces,
         f"Roofline on {plan.device.name} ({r.decode_concurrency:,} sequences decoding)",
         [_vline(ridge, f"ridge {fmt_num(ridge, 1)} FLOP/B", "#E45756", log=True)],
-        xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
-        yaxis={"type": "log", "title": {"text": "attainable TFLOP/s"}},
+        xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}} | LOG_TICKS,
+        yaxis={"type": "log", "title": {"text": "attainable TFLOP/s"}} | LOG_TICKS,
     )
 
 

@@ -10,7 +10,7 @@ from pages.ui.safe_text import md
 from pages.ui.urlstate import load_plan_upload, plan_file_text, share_params
 from planner.limits import ByteBudgetCache
 from planner.plan import Plan
-from planner.share import share_url
+from planner.share import MAX_PLAN_FILE_BYTES, share_url
 from planner.source import ModelRef
 
 DEFAULT_BASE_URL = "http://localhost:8501/"
@@ -94,7 +94,8 @@ def render_share(plan: Plan, ref, config: dict | None) -> None:
             type=["json"],
             key="plan_upload",
             on_change=load_plan_upload,
-            help="A plan file downloaded here (or by the CLI): the model and every input are restored; bad fields fall back to their defaults with a warning.",
+            max_upload_size=MAX_PLAN_FILE_BYTES >> 20,  # the uploader's "Limit 1MB per file" is the real cap, not the server's 16
+            help="A plan file downloaded here (or by the CLI), at most 1 MiB: the model and every input are restored; bad fields fall back to their defaults with a warning.",
         )
         if st.session_state.get("plan_file_error"):
             st.error(md(st.session_state["plan_file_error"]), icon=":material/error:")

@@ -4,6 +4,7 @@ active model of the session (``model_ref`` / ``model_config`` in ``st.session_st
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from typing import Any
 
@@ -85,6 +86,31 @@ def _loaded() -> dict:
 
 def _source_errors() -> dict:
     return st.session_state.setdefault("source_errors", {})
+
+
+_ADDRESS = re.compile(r"https?://[^\s'\"<>()]+")
+
+
+def show_error(message: str, prefix: str = "") -> None:
+    """An error whose web addresses come in a code block under it: escaped text puts an invisible
+    word joiner inside every ``https://`` (pages/ui/safe_text.py, against autolinks), which a copy
+    and paste of the address kept. A code block renders its text as it is, links nothing and copies
+    clean."""
+    addresses = _ADDRESS.findall(message)
+    text = _ADDRESS.sub("the address below", message, count=1) if len(addresses) == 1 else _ADDRESS.sub("(address below)", message)
+    st.error(prefix + md(text), icon=":material/error:")
+    for address in dict.fromkeys(addresses):
+        st.code(address.rstrip(".,;:"), language=None, wrap_lines=True)
+
+
+def render_source_error(ref: ModelRef) -> None:
+    """The model source's error at the top of the main pane (the sidebar's copy sits far down on
+    a phone), saying which model is still shown."""
+    source = st.session_state.get("model_source") or "Preset"
+    message = _source_errors().get(source)
+    if message and source != "Preset":
+        show_error(message, f"{source}: ")
+        st.caption(f"Still showing the previous model, {md(ref.label())}.")
 
 
 def _remember(source: str, ref: ModelRef, config: dict, notes: tuple[str, ...] = (), counts: dict | None = None) -> None:
@@ -280,7 +306,7 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             with st.spinner(HUB_SPINNER):
                 _fetch_hub(st.session_state.get("hub_repo", ""), st.session_state.get("hub_revision", "main"), st.session_state.get("hub_token", ""))
         if errors.get(source):
-            st.error(md(errors[source]), icon=":material/error:")
+            show_error(errors[source])
     elif source == "Upload config.json":
         uploaded = st.file_uploader("config.json", type=["json"], key="config_upload", help="A Hugging Face config.json (at most 16 MiB).")
         _handle_upload(uploaded)

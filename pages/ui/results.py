@@ -113,7 +113,8 @@ def render_metrics(plan: Plan) -> None:
         delta = "within the window" + ("s" if len(capped) > 1 else "") + " (up to " + ", ".join(f"{s.window:,}" for s in capped) + " tokens)"
     else:
         value = fmt_bytes(growing)
-        delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)} up to {s.window:,}" for s in capped)) if capped else None
+        # a windowed layer's bytes stop growing at its window: "+ 36 KiB/token in sliding layers up to 128 tokens"
+        delta = ("+ " + ", ".join(f"{fmt_bytes(s.bytes_per_token)}/token in {s.kind} layers up to {s.window:,} tokens" for s in capped)) if capped else None
     row1 = st.columns(3)
     row2 = st.columns(3)
     per_replica_text = f"{cap.sequences_per_replica:,} per replica × {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.ui import state
+from pages.ui import charts, state
 from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
@@ -210,19 +210,29 @@ def show(out: Outcome) -> None:
     table = {name: [fn(r) for _label, fn in ROWS] for name, r in out.results.items()}
     table["static reservation"] = [fn(out.static) for _label, fn in ROWS]
     st.dataframe(pd.DataFrame(table, index=[label for label, _fn in ROWS]), width="stretch", height=35 * (len(ROWS) + 1) + 3)
+    st.plotly_chart(fig_utilisation(out.results), config={"displaylogo": False}, key="sim_util")
+    st.plotly_chart(fig_latency(out.results), config={"displaylogo": False}, key="sim_latency")
+
+
+def fig_utilisation(results: dict) -> go.Figure:
+    """KV pool blocks in use over time, one line a policy."""
     fig = go.Figure()
-    for name, r in out.results.items():
+    for name, r in results.items():
         if r.kv_utilisation:
             t, u = zip(*r.kv_utilisation, strict=True)
             fig.add_scatter(x=t, y=[x * 100 for x in u], mode="lines", name=name)
-    fig.update_layout(title={"text": "KV pool utilisation over time", "font": {"size": 14}}, xaxis_title="time (s)", yaxis_title="blocks in use (%)", height=320, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.25})
-    st.plotly_chart(fig, config={"displaylogo": False}, key="sim_util")
+    fig.update_layout(charts.titled("KV pool utilisation over time"), xaxis_title="time (s)", yaxis_title="blocks in use (%)", height=320, legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+def fig_latency(results: dict) -> go.Figure:
+    """TTFT, ITL and end-to-end p50/p95/p99 per policy on a log axis labelled at powers of ten."""
     fig = go.Figure()
     for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
         for q in ("p50", "p95", "p99"):
-            fig.add_bar(name=f"{metric[:-3].upper()} {q}", x=list(out.results), y=[getattr(getattr(r, metric), q) for r in out.results.values()])
-    fig.update_layout(title={"text": "Latency percentiles per policy (ms, log scale)", "font": {"size": 14}}, barmode="group", yaxis_type="log", height=360, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.2})
-    st.plotly_chart(fig, config={"displaylogo": False}, key="sim_latency")
+            fig.add_bar(name=f"{metric[:-3].upper()} {q}", x=list(results), y=[getattr(getattr(r, metric), q) for r in results.values()])
+    fig.update_layout(charts.titled("Latency percentiles per policy (ms, log scale)"), barmode="group", yaxis={"type": "log"} | charts.LOG_TICKS, height=360, legend={"orientation": "h", "y": -0.2})
+    return fig
 
 
 # --------------------------------------------------------------------------- prefix-cache tiers
@@ -308,5 +318,5 @@ def show_cache(r, plan=None) -> None:
     if r.hit_rate_by_turn:
         fig = go.Figure()
         fig.add_bar(x=[f"turn {k}" for k in range(1, len(r.hit_rate_by_turn) + 1)], y=[h * 100 for h in r.hit_rate_by_turn], name="simulated", marker_color="#4C78A8")
-        fig.update_layout(title={"text": "Hit rate by turn (simulated, %)", "font": {"size": 14}}, yaxis_title="% of the prompt cached", height=300, margin={"l": 10, "r": 10, "t": 48, "b": 10}, showlegend=False)
+        fig.update_layout(charts.titled("Hit rate by turn (simulated, %)"), yaxis_title="% of the prompt cached", height=300, showlegend=False)
         st.plotly_chart(fig, config={"displaylogo": False}, key="sim_cache_turns")

@@ -103,6 +103,14 @@ def refusal_text(budget: MemoryBudget, gpu_memory_utilization: float, device_nam
     return f"vLLM {budget.release} refuses to start: {refusal.split('. ')[0].rstrip('.')} ({numbers})"
 
 
+def fixed_memory_advice(workspace_bytes: float, resident_bytes: float) -> str:
+    """What to change when fixed memory does not fit: the larger part gets the advice (a 100,000
+    GiB workspace was once told to use a smaller weight dtype)."""
+    if workspace_bytes > resident_bytes:
+        return "lower the workspace (activations and CUDA graphs; a few GiB is typical)"
+    return "use more GPUs (tp), a smaller weight dtype or a larger device"
+
+
 def refusal_error(budget: MemoryBudget, inputs: PlanInputs, device: Device) -> PlannerError:
     """vLLM's refusal to start (:func:`refusal_text`); the field is the control that changes it
     (headroom for the start-up check, a given workspace or weights that alone exceed the budget, else TP)."""
@@ -115,4 +123,5 @@ def refusal_error(budget: MemoryBudget, inputs: PlanInputs, device: Device) -> P
         field, value = "model_resident_gib", inputs.model_resident_gib
     else:
         field, value = "tp", inputs.tp
-    return PlannerError(field, value, f"{text}; use more GPUs (tp), a smaller weight dtype or a larger device")
+    workspace = (inputs.workspace_gib or 0) * GIB
+    return PlannerError(field, value, f"{text}; {fixed_memory_advice(workspace, budget.term('weights per GPU').bytes)}")

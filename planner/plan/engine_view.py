@@ -148,7 +148,12 @@ def _engine_view(model: PreparedModel, inputs: PlanInputs, ctx: ContextBudget, a
     kinds = {g.kind for g in at.groups}
     reasons = []
     if "sliding" in kinds or "chunked" in kinds:
-        reasons.append(f"sliding and chunked layers keep window - 1 + {at.max_in_flight_tokens:,} in-flight tokens plus a block")
+        batches = at.max_in_flight_tokens // max(1, at.max_num_batched_tokens)
+        scheduled = f"{batches} scheduled batches of {at.max_num_batched_tokens:,}" if batches > 1 else f"one scheduled batch of {at.max_num_batched_tokens:,}"
+        reasons.append(
+            f"a sliding layer keeps its window - 1 positions, the {at.max_in_flight_tokens:,} tokens in flight ({scheduled}, not yet settled) "
+            f"and one {at.block_size}-token block, since the window need not start on a block boundary; a chunked layer keeps its chunk and those tokens"
+        )
     if kinds & {"mamba", "linear_attention"}:
         reasons.append(f"each recurrent layer holds {next(g.blocks_per_request for g in at.groups if g.kind in ('mamba', 'linear_attention'))} state blocks padded to one attention page")
     if len(at.groups) > 1 and any(g.layers < at.group_size for g in at.groups):

@@ -11,7 +11,7 @@ from planner.geometry import ModelGeometry
 from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
-from planner.plan.budget import Batching, batching, refusal_error, taken_bytes, vllm_budget
+from planner.plan.budget import Batching, batching, fixed_memory_advice, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
@@ -220,10 +220,11 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate,
     fixed = resident + workspace
     if fixed > usable:
         culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
+        advice = fixed_memory_advice(workspace, resident)
         raise PlannerError(
             *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
-            f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
+            f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); {advice}",
         )
     return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas)
 
