@@ -357,7 +357,8 @@ def _render_vllm_preview(r: Shown) -> None:
     from planner.engines.vllm import vllm_preview
 
     plan = r.plan
-    preview = vllm_preview(plan, r.model, measured_budget(plan))
+    preview = vllm_preview(plan, r.model)  # the plan's own budget: its rows add up to what vLLM will log
+    measured = measured_budget(plan)
     serve, engine, cap = plan.serve, plan.kv_cache.engine, plan.capacity
     if preview.log_lines:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
@@ -377,6 +378,10 @@ def _render_vllm_preview(r: Shown) -> None:
             f"Headroom {cap.headroom_bp / 100:g} % is vLLM's `--gpu-memory-utilization {cap.gpu_memory_utilization:g}` of the total CUDA reports; "
             "the workspace is the profiling peak, non-torch memory and CUDA graphs above (enter a workspace to replace those predictions with your own figure)."
         )
+        if measured:  # a probe on this GPU: beside the prediction, never silently mixed into its sum
+            predicted = {t.name: -t.bytes for t in preview.budget.terms}
+            said = "; ".join(f"{md(name)} {value / GIB:,.2f} GiB (predicted {predicted[name] / GIB:,.2f})" if name in predicted else f"{md(name)} {value / GIB:,.2f} GiB" for name, value in measured.items())
+            st.caption(f"Measured by the probe on this GPU: {said}. Set the workspace to their sum to plan with them.")
     batching = f"{serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "")
     st.caption(f"Batching: {batching} ({md(serve.batching_source)}).")
     if engine is not None and engine.why:
