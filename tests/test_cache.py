@@ -325,7 +325,8 @@ def test_sweep_rises_with_the_tier(llama8b):
     plan = compute_plan(make_inputs(sessions_per_min=120, turns=8, think_time_s=120, **{**CHAT, "user_tokens": 800}), llama8b)
     points = cpu_tier_sweep(plan)
     rates = [p.hit_rate for p in points]
-    assert points[0].cpu_tier_gib == 0 and rates == sorted(rates) and rates[-1] > rates[0] + 0.3
+    # never falls as the tier grows (a plateau may wobble in the last bit: 1e-12)
+    assert points[0].cpu_tier_gib == 0 and all(b >= a - 1e-12 for a, b in zip(rates, rates[1:])) and rates[-1] > rates[0] + 0.3
     assert points[-1].ttft_p95_ms < points[0].ttft_p95_ms
     assert points[0].hit_rate == pytest.approx(plan.cache.hit_rate)
 

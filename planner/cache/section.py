@@ -179,7 +179,7 @@ class CacheModel:
         self.per_replica_rate = workload.requests_per_s / self.replicas
         self.prompts = [workload.prompt_tokens(k) for k in range(1, workload.turns + 1)]
         self.mean_prompt = sum(self.prompts) / workload.turns
-        self.max_concurrency = max(1, min(plan._ceiling.per_replica, inputs.max_num_seqs or plan._ceiling.per_replica))
+        self.max_concurrency = max(1, min(plan._ceiling.per_replica, plan.batching.seqs or plan._ceiling.per_replica))
         # a turn's time in the engine: first at the plan's load, then at the concurrency that
         # carries the workload's rate with what the GPU pool finds cached
         self.turn_s = est.end_to_end_ms / 1e3
@@ -204,7 +204,7 @@ class CacheModel:
         hit = min(round(cached), prompt - 1)
 
         def at(c: int) -> latency.Served:
-            return latency.served(plan.roof, prompt, hit, load.generated, c, load.kv_mid, load.mid, plan.inputs.max_batched_tokens)
+            return latency.served(plan.roof, prompt, hit, load.generated, c, load.kv_mid, load.mid, plan.batching.tokens)
 
         def enough(c: int) -> bool:
             return c >= self.per_replica_rate * self.turn_seconds(at(c))
