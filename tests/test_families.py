@@ -161,9 +161,9 @@ FP8_KV = {"dynamic": False, "num_bits": 8, "type": "float"}
     ("quantization_config", "hf_quant", "expected"),
     [
         (None, None, ("bf16", "auto: model dtype bfloat16")),
-        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": FP8_KV}, None, ("fp8", "auto: config.json quantization_config.kv_cache_scheme (8-bit float)")),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": FP8_KV}, None, ("fp8", "auto: config.json quantization_config.kv_cache_scheme (8-bit float) (vLLM: fp8_e4m3)")),
         ({"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"}}, None, ("fp8", "auto: config.json quantization_config.kv_cache_scheme (8-bit float)")),
-        (None, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}, ("fp8", "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8")),
+        (None, {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}, ("fp8", "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8 (vLLM: fp8_e4m3)")),
         # config.json's own quantization_config wins: vLLM reads hf_quant_config.json only without it
         ({"quant_method": "fp8", "weight_block_size": [128, 128]}, {"quantization": {"kv_cache_quant_algo": "FP8"}}, ("bf16", "auto: model dtype bfloat16")),
     ],
@@ -222,7 +222,7 @@ def test_hub_checkpoint_with_hf_quant_config_plans_fp8(hub):
     _ref, model, _fetched = hub_ref("org/modelopt-fp8")
     plan = compute_plan(PlanInputs(), model)
     assert plan.kv_cache.kv_dtype == "fp8" and plan.kv_cache.bytes_per_token_per_sequence == 512
-    assert plan.kv_cache.kv_dtype_source == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8"
+    assert plan.kv_cache.kv_dtype_source == "auto: hf_quant_config.json quantization.kv_cache_quant_algo FP8 (vLLM: fp8_e4m3)"
 
 
 def test_each_cache_group_says_what_it_holds():

@@ -104,6 +104,7 @@ def _numeric_actions():
 BASE = {
     "inspect": ["--preset", "llama-3.1-8b"], "plan": ["--example"], "simulate": ["--example", "--requests", "5"], "size": ["--example", "--users", "10"],
     "engine": ["--preset", "llama-3.1-8b", "--available-kv-gib", "10"], "report": ["--example", "--out", "/nonexistent-dir/r.pdf"], "probe": ["--preset", "llama-3.1-8b"],
+    "launch": ["--example"], "bench-import": ["/nonexistent-dir/run.json", "--example"],  # a flag is refused before the file is read
 }
 
 
