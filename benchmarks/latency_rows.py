@@ -58,7 +58,7 @@ def _case(index: int) -> Case | None:
     data = load()
     row = data["rows"][index]
     model = prepare_model(data["configs"][row["model"]])
-    inputs = make_inputs(gpu=row["gpu"], tp=row["tp"], gpu_count=row["tp"], input_tokens=row["isl"], output_tokens=row["osl"], sequences=row["batch"], headroom_bp=0, workspace_gib=0)
+    inputs = make_inputs(gpu=row["gpu"], tp=row["tp"], gpu_count=row["tp"], input_tokens=row["isl"], output_tokens=row["osl"], sequences=row["batch"], headroom_bp=0, workspace_gib=0, runtime="transformers")  # the raw step model: no engine budget (vLLM refuses 0 % headroom)
     try:
         plan = compute_plan(inputs, model)
     except PlannerError:
