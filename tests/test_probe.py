@@ -466,6 +466,7 @@ def test_gpu_probe_memory_feeds_the_vllm_budget(runtime_json, tmp_path, capsys):
     assert main(["engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--probe-json", str(gpu_path), "--json"]) == 0
     terms = {t["name"]: t for t in json.loads(capsys.readouterr().out)["budget"]["terms"]}
     for name, value in got.items():
-        assert terms[name]["bytes"] == -value and terms[name]["source"] == "measured by the probe on a GPU"
+        # engine --json lists vLLM's terms as the bytes each takes (planner.engines.vllm_memory.MemoryTerm)
+        assert terms[name]["bytes"] == value and terms[name]["source"] == "measured by the probe on this GPU"
     assert main(["engine", "--preset", "llama-3.1-8b", "--available-kv-gib", "20", "--probe-json", str(gpu_path)]) == 2
     assert "give it with --gpu" in capsys.readouterr().err
