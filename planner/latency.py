@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from planner.errors import PlannerError
 from planner.results import Result
@@ -582,47 +583,106 @@ def _per_roofline(fn):
 SERVED_TERMS = frozenset({"prefill_queue", "mixed_prefill_decode_steps"})
 
 
-@_per_roofline
-def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
-    """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
-    new = max(1, prompt_tokens - cached)
-    n = max(1, requests)
-    one = roof.prefill_s(new, cached)
-    attn_one = roof._attention_flops(new, cached)
-    # the burst: n prompts at once, first come, budget tokens a step
+class _Mix:
+    """The steps of one replica that mix decoding sequences (each holding ``kv_mid`` bytes at the
+    mean decode context ``mid``) with prefill tokens of a prompt of ``new`` uncached tokens after
+    ``cached`` cached ones: what :func:`served` and :func:`closed_loop` time their steps with."""
+
+    __slots__ = ("roof", "new", "cached", "kv_mid", "mid", "attn_one", "per_seq_attn")
+
+    def __init__(self, roof: Roofline, prompt_tokens: int, cached: int, kv_mid: float, mid: int) -> None:
+        self.roof, self.cached, self.kv_mid, self.mid = roof, cached, kv_mid, mid
+        self.new = max(1, prompt_tokens - cached)
+        self.attn_one = roof._attention_flops(self.new, cached)  # attention FLOPs of the whole prompt's prefill
+        self.per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim  # one decode token's
+
+    def step(self, prefill: float, decodes: float) -> float:
+        """Seconds of a step of ``decodes`` decodes (rounded) and ``prefill`` prompt tokens."""
+        roof, d = self.roof, max(0, int(round(decodes)))
+        if prefill <= 0:
+            return roof.decode_step_s(d, self.kv_mid, self.mid) if d else 0.0
+        return roof.step_s(d + int(round(prefill)), d + 1, d * self.kv_mid, d * self.per_seq_attn + prefill / self.new * self.attn_one, self.cached + self.new)
+
+    def own_prefill(self, others: float, budget_tokens: int) -> _OwnPrefill:
+        """A prompt's prefill in steps beside ``others`` decodes: the budget less their tokens a step."""
+        room = max(1, budget_tokens - int(round(others)))  # prefill tokens a step beside their decodes
+        whole, rest = divmod(self.new, room)
+        full = self.step(room, others)  # a step whose budget is full of prefill
+        own = whole * full + (self.step(rest, others) if rest else 0.0)
+        return _OwnPrefill(own, full, self.new * full / room, whole + (1 if rest else 0))
+
+
+class _OwnPrefill(NamedTuple):
+    own_s: float  # the prompt's own prefill steps
+    full_step_s: float  # a step whose budget is full of prefill
+    service_s: float  # the budget's seconds per prompt while prompts queue (full step x prompt / room)
+    chunks: int  # steps the prompt takes
+
+
+class _Burst(NamedTuple):
+    """All the requests' prompts arriving at once, prefilled first come (the worst moment)."""
+
+    one_s: float  # one prompt alone
+    steps: float  # mean steps to a first token (prefill_steps)
+    served_s: float  # mean time from arrival to the end of its prefill
+    last_s: float  # the last prompt's
+
+
+def _burst(mix: _Mix, n: int, budget_tokens: int, prompt_tokens: int) -> _Burst:
+    """:class:`_Burst` of ``n`` prompts at ``budget_tokens`` tokens a step."""
+    roof, new = mix.roof, mix.new
+    one = roof.prefill_s(new, mix.cached)
     steps = prefill_steps(new, n, budget_tokens)
     chunk = min(budget_tokens, n * new)
     share = chunk / new  # prompts' worth of tokens in one step
-    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens)
-    prefill_served = max(one, steps * step)
-    burst_last = max(one, -(-n * new // max(1, budget_tokens)) * step)
-    # decode steps, and the prefill chunks that ride along
-    decode = roof.decode_step_s(n, kv_mid, mid)
-    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
+    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * mix.attn_one, prompt_tokens)
+    return _Burst(one, steps, max(one, steps * step), max(one, -(-n * new // max(1, budget_tokens)) * step))
 
-    def mixed_step(prefill: float, decodes: int) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
-        if prefill <= 0:
-            return roof.decode_step_s(decodes, kv_mid, mid) if decodes else 0.0
-        return roof.step_s(decodes + int(round(prefill)), decodes + 1, decodes * kv_mid, decodes * per_seq_attn + prefill / new * attn_one, cached + new)
 
-    # steady state: the other n - 1 requests decode while this prompt waits and prefills
-    others = n - 1
-    room = max(1, budget_tokens - others)  # prefill tokens a step beside their decodes
-    whole, rest = divmod(new, room)
-    full_step = mixed_step(room, others)  # a step whose budget is full of prefill
-    own = (whole * full_step + (mixed_step(rest, others) if rest else 0.0)) if others else one  # this prompt's prefill steps
-    service = new * full_step / room  # prefill budget one prompt takes while prompts queue
-    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)  # prefill tokens a step, on average
-    # a step carries a prompt's chunk now and then, not a sliver every step: the ITL blends decode-only
-    # steps with steps that carry ``chunk`` prefill tokens, a share mixed / chunk of them
+class _Interference(NamedTuple):
+    """Prefill chunks riding in the decode steps of ``n`` decoding sequences."""
+
+    decode_s: float  # a decode-only step
+    mixed: float  # prefill tokens a step, on average
+    chunk0: int  # the chunk of one prompt beside the decodes
+    step0_s: float  # a step carrying that chunk
+    itl0_s: float  # the mean step with one prompt's chunks mixed in
+
+
+def _interference(mix: _Mix, n: int, generated: int, budget_tokens: int) -> _Interference:
+    """:class:`_Interference`: n x prompt / output prefill tokens a step on average, carried now and
+    then as a prompt's chunk (not a sliver every step), so the ITL blends decode-only steps with
+    steps carrying ``chunk0`` prefill tokens, a share mixed / chunk0 of them."""
+    new = mix.new
+    decode = mix.roof.decode_step_s(n, mix.kv_mid, mix.mid)
+    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)
     chunk0 = min(new, max(1, budget_tokens - n))
-    step0 = mixed_step(chunk0, n) if mixed else decode
-    itl0 = decode + min(1.0, mixed / chunk0) * (step0 - decode)
-    in_flight = itl0 / 2.0 if others else 0.0  # the rest of the step running when the prompt arrives
-    tail = max(0, generated - 1) * itl0
+    step0 = mix.step(chunk0, n) if mixed else decode
+    return _Interference(decode, mixed, chunk0, step0, decode + min(1.0, mixed / chunk0) * (step0 - decode))
+
+
+class _Wait(NamedTuple):
+    """A prompt's wait for the prefill budget in steady state (seconds)."""
+
+    wait_s: float  # mean
+    wait_p95_s: float
+    rho: float  # the budget's utilisation
+    queue_mean_s: float  # the M/D/1 queue alone
+    saturated: bool
+    arrivals_per_s: float  # prompts a second at this wait
+
+
+def _steady_wait(n: int, own: _OwnPrefill, burst: _Burst, mix_itl0: float, generated: int) -> _Wait:
+    """The steady-state wait of :func:`served`: the M/D/1 queue for the budget (service
+    ``own.service_s``), the rest of the step in flight on arrival and the slower own prefill,
+    at the arrival rate that wait allows (Little: n / end-to-end), solved as a fixed point."""
+    others, one, service = n - 1, burst.one_s, own.service_s
+    own_s = own.own_s if others else one
+    in_flight = mix_itl0 / 2.0 if others else 0.0  # the rest of the step running when the prompt arrives
+    tail = max(0, generated - 1) * mix_itl0
 
     def arrivals(w: float) -> float:  # prompts a second at this load when a request waits w (Little: n / end-to-end)
-        return n / (own + w + tail) if others and own + w + tail > 0 else 0.0
+        return n / (own_s + w + tail) if others and own_s + w + tail > 0 else 0.0
 
     def queue(w: float) -> tuple[float, float, float]:  # (rho, mean, p95) of the prefill queue
         rho = arrivals(w) * service
@@ -631,10 +691,10 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     # the wait lengthens each request, which slows the arrivals: wait = d + queue(wait), d = (own - one)
     # + in flight. With rho = a / (T + w), a = n S, T = own + tail, the M/D/1 mean is a S / (2 (T + w - a)),
     # so x = T + w - a > 0 solves x^2 + (a - T - d) x - a S / 2 = 0 (its positive root)
-    burst_mean, burst_max = prefill_served - one, burst_last - one
-    fixed = (own - one) + in_flight
+    burst_mean, burst_max = burst.served_s - one, burst.last_s - one
+    fixed = (own_s - one) + in_flight
     if others:
-        a, big_t = n * service, own + tail
+        a, big_t = n * service, own_s + tail
         b = a - big_t - fixed
         x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
         w = min(max(0.0, x - big_t + a), max(0.0, burst_mean))
@@ -643,34 +703,63 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     rho, q_mean, q_p95 = queue(w)
     saturated = others > 0 and fixed + q_mean >= burst_mean
     wait = burst_mean if saturated else w
-    wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own - one) + 1.9 * in_flight + q_p95))
-    # a prefill step holds the arriving prompt and, on average, those queued behind it (Little: rate x wait)
-    queued = arrivals(wait) * (q_mean if math.isfinite(q_mean) else wait)
-    chunk_tokens = int(min(max(1, budget_tokens - n), new * (1.0 + queued)))
-    prefill_share = min(1.0, mixed / chunk_tokens) if mixed else 0.0
-    chunk_step = step0 if chunk_tokens == chunk0 or not mixed else mixed_step(chunk_tokens, n)
-    itl = decode + prefill_share * (chunk_step - decode)
-    itl_p95 = chunk_step if prefill_share > P95_Z else decode
+    wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own_s - one) + 1.9 * in_flight + q_p95))
+    return _Wait(wait, wait_p95, rho, q_mean, saturated, arrivals(wait))
+
+
+class _MixedItl(NamedTuple):
+    chunk_tokens: int  # a prefill step's tokens: the arriving prompt and those queued behind it
+    share: float  # of the steps that carry one
+    chunk_step_s: float
+    itl_s: float  # mean
+    itl_p95_s: float
+
+
+def _mixed_itl(mix: _Mix, n: int, budget_tokens: int, inter: _Interference, wait: _Wait) -> _MixedItl:
+    """The ITL of :func:`served`: a prefill step holds the arriving prompt and, on average, those
+    queued behind it (Little: rate x wait); that share of steps is long, and the p95 gap is such
+    a step when more than 5 % of steps are."""
+    queued = wait.arrivals_per_s * (wait.queue_mean_s if math.isfinite(wait.queue_mean_s) else wait.wait_s)
+    chunk_tokens = int(min(max(1, budget_tokens - n), mix.new * (1.0 + queued)))
+    share = min(1.0, inter.mixed / chunk_tokens) if inter.mixed else 0.0
+    chunk_step = inter.step0_s if chunk_tokens == inter.chunk0 or not inter.mixed else mix.step(chunk_tokens, n)
+    itl = inter.decode_s + share * (chunk_step - inter.decode_s)
+    return _MixedItl(chunk_tokens, share, chunk_step, itl, chunk_step if share > P95_Z else inter.decode_s)
+
+
+@_per_roofline
+def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
+    """:class:`Served` latency for ``requests`` concurrent requests on one replica: the burst
+    (:func:`_burst`), the prompt's own prefill beside the other decodes, the prefill chunks in the
+    decode steps (:func:`_interference`), the steady-state wait (:func:`_steady_wait`) and the ITL
+    those chunks give (:func:`_mixed_itl`)."""
+    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
+    n = max(1, requests)
+    burst = _burst(mix, n, budget_tokens, prompt_tokens)
+    own = mix.own_prefill(n - 1, budget_tokens)
+    inter = _interference(mix, n, generated, budget_tokens)
+    wait = _steady_wait(n, own, burst, inter.itl0_s, generated)
+    itl = _mixed_itl(mix, n, budget_tokens, inter, wait)
     return Served(
         requests=n,
         budget_tokens=budget_tokens,
-        prefill_one_ms=one * 1e3,
-        prefill_served_ms=prefill_served * 1e3,
-        wait_ms=wait * 1e3,
-        wait_p95_ms=wait_p95 * 1e3,
-        burst_wait_ms=burst_mean * 1e3,
-        burst_wait_max_ms=burst_max * 1e3,
-        prefill_utilisation=rho,
-        prefill_capacity_per_s=1.0 / max(service, 1e-12),
-        saturated=saturated,
-        steps=steps,
-        chunk_tokens=chunk_tokens,
+        prefill_one_ms=burst.one_s * 1e3,
+        prefill_served_ms=burst.served_s * 1e3,
+        wait_ms=wait.wait_s * 1e3,
+        wait_p95_ms=wait.wait_p95_s * 1e3,
+        burst_wait_ms=(burst.served_s - burst.one_s) * 1e3,
+        burst_wait_max_ms=(burst.last_s - burst.one_s) * 1e3,
+        prefill_utilisation=wait.rho,
+        prefill_capacity_per_s=1.0 / max(own.service_s, 1e-12),
+        saturated=wait.saturated,
+        steps=burst.steps,
+        chunk_tokens=itl.chunk_tokens,
         itl_one_ms=roof.decode_step_s(1, kv_mid, mid) * 1e3,
-        itl_decode_ms=decode * 1e3,
-        itl_ms=itl * 1e3,
-        itl_p95_ms=max(itl_p95, decode) * 1e3,
-        prefill_step_share=prefill_share,
-        mixed_prefill_tokens_per_step=mixed,
+        itl_decode_ms=inter.decode_s * 1e3,
+        itl_ms=itl.itl_s * 1e3,
+        itl_p95_ms=max(itl.itl_p95_s, inter.decode_s) * 1e3,
+        prefill_step_share=itl.share,
+        mixed_prefill_tokens_per_step=inter.mixed,
     )
 
 
@@ -837,7 +926,57 @@ class ClosedLoop(Result):
     prefill_step_share: float
     decoding: float  # sequences decoding in a step on average (the others are in their TTFT)
     saturated: bool  # the prefill budget cannot keep up: the rate is the budget's
+    ttft_p95_ms: float = 0.0  # the queue's p95 and the step in flight's for the means
+    tpot_p95_ms: float = 0.0  # the long step when more than 5 % of steps carry a prefill chunk
     label: str = "closed loop"
+
+
+class _LoopState(NamedTuple):
+    """One pass of the closed loop's fixed point (seconds): what a request of the loop sees when
+    the others take ``ttft`` and ``tpot``."""
+
+    ttft_s: float
+    tpot_s: float
+    queue_s: float  # the wait for prefill budget behind the other clients' prompts
+    queue_p95_s: float
+    wait_s: float  # the rest of the step running when the request reaches the scheduler
+    wait_p95_s: float
+    own_s: float  # its own prefill steps
+    decode_s: float  # a decode-only step of the decoding sequences
+    chunk_step_s: float  # a step carrying another prompt's chunk
+    share: float  # of the steps that carry one
+    decoding: float  # sequences decoding in a step
+    saturated: bool
+
+
+def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> _LoopState:
+    """One update of :func:`closed_loop`'s fixed point from the current TTFT, TPOT and queue: the
+    other requests decoding beside an arriving prompt (their share of a cycle spent decoding),
+    its own prefill, the wait for the step in flight and for the budget, and the share of decode
+    steps that carry another prompt's chunk (dp times a rank's own under attention data parallelism:
+    every MoE layer waits for the slowest rank)."""
+    e2e = ttft + (out_tokens - 1) * tpot
+    frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
+    others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
+    decoding = 1.0 + others  # ... and in a step of a decoding request
+    own = mix.own_prefill(others, budget_tokens)
+    d_others = mix.step(0, others)
+    wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
+    wait_p95 = max(0.95 * d_others, d_others - pre) if others >= 0.5 else 0.0
+    unqueued = pre + wait + own.own_s + (out_tokens - 1) * tpot
+    service = own.service_s  # the budget's seconds per prompt
+    if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
+        saturated, queue_new = True, run * service - unqueued
+        queue_p95 = queue_new
+    else:  # the other clients' prompts queue for the budget (M/D/1): a lone client never waits
+        saturated = False
+        rho = (run - 1) / (unqueued + queue_s) * service
+        queue_new, queue_p95 = queue_wait(min(rho, 0.999), service)
+    rate_others = (run - 1) / max(unqueued + queue_new, 1e-12)  # other prompts a second
+    d = mix.step(0, decoding)
+    chunk_step = mix.step(min(mix.new, max(1, budget_tokens - int(round(decoding)))), decoding)
+    share = min(1.0, mix.roof.dp * rate_others * max(1, own.chunks) * tpot)
+    return _LoopState(pre + wait + queue_new + own.own_s, d + share * (chunk_step - d), queue_new, queue_p95, wait, wait_p95, own.own_s, d, chunk_step, share, decoding, saturated)
 
 
 @_per_roofline
@@ -852,61 +991,39 @@ def closed_loop(
     budget_tokens: int = DEFAULT_BATCH_TOKENS,
     max_running: int | None = None,
     api_server: bool = True,
+    preprocess_s: float | None = None,
 ) -> ClosedLoop:
     """:class:`ClosedLoop` figures for ``clients`` concurrent clients on one replica (``kv_mid``:
     K/V bytes one sequence holds at the mean decode context ``mid``); ``max_running``: the engine's
     limit on running sequences (clients beyond it wait for a slot); ``api_server``: count the API
-    server's preprocessing (False for an offline benchmark that feeds the engine directly)."""
-    new = max(1, prompt_tokens - cached)
+    server's preprocessing (False for an offline benchmark that feeds the engine directly);
+    ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost.
+
+    The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass` (damped by halves)."""
+    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
-    pre = api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0
-    attn_one = roof._attention_flops(new, cached)
-    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
-
-    def step(prefill: float, decodes: float) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
-        d = max(0, int(round(decodes)))
-        if prefill <= 0:
-            return roof.decode_step_s(d, kv_mid, mid) if d else 0.0
-        p = int(round(prefill))
-        return roof.step_s(d + p, d + 1, d * kv_mid, d * per_seq_attn + prefill / new * attn_one, cached + new)
-
-    ttft, tpot, queue_s = pre + roof.prefill_s(new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
+    pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
+    ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
     for _ in range(60):
-        e2e = ttft + (out_tokens - 1) * tpot
-        frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
-        others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
-        decoding = 1.0 + others  # ... and in a step of a decoding request
-        room = max(1, budget_tokens - int(round(others)))
-        whole, rest = divmod(new, room)
-        full = step(room, others)
-        own = whole * full + (step(rest, others) if rest else 0.0)
-        d_others = step(0, others)
-        wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
-        service = new * full / room  # the budget's seconds per prompt
-        unqueued = pre + wait + own + (out_tokens - 1) * tpot
-        if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
-            saturated, queue_new = True, run * service - unqueued
-        else:  # the other clients' prompts queue for the budget (M/D/1): a lone client never waits
-            saturated = False
-            rho = (run - 1) / (unqueued + queue_s) * service
-            queue_new = queue_wait(min(rho, 0.999), service)[0]
-        rate_others = (run - 1) / max(unqueued + queue_new, 1e-12)  # other prompts a second
-        d = step(0, decoding)
-        chunk_step = step(min(new, max(1, budget_tokens - int(round(decoding)))), decoding)
-        # with attention data parallelism every MoE layer waits for the slowest rank: a prompt's
-        # chunk on any of the dp ranks lengthens the step of all of them
-        share = min(1.0, roof.dp * rate_others * max(1, whole + (1 if rest else 0)) * tpot)
-        tpot_new = d + share * (chunk_step - d)
-        ttft_new = pre + wait + queue_new + own
-        done = abs(ttft_new - ttft) <= 1e-9 * max(1.0, ttft) and abs(tpot_new - tpot) <= 1e-9 * max(1.0, tpot)
-        ttft, tpot, queue_s = 0.5 * (ttft + ttft_new), 0.5 * (tpot + tpot_new), queue_new
+        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s)
+        done = abs(s.ttft_s - ttft) <= 1e-9 * max(1.0, ttft) and abs(s.tpot_s - tpot) <= 1e-9 * max(1.0, tpot)
+        ttft, tpot, queue_s = 0.5 * (ttft + s.ttft_s), 0.5 * (tpot + s.tpot_s), s.queue_s
         if done:
             break
+    return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
+
+
+def _closed_result(s: _LoopState, n: int, run: int, out_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> ClosedLoop:
+    """The :class:`ClosedLoop` of the converged pass ``s``: clients beyond the running limit wait
+    for a slot (a whole end-to-end per running turn); the p95s swap the mean queue for its p95 and
+    the mean step for the long one when more than 5 % of steps carry a chunk."""
     e2e_run = ttft + (out_tokens - 1) * tpot
     slot_wait = e2e_run * (n - run) / run  # clients beyond the running limit wait for a slot
     rate = run / e2e_run
+    tpot_p95 = s.chunk_step_s if s.share > P95_Z else s.decode_s
+    ttft_p95 = ttft + max(0.0, s.queue_p95_s - queue_s) + (s.wait_p95_s - s.wait_s)
     return ClosedLoop(
         clients=n,
         running=run,
@@ -916,15 +1033,17 @@ def closed_loop(
         requests_per_s=rate,
         output_tokens_per_s=rate * out_tokens,
         preprocess_ms=pre * 1e3,
-        wait_for_step_ms=wait * 1e3,
+        wait_for_step_ms=s.wait_s * 1e3,
         queue_ms=queue_s * 1e3,
         slot_wait_ms=slot_wait * 1e3,
-        prefill_ms=own * 1e3,
-        decode_step_ms=d * 1e3,
-        prefill_step_ms=chunk_step * 1e3,
-        prefill_step_share=share,
-        decoding=decoding,
-        saturated=saturated,
+        prefill_ms=s.own_s * 1e3,
+        decode_step_ms=s.decode_s * 1e3,
+        prefill_step_ms=s.chunk_step_s * 1e3,
+        prefill_step_share=s.share,
+        decoding=s.decoding,
+        saturated=s.saturated,
+        ttft_p95_ms=(ttft_p95 + slot_wait) * 1e3,
+        tpot_p95_ms=max(tpot_p95, s.decode_s) * 1e3,
     )
 
 
