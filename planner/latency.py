@@ -168,6 +168,10 @@ SERVING_FIT = {
     "api_token_s": 9.642e-07,
     "trtllm_step_s": 0.001998,
     "trtllm_seq_s": 2.411e-05,
+    "sglang_api_s": 0.004226,
+    "sglang_step_s": 0.0006601,
+    "sglang_seq_s": 7.505e-06,
+    "scaleout_message_s": 2.5e-05,
 }
 KERNEL_FIT = {"w4a16": 1.525, "int4": 0.8905, "w4a8": 1, "fp4": 1.047, "moe_fp8": 0.9276, "gemm_fp8": 0.806, "int4_layer_s": 6.039e-05}
 # --- end serving fit ---
@@ -268,6 +272,9 @@ class Roofline(Result):
     fixed_scale: float = 1.0  # the software stack's serving fixed costs relative to CUDA's (catalog fixed_cost_scale)
     dp: int = 1  # attention data-parallel ranks whose tokens every MoE layer serves together (experts over ep ranks)
     format_layer_s: float = 0.0  # what the weight format's kernels add per layer at small batch (format_layer_cost())
+    pp: int = 1  # pipeline stages: this model is one stage's (parallel.pipeline_stage), a step crosses all of them
+    pp_link_bytes_s: float = 0.0  # the link between consecutive stages (NVLink inside a node, the NIC between nodes)
+    pp_link_latency_s: float = 0.0
     eff: Efficiency = FLAT
     _k: _StepConstants = field(init=False, repr=False, compare=False)  # derived once (see __post_init__)
 
@@ -333,6 +340,31 @@ class Roofline(Result):
         hit = k.memo.get(key)
         if hit is not None:
             return hit
+        out = self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens) if self.pp > 1 else self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        hit = (out, sum(out.values()))
+        _remember(k.memo, key, hit)
+        return hit
+
+    def _pipeline_terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> dict[str, float]:
+        """A step through ``pp`` pipeline stages (this model is one stage's): the step's sequences
+        run as pp micro-batches, one in each stage at a time (vLLM's and SGLang's schedule), so a
+        sequence's next token comes after its micro-batch crossed every stage: pp stage steps of
+        one micro-batch plus pp - 1 hand-offs of its hidden states (``pipeline``). A prompt's
+        tokens stay in one micro-batch (a prefill alone crosses the stages whole); decodes split
+        evenly, and the micro-batch carrying the prompt sets the pace."""
+        pp, t, s = self.pp, max(1, tokens), max(1, logits)
+        decodes = s - 1 if t > s else t  # a step of T > S tokens carries one prompt's T - S + 1
+        prompt = t - decodes
+        micro_d = -(-decodes // pp)
+        micro_t = prompt + micro_d
+        stage = self._stage_terms(micro_t, (1 if prompt else 0) + micro_d, kv_read_bytes * (micro_d / decodes if decodes else 1.0), attn_flops * micro_t / t, prompt_tokens)
+        out = {name: pp * v for name, v in stage.items()}
+        out["pipeline"] = (pp - 1) * (self.pp_link_latency_s + micro_t * self.hidden * self.act_bytes / max(1.0, self.pp_link_bytes_s))
+        return out
+
+    def _stage_terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> dict[str, float]:
+        """The terms of one step on this GPU (the class docstring): no pipeline."""
+        k = self._k
         e = self.eff
         peak = k.peak
         t = max(1, tokens)
@@ -360,9 +392,7 @@ class Roofline(Result):
             out["other"] = k.other_fixed + self.layers * t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s
         if k.runtime:
             out["runtime"] = k.runtime_step + k.runtime_seq * max(1, logits)
-        hit = (out, sum(out.values()))
-        _remember(k.memo, key, hit)
-        return hit
+        return out
 
     def fixed_s(self) -> float:
         """Seconds of fixed cost every step pays whatever its size, summed over the terms that
@@ -768,18 +798,28 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
-def serving_efficiency(engine: str = "vllm") -> Efficiency:
-    """:data:`FITTED` with ``engine``'s own host overheads (``step_s``, ``seq_s``) where the fit had
-    runs of it (TensorRT-LLM's offline runs); SGLang, held out of the fit, uses vLLM's.
+# each engine's own fitted serving costs (SERVING_FIT keys), where the published runs had runs of it;
+# every other cost is vLLM's
+ENGINE_FIT_KEYS = {
+    "trtllm": {"step_s": "trtllm_step_s", "seq_s": "trtllm_seq_s"},
+    "sglang": {"api_s": "sglang_api_s", "step_s": "sglang_step_s", "seq_s": "sglang_seq_s"},
+}
+
+
+def serving_efficiency(engine: str = "vllm", fit: dict[str, float] | None = None) -> Efficiency:
+    """:data:`FITTED` with ``engine``'s own serving costs (:data:`ENGINE_FIT_KEYS`: TensorRT-LLM's
+    host work per step and sequence, SGLang's per-request overhead and host work); ``fit``: other
+    serving constants (SERVING_FIT keys, what scripts/fit_serving.py tries).
 
     Raises:
         PlannerError: an engine the model has no profile for.
     """
     if engine not in ENGINES:
         raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
-    if engine == "trtllm":
-        return replace(FITTED, step_s=SERVING_FIT["trtllm_step_s"], seq_s=SERVING_FIT["trtllm_seq_s"])
-    return FITTED
+    base = FITTED if fit is None else replace(FITTED, **{k: v for k, v in fit.items() if k in SERVING_FIELDS})
+    fit = SERVING_FIT if fit is None else fit
+    own = {name: fit[key] for name, key in ENGINE_FIT_KEYS.get(engine, {}).items() if key in fit}
+    return replace(base, **own) if own else base
 
 
 FP4_GENERATIONS = frozenset({"blackwell", "blackwell-ultra", "blackwell-rtx", "cdna4"})  # 4-bit float tensor cores
@@ -1088,6 +1128,72 @@ def offline(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class OpenLoop(Result):
+    """Poisson arrivals at ``rate_per_s`` requests a second on one replica (what a production
+    front end and the simulator send): the requests in flight follow from Little's law (rate x
+    end-to-end, solved with the served latency at that load, :func:`served`). Labelled "open loop
+    (Poisson)" (ms; rates per replica)."""
+
+    rate_per_s: float
+    in_flight: int  # requests in flight: the smallest n with n >= rate x end-to-end at n
+    sustainable: bool  # False: the rate needs more than ``max_in_flight`` requests in flight, or the prefill cannot keep up
+    ttft_ms: float  # preprocessing + the wait behind other prompts + the prefill
+    ttft_p95_ms: float
+    tpot_ms: float
+    tpot_p95_ms: float
+    e2e_ms: float
+    output_tokens_per_s: float
+    preprocess_ms: float
+    label: str = "open loop (Poisson)"
+
+
+def open_loop(
+    roof: Roofline,
+    prompt_tokens: int,
+    cached: int,
+    generated: int,
+    rate_per_s: float,
+    kv_mid: float,
+    mid: int,
+    budget_tokens: int = DEFAULT_BATCH_TOKENS,
+    max_in_flight: int | None = None,
+    api_server: bool = True,
+    preprocess_s: float | None = None,
+) -> OpenLoop:
+    """:class:`OpenLoop` figures at ``rate_per_s`` on one replica: n = ceil(rate x end-to-end(n))
+    iterated from one request (the least fixed point; end-to-end grows with n), at most
+    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound)."""
+    out = max(1, generated)
+    pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
+    cap = max(1, max_in_flight or 10_000_000)
+
+    def at(n: int) -> tuple[float, Served]:
+        s = served(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens)
+        return (pre * 1e3 + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms) / 1e3, s
+
+    n, (e2e, s) = 1, at(1)
+    for _ in range(200):
+        need = max(1, math.ceil(rate_per_s * e2e - 1e-9))
+        if need <= n or n >= cap:
+            break
+        n = min(cap, need)
+        e2e, s = at(n)
+    sustainable = not s.saturated and math.ceil(rate_per_s * e2e - 1e-9) <= n
+    return OpenLoop(
+        rate_per_s=rate_per_s,
+        in_flight=n,
+        sustainable=sustainable,
+        ttft_ms=pre * 1e3 + s.wait_ms + s.prefill_one_ms,
+        ttft_p95_ms=pre * 1e3 + s.wait_p95_ms + s.prefill_one_ms,
+        tpot_ms=s.itl_ms,
+        tpot_p95_ms=s.itl_p95_ms,
+        e2e_ms=e2e * 1e3,
+        output_tokens_per_s=rate_per_s * out if sustainable else n * out / e2e,
+        preprocess_ms=pre * 1e3,
+    )
+
+
 def estimate(
     roof: Roofline,
     prompt_tokens: int,
@@ -1138,6 +1244,7 @@ TERM_LABELS = {
     "alltoall": "all-to-all",
     "other": "norms and activations",
     "runtime": "engine host work",
+    "pipeline": "pipeline hand-offs",
 }
 
 

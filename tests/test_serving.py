@@ -182,14 +182,17 @@ def test_attention_data_parallel_holds_each_ranks_own_latents():
 
 def test_pipeline_stages_add_hand_offs():
     roof = dataclasses.replace(FLAT_ROOF, layers=8, attn_layers=8, hidden=1000)
-    stage = parallel.pipeline_stage(roof, 2)
-    assert stage.layers == 4 and stage.weights_bytes == pytest.approx(0.5e9)
+    stage = parallel.pipeline_stage(roof, 2, link_gb_s=50, link_latency_us=10)
+    assert stage.layers == 4 and stage.weights_bytes == pytest.approx(0.5e9) and stage.pp == 2
     # 2 stages, 8 sequences in micro-batches of 4: TPOT = 2 stage steps (0.5 GB / 1 TB/s = 0.5 ms)
-    # + 1 hand-off (10 us + 4 x 1000 x 2 B / 50 GB/s)
-    p = parallel.pipeline(stage, 2, 8, 0.0, 100, 1e9, link_gb_s=50, link_latency_us=10)
+    # + 1 hand-off (10 us + 4 x 1000 x 2 B / 50 GB/s); the stage's own decode step charges the same
+    p = parallel.pipeline(stage, 8, 0.0, 100, 1e9)
     assert p.stage_step_s == pytest.approx(0.5e-3) and p.handoff_s == pytest.approx(10e-6 + 8000 / 50e9)
     assert p.tpot_s == pytest.approx(2 * 0.5e-3 + 10e-6 + 8000 / 50e9)
     assert p.weights_bytes_per_stage == pytest.approx(0.5e9) and p.tokens_per_s == pytest.approx(8 / p.tpot_s)
+    assert stage.decode_terms(8, 0.0, 100)["pipeline"] == pytest.approx(10e-6 + 8000 / 50e9)
+    # a prompt alone crosses both stages whole: 2 x 1,000 tokens at 1 us a token on half the params
+    assert stage.prefill_s(1000) == pytest.approx(2 * max(0.5e-3, 1000 * 0.5e-6) + 10e-6 + 1000 * 2000 / 50e9, rel=1e-4)
     with pytest.raises(PlannerError, match="between 1 and the 8 layers"):
         parallel.pipeline_stage(roof, 9)
 

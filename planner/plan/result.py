@@ -178,7 +178,7 @@ class Plan(Result):
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),
             "weights": self.weights.model_dump(),
-            "device": self.device.model_dump(),
+            "device": {**self.device.model_dump(), "scaleout_latency_us": self.device.scaleout_us},  # the fitted figure where the entry has none
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
             "notes": list(self.notes),
             "inputs": self.inputs.model_dump(exclude_none=True),
