@@ -1019,6 +1019,9 @@ def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: 
     return _LoopState(pre + wait + queue_new + own.own_s, d + share * (chunk_step - d), queue_new, queue_p95, wait, wait_p95, own.own_s, d, chunk_step, share, decoding, saturated)
 
 
+CLOSED_LOOP_PASSES = 120  # most passes of the fixed point (where the prefill budget saturates the map can jump between two states: the last pass stands)
+
+
 @_per_roofline
 def closed_loop(
     roof: Roofline,
@@ -1039,19 +1042,23 @@ def closed_loop(
     server's preprocessing (False for an offline benchmark that feeds the engine directly);
     ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost.
 
-    The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass` (damped by halves)."""
+    The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass`."""
     mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
     ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
-    for _ in range(60):
+    damp, last = 1.0, math.inf  # plain iteration while it contracts; the step halves whenever a pass moves farther than the one before
+    for _ in range(CLOSED_LOOP_PASSES):
         s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s)
-        done = abs(s.ttft_s - ttft) <= 1e-9 * max(1.0, ttft) and abs(s.tpot_s - tpot) <= 1e-9 * max(1.0, tpot)
-        ttft, tpot, queue_s = 0.5 * (ttft + s.ttft_s), 0.5 * (tpot + s.tpot_s), s.queue_s
-        if done:
+        moved = max(abs(s.ttft_s - ttft) / max(1.0, ttft), abs(s.tpot_s - tpot) / max(1.0, tpot))
+        if moved <= 1e-9:
             break
+        if moved >= last:
+            damp = max(damp / 2.0, 1.0 / 16.0)
+        last = moved
+        ttft, tpot, queue_s = ttft + damp * (s.ttft_s - ttft), tpot + damp * (s.tpot_s - tpot), s.queue_s
     return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
 
 
