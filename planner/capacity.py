@@ -45,10 +45,11 @@ class SequenceReservation(Result):
     state_bytes: int  # recurrent state (Mamba/linear), fixed per sequence
     blocks: dict[str, int]  # paged: blocks per layer for each layer group
     encoder_bytes: int = 0  # cross-attention K/V over the encoder's (image) tokens
+    draft_bytes: int = 0  # a speculative proposer's K/V of the reserved tokens (EAGLE-3 head, draft model)
 
     @property
     def total_bytes(self) -> int:
-        return self.kv_bytes + self.state_bytes + self.encoder_bytes
+        return self.kv_bytes + self.state_bytes + self.encoder_bytes + self.draft_bytes
 
 
 def _group_label(spec: KVSpec) -> str:

@@ -888,41 +888,6 @@ def compute_scale(dtype: str) -> float:
     return KERNEL_FIT["gemm_fp8"] if dtype == "fp8" else 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeLimits(Result):
-    """What the engine admits at once by default: running sequences, tokens a step, CUDA-graph batches."""
-
-    engine: str
-    max_num_seqs: int
-    max_batched_tokens: int
-    graph_max_batch: int
-    source: str
-
-
-def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
-    """The engine's default limits on this GPU.
-
-    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
-      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
-      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
-    * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
-      (the measured-serving notes of its perf overview); graphs padded to the batch;
-    * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
-
-    Raises:
-        PlannerError: an unknown engine.
-    """
-    if engine == "vllm":
-        big = memory_gib >= 70 and "a100" not in device_name.lower()
-        seqs = 1024 if big else 256
-        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
-    if engine == "trtllm":
-        return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
-    if engine == "sglang":
-        return RuntimeLimits(engine, 1 << 20, 8192, 256, "SGLang defaults: chunked_prefill_size 8192, running requests by memory (estimate)")
-    raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
-
-
 def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:
     """Seconds the API server spends on a request before the engine schedules it (HTTP handling,
     chat template, tokenisation): eff.api_s + eff.api_token_s x prompt tokens."""
@@ -1174,30 +1139,36 @@ def open_loop(
     out = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
     cap = max(1, max_in_flight or 10_000_000)
-
-    def at(n: int) -> tuple[float, Served]:
-        s = served(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens)
-        return (pre * 1e3 + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms) / 1e3, s
-
-    n, (e2e, s) = 1, at(1)
+    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre)
     for _ in range(200):
-        need = max(1, math.ceil(rate_per_s * e2e - 1e-9))
+        need = max(1, math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9))
         if need <= n or n >= cap:
             break
         n = min(cap, need)
-        e2e, s = at(n)
-    sustainable = not s.saturated and math.ceil(rate_per_s * e2e - 1e-9) <= n
+        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre)
+    sustainable = fig.sustainable and math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9) <= n
+    return replace(fig, rate_per_s=rate_per_s, sustainable=sustainable, output_tokens_per_s=rate_per_s * out if sustainable else fig.output_tokens_per_s)
+
+
+def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float) -> OpenLoop:
+    """:class:`OpenLoop` figures with ``in_flight`` requests in flight under Poisson arrivals
+    (:func:`served`; the rate is Little's, in flight / end-to-end): TTFT = preprocessing + the
+    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL."""
+    out = max(1, generated)
+    s = served(roof, prompt_tokens, cached, out, in_flight, kv_mid, mid, budget_tokens)
+    pre_ms = preprocess_s * 1e3
+    e2e = pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms
     return OpenLoop(
-        rate_per_s=rate_per_s,
-        in_flight=n,
-        sustainable=sustainable,
-        ttft_ms=pre * 1e3 + s.wait_ms + s.prefill_one_ms,
-        ttft_p95_ms=pre * 1e3 + s.wait_p95_ms + s.prefill_one_ms,
+        rate_per_s=in_flight / (e2e / 1e3) if e2e > 0 else 0.0,
+        in_flight=max(1, in_flight),
+        sustainable=not s.saturated,
+        ttft_ms=pre_ms + s.wait_ms + s.prefill_one_ms,
+        ttft_p95_ms=pre_ms + s.wait_p95_ms + s.prefill_one_ms,
         tpot_ms=s.itl_ms,
         tpot_p95_ms=s.itl_p95_ms,
-        e2e_ms=e2e * 1e3,
-        output_tokens_per_s=rate_per_s * out if sustainable else n * out / e2e,
-        preprocess_ms=pre * 1e3,
+        e2e_ms=e2e,
+        output_tokens_per_s=max(1, in_flight) * out / (e2e / 1e3) if e2e > 0 else 0.0,
+        preprocess_ms=pre_ms,
     )
 
 
@@ -1301,23 +1272,57 @@ def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[st
     )
     if e.step_s or e.seq_s:
         out.append(f"engine host work = ({e.step_s * 1e3:.3f} ms a step + {e.seq_s * 1e6:.2f} us x sequences producing a token){fs} (scheduling, input preparation, sampling, output processing; fitted to published runs, docs/serving_fit.md)")
+    return out + _load_lines(r, roof, at_n, terms)
+
+
+def _load_lines(r, roof: Roofline, at_n: str, terms) -> list[str]:
+    """formula_lines' second half: the deployment's shape, the steps at the load, the load model
+    (closed or open loop), speculation, throughput and the accuracy bands."""
+    e, out = roof.eff, []
+    if roof.dp > 1:
+        out.append(f"attention data parallel: {roof.dp} ranks of TP {roof.tp}, each with the dense and attention weights of its TP share and 1/{roof.ep} of the experts; every MoE layer serves the {roof.dp} ranks' tokens and waits for the slowest")
+    if roof.pp > 1:
+        out.append(
+            f"pipeline: {roof.pp} stages of {roof.layers} layers; a step's sequences run as {roof.pp} micro-batches, so a token's step = {roof.pp} stage steps of its micro-batch + {roof.pp - 1} hand-offs "
+            f"({roof.pp_link_latency_s * 1e6:g} us + micro-batch x {roof.hidden:,} x {roof.act_bytes} B / {roof.pp_link_bytes_s / 1e9:,g} GB/s)"
+        )
     out.append(f"prefill at 1 request = {terms(r.prefill_terms_ms)}")
     out.append(f"decode step {at_n} (T = {r.decode_concurrency:,}) = {terms(r.decode_terms_ms)}; at 1 request {r.itl_ms_at_1_request:,.3f} ms")
-    out.append(
-        f"wait behind other prompts {at_n} (steady state) = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
-        f"{r.max_batched_tokens:,}-token budget (utilisation {r.prefill_utilisation:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
-        f"= {r.prefill_wait_ms:,.1f} ms mean, {r.prefill_wait_p95_ms:,.1f} ms p95 (in the queue term of TTFT; p95 TTFT {r.ttft_p95_ms:,.1f} ms)"
-        + (" — SATURATED: the prefill cannot keep up, the burst figure stands" if r.prefill_saturated else "")
-    )
+    share = f"{r.prefill_step_share:.1%} of steps carry a prefill chunk" + (" (more than 5 % of steps are long: the p95 gap is such a step)" if r.prefill_step_share > 0.05 else " (at most 5 %: the p95 gap is a decode-only step)")
+    if r.load_kind == "closed loop":
+        out.append(
+            f"{at_n}: each client sends its next request when the last finishes; TTFT = API preprocessing (fitted, {e.api_s * 1e3:.2f} ms + {e.api_token_s * 1e6:.2f} us a prompt token, or the given) "
+            f"+ the rest of the step in flight + the M/D/1 wait for the {r.max_batched_tokens:,}-token budget behind the other clients' prompts + the own prefill beside their decodes "
+            f"(+ a slot when clients exceed the running limit): {r.prefill_wait_ms:,.1f} ms over the prefill alone, p95 TTFT {r.ttft_p95_ms:,.1f} ms"
+            + (" — SATURATED: the budget cannot keep up, requests arrive at its rate" if r.prefill_saturated else "")
+        )
+        out.append(f"TPOT {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and {share}: mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms")
+    else:
+        out.append(
+            f"{at_n}: Poisson arrivals, in flight = rate x end-to-end (Little); wait behind other prompts = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
+            f"{r.max_batched_tokens:,}-token budget (utilisation {r.prefill_utilisation:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
+            f"= {r.prefill_wait_ms:,.1f} ms mean, {r.prefill_wait_p95_ms:,.1f} ms p95 (p95 TTFT {r.ttft_p95_ms:,.1f} ms)"
+            + (" — NOT SUSTAINABLE: the prefill cannot keep up with the arrivals" if r.prefill_saturated else "")
+        )
+        out.append(
+            f"ITL {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and {share} (N x prompt / output = {r.mixed_prefill_tokens_per_step:,.0f} prefill tokens a step over chunks of {r.prefill_chunk_tokens:,}): "
+            f"mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms"
+        )
     out.append(
         f"worst moment, all {r.decode_concurrency:,} prompts at once: {r.prefill_steps:,.2f} steps on average (mean ceil(k x prompt / budget), k = 1..N), "
         f"wait {r.burst_wait_ms:,.1f} ms mean, {r.burst_wait_max_ms:,.1f} ms for the last"
     )
+    if r.spec_method != "none":
+        out.append(
+            f"speculative decoding ({r.spec_method}, {r.spec_tokens} drafts a step, acceptance length {r.spec_acceptance_length:.2f}): a step drafts K tokens and verifies K + 1 per sequence, "
+            f"TPOT = (draft + verify) / acceptance length = {r.spec_speedup:.2f}x faster than plain decoding at this batch"
+        )
     out.append(
-        f"ITL {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and in {r.prefill_step_share:.1%} of steps (N x prompt / output = {r.mixed_prefill_tokens_per_step:,.0f} prefill tokens a step "
-        f"over chunks of {r.prefill_chunk_tokens:,}) a step carrying a chunk: mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms"
-        + (" (more than 5 % of steps are long)" if r.prefill_step_share > 0.05 else " (at most 5 % of steps are long)")
+        f"throughput {at_n}: {r.output_tokens_per_second:,.0f} output tokens/s ({r.output_tokens_per_second_per_gpu:,.1f} a GPU); "
+        f"{r.max_throughput_label}: {r.max_throughput_tokens_per_second_per_gpu:,.1f} a GPU (every admissible sequence running, no API server)"
     )
+    if r.accuracy:
+        out.append("accuracy on published runs like this one (planner / measured): " + "; ".join(f"{k} {v}" for k, v in r.accuracy.items()))
     return out
 
 

@@ -22,6 +22,7 @@ import dataclasses
 import math
 
 from planner.errors import PlannerError
+from planner.kv import InspectReport
 from planner.latency import Roofline
 from planner.results import Result
 
@@ -179,4 +180,25 @@ def pipeline_stage(roof: Roofline, pp: int, link_gb_s: float = 0.0, link_latency
         pp=pp,
         pp_link_bytes_s=link_gb_s * 1e9,
         pp_link_latency_s=link_latency_us * 1e-6,
+    )
+
+
+def stage_report(report: InspectReport, pp: int) -> InspectReport:
+    """The K/V layout of the busiest of ``pp`` pipeline stages: each layer group keeps
+    ceil(layers / pp) of its layers (stages split the stack evenly, vLLM's get_pp_indices; the
+    first stages take the remainder), the recurrent state likewise; ``report`` itself at pp 1."""
+    if pp <= 1:
+        return report
+    specs = tuple(s.model_copy(update={"num_layers": -(-s.num_layers // pp)}) for s in report.specs)
+    share = sum(s.num_layers for s in specs) / max(1, sum(s.num_layers for s in report.specs))
+    return report.model_copy(
+        update={
+            "specs": specs,
+            "kv_bytes_per_token": sum(s.bytes_per_token for s in specs if s.grows_per_token),
+            "kv_bytes_at_tokens": sum(s.bytes_at(report.tokens) for s in specs),
+            "state_bytes_per_sequence": -(-report.state_bytes_per_sequence // pp),
+            "cross_bytes_per_encoder_token": sum(s.bytes_per_token for s in specs if s.kind == "cross"),
+            "mha_equivalent_bytes_per_token": int(report.mha_equivalent_bytes_per_token * share),
+            "notes": (*report.notes, f"pipeline parallel {pp}: K/V of the busiest stage's layers (ceil(layers / {pp}) of each kind) per GPU"),
+        }
     )
