@@ -206,8 +206,9 @@ class Shape(NamedTuple):
 
 def shapes(model: PreparedModel, base: dict, gpu: str, tps: tuple[int, ...] | list[int]) -> list[Shape]:
     """The replica shapes searched on ``gpu``: every TP; for MoE models EP = TP and attention data
-    parallelism over as many ranks; and, where no single node of this GPU holds the weights, two
-    nodes (TP over both, TP and two pipeline stages, attention DP over both)."""
+    parallelism over as many ranks; and, where the TPs reach a whole node of this GPU and no
+    single node holds the weights, two nodes (TP over both, TP and two pipeline stages, attention
+    DP over both)."""
     weights = model.weights(base.get("weight_dtype", "auto"))
     moe = bool(weights.num_experts)
     out = []
@@ -217,7 +218,8 @@ def shapes(model: PreparedModel, base: dict, gpu: str, tps: tuple[int, ...] | li
             out += [Shape(tp, ep=tp), Shape(1, dp=tp, ep=tp)]
     device = CATALOG[gpu]
     node = device.node_gpus
-    if weights.bytes > node * device.memory_bytes * 0.9 and node * 2 <= 4096:  # one node cannot hold the weights
+    # two nodes only where the searched TPs reach a whole node and one node cannot hold the weights
+    if max(tps, default=1) >= node and weights.bytes > node * device.memory_bytes * 0.9 and node * 2 <= 4096:
         out += [Shape(2 * node), Shape(node, pp=2)] + ([Shape(2 * node, ep=2 * node), Shape(1, dp=2 * node, ep=2 * node)] if moe else [])
     return out
 

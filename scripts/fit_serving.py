@@ -112,20 +112,23 @@ def constants(result) -> dict:
     return {name: math.exp(v) for (name, *_), v in zip(PARAMS, result.x, strict=True)}
 
 
-# leave-one-group-out cross-validation: each grouping splits the points into groups
+# leave-one-group-out cross-validation: each grouping splits the points into groups; each fold
+# refits from the all-points constants for at most CV_STEPS steps (a fold moves them little: one
+# step is a Jacobian of every constant over the fold's points)
+CV_STEPS = 6
 GROUPINGS = {"engine": lambda pt: pt.engine, "GPU": lambda pt: pt.raw["gpu"], "sweep": lambda pt: S.sweep_key(pt.raw)}
 
 
 def cross_validate(pts: list[S.Point], start: dict) -> dict[str, list[tuple[S.Point, dict[str, float]]]]:
     """Per grouping, every point predicted by the constants fitted on the points outside its group
-    (started from ``start``, the all-points fit, so each fold converges in a few steps)."""
+    (started from ``start``, the all-points fit, at most :data:`CV_STEPS` steps a fold)."""
     out = {}
     for name, group in GROUPINGS.items():
         keys = sorted({group(pt) for pt in pts}, key=str)
         preds: dict[str, tuple[S.Point, dict[str, float]]] = {}
         for k in keys:
             inside = [pt for pt in pts if group(pt) == k]
-            x = constants(fit([pt for pt in pts if group(pt) != k], start, max_nfev=30))
+            x = constants(fit([pt for pt in pts if group(pt) != k], start, max_nfev=CV_STEPS))
             for pt, r in evaluate(inside, x):
                 preds[pt.id] = (pt, r)
             print(f"cv {name:6s} {str(k)[:60]:60s} {len(inside):2d} points")

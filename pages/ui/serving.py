@@ -24,23 +24,15 @@ def render_serving(plan: Plan) -> None:
     bands = band_texts(plan)
     with st.container(border=True):
         st.markdown(f"**Serving** · {md(r.load_label)} · {md(r.serving_engine)} costs")
-        cols = st.columns(2)
-        cols[0].metric(
-            "Throughput per GPU",
-            _tps(r.output_tokens_per_second_per_gpu),
-            delta=r.load_label,
-            delta_color="gray",
-            delta_arrow="off",
-            help=md(f"Output tokens a second per GPU at the requested load ({r.load_label}): every request's whole cycle, TTFT included. Accuracy: {bands['throughput']}.", limit=2000),
-        )
-        cols[1].metric(
-            "Max throughput per GPU",
-            _tps(r.max_throughput_tokens_per_second_per_gpu),
-            delta=r.max_throughput_label,
-            delta_color="gray",
-            delta_arrow="off",
-            help=md(f"Every sequence memory and the runtime's limit admit running at once, fed directly (no API server): an offline benchmark's figure. Accuracy: {bands['throughput']}.", limit=2000),
-        )
+        for col, (title, value, delta, what) in zip(
+            st.columns(2),
+            (
+                ("Throughput per GPU", r.output_tokens_per_second_per_gpu, r.load_label, f"Output tokens a second per GPU at the requested load ({r.load_label}): every request's whole cycle, TTFT included."),
+                ("Max throughput per GPU", r.max_throughput_tokens_per_second_per_gpu, r.max_throughput_label, "Every sequence memory and the runtime's limit admit running at once, fed directly (no API server): an offline benchmark's figure."),
+            ),
+            strict=True,
+        ):
+            col.metric(title, _tps(value), delta=delta, delta_color="gray", delta_arrow="off", help=md(f"{what} Accuracy: {bands['throughput']}.", limit=2000))
         rows = [f"- **{md(name)}:** {md(text)}" for name, text in bands.items()]
         st.markdown("**Accuracy on published runs like this one** (planner ÷ measured)\n" + "\n".join(rows))
         if any("outside every measured regime" in text for text in bands.values()):

@@ -95,33 +95,25 @@ def _spec_factor(setup: Setup, decoding: float) -> float:
     return r.tpot_ms / r.plain_tpot_ms if r.plain_tpot_ms else 1.0
 
 
+def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttft: float, ttft_p95: float, tpot: float, tpot_p95: float, parts: tuple[float, float, float], saturated: bool, decode_step: float, share: float, slot_wait: float = 0.0, rate: float | None = None) -> LoadFigures:
+    """:class:`LoadFigures` from a load model's figures (ms) with speculation's factor ``f`` on the
+    decode steps: end-to-end = TTFT + (output - 1) x TPOT; ``running`` requests take it in turn
+    (``rate`` instead where the load fixes it); ``parts``: (preprocessing, queue, prefill)."""
+    out = max(1, setup.generated)
+    tpot *= f
+    e2e_run = ttft - slot_wait + (out - 1) * tpot
+    if rate is None:
+        rate = running / (e2e_run / 1e3) if e2e_run > 0 else 0.0
+    return LoadFigures(kind, per_rank, ttft, ttft_p95, tpot, tpot_p95 * f, e2e_run + slot_wait, rate * out, rate, *parts, saturated, decode_step * f, share, 1.0 / f)
+
+
 def closed(setup: Setup, clients: int) -> LoadFigures:
     """The closed loop of ``clients`` clients on one rank."""
     r = setup
     cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s)
+    parts = (cl.preprocess_ms, cl.wait_for_step_ms + cl.queue_ms + cl.slot_wait_ms, cl.prefill_ms)
     f = _spec_factor(setup, cl.decoding)
-    out = max(1, r.generated)
-    tpot = cl.tpot_ms * f
-    e2e_run = cl.ttft_ms - cl.slot_wait_ms + (out - 1) * tpot
-    rate = cl.running / (e2e_run / 1e3) if e2e_run > 0 else 0.0
-    return LoadFigures(
-        kind=CLOSED,
-        per_rank=cl.clients,
-        ttft_ms=cl.ttft_ms,
-        ttft_p95_ms=cl.ttft_p95_ms,
-        tpot_ms=tpot,
-        tpot_p95_ms=cl.tpot_p95_ms * f,
-        e2e_ms=e2e_run + cl.slot_wait_ms,
-        output_tokens_per_s=rate * out,
-        requests_per_s=rate,
-        preprocess_ms=cl.preprocess_ms,
-        queue_ms=cl.wait_for_step_ms + cl.queue_ms + cl.slot_wait_ms,
-        prefill_ms=cl.prefill_ms,
-        saturated=cl.saturated,
-        decode_step_ms=cl.decode_step_ms * f,
-        step_share=cl.prefill_step_share,
-        speedup=1.0 / f,
-    )
+    return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms)
 
 
 def poisson(setup: Setup, in_flight: int) -> LoadFigures:
@@ -141,31 +133,12 @@ def _preprocess_s(setup: Setup) -> float:
 
 
 def _open_figures(setup: Setup, ol: latency.OpenLoop) -> LoadFigures:
-    f = _spec_factor(setup, ol.in_flight)
     s = latency.served(setup.roof, setup.prompt, setup.cached, max(1, setup.generated), ol.in_flight, setup.kv_mid, setup.mid, setup.budget)
-    out = max(1, setup.generated)
-    prefill = setup.roof.prefill_s(max(1, setup.prompt - setup.cached), setup.cached) * 1e3
-    tpot = ol.tpot_ms * f
-    e2e = ol.ttft_ms + (out - 1) * tpot
-    rate = ol.rate_per_s if setup.rate is not None and ol.sustainable else ol.in_flight / (e2e / 1e3)
-    return LoadFigures(
-        kind=OPEN,
-        per_rank=ol.in_flight,
-        ttft_ms=ol.ttft_ms,
-        ttft_p95_ms=ol.ttft_p95_ms,
-        tpot_ms=tpot,
-        tpot_p95_ms=ol.tpot_p95_ms * f,
-        e2e_ms=e2e,
-        output_tokens_per_s=rate * out,
-        requests_per_s=rate,
-        preprocess_ms=ol.preprocess_ms,
-        queue_ms=ol.ttft_ms - ol.preprocess_ms - prefill,
-        prefill_ms=prefill,
-        saturated=not ol.sustainable,
-        decode_step_ms=s.itl_decode_ms * f,
-        step_share=s.prefill_step_share,
-        speedup=1.0 / f,
-    )
+    prefill = s.prefill_one_ms
+    parts = (ol.preprocess_ms, ol.ttft_ms - ol.preprocess_ms - prefill, prefill)
+    rate = ol.rate_per_s if setup.rate is not None and ol.sustainable else None
+    f = _spec_factor(setup, ol.in_flight)
+    return _figures(setup, OPEN, ol.in_flight, ol.in_flight, f, ol.ttft_ms, ol.ttft_p95_ms, ol.tpot_ms, ol.tpot_p95_ms, parts, not ol.sustainable, s.itl_decode_ms, s.prefill_step_share, rate=rate)
 
 
 def at(setup: Setup, per_rank: int) -> LoadFigures:
@@ -180,27 +153,7 @@ def offline(setup: Setup, running: int) -> LoadFigures:
     r = setup
     run = latency.offline(r.roof, r.prompt, r.cached, r.generated, running, running, r.kv_mid, r.mid, r.budget)
     f = _spec_factor(setup, run.running)
-    out = max(1, r.generated)
-    tpot = run.tpot_ms * f
-    e2e = run.ttft_ms + (out - 1) * tpot
-    rate = run.running / (e2e / 1e3) if e2e > 0 else 0.0
-    return LoadFigures(
-        kind=OFFLINE,
-        per_rank=run.running,
-        ttft_ms=run.ttft_ms,
-        ttft_p95_ms=run.ttft_ms,
-        tpot_ms=tpot,
-        tpot_p95_ms=tpot,
-        e2e_ms=e2e,
-        output_tokens_per_s=rate * out,
-        requests_per_s=rate,
-        preprocess_ms=0.0,
-        queue_ms=0.0,
-        prefill_ms=0.0,
-        saturated=False,
-        decode_step_ms=tpot,
-        speedup=1.0 / f,
-    )
+    return _figures(setup, OFFLINE, run.running, run.running, f, run.ttft_ms, run.ttft_ms, run.tpot_ms, run.tpot_ms, (0.0, 0.0, 0.0), False, run.tpot_ms, 0.0)
 
 
 def report(fig: LoadFigures, prompt: int, cached: float, generated: int, queue_ms: float) -> latency.LatencyReport:
