@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import streamlit as st
 
 from pages.ui import style
 
-st.set_page_config(page_title="KV Capacity Planner", page_icon=":material/memory:", layout="wide")
+# The favicon is a file the server itself serves: a ":material/...:" page icon makes every browser
+# fetch it from a third party (fonts.gstatic.com). Nav and widget icons use the bundled font.
+FAVICON = str(Path(__file__).resolve().parent / "assets" / "favicon.png")
+st.set_page_config(page_title="KV Capacity Planner", page_icon=FAVICON, layout="wide")
 style.apply()
 
 

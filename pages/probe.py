@@ -21,6 +21,7 @@ import streamlit as st  # noqa: E402
 from pages.ui.safe_text import md  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.kv import KV_DTYPE_BITS  # noqa: E402
+from planner.limits import BOUNDS  # noqa: E402
 from planner.presets import DEFAULT_PRESET, list_presets, load_preset  # noqa: E402
 from planner.probe import DEVICES, MODES, RUNTIME_DTYPES, ProbeResult, calibrate, load_probe_json, make_options, probe_disabled, run_probe  # noqa: E402
 
@@ -113,12 +114,12 @@ def _controls(disabled_reason: str | None) -> None:
     device = c1.selectbox("Device", DEVICES, key="probe_device")
     dtypes = list(RUNTIME_DTYPES) if runtime == "transformers" else list(KV_DTYPE_BITS)
     kv_dtype = c2.selectbox("KV dtype", dtypes, index=dtypes.index("bf16"), key=f"probe_kv_dtype_{runtime}")
-    tokens = int(c3.number_input("Tokens", min_value=1, max_value=1 << 24, value=512, step=64, key="probe_tokens"))
-    batch = int(c4.number_input("Batch", min_value=1, max_value=4096, value=1, key="probe_batch"))
+    tokens = int(c3.number_input("Tokens", **BOUNDS["probe_tokens"].widget(), value=512, step=64, key="probe_tokens"))
+    batch = int(c4.number_input("Batch", **BOUNDS["batch"].widget(), value=1, key="probe_batch"))
     c1, c2, c3, c4 = st.columns(4)
-    decode_steps = int(c1.number_input("Decode steps", min_value=0, max_value=4096, value=8, key="probe_decode_steps", disabled=mode != "runtime"))
+    decode_steps = int(c1.number_input("Decode steps", **BOUNDS["decode_steps"].widget(), value=8, key="probe_decode_steps", disabled=mode != "runtime"))
     layers = int(c2.number_input("Layers limit", min_value=0, max_value=100_000, value=2, key="probe_layers_limit", help="Measure the first K layers (0 = all); the scaling to the full model is stated."))
-    timeout = float(c3.number_input("Timeout (s)", min_value=1.0, max_value=3600.0, value=120.0, key="probe_timeout"))
+    timeout = float(c3.number_input("Timeout (s)", **BOUNDS["timeout"].widget(), value=120.0, key="probe_timeout"))
     static = c4.checkbox("StaticCache", key="probe_static", disabled=mode != "runtime")
 
     if st.button("Run probe", type="primary", disabled=disabled_reason is not None, key="probe_run"):

@@ -19,6 +19,7 @@ from pages.ui.models import active_model, active_upload_config
 from planner import sizing
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
+from planner.limits import BOUNDS, Bound, parse_number_text
 from planner.plan import make_inputs
 from planner.share import share_url
 
@@ -29,12 +30,10 @@ DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft"
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv"}
 
 
-def _number(text: str, lo: float, hi: float, kind: type) -> float | int | None:
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, (int, float)) and math.isfinite(value) and lo <= value <= hi else None
+def _number(text: str, bound: Bound) -> float | int | None:
+    """The link's number in ASCII digits (planner/limits.py) inside ``bound``, else None."""
+    value = parse_number_text(text.strip(), integer=bound.integer) if isinstance(text, str) else None
+    return value if value is not None and bound.lo <= value <= bound.hi else None
 
 
 def apply_link_params() -> None:
@@ -45,12 +44,12 @@ def apply_link_params() -> None:
         return
     st.session_state["size_params_applied"] = params
     s = st.session_state
-    if (v := _number(params.get("size_users", ""), 1, sizing.MAX_USERS, int)) is not None:
+    if (v := _number(params.get("size_users", ""), BOUNDS["users"])) is not None:
         s["size_users"], s["size_mode"] = v, USERS
-    if (v := _number(params.get("size_rate", ""), 1e-6, sizing.MAX_RATE, float)) is not None:
+    if (v := _number(params.get("size_rate", ""), BOUNDS["size_rate"])) is not None:
         s["size_rate"], s["size_mode"] = v, RATE
     for key in ("size_ttft", "size_itl"):
-        if key in params and (v := _number(params[key], 0, 1e7, float)) is not None:
+        if key in params and (v := _number(params[key], Bound(0, BOUNDS["ttft_p95_ms"].hi))) is not None:
             s[key] = v
     if "size_gpus" in params:
         lower = {g.lower(): g for g in CATALOG}
@@ -111,11 +110,11 @@ def main() -> None:
         c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
         mode = c1.radio("Workload", (USERS, RATE), key="size_mode", horizontal=True)
         if mode == USERS:
-            c2.number_input("Concurrent users", 1, sizing.MAX_USERS, step=10, key="size_users", help="Sequences held at once (each with the plan's context).")
+            c2.number_input("Concurrent users", **BOUNDS["users"].widget(), step=10, key="size_users", help="Sequences held at once (each with the plan's context).")
         else:
-            c2.number_input("Requests per second", 0.001, sizing.MAX_RATE, step=0.5, key="size_rate", format="%.3f")
-        c3.number_input("TTFT p95 SLO (ms)", 0.0, 1e7, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
-        c4.number_input("ITL p95 SLO (ms)", 0.0, 1e7, step=5.0, key="size_itl", help="0 = no ITL SLO.")
+            c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
+        c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
+        c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
         c1, c2 = st.columns([4, 1])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
@@ -188,7 +187,7 @@ def main() -> None:
             f"by bisection on rate (at most {sizing.CAPACITY_MAX_RUNS} runs, stopping within {sizing.CAPACITY_TOLERANCE:.0%})."
         )
         c1, c2 = st.columns([1, 3])
-        top = c1.number_input("Deployments", 1, 10, 3, key="size_cap_top")
+        top = c1.number_input("Deployments", 1, BOUNDS["capacity_top"].hi, 3, key="size_cap_top")
         if c2.button("Run capacity search", key="size_cap_run", icon=":material/monitoring:"):
             bar = st.progress(0.0, text="Starting…")
             caps = []

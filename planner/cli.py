@@ -13,7 +13,7 @@ from pathlib import Path
 from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
-from planner.limits import ensure_finite_json, parse_number_text
+from planner.limits import CAPACITY_TIME_BUDGET_S, MAX_CAPACITY_TOP, bounded_number, ensure_finite_json, parse_number_text, safe_text, safe_tree
 
 
 class CLIError(Exception):
@@ -39,6 +39,20 @@ def _number(text: str, cast: type, *, positive: bool) -> int | float:
     return value
 
 
+def bounded(name: str):
+    """An argparse type reading a number by :func:`planner.limits.bounded_number`: ASCII digits,
+    inside the range :data:`planner.limits.BOUNDS` gives ``name`` (the app's widgets read the same)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            return bounded_number(name, text)
+        except PlannerError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None  # "field=value: why", as every other refusal
+
+    parse.__name__ = name
+    return parse
+
+
 def positive_int(text: str) -> int:
     return _number(text, int, positive=True)
 
@@ -55,14 +69,21 @@ def nonneg_float(text: str) -> float:
     return _number(text, float, positive=False)
 
 
+def emit(*parts: object, file=None) -> None:
+    """``print`` through :func:`planner.limits.safe_text`: the one way the CLI writes text, so a
+    config string holding a lone surrogate (``"\\ud800"``) cannot break the output stream."""
+    print(*(safe_text(p) for p in parts), file=file)
+
+
 def print_json(out: dict) -> None:
-    """Print a result as strict JSON: a non-finite number is refused, never printed as Infinity.
+    """Print a result as strict JSON: a non-finite number is refused, never printed as Infinity;
+    every string passes :func:`planner.limits.safe_tree`.
 
     Raises:
         PlannerError: naming the first non-finite number.
     """
     ensure_finite_json(out)
-    print(json.dumps(out, indent=2, default=str, allow_nan=False))
+    emit(json.dumps(safe_tree(out), indent=2, default=str, allow_nan=False))
 
 
 # --------------------------------------------------------------------------- model source
@@ -156,7 +177,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         out["source"] = source
         print_json(out)
     else:
-        print(inspect_summary(report))
+        emit(inspect_summary(report))
     return 0
 
 
@@ -301,11 +322,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
             }
         print_json(out)
     else:
-        print(plan_summary(plan, comparison))
+        emit(plan_summary(plan, comparison))
         if args.explain:
             from planner.explain import explain
 
-            print(explain(plan).text())
+            emit(explain(plan).text())
     return 0
 
 
@@ -346,16 +367,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(
+        emit(
             f"{result.policy}: {result.requests_completed:,} completed, {result.requests_cancelled:,} cancelled, {result.requests_rejected:,} rejected; "
             f"TTFT p50/p95/p99 {result.ttft_ms.p50:,.1f}/{result.ttft_ms.p95:,.1f}/{result.ttft_ms.p99:,.1f} ms; "
             f"ITL p50/p95/p99 {result.itl_ms.p50:,.1f}/{result.itl_ms.p95:,.1f}/{result.itl_ms.p99:,.1f} ms; "
             f"{result.throughput_tokens_per_s:,.0f} tok/s; {result.preemptions:,} preemptions; pool {blocks:,} blocks"
             + (f" x {result.replicas} replicas ({result.router})" if result.replicas > 1 else "")
         )
-        print(result.overload.message)
+        emit(result.overload.message)
         if result.stopped_early:
-            print(f"stopped early: {result.stopped_early}")
+            emit(f"stopped early: {result.stopped_early}")
     return 0
 
 
@@ -365,11 +386,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def _prices_arg(text: str) -> float | dict[str, float]:
     """``2.5`` (every GPU) or ``H100-SXM-80GB=2.5,H200-141GB=3.9`` (the table fills the rest)."""
     if "=" not in text:
-        return nonneg_float(text)
+        return bounded("gpu_hour_price")(text)
     out = {}
     for part in text.split(","):
         name, _, value = part.partition("=")
-        out[name.strip()] = nonneg_float(value)
+        out[name.strip()] = bounded("gpu_hour_price")(value)
     return out
 
 
@@ -395,20 +416,22 @@ def cmd_size(args: argparse.Namespace) -> int:
     recs = result.recommendations[: args.top]
     if args.json:
         out = {"answer": result.answer, "recommendations": [r.model_dump(mode="json") for r in recs], "searched": result.searched, "refused": [r.model_dump() for r in result.refused], "source": source}
-        print(json.dumps(out, indent=2))
+        print_json(out)
         return 0
-    print(result.answer)
-    print(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    emit(result.answer)
+    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
-        print(
+        emit(
             f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
         if r.capacity:
-            print(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
-    print(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+            emit(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
+    if "capacity_search" in result.searched:
+        emit(result.searched["capacity_search"])
+    emit(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
     return 0
 
 
@@ -421,20 +444,20 @@ def add_engine_parser(sub) -> None:
 
     p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size (GPUs per replica; default 1)")
+    p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel size (GPUs per replica; default 1)")
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
-    p.add_argument("--block-size", type=positive_int, help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
-    p.add_argument("--max-model-len", type=positive_int, help="tokens per request (default: the model's max_position_embeddings)")
-    p.add_argument("--max-num-batched-tokens", type=positive_int, default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
-    p.add_argument("--max-num-seqs", type=positive_int, default=1024, help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default 1,024)")
+    p.add_argument("--block-size", type=bounded("block_size"), help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
+    p.add_argument("--max-model-len", type=bounded("max_model_len"), help="tokens per request (default: the model's max_position_embeddings)")
+    p.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
+    p.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), default=1024, help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default 1,024)")
     p.add_argument("--vllm-version", choices=list(VLLM_VERSIONS), default=DEFAULT_VLLM_VERSION, help=f"vLLM release whose rules apply (default {DEFAULT_VLLM_VERSION})")
     p.add_argument("--no-prefix-caching", action="store_true", help="start vLLM with --no-enable-prefix-caching (default: prefix caching on)")
-    p.add_argument("--speculative-layers", type=nonneg_int, default=0, help="draft / MTP layers cached beside the model (default 0)")
+    p.add_argument("--speculative-layers", type=bounded("speculative_layers"), default=0, help="draft / MTP layers cached beside the model (default 0)")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--available-kv-bytes", type=positive_int, help="'Available KV cache memory' per GPU in bytes (no default: give this, --available-kv-gib or --gpu)")
-    budget.add_argument("--available-kv-gib", type=positive_float, help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
+    budget.add_argument("--available-kv-bytes", type=bounded("available_kv_bytes"), help="'Available KV cache memory' per GPU in bytes (no default: give this, --available-kv-gib or --gpu)")
+    budget.add_argument("--available-kv-gib", type=bounded("available_kv_gib"), help="'Available KV cache memory' per GPU in GiB, as vLLM printed it (no default)")
     budget.add_argument("--gpu", metavar="NAME", help=f"predict the budget for a catalog GPU, term by term (no default; {', '.join(CATALOG)})")
-    p.add_argument("--gpu-memory-utilization", type=positive_float, default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
+    p.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
     p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
     p.set_defaults(func=cmd_engine)
@@ -490,7 +513,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     try:
         r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
-        print(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
+        emit(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
     command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs if args.gpu else None, user_block_size=args.block_size)
     if args.json:
@@ -498,19 +521,19 @@ def cmd_engine(args: argparse.Namespace) -> int:
         out["budget"] = budget.summary() if budget else {"available_kv_bytes": available, "terms": [{"name": "given", "bytes": available, "source": "--available-kv-bytes / --available-kv-gib"}]}
         out["serve_command"] = command
         out["source"] = source
-        print(json.dumps(out, indent=2))
+        print_json(out)
         return 0
     if budget:
         for t in budget.terms:
-            print(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
-        print(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
+            emit(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
+        emit(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
     groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
-    print(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
+    emit(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
-        print(line)
+        emit(line)
     for note in r.notes:
-        print(f"note: {note}")
-    print(command)
+        emit(f"note: {note}")
+    emit(command)
     return 0
 
 
@@ -580,7 +603,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
         for warning in state.warnings:  # only once the plan stands: a refusal stays one line
-            print(f"warning: {warning}", file=sys.stderr)
+            emit(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)
@@ -591,7 +614,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out.write_bytes(pdf)
     except OSError as exc:
         raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
-    print(f"wrote {out} ({len(pdf):,} bytes)")
+    emit(f"wrote {out} ({len(pdf):,} bytes)")
     return 0
 
 
@@ -622,9 +645,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     label = source.get("preset") or source.get("repo_id") or source.get("path")
     result = run_probe(config, opts, source=source, label=label)
     if args.json:
-        print(result.to_json())
+        emit(result.to_json())
     else:
-        print(probe_summary(result))
+        emit(probe_summary(result))
     if not result.ok:
         raise CLIError(f"probe: {result.error}")
     return 0
@@ -643,8 +666,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="element type of cached keys and values; auto: what the checkpoint declares, as vLLM's --kv-cache-dtype auto, else the model dtype (default: %(default)s)")
     p.add_argument("--mtp", action="store_true",
                    help="also count the model's next-token-prediction (MTP) layers, which an engine caches when MTP speculative decoding is on (default: off)")
-    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
-    p.add_argument("--tokens", type=nonneg_int, default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
+    p.add_argument("--tp", type=bounded("tp"), default=1, metavar="N", help="tensor-parallel GPUs: bytes are one GPU's share (default: %(default)s)")
+    p.add_argument("--tokens", type=bounded("tokens"), default=4096, metavar="N", help="context length in tokens for the K/V total (default: %(default)s)")
     p.add_argument("--runtime", choices=list(RUNTIMES), default="vllm", help="whose cache layout to count (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_inspect)
@@ -657,16 +680,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
     add_plan_options(p)
-    p.add_argument("--rate", type=nonneg_float, default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
-    p.add_argument("--requests", type=positive_int, default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
+    p.add_argument("--rate", type=bounded("rate"), default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
+    p.add_argument("--requests", type=bounded("requests"), default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
     p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, at most 8 MiB; replaces --rate and --requests (default: none)")
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
-    p.add_argument("--chunk-tokens", type=positive_int, default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
-    p.add_argument("--max-batched-tokens", type=positive_int, default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
-    p.add_argument("--seed", type=nonneg_int, default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
-    p.add_argument("--replicas", type=positive_int, default=1, metavar="N", help="identical engine replicas behind the router, each with the plan's GPUs (default: %(default)s)")
+    p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
+    p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
+    p.add_argument("--seed", type=bounded("seed"), default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
+    p.add_argument("--replicas", type=bounded("replicas"), default=1, metavar="N", help="identical engine replicas behind the router, each with the plan's GPUs (default: %(default)s)")
     p.add_argument("--router", choices=["round-robin", "least-outstanding-tokens"], default="round-robin", help="how requests are spread over the replicas (default: %(default)s)")
-    p.add_argument("--time-budget-s", type=positive_float, default=20.0, metavar="S", help="wall-clock seconds after which the simulation stops and says so (default: %(default)s)")
+    p.add_argument("--time-budget-s", type=bounded("time_budget_s"), default=20.0, metavar="S", help="wall-clock seconds after which the simulation stops and says so (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
 
@@ -675,26 +698,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("size", help="how many GPUs, of which kind, at which TP, for a workload under SLOs")
     p.add_argument("--example", action="store_true", help="size the seed's runnable model (default: off)")
     add_model_source(p, required=False)
-    p.add_argument("--users", type=nonneg_int, help="concurrent users, i.e. sequences held at once; give this or --rate (default: none)")
-    p.add_argument("--rate", type=nonneg_float, help="arrival rate in requests per second; give this or --users (default: none)")
+    p.add_argument("--users", type=bounded("users"), help="concurrent users, i.e. sequences held at once; give this or --rate (default: none)")
+    p.add_argument("--rate", type=bounded("size_rate"), help="arrival rate in requests per second; give this or --users (default: none)")
     p.add_argument("--input-tokens", type=positive_int, help="prompt tokens per request (default: the sum of the context components, 2,048)")
     p.add_argument("--output-tokens", type=positive_int, help="output tokens per request (default 512)")
     p.add_argument("--max-context", type=positive_int, help="maximum context in tokens (default: the model's)")
     for flag in ("system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens"):
         p.add_argument(f"--{flag}", type=nonneg_int, help=f"context component: {flag.replace('-tokens', '')} tokens, used when --input-tokens is not given (default: the plan's)")
-    p.add_argument("--ttft-p95-ms", type=positive_float, help="p95 time-to-first-token SLO in ms (default: none)")
-    p.add_argument("--itl-p95-ms", type=positive_float, help="p95 inter-token latency SLO in ms (default: none)")
+    p.add_argument("--ttft-p95-ms", type=bounded("ttft_p95_ms"), help="p95 time-to-first-token SLO in ms (default: none)")
+    p.add_argument("--itl-p95-ms", type=bounded("itl_p95_ms"), help="p95 inter-token latency SLO in ms (default: none)")
     p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
     p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
-    p.add_argument("--tps", type=positive_int, nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
+    p.add_argument("--tps", type=bounded("tps"), nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
     p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (default 1000 = 10 %%)")
     p.add_argument("--block-tokens", type=positive_int, help="KV block size in tokens (default 16)")
     p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help="KV reservation (default dynamic)")
     p.add_argument("--runtime", choices=list(RUNTIMES), help="runtime semantics (default vllm)")
     p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help="weight dtype (default auto: the config's)")
-    p.add_argument("--capacity-top", type=nonneg_int, default=0, help="run the simulator's capacity search (bisection on rate) on this many top recommendations (default 0)")
-    p.add_argument("--top", type=positive_int, default=10, help="recommendations to print (default 10)")
+    p.add_argument("--capacity-top", type=bounded("capacity_top"), default=0, help=f"run the simulator's capacity search (bisection on rate) on this many top recommendations, at most {MAX_CAPACITY_TOP}, within {CAPACITY_TIME_BUDGET_S:g} s of wall time together (default 0)")
+    p.add_argument("--top", type=bounded("top"), default=10, help="recommendations to print (default 10)")
     p.add_argument("--json", action="store_true", help="print recommendations and searched as JSON (default: off)")
     p.set_defaults(func=cmd_size)
 
@@ -713,16 +736,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="allocate", help="allocate: build the predicted cache tensors (checks the arithmetic, not the engine); runtime: run a random transformers model and measure its cache and timing (default: %(default)s)")
     p.add_argument("--runtime", choices=list(RUNTIMES), help="cache layout (default: vllm in allocate mode, transformers in runtime mode)")
     p.add_argument("--device", choices=DEVICES, default="auto", help="where to measure; auto: CUDA when present, else CPU (default: %(default)s)")
-    p.add_argument("--tokens", type=positive_int, default=512, metavar="N", help="prompt length in tokens (default: %(default)s)")
-    p.add_argument("--batch", type=positive_int, default=1, metavar="N", help="sequences measured together (default: %(default)s)")
-    p.add_argument("--decode-steps", type=nonneg_int, default=8, metavar="N", help="decode steps after the prefill, runtime mode (default: %(default)s)")
+    p.add_argument("--tokens", type=bounded("probe_tokens"), default=512, metavar="N", help="prompt length in tokens (default: %(default)s)")
+    p.add_argument("--batch", type=bounded("batch"), default=1, metavar="N", help="sequences measured together (default: %(default)s)")
+    p.add_argument("--decode-steps", type=bounded("decode_steps"), default=8, metavar="N", help="decode steps after the prefill, runtime mode (default: %(default)s)")
     p.add_argument("--kv-dtype", choices=list(KV_DTYPE_BITS), default="bf16", help="element type of the cache (default: %(default)s)")
-    p.add_argument("--layers-limit", type=positive_int, metavar="K", help="measure only the first K layers, kind pattern kept and the scaling stated (default: all layers)")
-    p.add_argument("--block-tokens", type=positive_int, default=16, metavar="N", help="vllm layout: token positions per block (default: %(default)s)")
-    p.add_argument("--tp", type=positive_int, default=1, metavar="N", help="vllm layout: measure one GPU's share under this tensor parallelism (default: %(default)s)")
+    p.add_argument("--layers-limit", type=bounded("layers_limit"), metavar="K", help="measure only the first K layers, kind pattern kept and the scaling stated (default: all layers)")
+    p.add_argument("--block-tokens", type=bounded("block_tokens"), default=16, metavar="N", help="vllm layout: token positions per block (default: %(default)s)")
+    p.add_argument("--tp", type=bounded("tp"), default=1, metavar="N", help="vllm layout: measure one GPU's share under this tensor parallelism (default: %(default)s)")
     p.add_argument("--static", action="store_true", help="runtime mode: transformers StaticCache instead of DynamicCache (default: off)")
     p.add_argument("--gpu", metavar="NAME", help="catalog device for the roofline comparison (default: the CUDA device's, else the planner default)")
-    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="S", help="seconds before the probe process is stopped (default: %(default)s)")
+    p.add_argument("--timeout", type=bounded("timeout"), default=DEFAULT_TIMEOUT_S, metavar="S", help="seconds before the probe process is stopped (default: %(default)s)")
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up run before timing (default: off, a warm-up runs)")
     p.add_argument("--json", action="store_true", help="print the probe JSON instead of text (default: off)")
     p.set_defaults(func=cmd_probe)
@@ -734,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except (CLIError, PlannerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        emit(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from planner.capacity import LIMIT_LABELS
+from planner.errors import shorten
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
+from planner.limits import parse_number_text
 from planner.plan import Plan, memory_basis
 
 CURRENT = "plan"  # a column that uses the Plan page's model
@@ -64,7 +66,9 @@ def encode_columns(columns: list[Column]) -> dict[str, str]:
 
 
 def _int(text: str) -> int | None:
-    return int(text) if text.isdigit() and 1 <= int(text) <= 4096 else None
+    """A count from 1 to 4,096 in ASCII digits (planner/limits.py), else None; never raises."""
+    value = parse_number_text(text, integer=True) if isinstance(text, str) and text.isascii() and text.isdigit() else None
+    return value if value is not None and 1 <= value <= 4096 else None
 
 
 _CHECKS: dict[str, Callable[[str], object]] = {
@@ -85,10 +89,10 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
         return None
     warnings: list[str] = []
     defaults = default_columns(base)
-    n = _int(str(raw_n)) if raw_n is not None else None
+    n = _int(raw_n) if isinstance(raw_n, str) else None  # a link's value is text; anything else is refused
     if n is None or not MIN_PLANS <= n <= MAX_PLANS:
         if raw_n is not None:
-            warnings.append(f"number of plans (cmp) {str(raw_n)[:20]!r} is not 2, 3 or 4; showing 2")
+            warnings.append(f"number of plans (cmp) {shorten(raw_n, 24)} is not 2, 3 or 4; showing 2")
         n = MIN_PLANS
     columns = []
     for i in range(n):
@@ -97,7 +101,7 @@ def decode_columns(params: Mapping[str, object], base: Mapping) -> tuple[list[Co
         if text is None:
             columns.append(default)
             continue
-        parts = str(text).split(SEPARATOR)
+        parts = text.split(SEPARATOR) if isinstance(text, str) else []  # str() of a 4,400-digit int raises
         if len(parts) != len(FIELDS):
             warnings.append(f"plan {LETTERS[i]} ({key}) needs {len(FIELDS)} parts separated by {SEPARATOR!r}; using the default column")
             columns.append(default)

@@ -38,6 +38,13 @@ VOCAB_KEYS = ("vocab_size", "padded_vocab_size")  # padded: ChatGLM
 MAMBA_CONV_KERNEL_KEYS = ("mamba_d_conv", "conv_kernel", "mamba_conv_kernel")
 MAMBA_STATE_KEYS = ("mamba_d_state", "ssm_state_size", "state_size")
 
+# Mixture of experts (the weights estimate and the geometry's consistency checks read these)
+ROUTED_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+EXPERTS_PER_TOKEN_KEYS = ("num_experts_per_tok", "moe_topk", "moe_top_k", "top_k")
+# counts of layers or layer strides that must not exceed the layer count (max_window_layers may:
+# Qwen2.5-3B-Instruct ships 70 with 36 layers, and means "every layer")
+LAYER_INDEX_KEYS = ("first_k_dense_replace", "decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", "expert_layer_period")
+
 ALIASES: dict[str, tuple[str, ...]] = {
     "text config": TEXT_CONFIG_KEYS,
     "layers": LAYER_COUNT_KEYS,
@@ -49,6 +56,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "vocab size": VOCAB_KEYS,
     "Mamba conv kernel": MAMBA_CONV_KERNEL_KEYS,
     "Mamba state": MAMBA_STATE_KEYS,
+    "routed experts": ROUTED_EXPERT_KEYS,
+    "experts per token": EXPERTS_PER_TOKEN_KEYS,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from planner.errors import ConfigError
+from planner.limits import safe_json_loads, safe_text
 
 # 16 MiB. Most configs are a few KiB, but checkpoints with long per-layer quantization lists are
 # larger: the largest measured is nvidia/MiniMax-M3-NVFP4's config.json at 3,087,083 bytes (and its
@@ -37,7 +38,7 @@ def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
         ConfigError: the text is over :data:`MAX_CONFIG_BYTES` (16 MiB), not UTF-8, not valid JSON, not a JSON object,
             or nested more than 32 levels deep.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    raw = safe_text(data).encode("utf-8") if isinstance(data, str) else bytes(data)
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(source, f"{len(raw):,} bytes", f"config is larger than {MAX_CONFIG_BYTES:,} bytes ({MAX_CONFIG_LABEL})")
     try:
@@ -47,7 +48,7 @@ def parse_config_text(data: bytes | str, *, source: str = "config") -> dict:
     if not text.strip():
         raise ConfigError(source, "", "config is empty")
     try:
-        obj = json.loads(text)
+        obj = safe_json_loads(text)  # lone surrogates ("\\ud800") become U+FFFD here, once for every way in
     except json.JSONDecodeError as exc:
         raise ConfigError(source, f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}") from None
     except RecursionError:

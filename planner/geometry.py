@@ -25,16 +25,19 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.config_keys import (
     ATTENTION_HEAD_KEYS,
+    EXPERTS_PER_TOKEN_KEYS,
     FALCON_NEW_ARCH_KV_HEAD_KEYS,
     GROUPED_KV_HEAD_KEY,
     HEAD_DIM_KEYS,
     HIDDEN_SIZE_KEYS,
     KV_HEAD_KEYS,
     LAYER_COUNT_KEYS,
+    LAYER_INDEX_KEYS,
     MAMBA_CONV_KERNEL_KEYS,
     MAMBA_STATE_KEYS,
     MAX_POSITION_KEYS,
     NESTED_KV_HEAD_KEY,
+    ROUTED_EXPERT_KEYS,
     TEXT_CONFIG_KEYS,
     VOCAB_KEYS,
     one_of,
@@ -745,7 +748,7 @@ def _layer_shapes(cfg: dict, kinds: list[str], base: tuple[int, int, int], heads
         notes.append(f"sliding layers: {swa_heads} KV heads, K {swa_k} / V {swa_v} (swa_*); full layers: {kv_heads} KV heads, K {head_dim} / V {full_v}")
     block_configs = cfg.get("block_configs")
     if isinstance(block_configs, list) and len(block_configs) == len(kinds):
-        for i, block in enumerate(block_configs):
+        for i, block in enumerate(_block_configs(block_configs, len(kinds), where)):  # objects, even when layer_types gave the kinds
             group = (block.get("attention") or {}).get("n_heads_in_group")
             if kinds[i] == "none":
                 continue
@@ -1002,6 +1005,8 @@ def _attention_dims(cfg: dict, heads: int, kv_heads: int, hidden: int | None, ml
         if not _present(cfg, "head_dim") and mla is None:
             raise ConfigError(f"{where}hidden_size", None, "missing: need hidden_size (or n_embd/d_model) or an explicit head_dim")
         hidden = heads * (_int_field(cfg, "head_dim", where=where) if _present(cfg, "head_dim") else mla.v_head_dim)  # type: ignore[union-attr]
+    if hidden < heads:
+        raise ConfigError(f"{where}hidden_size", hidden, f"is below num_attention_heads={heads}: every head needs at least one dimension of the hidden state, no engine could load it")
     head_dim = _head_dim(cfg, hidden, heads, where, notes) if mla is None else mla.qk_nope_head_dim + mla.qk_rope_head_dim
     v_head_dim = mla.v_head_dim if mla else head_dim
     if mla is None:
@@ -1015,8 +1020,36 @@ def _attention_dims(cfg: dict, heads: int, kv_heads: int, hidden: int | None, ml
     return hidden, kv_heads, head_dim, v_head_dim
 
 
+def _first_positive(cfg: dict, keys: tuple[str, ...]) -> tuple[str, float] | None:
+    """(key, value) of the first positive number among ``keys``, as the weights estimate reads them."""
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return key, value
+    return None
+
+
+def _moe_consistency(cfg: dict, n_layers: int, where: str) -> None:
+    """Refuse MoE fields no engine could load: more experts per token than experts, a dense-prefix
+    or MoE stride beyond the layer count, an MLP-only layer index outside the layers."""
+    scope = {**cfg["ffn_config"], **cfg} if isinstance(cfg.get("ffn_config"), dict) else cfg  # DBRX
+    experts, per_token = _first_positive(scope, ROUTED_EXPERT_KEYS), _first_positive(scope, EXPERTS_PER_TOKEN_KEYS)
+    if experts and per_token and per_token[1] > experts[1]:
+        raise ConfigError(f"{where}{per_token[0]}", per_token[1], f"routes each token to more experts than the {experts[1]:,g} routed experts ({experts[0]}): no engine could load it")
+    for key in LAYER_INDEX_KEYS:
+        found = _first_positive(scope, (key,))
+        if found and found[1] > n_layers:
+            raise ConfigError(f"{where}{key}", found[1], f"is beyond the model's {n_layers:,} layers (num_hidden_layers)")
+    only = scope.get("mlp_only_layers")
+    if isinstance(only, list):
+        for idx in only:
+            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n_layers:
+                raise ConfigError(f"{where}mlp_only_layers", idx, f"layer index must be in 0..{n_layers - 1}")
+
+
 def _weights_fields(config: dict, cfg: dict, n_layers: int, model_type: str, where: str, notes: list[str]) -> dict:
     """The fields the weights estimate reads: typed here, so a string never silently becomes a default."""
+    _moe_consistency(cfg, n_layers, where)
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or config.get("dtype")
     archs = config.get("architectures") or cfg.get("architectures") or ()
     if isinstance(cfg.get("intermediate_size"), list):  # per-layer sizes (Gemma 3n)

@@ -5,7 +5,17 @@ What this module guarantees:
 * Repo ids and revisions are validated locally before any request (:func:`parse_model_ref`).
 * The resolved 40-hex commit sha is recorded so plans pin exactly what was read.
 * Every call is bounded in time (``timeout_s``, 10 s by default) even though the client's own
-  retries can take 40 s or more: the network work runs in a daemon worker thread.
+  retries can take 40 s or more: the network work runs in a daemon worker thread, and every
+  request of one fetch (config, ``hf_quant_config.json``, safetensors index and headers) counts
+  against that one deadline (:class:`_FetchBudget`).
+* Every download is streamed with a byte cap and never trusts ``Content-Length``: a config over
+  16 MiB, a quantization config over 16 MiB, an index over 16 MiB or a safetensors header over the
+  client's own 25 MB limit is refused after at most that many bytes, and nothing of it is written
+  to the Hugging Face disk cache; one fetch reads at most :data:`MAX_FETCH_BYTES` and makes at most
+  :data:`MAX_FETCH_REQUESTS` requests; an index naming more than :data:`MAX_SHARDS` shards is not
+  read further. No progress bar is ever printed.
+* The commit header must be 40 lowercase hex digits, and numbers read from safetensors headers
+  (shapes) pass the same bounds as a config's (:func:`planner.weights.check_parameter_counts`).
 * Offline (``HF_HUB_OFFLINE=1``) or on a network failure the Hugging Face disk cache is used and
   the result says so (``from_cache=True`` plus a note); with nothing cached the error points to
   the bundled presets in ``model_configs/``.
@@ -25,6 +35,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -33,15 +44,17 @@ from typing import TypeVar
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import httpx2  # noqa: E402
-from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors  # noqa: E402
-from tqdm.auto import tqdm as _tqdm
+from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from planner import __version__
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
-from planner.errors import ConfigError
-from planner.limits import ByteBudgetCache, RateLimiter
+from planner.errors import ConfigError, PlannerError
+from planner.limits import MAX_PARAMS, ByteBudgetCache, RateLimiter, parse_number_text, safe_json_loads
+from planner.weights import check_parameter_counts
 
 __all__ = [
     "ConfigNotFoundError",
@@ -65,6 +78,16 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 QUANT_CONFIG_FILE = "hf_quant_config.json"
+SAFETENSORS_FILE = constants.SAFETENSORS_SINGLE_FILE
+SAFETENSORS_INDEX = constants.SAFETENSORS_INDEX_FILE
+MAX_QUANT_CONFIG_BYTES = MAX_CONFIG_BYTES  # the largest real one is 3,081,956 bytes (see planner/configio.py)
+MAX_INDEX_BYTES = 16 << 20  # a safetensors index: DeepSeek-V3's 163-shard index is about 9 MB
+MAX_SAFETENSORS_HEADER_BYTES = constants.SAFETENSORS_MAX_HEADER_LENGTH  # 25 MB, the client's own limit
+MAX_SHARDS = 512  # shards an index may name (Llama 3.1 405B: 191; DeepSeek-V3: 163)
+MAX_FETCH_BYTES = 64 << 20  # everything one fetch downloads together
+MAX_FETCH_REQUESTS = MAX_SHARDS + 16  # every request one fetch makes together
+SHARD_WORKERS = 8  # safetensors headers read at once
+_FIRST_RANGE = 100_000  # the first ranged read of a safetensors file (as huggingface_hub does)
 DEFAULT_TTL_S = 600.0
 OFFLINE_TTL_S = 60.0  # a copy served from the disk cache is re-checked sooner
 MAX_REPO_ID_LENGTH = 96
@@ -241,10 +264,11 @@ def requests_per_minute() -> int:
     raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
     if not raw:
         return DEFAULT_REQUESTS_PER_MIN
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+    value = parse_number_text(raw, integer=True)
+    if value is None or value < 0 or len(raw) > 9:
         logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
         return DEFAULT_REQUESTS_PER_MIN
-    return int(raw)
+    return value
 
 
 def request_wait_s(caller: str) -> float:
@@ -293,10 +317,9 @@ def _ttl_s() -> float:
     raw = os.environ.get("KVP_HUB_TTL_S")
     if raw is None or not raw.strip():
         return DEFAULT_TTL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw, DEFAULT_TTL_S)
+    value = parse_number_text(raw.strip(), integer=False)
+    if value is None:
+        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw[:20], DEFAULT_TTL_S)
         return DEFAULT_TTL_S
     return max(value, 0.0)
 
@@ -360,12 +383,98 @@ def _cache_dir() -> str:
     return constants.HF_HUB_CACHE
 
 
-class _SilentTqdm(_tqdm):
-    """Progress bars off: the CLI prints JSON and the app has its own spinner."""
+class _TooLarge(Exception):
+    """Internal: a download went over its byte cap (``size`` when the server announced it)."""
 
-    def __init__(self, *args, **kwargs):
-        kwargs["disable"] = True
-        super().__init__(*args, **kwargs)
+    def __init__(self, what: str, cap: int, size: int | None) -> None:
+        super().__init__(what)
+        self.what, self.cap, self.size = what, cap, size
+
+
+class _FetchBudget:
+    """One fetch's deadline, byte allowance and request count, shared by every request it makes.
+
+    :meth:`get` streams a GET through huggingface_hub's own HTTP session and headers, counting
+    each chunk against the file's cap and the fetch's total, and checks the deadline and the
+    cancel event between chunks: no ``Content-Length`` (or a false one) cannot make it read more.
+    """
+
+    def __init__(self, deadline: float, cancel: threading.Event, token: str | None) -> None:
+        self.deadline = deadline
+        self.cancel = cancel
+        self.token = token
+        self.bytes = 0
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        if self.cancel.is_set() or self.remaining() <= 0:
+            raise _Unreachable("timeout", "the Hub did not answer in time")
+
+    def get(self, url: str, *, cap: int, what: str, byte_range: str | None = None) -> bytes:
+        """The body of a GET (at most ``cap`` bytes). Raises huggingface_hub's HTTP errors,
+        httpx2's transport errors, :class:`_TooLarge` or :class:`_Unreachable` (deadline)."""
+        self.check()
+        with self._lock:
+            if self.requests >= MAX_FETCH_REQUESTS:
+                raise _TooLarge(f"{what} (request {self.requests + 1})", MAX_FETCH_REQUESTS, None)
+            self.requests += 1
+        headers = build_hf_headers(token=self.token or False, library_name="kv-capacity-planner", library_version=__version__)
+        if byte_range:
+            headers["Range"] = byte_range
+        try:
+            return self._stream(url, headers, cap, what)
+        except httpx2.TimeoutException:  # the read timeout is the fetch's deadline: one kind of lateness
+            raise _Unreachable("timeout", "the Hub did not answer in time") from None
+
+    def _stream(self, url: str, headers: dict, cap: int, what: str) -> bytes:
+        timeout = httpx2.Timeout(max(self.remaining(), 0.1))
+        with get_session().stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as response:
+            hf_raise_for_status(response)
+            announced = parse_number_text(response.headers.get("Content-Length", ""), integer=True)
+            if announced is not None and announced > cap:
+                raise _TooLarge(what, cap, announced)
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                with self._lock:
+                    self.bytes += len(chunk)
+                    over_total = self.bytes > MAX_FETCH_BYTES
+                if len(body) > cap or over_total:
+                    raise _TooLarge(what, cap if len(body) > cap else MAX_FETCH_BYTES, None)
+                self.check()
+            return bytes(body)
+
+
+def _store_in_disk_cache(repo_id: str, revision: str, commit: str, filename: str, data: bytes) -> str:
+    """Write a downloaded file into the Hugging Face disk cache layout (``snapshots/<commit>/`` and
+    ``refs/<revision>``) so offline and fallback lookups find it; returns its path. Only called
+    with a validated commit, repo id, revision and a file that passed its byte cap."""
+    root = Path(_cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model")
+    target = root / "snapshots" / commit / filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{filename}.{os.getpid()}.{threading.get_ident()}.incomplete")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    _remember_ref(repo_id, revision, commit)
+    return str(target)
+
+
+def _remember_ref(repo_id: str, revision: str, commit: str) -> None:
+    """``refs/<revision>`` in the disk cache names ``commit`` (how offline lookups resolve a branch or tag)."""
+    if revision != commit:
+        ref = Path(_cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model") / "refs" / revision
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(commit)
+
+
+def _cached_snapshot(repo_id: str, commit: str, filename: str) -> str | None:
+    """Path of ``filename`` at ``commit`` in the disk cache, if it is there (no request)."""
+    path = Path(_cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model") / "snapshots" / commit / filename
+    return str(path) if path.is_file() else None
 
 
 # --------------------------------------------------------------------------- deadline helper
@@ -492,14 +601,22 @@ class _Fetched:
     note: str | None
 
 
-def _fetch_config_online(repo_id: str, revision: str, token: str | None, deadline: float,
-                         cancel: threading.Event) -> _Fetched:
-    """HEAD config.json (errors, size, commit), then download it through the HF disk cache."""
-    endpoint, auth = _endpoint(), (token or False)
+def _too_large_config(repo_id: str, commit: str, size: int | None) -> InvalidHubConfigError:
+    said = f"is {size:,} bytes" if size is not None else "streamed more than that"
+    return InvalidHubConfigError(
+        f"config.json of {repo_id}@{commit[:12]} {said}, over the {MAX_CONFIG_LABEL} limit for a config: it was "
+        "not downloaded (nothing was written to the cache); load a config file instead."
+    )
+
+
+def _fetch_config_online(repo_id: str, revision: str, budget: _FetchBudget) -> _Fetched:
+    """HEAD config.json (errors, size, commit), then stream it (capped) into the HF disk cache."""
+    endpoint, token = _endpoint(), budget.token
     url = hf_hub_url(repo_id, CONFIG_FILE, revision=revision, endpoint=endpoint)
     try:
+        budget.requests += 1
         meta = get_hf_file_metadata(
-            url, token=auth, timeout=max(deadline - time.monotonic(), 0.1),
+            url, token=token or False, timeout=max(budget.remaining(), 0.1),
             library_name="kv-capacity-planner", library_version=__version__, endpoint=endpoint,
         )
     except Exception as exc:  # noqa: BLE001 - translated below
@@ -509,22 +626,27 @@ def _fetch_config_online(repo_id: str, revision: str, token: str | None, deadlin
             f"{endpoint} answered without the commit and ETag headers a Hugging Face Hub sends: check "
             "HF_ENDPOINT and your proxy settings."
         )
+    if not _COMMIT_RE.fullmatch(meta.commit_hash):
+        raise HubError(
+            f"{endpoint} answered with commit {_shown(meta.commit_hash)}, which is not a 40-character hex "
+            "commit sha as the Hub sends: check HF_ENDPOINT and your proxy settings."
+        )
+    commit = meta.commit_hash
     if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
-        raise InvalidHubConfigError(
-            f"config.json of {repo_id}@{meta.commit_hash[:12]} is {meta.size:,} bytes, over the {MAX_CONFIG_LABEL} limit "
-            "for a config: it was not downloaded; load a config file instead."
-        )
-    if cancel.is_set():
-        raise _Unreachable("timeout", "cancelled")
+        raise _too_large_config(repo_id, commit, meta.size)
+    cached = _cached_snapshot(repo_id, commit, CONFIG_FILE)  # the same commit was read before: no GET
+    if cached is not None:
+        _remember_ref(repo_id, revision, commit)
+        return _Fetched(cached, commit, False, None)
     try:
-        path = hf_hub_download(
-            repo_id, CONFIG_FILE, revision=revision, cache_dir=_cache_dir(), endpoint=endpoint, token=auth,
-            etag_timeout=max(deadline - time.monotonic(), 0.1), library_name="kv-capacity-planner",
-            library_version=__version__, tqdm_class=_SilentTqdm,
-        )
+        data = budget.get(hf_hub_url(repo_id, CONFIG_FILE, revision=commit, endpoint=endpoint), cap=MAX_CONFIG_BYTES, what=CONFIG_FILE)
+    except _TooLarge as exc:
+        raise _too_large_config(repo_id, commit, exc.size) from None
+    except _Unreachable:
+        raise
     except Exception as exc:  # noqa: BLE001 - translated below
         raise _map_http_error(exc, repo_id, revision, token, CONFIG_FILE) from None
-    return _Fetched(path, _commit_from_path(path) or meta.commit_hash, False, None)
+    return _Fetched(_store_in_disk_cache(repo_id, revision, commit, CONFIG_FILE, data), commit, False, None)
 
 
 def _fetch_config_from_disk(repo_id: str, revision: str) -> str | None:
@@ -583,41 +705,130 @@ def _check_config(config: dict, repo_id: str, where: str) -> list[str]:
     )
 
 
-def _fetch_quant_config(repo_id: str, commit_sha: str, token: str | None, offline: bool,
-                        deadline: float) -> dict | None:
-    """hf_quant_config.json at the commit, or None if absent/unreadable (never raises)."""
+def _fetch_quant_config(repo_id: str, commit_sha: str, offline: bool, budget: _FetchBudget) -> tuple[dict | None, str | None]:
+    """(hf_quant_config.json at the commit or None, a note when it was refused); never raises
+    but :class:`_Unreachable` for the deadline. Streamed with a 16 MiB cap."""
     try:
-        path = hf_hub_download(
-            repo_id, QUANT_CONFIG_FILE, revision=commit_sha, cache_dir=_cache_dir(), endpoint=_endpoint(),
-            token=(token or False), local_files_only=offline, tqdm_class=_SilentTqdm,
-            etag_timeout=max(deadline - time.monotonic(), 0.1),
-            library_name="kv-capacity-planner", library_version=__version__,
-        )
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-        return parse_config_text(data, source=QUANT_CONFIG_FILE)
-    except Exception:  # noqa: BLE001 - optional file
-        return None
+        path = _cached_snapshot(repo_id, commit_sha, QUANT_CONFIG_FILE) if _COMMIT_RE.fullmatch(commit_sha) else None
+        if path is not None:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_QUANT_CONFIG_BYTES + 1)
+        elif offline:
+            return None, None
+        else:
+            data = budget.get(hf_hub_url(repo_id, QUANT_CONFIG_FILE, revision=commit_sha, endpoint=_endpoint()), cap=MAX_QUANT_CONFIG_BYTES, what=QUANT_CONFIG_FILE)
+            _store_in_disk_cache(repo_id, commit_sha, commit_sha, QUANT_CONFIG_FILE, data)
+        return parse_config_text(data, source=QUANT_CONFIG_FILE), None
+    except _TooLarge as exc:
+        said = f"is {exc.size:,} bytes" if exc.size is not None else "streamed more than that"
+        return None, f"{QUANT_CONFIG_FILE} {said}, over its {MAX_QUANT_CONFIG_BYTES >> 20} MiB limit: not read"
+    except _Unreachable:
+        raise
+    except Exception:  # noqa: BLE001 - optional file: absent, unreadable or not JSON
+        return None, None
 
 
-def _fetch_safetensors(repo_id: str, commit_sha: str, token: str | None,
-                       deadline: float) -> tuple[dict[str, int] | None, str]:
-    """(dtype -> element count, note) from the safetensors headers; counts None when unavailable."""
-    api = HfApi(endpoint=_endpoint(), token=(token or False), library_name="kv-capacity-planner",
-                library_version=__version__)
+class _BadHeader(Exception):
+    """Internal: a safetensors header that is not one (the note says why)."""
+
+
+def _safetensors_header(budget: _FetchBudget, repo_id: str, commit: str, filename: str) -> dict:
+    """The JSON header of one safetensors file, by ranged GETs (at most two, each capped)."""
+    url = hf_hub_url(repo_id, filename, revision=commit, endpoint=_endpoint())
+    first = budget.get(url, cap=_FIRST_RANGE + 1, what=filename, byte_range=f"bytes=0-{_FIRST_RANGE}")
+    if len(first) < 8:
+        raise _BadHeader(f"{filename} is shorter than a safetensors header")
+    length = int.from_bytes(first[:8], "little")
+    if length > MAX_SAFETENSORS_HEADER_BYTES:
+        raise _BadHeader(f"{filename} declares a {length:,}-byte header, over the {MAX_SAFETENSORS_HEADER_BYTES:,}-byte limit")
+    raw = first[8 : 8 + length]
+    if len(raw) < length:
+        raw += budget.get(url, cap=length - len(raw), what=filename, byte_range=f"bytes={8 + len(raw)}-{8 + length - 1}")
     try:
-        meta = api.get_safetensors_metadata(repo_id, revision=commit_sha, token=(token or False),
-                                            timeout=max(deadline - time.monotonic(), 0.1))
-    except hf_errors.NotASafetensorsRepoError:
-        return None, "the repo has no safetensors weights; weights are estimated from the config"
-    except hf_errors.SafetensorsParsingError:
-        return None, "the safetensors headers could not be parsed; weights are estimated from the config"
+        header = safe_json_loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _BadHeader(f"the header of {filename} is not JSON") from None
+    if not isinstance(header, dict):
+        raise _BadHeader(f"the header of {filename} is not a JSON object")
+    return header
+
+
+def _count_header(header: dict, filename: str, counts: dict[str, int]) -> None:
+    """Add a header's element counts per dtype to ``counts``; every dimension a whole number >= 0
+    and the product within the parameter limit, or InvalidHubConfigError (the config's bounds)."""
+    for name, tensor in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(tensor, dict) or not isinstance(tensor.get("dtype"), str) or not isinstance(tensor.get("shape"), list):
+            raise _BadHeader(f"tensor {name[:60]!r} of {filename} has no dtype and shape")
+        n = 1
+        for dim in tensor["shape"]:
+            if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+                raise InvalidHubConfigError(
+                    f"The safetensors header of {filename} gives tensor {name[:60]!r} the shape {str(tensor['shape'])[:60]}: every "
+                    "dimension must be a whole number >= 0; the checkpoint cannot be planned from it."
+                )
+            n *= dim
+            if n > MAX_PARAMS:
+                break
+        counts[tensor["dtype"]] = counts.get(tensor["dtype"], 0) + n
+        if counts[tensor["dtype"]] > MAX_PARAMS:
+            raise InvalidHubConfigError(
+                f"The safetensors headers add up to more than {MAX_PARAMS:.0e} {tensor['dtype']} parameters (tensor {name[:60]!r} of "
+                f"{filename}): the checkpoint is implausible; load a config file instead."
+            )
+
+
+def _shard_names(index_bytes: bytes) -> list[str]:
+    try:
+        index = safe_json_loads(index_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _BadHeader(f"{SAFETENSORS_INDEX} is not JSON") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise _BadHeader(f"{SAFETENSORS_INDEX} has no weight_map")
+    names = {v for v in weight_map.values() if isinstance(v, str)}
+    if len(names) > MAX_SHARDS:
+        raise _BadHeader(f"{SAFETENSORS_INDEX} names {len(names):,} shards, more than {MAX_SHARDS:,}")
+    bad = next((v for v in names if not v.endswith(".safetensors") or ".." in v or v.startswith("/") or len(v) > 200), None)
+    if bad is not None or len(names) != len(set(weight_map.values())):
+        raise _BadHeader(f"{SAFETENSORS_INDEX} names a shard that is not a .safetensors file in the repo")
+    return sorted(names)
+
+
+def _fetch_safetensors(repo_id: str, commit_sha: str, budget: _FetchBudget) -> tuple[dict[str, int] | None, str]:
+    """(dtype -> element count, note) from the safetensors headers; counts None when unavailable.
+
+    Raises InvalidHubConfigError when a header's shapes break the config's bounds, and
+    :class:`_Unreachable` when the fetch's deadline passes."""
+    estimated = "weights are estimated from the config"
+    counts: dict[str, int] = {}
+    try:
+        try:
+            files = [SAFETENSORS_FILE]
+            headers = [_safetensors_header(budget, repo_id, commit_sha, SAFETENSORS_FILE)]
+        except (hf_errors.RemoteEntryNotFoundError, hf_errors.EntryNotFoundError):
+            index = budget.get(hf_hub_url(repo_id, SAFETENSORS_INDEX, revision=commit_sha, endpoint=_endpoint()), cap=MAX_INDEX_BYTES, what=SAFETENSORS_INDEX)
+            files = _shard_names(index)
+            with ThreadPoolExecutor(SHARD_WORKERS, thread_name_prefix="kvp-hub-shard") as pool:
+                headers = list(pool.map(lambda f: _safetensors_header(budget, repo_id, commit_sha, f), files))
+        for name, header in zip(files, headers, strict=True):
+            _count_header(header, name, counts)
+    except (hf_errors.RemoteEntryNotFoundError, hf_errors.EntryNotFoundError):
+        return None, f"the repo has no safetensors weights; {estimated}"
+    except _BadHeader as exc:
+        return None, f"the safetensors headers could not be used ({exc}); {estimated}"
+    except _TooLarge as exc:
+        return None, f"the safetensors metadata is too large ({exc.what} over {exc.cap:,}); {estimated}"
+    except (_Unreachable, InvalidHubConfigError):
+        raise
     except Exception as exc:  # noqa: BLE001 - optional data
-        return None, (f"safetensors metadata could not be read ({type(exc).__name__}); weights are "
-                      "estimated from the config")
-    counts = {str(dtype): int(n) for dtype, n in sorted(meta.parameter_count.items())}
-    files = len(meta.files_metadata)
-    return counts, f"parameter counts read from the safetensors headers ({files} file{'s' * (files != 1)})"
+        return None, f"safetensors metadata could not be read ({type(exc).__name__}); {estimated}"
+    try:
+        checked = check_parameter_counts(dict(sorted(counts.items())), field="safetensors parameter counts")
+    except PlannerError as exc:
+        raise InvalidHubConfigError(f"The safetensors headers of {repo_id}@{commit_sha[:12]} are implausible: {exc}.") from None
+    return checked, f"parameter counts read from the safetensors headers ({len(files)} file{'s' * (len(files) != 1)})"
 
 
 def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = None,
@@ -658,89 +869,29 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
     if cached is not None:
         return cached
 
-    start = time.monotonic()
-    deadline = start + max(float(timeout_s), 0.1)
+    deadline = time.monotonic() + max(float(timeout_s), 0.1)
     offline = _offline_mode()
-    notes: list[str] = []
-
-    if offline:
-        path = _fetch_config_from_disk(repo_id, revision)
-        if path is None:
-            raise HubOfflineError(
-                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
-                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
-            )
-        fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                           "served from the local cache (offline mode is on)")
-    else:
-        try:
-            fetched = _run_with_deadline(
-                lambda cancel: _fetch_config_online(repo_id, revision, token, deadline, cancel),
-                deadline - time.monotonic(),
-            )
-        except (_Deadline, _Unreachable) as exc:
-            kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
-            path = _fetch_config_from_disk(repo_id, revision)
-            if path is None:
-                if kind == "timeout":
-                    raise HubTimeoutError(
-                        f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
-                        f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
-                    ) from None
-                if kind == "server":
-                    raise HubError(
-                        f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
-                        f"cached: try again in a few minutes, or {PRESETS_HINT}."
-                    ) from None
-                raise HubOfflineError(
-                    f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
-                    f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
-                    f"{PRESETS_HINT}."
-                ) from None
-            reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
-                      else exc.detail if isinstance(exc, _Unreachable) else "network error")
-            fetched = _Fetched(path, _commit_from_path(path) or revision, True,
-                               f"served from the local cache ({reason})")
-
+    fetched = _locate_config(repo_id, revision, token, deadline, timeout_s, offline)
     where = f"{repo_id}@{fetched.commit_sha[:12]}"
     config = _read_config_file(fetched.path, repo_id, where)
-    notes.extend(_check_config(config, repo_id, where))
-    if fetched.note:
-        notes.insert(0, fetched.note)
+    notes = ([fetched.note] if fetched.note else []) + list(_check_config(config, repo_id, where))
 
-    quantization: dict | None = None
-    parameter_counts: dict[str, int] | None = None
-    weights_source = "config estimate"
-    if isinstance(config.get("quantization_config"), dict):
-        quantization = copy.deepcopy(config["quantization_config"])
+    quantization = copy.deepcopy(config["quantization_config"]) if isinstance(config.get("quantization_config"), dict) else None
     extras_offline = offline or fetched.from_cache
-    remaining = deadline - time.monotonic()
+    if fetched.from_cache:  # the config came from the disk cache after a timeout: the extras get a short budget of their own
+        deadline = max(deadline, time.monotonic() + 1.0)
+    parameter_counts: dict[str, int] | None = None
     if quantization is None or (with_safetensors and not extras_offline):
-        def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, str | None]:
-            extra_deadline = time.monotonic() + max(remaining, 1.0)
-            quant = None
-            if quantization is None:
-                quant = _fetch_quant_config(repo_id, fetched.commit_sha, token, extras_offline, extra_deadline)
-            counts, note = None, None
-            if with_safetensors and not extras_offline and not cancel.is_set():
-                counts, note = _fetch_safetensors(repo_id, fetched.commit_sha, token, extra_deadline)
-            return quant, counts, note
-
-        try:
-            quant, parameter_counts, st_note = _run_with_deadline(extras, max(remaining, 1.0))
-        except _Deadline:
-            quant, parameter_counts, st_note = None, None, (
-                "the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
-                "weights are estimated from the config")
+        quant, parameter_counts, extra_notes = _fetch_extras(
+            repo_id, fetched.commit_sha, token, deadline,
+            want_quant=quantization is None, want_counts=with_safetensors and not extras_offline, extras_offline=extras_offline)
         if quant is not None:
             quantization = quant
             notes.append("quantization settings read from hf_quant_config.json")
-        if st_note:
-            notes.append(st_note)
+        notes.extend(extra_notes)
     if with_safetensors and extras_offline:
         notes.append("safetensors metadata needs the Hub; weights are estimated from the config")
-    if parameter_counts is not None:
-        weights_source = "safetensors metadata"
+    weights_source = "safetensors metadata" if parameter_counts is not None else "config estimate"
 
     model = HubModel(
         repo_id=repo_id,
@@ -756,3 +907,72 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
     _cache_put(key, model)
     logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)
     return _copy_model(model)
+
+
+def _locate_config(repo_id: str, revision: str, token: str | None, deadline: float, timeout_s: float, offline: bool) -> _Fetched:
+    """Where ``config.json`` is on disk after the fetch: from the Hub within the deadline, else the
+    disk cache with a note; raises the typed error when neither has it."""
+    if offline:
+        path = _fetch_config_from_disk(repo_id, revision)
+        if path is None:
+            raise HubOfflineError(
+                f"Offline mode is on (HF_HUB_OFFLINE) and {repo_id}@{revision} is not in the local Hugging "
+                f"Face cache: fetch it once while online, or {PRESETS_HINT}."
+            )
+        return _Fetched(path, _commit_from_path(path) or revision, True,
+                        "served from the local cache (offline mode is on)")
+    try:
+        return _run_with_deadline(
+            lambda cancel: _fetch_config_online(repo_id, revision, _FetchBudget(deadline, cancel, token)),
+            deadline - time.monotonic(),
+        )
+    except (_Deadline, _Unreachable) as exc:
+        return _config_from_cache_after(exc, repo_id, revision, timeout_s)
+
+
+def _config_from_cache_after(exc: _Deadline | _Unreachable, repo_id: str, revision: str, timeout_s: float) -> _Fetched:
+    """The disk-cached config after the Hub failed with ``exc``, or the typed error saying why."""
+    kind = exc.kind if isinstance(exc, _Unreachable) else "timeout"
+    path = _fetch_config_from_disk(repo_id, revision)
+    if path is None:
+        if kind == "timeout":
+            raise HubTimeoutError(
+                f"The Hub did not answer within {timeout_s:g} s for {repo_id}@{revision} and no copy "
+                f"is cached: try again later, check HF_ENDPOINT or your proxy, or {PRESETS_HINT}."
+            ) from None
+        if kind == "server":
+            raise HubError(
+                f"The Hub is not available right now ({exc.detail}) and {repo_id}@{revision} is not "
+                f"cached: try again in a few minutes, or {PRESETS_HINT}."
+            ) from None
+        raise HubOfflineError(
+            f"Cannot reach the Hub ({exc.detail if isinstance(exc, _Unreachable) else 'network error'}) "
+            f"and {repo_id}@{revision} is not in the local cache: check your connection, or "
+            f"{PRESETS_HINT}."
+        ) from None
+    reason = (f"the Hub did not answer within {timeout_s:g} s" if kind == "timeout"
+              else exc.detail if isinstance(exc, _Unreachable) else "network error")
+    return _Fetched(path, _commit_from_path(path) or revision, True, f"served from the local cache ({reason})")
+
+
+def _fetch_extras(repo_id: str, commit_sha: str, token: str | None, deadline: float, *, want_quant: bool,
+                  want_counts: bool, extras_offline: bool) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+    """hf_quant_config.json and the safetensors parameter counts, within the config's deadline:
+    (quantization, counts, notes); a slow Hub gives (None, None, one note)."""
+    def extras(cancel: threading.Event) -> tuple[dict | None, dict[str, int] | None, list[str]]:
+        budget = _FetchBudget(deadline, cancel, token)  # the same deadline as the config's
+        quant, notes = None, []
+        if want_quant:
+            quant, quant_note = _fetch_quant_config(repo_id, commit_sha, extras_offline, budget)
+            notes += [quant_note] if quant_note else []
+        counts = None
+        if want_counts:
+            counts, note = _fetch_safetensors(repo_id, commit_sha, budget)
+            notes.append(note)
+        return quant, counts, notes
+
+    try:
+        return _run_with_deadline(extras, deadline - time.monotonic())
+    except (_Deadline, _Unreachable):
+        return None, None, ["the Hub was slow: safetensors metadata and hf_quant_config.json were not read in time; "
+                            "weights are estimated from the config"]

@@ -28,7 +28,18 @@ custom device             0.01 .. 4,096 GiB,   -
 
 Plan-input ranges live on :class:`planner.plan.PlanInputs` fields (share links and plan files
 read them from there); the floors below are the ones that stop a tiny positive float
-(``5e-324``) from turning into an infinite time.
+(``5e-324``) from turning into an infinite time. Every other number a person types (a CLI flag
+outside the plan inputs, an app widget for the simulator, the sizer or the probe) has its range in
+:data:`BOUNDS`, one table the CLI's argument types and the app's widgets both read: a value
+outside it is refused in one line (``--available-kv-gib 1e300 is absurdly large (limit
+1,048,576)``), and count flags that multiply work (``--capacity-top``) have a small documented
+ceiling beside a wall-time budget.
+
+Text: :func:`safe_text` is the one filter for text on its way out of the process (terminal,
+JSON, PDF, the app): a string JSON can carry may hold lone UTF-16 surrogates (``"\\ud800"``),
+which no UTF-8 stream accepts; they become U+FFFD. Digits: :func:`parse_number_text` is the one
+reader of number text on every surface (flags, links, traces, uploads, environment variables):
+ASCII digits only.
 
 Resources: :class:`ByteBudgetCache` bounds a process cache by the bytes its entries hold, not
 by their count, and :class:`RateLimiter` bounds how often one caller may do an expensive thing
@@ -37,6 +48,7 @@ by their count, and :class:`RateLimiter` bounds how often one caller may do an e
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -44,6 +56,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
 
 from planner.errors import PlannerError, shorten
 
@@ -68,9 +81,138 @@ MIN_TFLOPS = 0.01
 __all__ = [
     "MAX_DIM", "MAX_EXPERTS", "MAX_HEADS", "MAX_HEAD_DIM", "MAX_KV_BYTES_PER_TOKEN", "MAX_LAYERS", "MAX_PARAMS",
     "MAX_POSITIONS", "MAX_VOCAB", "MIN_BANDWIDTH_GB_S", "MIN_DEVICE_GIB", "MIN_PHASE_MS", "MIN_TFLOPS", "MIN_UTILISATION",
-    "FLOAT_TEXT", "INT_TEXT", "ByteBudgetCache", "RateLimiter", "check_number", "ensure_finite_json", "parse_number_text", "shorten",
-    "size_of",
+    "BOUNDS", "CAPACITY_TIME_BUDGET_S", "FLOAT_TEXT", "INT_TEXT", "MAX_CAPACITY_TOP", "Bound", "ByteBudgetCache", "RateLimiter", "bounded_number",
+    "check_number", "ensure_finite_json", "parse_number_text", "safe_json_loads", "safe_text", "safe_tree", "shorten", "size_of",
 ]
+
+
+# --------------------------------------------------------------------------- counts that multiply work
+MAX_CAPACITY_TOP = 10  # simulator capacity searches per sizing (each up to CAPACITY_MAX_RUNS simulations)
+CAPACITY_TIME_BUDGET_S = 10.0  # wall time for all of them together; the rest are reported as not searched
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of one number a person types: ``lo <= value <= hi`` (``lo`` excluded when
+    ``positive``), an integer when ``integer``; ``unit`` is shown in messages and help."""
+
+    lo: float
+    hi: float
+    integer: bool = False
+    unit: str = ""
+    positive: bool = False
+
+    def check(self, field: str, value: object) -> int | float:
+        """``value`` if inside the range. Raises PlannerError naming ``field``."""
+        value = check_number(field, value, lo=self.lo, hi=self.hi, integer=self.integer)
+        if self.positive and value <= 0:
+            raise PlannerError(field, value, "must be above 0")
+        return value
+
+    def widget(self) -> dict:
+        """``min_value`` / ``max_value`` for a Streamlit ``number_input`` of this quantity."""
+        if self.integer:
+            return {"min_value": int(max(self.lo, 1 if self.positive else self.lo)), "max_value": int(self.hi)}
+        return {"min_value": float(self.lo), "max_value": float(self.hi)}
+
+
+_GIB_CEILING = 1 << 20  # 1 PiB of device memory: far above any GPU, below float overflow when scaled to bytes
+
+BOUNDS: dict[str, Bound] = {
+    # engine (what vLLM prints)
+    "available_kv_gib": Bound(0, _GIB_CEILING, unit="GiB", positive=True),
+    "available_kv_bytes": Bound(1, _GIB_CEILING << 30, integer=True, unit="bytes"),
+    "gpu_memory_utilization": Bound(0, 1, positive=True),
+    "block_size": Bound(1, 1 << 20, integer=True, unit="tokens"),
+    "max_model_len": Bound(1, MAX_POSITIONS, integer=True, unit="tokens"),
+    "max_num_batched_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
+    "max_num_seqs": Bound(1, 1 << 20, integer=True),
+    "speculative_layers": Bound(0, MAX_LAYERS, integer=True),
+    "tp": Bound(1, 4096, integer=True, unit="GPUs"),
+    "ep": Bound(1, 4096, integer=True, unit="GPUs"),
+    "tokens": Bound(0, MAX_POSITIONS, integer=True, unit="tokens"),
+    "batch_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
+    # simulate
+    "rate": Bound(0, 1e12, unit="requests/s"),  # the simulator: 1e9 is a burst of everything at once
+    "requests": Bound(1, 100_000, integer=True),
+    "chunk_tokens": Bound(1, 1 << 20, integer=True, unit="tokens"),
+    "max_batched_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
+    "seed": Bound(0, 2**31 - 1, integer=True),
+    "replicas": Bound(1, 1024, integer=True),
+    "time_budget_s": Bound(0, 3600, unit="s", positive=True),
+    # size
+    "users": Bound(1, 10_000_000, integer=True),
+    "size_rate": Bound(1e-6, 1e6, unit="requests/s"),
+    "ttft_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
+    "itl_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
+    "gpu_hour_price": Bound(0, 1e6, unit="USD"),
+    "capacity_top": Bound(0, MAX_CAPACITY_TOP, integer=True),
+    "top": Bound(1, 10_000, integer=True),
+    "tps": Bound(1, 4096, integer=True, unit="GPUs"),
+    "headroom_bp": Bound(0, 9_999, integer=True, unit="basis points"),
+    # probe
+    "probe_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
+    "batch": Bound(1, 4096, integer=True),
+    "decode_steps": Bound(0, 4096, integer=True),
+    "layers_limit": Bound(1, MAX_LAYERS, integer=True),
+    "block_tokens": Bound(1, 1 << 20, integer=True, unit="tokens"),
+    "timeout": Bound(1, 3600, unit="s"),
+}
+
+
+def bounded_number(name: str, text: str, field: str | None = None) -> int | float:
+    """The number ``text`` spells (ASCII digits), inside :data:`BOUNDS` ``[name]``.
+
+    Raises:
+        PlannerError: naming ``field`` (default ``name``): not a number, or outside the range.
+    """
+    bound = BOUNDS[name]
+    value = parse_number_text(text, integer=bound.integer)
+    if value is None:
+        raise PlannerError(field or name, text, "is not an integer (ASCII digits only)" if bound.integer else "is not a finite number (e.g. 0.5 or 1e-3)")
+    return bound.check(field or name, value)
+
+
+# --------------------------------------------------------------------------- text leaving the process
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def safe_text(value: object) -> str:
+    """``value`` as text every UTF-8 stream accepts: lone surrogates (which JSON's ``\\ud800``
+    escape can put in any string) become U+FFFD. The one filter for text leaving the process:
+    the CLI's output, plan JSON, the PDF report and the app's messages. Raises nothing."""
+    text = value if isinstance(value, str) else str(value)
+    return _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text) if _LONE_SURROGATE.search(text) else text
+
+
+def safe_tree(obj: object, _depth: int = 0) -> object:
+    """A copy of a JSON-like tree with :func:`safe_text` applied to every string and key (64 levels
+    at most; deeper nodes are left as they are). Raises nothing."""
+    if _depth > 64:
+        return obj
+    if isinstance(obj, str):
+        return safe_text(obj)
+    if isinstance(obj, dict):
+        return {safe_text(k) if isinstance(k, str) else k: safe_tree(v, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [safe_tree(v, _depth + 1) for v in obj]
+    return obj
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def safe_json_loads(text: str, **kwargs) -> object:
+    """``json.loads(text, **kwargs)`` with :func:`safe_tree` applied when the text escapes a
+    surrogate (``\\ud800``): how configs, plan files and probe JSON come in, so no lone surrogate
+    reaches the planner. A valid escaped pair (an emoji) decodes to its character as before.
+
+    Raises:
+        whatever ``json.loads`` raises.
+    """
+    obj = json.loads(text, **kwargs)
+    return safe_tree(obj) if _ESCAPED_SURROGATE.search(text) else obj
 
 
 # number text from a flag or a link: ASCII digits only, no "_" separators, no spaces, no inf/nan

@@ -20,6 +20,7 @@ from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
 from planner.labels import label as input_label
+from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
 from planner.source import ModelRef
 
@@ -68,8 +69,7 @@ def fmt_num(x: object) -> str:
 
 def _safe(text: object) -> str:
     """Text the standard PDF fonts can show (cp1252), XML-escaped for Paragraph."""
-    raw = str(text).encode("cp1252", "replace").decode("cp1252")
-    return escape(raw)
+    return escape(_safe_plain(text))
 
 
 # --------------------------------------------------------------------------- charts
@@ -458,7 +458,7 @@ def _document(buf, title: str, subject: str, footer_text: str):
         canvas.drawRightString(A4[0] - 18 * mm, 10 * mm, f"page {doc.page}")
         canvas.restoreState()
 
-    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=18 * mm, rightMargin=18 * mm, topMargin=16 * mm, bottomMargin=16 * mm, title=title, author="KV Capacity Planner", subject=_safe_plain(subject))
+    doc = SimpleDocTemplate(buf, pagesize=A4, leftMargin=18 * mm, rightMargin=18 * mm, topMargin=16 * mm, bottomMargin=16 * mm, title=_safe_plain(title), author="KV Capacity Planner", subject=_safe_plain(subject))
     return doc, footer
 
 
@@ -624,8 +624,9 @@ def _explanation_story(k: _Kit, plan: Plan) -> list:
     return story
 
 
-def _safe_plain(text: str) -> str:
-    return str(text).encode("cp1252", "replace").decode("cp1252")
+def _safe_plain(text: object) -> str:
+    """Text the standard PDF fonts can show: :func:`planner.limits.safe_text`, then cp1252."""
+    return safe_text(text).encode("cp1252", "replace").decode("cp1252")
 
 
 __all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_comparison_pdf", "build_pdf", "fmt_bytes", "human_bytes"]

@@ -58,6 +58,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from planner.errors import PlannerError
 from planner.geometry import config_hash
+from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
 from planner.plan import PlanInputs, _cross_field_problem
 from planner.source import ModelRef
 
@@ -126,7 +127,6 @@ KEY_FIELDS: dict[str, str] = {v: k for k, v in INPUT_KEYS.items()}
 
 TOKEN_RE = re.compile(r"(hf_|api_org_|ghp_|gho_|github_pat_|sk-|xox[bp]-)[A-Za-z0-9_\-]{16,}")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
@@ -249,9 +249,10 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
         if from_text:
             if not isinstance(raw, str) or not _INT_RE.fullmatch(raw.strip()):
                 return None, "is not a whole number"
-            if len(raw.strip()) > 20:
+            parsed = parse_number_text(raw.strip(), integer=True)  # the one ASCII-digit reader (planner/limits.py)
+            if parsed is None:
                 return None, "is far out of range"
-            value = int(raw.strip())
+            value = parsed
         elif isinstance(raw, bool) or not isinstance(raw, int):
             return None, "is not a whole number"
         else:
@@ -261,9 +262,10 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             text = raw.strip() if isinstance(raw, str) else ""
             if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
                 return None, "is not a finite number"
-            if len(text) > 40 or not _FLOAT_RE.fullmatch(text):
-                return None, "is not a number"
-            value = float(text)
+            parsed = parse_number_text(text, integer=False) if len(text) <= 40 else None
+            if parsed is None:
+                return None, "is not a finite number" if len(text) <= 40 and FLOAT_TEXT.fullmatch(text) else "is not a number"
+            value = parsed
         elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None, "is not a number"
         else:
@@ -517,7 +519,7 @@ def _decode_query(params: Mapping[str, str | list[str]]) -> DecodedState:
         warnings.append(f"link version (v) {_shown(version_text)} is not supported (this planner reads versions {', '.join(map(str, READ_VERSIONS))}); using the defaults")
         return DecodedState(ref=None, inputs=PlanInputs(), warnings=warnings)
     else:
-        version = int(version_text.strip())
+        version = int(parse_number_text(version_text.strip(), integer=True))
 
     ref_raw = {name: flat[key] for name, key in REF_KEYS.items() if key in flat}
     ref = _build_ref(ref_raw, lambda name: REF_KEYS[name], warnings)
@@ -614,7 +616,7 @@ def load_plan_file(text: str | bytes) -> DecodedState:
         except UnicodeDecodeError as exc:
             raise PlannerError("plan file", f"byte {exc.start}", "is not UTF-8 text") from None
     try:
-        doc = json.loads(text)
+        doc = safe_json_loads(text)
     except json.JSONDecodeError as exc:
         raise PlannerError("plan file", f"line {exc.lineno} column {exc.colno}", f"is not valid JSON ({exc.msg})") from None
     except RecursionError:

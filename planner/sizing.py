@@ -29,6 +29,7 @@ which p95 TTFT and ITL stay inside the SLOs and the queue does not grow, by bise
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
+from planner.limits import BOUNDS, CAPACITY_TIME_BUDGET_S
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
 from planner.prices import PRICE_TABLE
 
@@ -380,7 +382,10 @@ def size(
 
     ``base`` holds any other plan inputs (context components or ``input_tokens``,
     ``output_tokens``, ``max_context``, ``reservation``, ``headroom_bp``, ...).
-    ``capacity_top`` runs :func:`capacity_search` on that many of the best recommendations.
+    ``capacity_top`` (at most :data:`~planner.limits.MAX_CAPACITY_TOP`) runs
+    :func:`capacity_search` on that many of the best recommendations, within
+    :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time together: the ones not reached are
+    left without a capacity and ``searched["capacity_search"]`` says so.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -389,6 +394,7 @@ def size(
     """
     base = dict(base or {})
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms)
+    BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
@@ -420,15 +426,21 @@ def size(
         last = {r.gpu: r for r in refused}  # per GPU, its largest TP and last KV dtype: the nearest miss
         reasons = "; ".join(f"{r.gpu} at TP {r.tp}: {r.reason}" for r in list(last.values())[:3]) + ("; ..." if len(last) > 3 else "")
         raise PlannerError("gpus", ",".join(names)[:80], f"no deployment holds {workload} under the SLOs ({reasons}){hint}")
+    capacity_note = None
     if capacity_top:
         top = recs[:capacity_top]
+        started = time.monotonic()
         for k, rec in enumerate(top):
+            if k and time.monotonic() - started > CAPACITY_TIME_BUDGET_S:  # the budget of all searches together (the best is always searched)
+                capacity_note = f"capacity search stopped after {CAPACITY_TIME_BUDGET_S:g} s: {k} of {len(top)} recommendations searched"
+                break
 
             def step(frac: float, msg: str, k: int = k) -> None:
                 if progress:
                     progress(0.5 + 0.5 * (k + frac) / len(top), f"capacity search {k + 1}/{len(top)}: {msg}")
 
-            cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step)
+            left = CAPACITY_TIME_BUDGET_S - (time.monotonic() - started)
+            cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step, time_budget_s=left)
             recs[k] = rec.model_copy(update={"capacity": cap})
     if progress:
         progress(1.0, "done")
@@ -448,6 +460,8 @@ def size(
         "workload": {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, "context_tokens": ctx.reserved_total_tokens},
         "ranking": "cost per hour, then cost per million output tokens",
     }
+    if capacity_note:
+        searched["capacity_search"] = capacity_note
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
 
 
@@ -471,6 +485,7 @@ def capacity_search(
     max_runs: int = CAPACITY_MAX_RUNS,
     seed: int = 0,
     progress: Progress | None = None,
+    time_budget_s: float = CAPACITY_TIME_BUDGET_S,
 ) -> CapacityResult:
     """Highest Poisson rate at which the simulated deployment keeps p95 TTFT and ITL inside the
     SLOs, finishes every request and is not overloaded (Vidur-style search: bracket, then bisect
@@ -481,10 +496,12 @@ def capacity_search(
     back to the whole deployment (a larger pool balances at least as well, so this errs low). Each
     replica uses the plan's pool and step cost, ``max_num_seqs`` and chunked prefill with the
     plan's token budget per step (a prompt's chunk takes what the budget leaves, as in vLLM V1);
-    prompts and outputs are the plan's.
+    prompts and outputs are the plan's. No simulation starts after ``time_budget_s`` of wall time
+    (each one is itself stopped by then), so a search ends within about that budget.
     """
     from planner import simulate as sim
 
+    deadline = time.monotonic() + max(time_budget_s, 0.1)
     plan = compute_plan(make_inputs(**rec.plan_values), model)
     cost, blocks = sim.from_plan(plan)
     n = requests or 160
@@ -500,7 +517,7 @@ def capacity_search(
         policy="chunked",
         replicas=simulated,
         router="least-outstanding-tokens",
-        time_budget_s=10,
+        time_budget_s=min(10.0, max(time_budget_s, 0.1)),
     )
     prompt, output = plan.context.input_tokens, plan.context.reserved_output_tokens
     seen: dict[float, tuple[bool, float, float]] = {}
@@ -520,9 +537,9 @@ def capacity_search(
         return ok
 
     lo, hi = 0.0, max(rec.sustainable_rate, 1e-3)
-    while len(seen) < max_runs and run(hi):  # bracket: double until a rate fails
+    while len(seen) < max_runs and (not seen or time.monotonic() < deadline) and run(hi):  # bracket: double until a rate fails
         lo, hi = hi, hi * 2
-    while len(seen) < max_runs and hi - lo > tolerance * hi:
+    while len(seen) < max_runs and time.monotonic() < deadline and hi - lo > tolerance * hi:
         mid = (lo + hi) / 2
         if run(mid):
             lo = mid

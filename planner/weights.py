@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.config_keys import EXPERTS_PER_TOKEN_KEYS, ROUTED_EXPERT_KEYS
 from planner.errors import ConfigError, PlannerError
 from planner.geometry import ModelGeometry, text_config
 from planner.limits import MAX_DIM, MAX_PARAMS, check_number
@@ -98,6 +99,32 @@ def _get(cfg: dict, *keys: str, default: int = 0) -> int:
     return default
 
 
+MAX_DTYPES = 64  # distinct tensor dtypes in one checkpoint's counts (real ones list 1 to 4)
+
+
+def check_parameter_counts(counts: object, field: str = "parameter_counts") -> dict[str, int] | None:
+    """The checkpoint's dtype -> element counts (the Hub's safetensors metadata) through the same
+    bounds as a config's numbers: whole, non-negative, at most :data:`MAX_PARAMS` together.
+    None or an empty map stays None.
+
+    Raises:
+        ConfigError: naming the dtype whose count is negative, not whole, or absurdly large.
+    """
+    if counts is None or counts == {}:
+        return None
+    if not isinstance(counts, dict) or len(counts) > MAX_DTYPES:
+        raise ConfigError(field, counts, f"must map at most {MAX_DTYPES} tensor dtypes to element counts")
+    out, total = {}, 0
+    for dtype, n in counts.items():
+        if not isinstance(dtype, str) or not dtype.isascii() or not 0 < len(dtype) <= 16:
+            raise ConfigError(field, dtype, "a tensor dtype is a short name such as BF16")
+        out[dtype] = int(check_number(f"{field}.{dtype}", n, lo=0, hi=MAX_PARAMS, integer=True, error=ConfigError))
+        total += out[dtype]
+    if total > MAX_PARAMS:
+        raise ConfigError(field, f"{total:.3g} parameters", f"is absurdly large (limit {MAX_PARAMS:.0e} parameters)")
+    return out
+
+
 def _moe_cfg(config: dict) -> dict:
     cfg = text_config(config)
     if isinstance(cfg.get("ffn_config"), dict):  # DBRX keeps its MLP and experts here
@@ -107,8 +134,8 @@ def _moe_cfg(config: dict) -> dict:
 
 def _moe_shape(cfg: dict) -> tuple[int, int]:
     """(routed experts per MoE layer, experts each token is routed to); (0, 0) for dense models."""
-    n_experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-    return n_experts, _get(cfg, "num_experts_per_tok", "moe_topk", "moe_top_k", "top_k", default=2 if n_experts else 0)
+    n_experts = _get(cfg, *ROUTED_EXPERT_KEYS)
+    return n_experts, _get(cfg, *EXPERTS_PER_TOKEN_KEYS, default=2 if n_experts else 0)
 
 
 def linear_shapes(config: dict, geo: ModelGeometry) -> tuple[Linear, ...]:

@@ -7,13 +7,18 @@ typed by the ``X-Error-Code`` header (``GatedRepo``, ``RepoNotFound``, ``Revisio
 ``get_safetensors_metadata`` uses to read safetensors headers). Every request is recorded so a
 test can assert which requests were (not) made.
 
+Hostile modes (issue 24): a :class:`Streamed` file is served in chunks without being held in
+memory, optionally with no ``Content-Length`` at all (chunked transfer encoding), so a test can
+check that the client stops reading at its cap (``bytes_sent`` counts what went out);
+:meth:`FakeHub.set_commit_header` makes a repo answer with any ``X-Repo-Commit`` text.
+
 Usage::
 
     with FakeHub() as hub:
         sha = hub.add_repo("org/model", {"config.json": {"num_hidden_layers": 2}})
         os.environ["HF_ENDPOINT"] = hub.url
         ...
-        assert hub.count("GET", "config.json") == 1
+        assert hub.count("GET", "/config.json") == 1
 """
 
 from __future__ import annotations
@@ -27,11 +32,22 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
-FileContent = bytes | str | dict | list
+
+@dataclass(frozen=True)
+class Streamed:
+    """``size`` bytes of ``fill`` served in 64 KiB chunks; ``length=False``: no Content-Length on
+    HEAD or GET (the GET uses chunked transfer encoding), as a hostile or broken server might."""
+
+    size: int
+    fill: bytes = b" "
+    length: bool = True
 
 
-def _to_bytes(content: FileContent) -> bytes:
-    if isinstance(content, bytes):
+FileContent = bytes | str | dict | list | Streamed
+
+
+def _to_bytes(content: FileContent) -> bytes | Streamed:
+    if isinstance(content, (bytes, Streamed)):
         return content
     if isinstance(content, str):
         return content.encode("utf-8")
@@ -47,10 +63,12 @@ _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I1
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 
 
-def make_safetensors(tensors: dict[str, tuple[str, list[int]]], *, metadata: dict | None = None) -> bytes:
+def make_safetensors(tensors: dict[str, tuple[str, list[int]]], *, metadata: dict | None = None, shapes: dict[str, list[int]] | None = None) -> bytes:
     """Build a real safetensors file: 8-byte little-endian header length, JSON header, zeroed data.
 
-    ``tensors`` maps a tensor name to ``(dtype, shape)``, e.g. ``{"w": ("BF16", [4, 8])}``.
+    ``tensors`` maps a tensor name to ``(dtype, shape)``, e.g. ``{"w": ("BF16", [4, 8])}``;
+    ``shapes`` overrides the shape the header states for some tensors (a hostile header: negative
+    or huge dimensions) while the data stays that of ``tensors``.
     """
     header: dict = {}
     if metadata is not None:
@@ -61,7 +79,7 @@ def make_safetensors(tensors: dict[str, tuple[str, list[int]]], *, metadata: dic
         for dim in shape:
             count *= dim
         size = count * _DTYPE_BYTES[dtype]
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        header[name] = {"dtype": dtype, "shape": list((shapes or {}).get(name, shape)), "data_offsets": [offset, offset + size]}
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # the format pads the header to a multiple of 8 bytes
@@ -115,6 +133,7 @@ class _Repo:
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> filename -> content
     gated: bool = False
     allowed_tokens: set[str] = field(default_factory=set)
+    commit_header: str | None = None  # answer with this X-Repo-Commit instead of the real sha
 
 
 class FakeHub:
@@ -127,6 +146,7 @@ class FakeHub:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.requests: list[Recorded] = []
+        self.bytes_sent = 0  # body bytes written for Streamed files
         self._conns: list = []  # open client sockets, closed by stop()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -149,6 +169,11 @@ class FakeHub:
             repo = self._repos[repo_id]
             repo.gated = True
             repo.allowed_tokens = set(allowed_tokens)
+
+    def set_commit_header(self, repo_id: str, value: str) -> None:
+        """Answer every file of ``repo_id`` with ``X-Repo-Commit: value`` (e.g. 40 non-hex characters)."""
+        with self._lock:
+            self._repos[repo_id].commit_header = value
 
     def set_error(self, status: int, code: str | None = None, *, repo_id: str | None = None,
                   revision: str | None = None, filename: str | None = None, method: str | None = None,
@@ -258,8 +283,11 @@ class FakeHub:
             if content is None:
                 return 404, {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found",
                              "X-Repo-Commit": commit}, b"", delay
-            etag = '"' + hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest() + '"'
-            return 200, {"X-Repo-Commit": commit, "ETag": etag, "Accept-Ranges": "bytes",
+            if isinstance(content, Streamed):
+                etag = '"' + hashlib.sha1(b"streamed %d" % content.size + content.fill).hexdigest() + '"'
+            else:
+                etag = '"' + hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest() + '"'
+            return 200, {"X-Repo-Commit": repo.commit_header or commit, "ETag": etag, "Accept-Ranges": "bytes",
                          "Content-Type": "application/octet-stream"}, content, delay
 
 
@@ -292,6 +320,10 @@ class _Handler(BaseHTTPRequestHandler):
         if delay and self.fake._stop.wait(delay):
             self.close_connection = True  # server stopping: drop the connection unanswered
             return
+        if isinstance(body, Streamed):
+            entry.status = status
+            self._stream(method, status, headers, body)
+            return
         if status == 200 and method == "GET" and entry.range:
             status, body, headers = self._ranged(entry.range, body, headers)
         entry.status = status
@@ -302,6 +334,34 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if method == "GET":
             self.wfile.write(body)
+
+    def _stream(self, method: str, status: int, headers: dict, body: Streamed) -> None:
+        """Send a Streamed file chunk by chunk; stop quietly when the client hangs up."""
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        if body.length:
+            self.send_header("Content-Length", str(body.size))
+        elif method == "GET":
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.close_connection = True  # a HEAD without a length: nothing else on this connection
+        self.end_headers()
+        if method != "GET":
+            return
+        chunk = (body.fill * (65536 // len(body.fill) + 1))[:65536]
+        left = body.size
+        try:
+            while left > 0 and not self.fake._stop.is_set():
+                part = chunk[: min(left, len(chunk))]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part) if not body.length else part)
+                left -= len(part)
+                with self.fake._lock:
+                    self.fake.bytes_sent += len(part)
+            if not body.length:
+                self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
 
     @staticmethod
     def _ranged(spec: str, body: bytes, headers: dict) -> tuple[int, bytes, dict]:

@@ -376,3 +376,22 @@ def test_window_caps_close_together_share_one_marker():
     far = [Spec(window=1024, kind="sliding"), Spec(window=8192, kind="chunked")]
     assert _window_marks(far, 131_072, log=False) == [(1024, "sliding cap 1,024"), (8192, "chunked cap 8,192")]
     assert _window_marks(specs, 1_048_576, log=True) == [(8, "sliding cap 8"), (128, "sliding cap 128")]  # 16x apart on a log axis
+
+
+def test_every_plan_chart_is_a_valid_plotly_figure():
+    """pages/ui/charts.py builds figures without plotly's validation (2 ms instead of 11-26 ms a
+    chart on every rerun, issue 24); a validated rebuild of each chart, for a dense, an MoE, a
+    sliding-window and an MLA model, must accept every property and keep every trace."""
+    import plotly.graph_objects as go
+
+    from pages.ui import charts
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    for name in ("llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b", "deepseek-v2-lite"):
+        model = prepare_model(load_preset(name))
+        plan = compute_plan(make_inputs(max_context=4096), model)
+        for fig in (charts.fig_memory(plan), charts.fig_kv_context(plan), charts.fig_kv_context(plan, True), charts.fig_heatmap(plan, model),
+                    charts.fig_waterfall(plan), charts.fig_itl(plan, model), charts.fig_roofline(plan)):
+            validated = go.Figure(fig.to_dict())  # raises ValueError on an invalid property
+            assert len(validated.data) == len(fig.data) > 0 and charts.title_of(fig)

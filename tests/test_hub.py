@@ -81,7 +81,10 @@ def test_branch_resolves_to_pinned_commit(hub):
     assert model.from_cache is False
     assert model.parameter_counts is None and model.weights_source == "config estimate"
     assert any("no safetensors" in n for n in model.notes)
-    assert hub.count("GET", "/org/tiny/resolve/main/config.json") == 1
+    # the branch is resolved once (HEAD), then the file is read at the commit the HEAD named, so a
+    # branch moving in between cannot mix two commits
+    assert hub.count("HEAD", "/org/tiny/resolve/main/config.json") == 1
+    assert hub.count("GET", f"/org/tiny/resolve/{sha}/config.json") == 1 and hub.count("GET", "/config.json") == 1
     # no token configured: nothing sent
     assert all(r.authorization is None for r in hub.resolve_requests())
 
@@ -118,7 +121,7 @@ def test_disk_cache_avoids_second_get_after_clear_cache(hub):
     again = fetch_model("org/tiny")
     assert again.commit_sha == first.commit_sha and again.from_cache is False
     # the client re-validates with HEAD but does not download the body again
-    assert hub.count("GET", "config.json") == 1
+    assert hub.count("GET", "/config.json") == 1
     assert hub.count("HEAD", "/resolve/main/config.json") > heads
 
 
@@ -126,9 +129,9 @@ def test_ttl_zero_disables_in_process_cache(hub, monkeypatch):
     hub.add_repo("org/tiny", {"config.json": LLAMA})
     monkeypatch.setenv("KVP_HUB_TTL_S", "0")
     fetch_model("org/tiny")
-    heads = hub.count("HEAD", "config.json")
+    heads = hub.count("HEAD", "/config.json")
     fetch_model("org/tiny")
-    assert hub.count("HEAD", "config.json") > heads
+    assert hub.count("HEAD", "/config.json") > heads
 
 
 # ----------------------------------------------------------------------------- errors
@@ -221,8 +224,8 @@ def test_oversized_config_refused_before_download(hub):
     with pytest.raises(InvalidHubConfigError) as err:
         fetch_model("org/huge")
     assert "16 MiB" in str(err.value)
-    assert hub.count("HEAD", "config.json") == 1
-    assert hub.count("GET", "config.json") == 0  # refused from the HEAD size, never downloaded
+    assert hub.count("HEAD", "/config.json") == 1
+    assert hub.count("GET", "/config.json") == 0  # refused from the HEAD size, never downloaded
 
 
 def test_missing_required_fields(hub):

@@ -73,7 +73,7 @@ def test_absurd_geometry_is_refused():
     assert exc.value.field == "num_hidden_layers" and "limit 10,000" in str(exc.value)
     # within every per-field limit, but 9,000 x 16,000 x 1,048,576 x 2 x 4 bytes = 1.2e15 > 1 TiB per token
     with pytest.raises(ConfigError, match="limit 1 TiB"):
-        parse_geometry({**SMALL, "num_hidden_layers": 9_000, "num_attention_heads": 16_000, "num_key_value_heads": 16_000, "head_dim": 1 << 20})
+        parse_geometry({**SMALL, "num_hidden_layers": 9_000, "num_attention_heads": 16_000, "num_key_value_heads": 16_000, "head_dim": 1 << 20, "hidden_size": 16_000})  # hidden >= heads (issue 24 refuses fewer)
 
 
 def test_parameter_count_ceiling():

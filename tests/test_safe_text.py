@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pages.ui.safe_text import JOINER, md, unescape
+from planner.limits import safe_text
 
 PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 HOSTILE = [
@@ -47,6 +48,7 @@ def _literal_html(text: str) -> str:
 
 
 def _normalised(text: str) -> str:
+    text = safe_text(text)  # a lone surrogate is shown as U+FFFD (issue 24), the one filter for text leaving the process
     return "".join(ch if ch == " " or ch.isprintable() else " " for ch in text).strip()
 
 

@@ -98,3 +98,10 @@ def test_pdf_sizing_section(tmp_path):
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     assert "Sizing" in text and "holds 64 concurrent users" in text
     assert f"{best.gpu}" in text and f"{best.cost_per_hour:,.2f}" in text
+
+
+@pytest.mark.parametrize("users", ["\u0661\u0660", "1_0", "\uff11\uff10"], ids=["arabic-indic", "underscore", "full-width"])
+def test_size_link_digits_are_ascii(users):
+    # issue 24: size_users=١٠ was read as 10; every surface reads ASCII digits only (planner/limits.py)
+    at = _size_page({"size_users": users})
+    assert "holds 100 concurrent users" in at.success[0].value  # the default kept, not 10

@@ -19,6 +19,8 @@ from pages.ui.safe_text import md
 from pages.ui.state import Shown
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
+from planner.geometry import config_hash
+from planner.limits import ByteBudgetCache
 from planner.plan import Plan
 
 
@@ -239,11 +241,30 @@ def render_assumptions(plan: Plan) -> None:
 CHART_TABS = ("K/V vs context", "Context × concurrency", "Latency", "Roofline")
 
 
-def _chart(fig_fn, *args, key: str, what: str) -> None:
-    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`)."""
+# Figures shared by every session of the process: a team opening the same link builds each chart
+# once (a figure is a pure function of the plan's inputs and the model); bounded in bytes.
+_FIGURES = ByteBudgetCache(32 << 20)
+
+
+def _memo_key(fig_fn, r: Shown, args: tuple) -> tuple:
+    """What a figure depends on: the chart, the model (config, checkpoint counts, quantization),
+    the plan's inputs and any plain extra argument (the log-scale toggle)."""
+    model = r.model
+    extras = tuple(a for a in args if isinstance(a, (bool, int, float, str)))
+    return (fig_fn.__name__, model.geometry.config_hash, config_hash({"c": model.parameter_counts, "q": model.quantization}), r.plan.inputs.model_dump_json(), extras)
+
+
+def _chart(fig_fn, *args, key: str, what: str, shown: Shown | None = None) -> None:
+    """A plan chart with its title written above it (see :func:`pages.ui.charts._figure`);
+    with ``shown``, the figure comes from the process-wide memo when another session built it."""
 
     def draw() -> None:
-        fig = fig_fn(*args)
+        memo = _memo_key(fig_fn, shown, args) if shown is not None else None
+        fig = _FIGURES.get(memo) if memo is not None else None
+        if fig is None:
+            fig = fig_fn(*args)
+            if memo is not None:
+                _FIGURES.put(memo, fig)
         st.markdown(f"**{charts.title_of(fig)}**")
         st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=key)
 
@@ -311,7 +332,7 @@ def card_export(r: Shown) -> None:
 def card_memory(r: Shown) -> None:
     """The memory stack of one GPU and the pool figures under it."""
     plan = r.plan
-    _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart")
+    _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
     cap = plan.capacity
     extra = []
     if cap.pool_kv_tokens is not None:
@@ -364,17 +385,17 @@ def card_chart_tabs(r: Shown) -> None:
     if tabs[0].open is not False:
         with tabs[0]:
             log = st.toggle("Log scales", key="kv_log", value=False, help="Log-log axes show window caps and small caches next to the MHA line.")
-            _chart(charts.fig_kv_context, plan, log, key="chart_kv", what="the K/V chart")
+            _chart(charts.fig_kv_context, plan, log, key="chart_kv", what="the K/V chart", shown=r)
     if tabs[1].open is not False:
         with tabs[1]:
-            _chart(charts.fig_heatmap, plan, model, key="chart_heatmap", what="the heatmap")
+            _chart(charts.fig_heatmap, plan, model, key="chart_heatmap", what="the heatmap", shown=r)
     if tabs[2].open is not False:
         with tabs[2]:
-            _chart(charts.fig_waterfall, plan, key="chart_waterfall", what="the latency waterfall")
-            _chart(charts.fig_itl, plan, model, key="chart_itl", what="the ITL chart")
+            _chart(charts.fig_waterfall, plan, key="chart_waterfall", what="the latency waterfall", shown=r)
+            _chart(charts.fig_itl, plan, model, key="chart_itl", what="the ITL chart", shown=r)
     if tabs[3].open is not False:
         with tabs[3]:
-            _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline")
+            _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline", shown=r)
 
 
 def card_assumptions(r: Shown) -> None:

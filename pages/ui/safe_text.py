@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 import string
 
+from planner.limits import safe_text
+
 __all__ = ["md", "unescape"]
 
 MAX_SHOWN = 400  # characters of one value shown on the page
@@ -39,7 +41,7 @@ _PUNCTUATION = frozenset(string.punctuation)
 
 def md(value: object, limit: int = MAX_SHOWN) -> str:
     """``value`` as markdown that renders literally: no link, image, autolink, emphasis or block."""
-    text = value if isinstance(value, str) else str(value)
+    text = safe_text(value)  # lone surrogates cannot reach the websocket's UTF-8 (planner/limits.py)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = "".join(ch if ch == " " or ch.isprintable() else " " for ch in text).strip()  # an indent would open a code block

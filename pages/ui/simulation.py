@@ -14,6 +14,7 @@ from pages.ui.fmt import fmt_ms
 from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
+from planner.limits import BOUNDS
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
@@ -75,13 +76,13 @@ def traffic_controls(plan) -> Traffic | None:
     """The traffic controls (their values survive page switches); None when none can run."""
     _seed()
     c1, c2, c3 = st.columns(3)
-    c1.number_input(LABELS["rate"], 0.01, 10_000.0, step=0.5, key="sim_rate", help="Poisson arrivals per second across all replicas; each replica receives its share.")
-    c2.number_input(LABELS["requests"], 1, 10_000, step=100, key="sim_requests", help="Requests simulated on one replica.")
-    c3.number_input(LABELS["seed"], 0, 2**31 - 1, key="sim_seed", help="Seed of the arrival times.")
+    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", help="Poisson arrivals per second across all replicas; each replica receives its share.")
+    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", help="Requests simulated on one replica.")
+    c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", help="Seed of the arrival times.")
     c1, c2, c3 = st.columns(3)
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
-    c2.number_input(LABELS["chunk_tokens"], 1, 65_536, step=128, key="sim_chunk")
-    c3.number_input(LABELS["max_num_batched_tokens"], 1, 1_000_000, step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
+    c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
+    c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
     trace = st.file_uploader("Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace")
     st.session_state[STORE] = {key: st.session_state[key] for key in DEFAULTS}
     policies = tuple(st.session_state["sim_policies"])

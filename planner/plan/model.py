@@ -10,7 +10,7 @@ from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.kv import resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.plan.inputs import EXAMPLE_CONFIG
-from planner.weights import WeightsEstimate, estimate_weights
+from planner.weights import WeightsEstimate, check_parameter_counts, estimate_weights
 
 
 class PreparedModel(BaseModel):
@@ -82,6 +82,7 @@ def prepare_model(config: dict, parameter_counts: dict[str, int] | None = None, 
         ConfigError: the config is invalid.
     """
     quantization = quantization if "quantization_config" not in config else None
+    parameter_counts = check_parameter_counts(parameter_counts)  # Hub numbers pass the config's bounds
     key = config_hash({"config": config, "counts": parameter_counts}) + (config_hash(quantization) if quantization else "")
     hit = _PREPARED.get(key)
     if hit is None:

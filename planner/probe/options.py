@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError
+from planner.limits import parse_number_text
 
 ENV_DISABLE = "KVP_DISABLE_PROBE"
 ENV_CPU_BUDGET = "KVP_PROBE_CPU_BUDGET_BYTES"
@@ -53,11 +54,8 @@ def cpu_budget_bytes() -> int:
     raw = os.environ.get(ENV_CPU_BUDGET, "").strip()
     if not raw:
         return DEFAULT_CPU_BUDGET
-    try:
-        value = int(raw)
-    except ValueError:
-        raise PlannerError(ENV_CPU_BUDGET, raw, "must be a positive integer number of bytes") from None
-    if value < 1:
+    value = parse_number_text(raw, integer=True)
+    if value is None or value < 1:
         raise PlannerError(ENV_CPU_BUDGET, raw, "must be a positive integer number of bytes")
     return value
 

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError
+from planner.limits import safe_json_loads
 
 FORMAT = "kvp-probe/1"
 MAX_PROBE_JSON_BYTES = 1 << 20
@@ -127,7 +128,7 @@ def load_probe_json(text: str | bytes) -> ProbeResult:
     if len(raw) > MAX_PROBE_JSON_BYTES:
         raise PlannerError("probe_json", f"{len(raw):,} bytes", f"a probe JSON is at most {MAX_PROBE_JSON_BYTES:,} bytes")
     try:
-        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_reject_constant)
+        data = safe_json_loads(raw.decode("utf-8-sig"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
         raise PlannerError("probe_json", "bytes", "not UTF-8 text") from None
     except json.JSONDecodeError as exc:

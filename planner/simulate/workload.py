@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 from planner.errors import PlannerError
+from planner.limits import parse_number_text
 from planner.simulate.model import MAX_REQUESTS, MAX_TOKENS_PER_REQUEST, Request
 
 MAX_TRACE_BYTES = 8 * 2**20  # a trace file is refused above 8 MiB, before it is parsed
@@ -104,19 +105,17 @@ def parse_trace_csv(text: str, max_rows: int = MAX_REQUESTS) -> list[Request]:
             if len(row) < need:
                 raise PlannerError(f"row {rowno}", ",".join(row), f"has {len(row)} column(s), expected at least {need}")
             raw = row[idx["arrival_s"]].strip()
-            try:
-                arrival = float(raw)
-            except ValueError:
-                raise PlannerError(f"row {rowno} arrival_s", raw, "not a number") from None
-            if not math.isfinite(arrival) or arrival < 0:
+            arrival = parse_number_text(raw, integer=False)  # ASCII digits only: no "1_000", no "١٠"
+            if arrival is None:
+                raise PlannerError(f"row {rowno} arrival_s", raw, "not a number (ASCII digits, e.g. 1.5)")
+            if arrival < 0:
                 raise PlannerError(f"row {rowno} arrival_s", raw, "must be a finite time >= 0 seconds")
             vals = []
             for col in ("prompt_tokens", "output_tokens"):
                 raw = row[idx[col]].strip()
-                try:
-                    v = int(raw)
-                except ValueError:
-                    raise PlannerError(f"row {rowno} {col}", raw, "not an integer") from None
+                v = parse_number_text(raw, integer=True)
+                if v is None:
+                    raise PlannerError(f"row {rowno} {col}", raw, "not an integer (ASCII digits)")
                 if v < 1 or v > MAX_TOKENS_PER_REQUEST:
                     raise PlannerError(f"row {rowno} {col}", raw, f"must be from 1 to {MAX_TOKENS_PER_REQUEST:,}")
                 vals.append(v)
