@@ -44,7 +44,7 @@ def render_serving(plan: Plan) -> None:
             shape.append(f"EP {plan.inputs.ep}")
         if plan.inputs.pp > 1:
             shape.append(f"{plan.inputs.pp} pipeline stages")
-        notes = [", ".join(shape) + f" · {plan.capacity.gpus_per_replica:,} GPUs a replica · weights {md(r.weight_format)} on {md(r.compute_dtype)} tensor cores"]
+        notes = [", ".join(shape) + f" · {plan.capacity.gpus_per_replica:,} GPU{'s' if plan.capacity.gpus_per_replica != 1 else ''} a replica · weights {md(r.weight_format)} on {md(r.compute_dtype)} tensor cores"]
         if r.spec_method != "none":
             notes.append(f"speculative decoding {md(r.spec_method)}: {r.spec_tokens} drafts a step, {r.spec_acceptance_length:.2f} tokens kept a step, TPOT ÷ {r.spec_speedup:.2f}")
         st.caption(" · ".join(notes))
