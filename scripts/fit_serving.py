@@ -113,9 +113,9 @@ def constants(result) -> dict:
 
 
 # leave-one-group-out cross-validation: each grouping splits the points into groups; each fold
-# refits from the all-points constants for at most CV_STEPS steps (a fold moves them little: one
-# step is a Jacobian of every constant over the fold's points)
-CV_STEPS = 6
+# refits from the all-points constants for at most CV_STEPS steps (each step a Jacobian of every
+# constant over the fold's points)
+CV_STEPS = 30
 GROUPINGS = {"engine": lambda pt: pt.engine, "GPU": lambda pt: pt.raw["gpu"], "sweep": lambda pt: S.sweep_key(pt.raw)}
 
 

@@ -273,3 +273,21 @@ def test_a_candidate_refused_by_the_ttft_slo_says_so(llama8):
     result = size(llama8, {"input_tokens": 16000, "output_tokens": 256}, users=30, ttft_p95_ms=400, gpus=["H100-PCIe-80GB", "B200-180GB"], tps=[1])
     pcie = [r for r in result.refused if r.gpu == "H100-PCIe-80GB"]
     assert pcie and all(r.reason.startswith("p95 TTFT at one sequence is ") and "above the 400 ms SLO" in r.reason for r in pcie)
+
+
+def test_shapes_searched_per_gpu():
+    from planner.plan import prepare_model
+    from planner.presets import load_preset
+    from planner.sizing import Shape, shapes
+
+    # DeepSeek-V3 (671 B parameters, block-scaled fp8: 673 GB of weights) does not fit one node of eight
+    # 80 GB H100s (8 x 80 GB x 0.9 = 576 GB): with TP up to 8 the search adds the two-node shapes,
+    # TP 16 over both nodes, TP 8 with two pipeline stages, EP = TP 16 and attention DP 16 = EP 16
+    ds = prepare_model(load_preset("deepseek-v3"))
+    got = shapes(ds, {}, "H100-SXM-80GB", (1, 2, 4, 8))
+    assert got[-4:] == [Shape(16), Shape(8, pp=2), Shape(16, ep=16), Shape(1, dp=16, ep=16)]
+    assert Shape(4, ep=4) in got and Shape(1, dp=4, ep=4) in got and all(s.gpus <= 16 for s in got)
+    # with TP only up to 4 the search never reaches a whole node: no two-node shape
+    assert all(s.gpus <= 4 for s in shapes(ds, {}, "H100-SXM-80GB", (1, 2, 4)))
+    # B200's 8 x 180 GB x 0.9 = 1,296 GB holds it on one node
+    assert all(s.gpus <= 8 for s in shapes(ds, {}, "B200-180GB", (1, 2, 4, 8)))
