@@ -24,22 +24,14 @@ from planner.kv import KV_DTYPE_BITS  # noqa: E402
 from planner.limits import BOUNDS  # noqa: E402
 from planner.presets import DEFAULT_PRESET, list_presets, load_preset  # noqa: E402
 from planner.probe import DEVICES, MODES, RUNTIME_DTYPES, ProbeResult, calibrate, load_probe_json, make_options, probe_disabled, run_probe  # noqa: E402
+from planner.units import fmt_bytes, fmt_ms_measured  # noqa: E402
 
 RESULT_KEY = "probe_result"
 CALIBRATION_KEY = "probe_calibration"  # {"mfu": ..., "mbu": ...} for the plan page
 
 
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n:,} B"
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.4g} ms"
+def _size(n: int | None) -> str:
+    return fmt_bytes(n, none="n/a")
 
 
 # The Probe page's fields by the flag names the library's messages use.
@@ -180,29 +172,29 @@ def _show(result: ProbeResult) -> None:
     if not result.ok:
         st.error(f"No measurement: {md(result.error)}")
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Predicted K/V", _bytes(result.predicted_kv_bytes), help=f"{result.predicted_kv_bytes:,} bytes")
-    c2.metric("Measured K/V", _bytes(result.measured_kv_bytes), help=None if result.measured_kv_bytes is None else f"{result.measured_kv_bytes:,} bytes")
+    c1.metric("Predicted K/V", _size(result.predicted_kv_bytes), help=f"{result.predicted_kv_bytes:,} bytes")
+    c2.metric("Measured K/V", _size(result.measured_kv_bytes), help=None if result.measured_kv_bytes is None else f"{result.measured_kv_bytes:,} bytes")
     c3.metric("Measured / predicted", "n/a" if result.ratio is None else f"{result.ratio:.4f}")
-    c4.metric("planner.kv", _bytes(result.planner_kv_bytes), help="what the planner's kv module predicts for these layers")
+    c4.metric("planner.kv", _size(result.planner_kv_bytes), help="what the planner's kv module predicts for these layers")
     st.caption(
         f"{result.layers_measured} of {result.layers_total} layers, {result.kv_dtype}, batch {result.batch}, {result.tokens:,} tokens"
         + (f" + {result.decode_steps} decode steps" if result.mode == "runtime" else "")
-        + (f"; full model predicted {_bytes(result.predicted_full_model_kv_bytes)}, measured scaled {_bytes(result.scaled_measured_kv_bytes)}" if result.layers_measured < result.layers_total else "")
+        + (f"; full model predicted {_size(result.predicted_full_model_kv_bytes)}, measured scaled {_size(result.scaled_measured_kv_bytes)}" if result.layers_measured < result.layers_total else "")
     )
     rows = []
     if result.allocate_ms is not None:
-        rows.append({"what": "allocate", "measured": _ms(result.allocate_ms), "roofline": "—"})
+        rows.append({"what": "allocate", "measured": fmt_ms_measured(result.allocate_ms), "roofline": "—"})
     if result.prefill_ms is not None:
         rows += [
-            {"what": "prefill", "measured": _ms(result.prefill_ms), "roofline": _ms(result.predicted_prefill_ms)},
-            {"what": "TTFT (prefill + first decode)", "measured": _ms(result.ttft_ms), "roofline": _ms(result.predicted_ttft_ms)},
-            {"what": "decode step p50", "measured": _ms(result.decode_ms_p50), "roofline": _ms(result.predicted_decode_step_ms)},
-            {"what": "decode step p95", "measured": _ms(result.decode_ms_p95), "roofline": "—"},
+            {"what": "prefill", "measured": fmt_ms_measured(result.prefill_ms), "roofline": fmt_ms_measured(result.predicted_prefill_ms)},
+            {"what": "TTFT (prefill + first decode)", "measured": fmt_ms_measured(result.ttft_ms), "roofline": fmt_ms_measured(result.predicted_ttft_ms)},
+            {"what": "decode step p50", "measured": fmt_ms_measured(result.decode_ms_p50), "roofline": fmt_ms_measured(result.predicted_decode_step_ms)},
+            {"what": "decode step p95", "measured": fmt_ms_measured(result.decode_ms_p95), "roofline": "—"},
         ]
     if result.peak_rss_delta_bytes is not None:
-        rows.append({"what": "peak RSS growth (CPU)", "measured": _bytes(result.peak_rss_delta_bytes), "roofline": "—"})
+        rows.append({"what": "peak RSS growth (CPU)", "measured": _size(result.peak_rss_delta_bytes), "roofline": "—"})
     if result.cuda_peak_delta_bytes is not None:
-        rows.append({"what": "peak CUDA memory above baseline", "measured": _bytes(result.cuda_peak_delta_bytes), "roofline": "—"})
+        rows.append({"what": "peak CUDA memory above baseline", "measured": _size(result.cuda_peak_delta_bytes), "roofline": "—"})
     if rows:
         st.table(rows)
     st.markdown("**Why the numbers are what they are**")

@@ -14,10 +14,15 @@ from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 from planner.limits import CAPACITY_TIME_BUDGET_S, MAX_CAPACITY_TOP, bounded_number, ensure_finite_json, parse_number_text, safe_text, safe_tree
+from planner.units import GIB, MIB, fmt_bytes_exact
 
 
-class CLIError(Exception):
-    """A one-line user error: printed to stderr, exit code 2."""
+class CLIError(PlannerError):
+    """A command-line error (conflicting flags, an unreadable file, a Hub failure while loading
+    ``--model``): one line on stderr, exit code 2. What to do: what the line says."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("command line", None, message, message=message)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,12 +33,14 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------- argument types
 
 
-def _number(text: str, cast: type, *, positive: bool) -> int | float:
-    """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0."""
+def _number(text: str, cast: type, *, positive: bool, signed: bool = False) -> int | float:
+    """Parse an argument as ``cast`` (int or float); finite, and > 0 or >= 0 (any sign if ``signed``)."""
     value = parse_number_text(text, integer=cast is int)
     if value is None:
         kind = "an integer (ASCII digits only)" if cast is int else "a finite number (e.g. 0.5 or 1e-3)"
         raise argparse.ArgumentTypeError(f"{shorten(text, 40)} is not {kind}")
+    if signed:
+        return value
     if value < 0 or (positive and value == 0):
         raise argparse.ArgumentTypeError(f"{shorten(text, 40)} must be {'a positive' if positive else 'a non-negative'} {'integer' if cast is int else 'number'}")
     return value
@@ -89,12 +96,6 @@ def print_json(out: dict) -> None:
 # --------------------------------------------------------------------------- model source
 
 
-def _catalog_names() -> list[str]:
-    from planner.hardware import CATALOG
-
-    return list(CATALOG)
-
-
 def add_model_source(p: argparse.ArgumentParser, required: bool = True) -> None:
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--config", metavar="PATH", help="the model: a config.json file on disk (default: none; give one model source)")
@@ -138,13 +139,6 @@ def load_model_source(args: argparse.Namespace) -> tuple[dict, dict]:
 # --------------------------------------------------------------------------- inspect
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n:,} B ({n / size:,.2f} {unit})"
-    return f"{n:,} B"
-
-
 def inspect_summary(r: InspectReport) -> str:
     kinds = ", ".join(f"{n} {k}" for k, n in r.layers.items())
     lines = [
@@ -159,11 +153,11 @@ def inspect_summary(r: InspectReport) -> str:
     lines += [
         f"runtime           {r.runtime}: {r.runtime_description}",
         f"KV dtype          {r.kv_dtype}" + (f" ({r.kv_dtype_source})" if r.kv_dtype_source != "given" else ""),
-        f"K/V per token     {_fmt_bytes(r.kv_bytes_per_token)} per sequence per GPU",
-        f"K/V at {r.tokens:,} tokens  {_fmt_bytes(r.kv_bytes_at_tokens)}",
+        f"K/V per token     {fmt_bytes_exact(r.kv_bytes_per_token)} per sequence per GPU",
+        f"K/V at {r.tokens:,} tokens  {fmt_bytes_exact(r.kv_bytes_at_tokens)}",
     ]
     if r.state_bytes_per_sequence:
-        lines.append(f"recurrent state   {_fmt_bytes(r.state_bytes_per_sequence)} per sequence")
+        lines.append(f"recurrent state   {fmt_bytes_exact(r.state_bytes_per_sequence)} per sequence")
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
 
@@ -183,51 +177,60 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- plan
 
-# flag -> PlanInputs field (argparse dest is the flag with dashes as underscores)
-PLAN_INT_FLAGS = (
-    "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens",
-    "shared-prefix-tokens", "encoder-tokens",
-)
-PLAN_POS_FLAGS = ("input-tokens", "output-tokens", "max-context", "block-tokens", "tp", "gpu-count", "sequences", "generated-tokens", "max-num-seqs", "tenant-quota", "tenants")
-PLAN_FLOAT_FLAGS = (
-    "device-gib", "device-bandwidth-gb-s", "device-bf16-tflops", "model-resident-gib", "workspace-gib", "gpu-hour-price", "queue-ms", "preprocessing-ms",
-    "prefill-ms", "first-decode-ms", "remaining-decode-ms", "itl-slo-ms", "ttft-slo-ms", "mfu", "mbu", "prefix-hit-rate",
-)
+METAVARS = {"headroom_bp": "BP", "gpu": "NAME"}
 
 
-def plan_flag_help(flag: str) -> str:
-    """Help of a plan flag from :mod:`planner.labels`: what it is, its unit, its default."""
-    from planner.labels import INPUTS
-    from planner.plan import PlanInputs
+def control_type(control):
+    """The argparse type of a numeric plan flag, from its :class:`~planner.controls.Control`: ASCII
+    number text of the field's kind, and not a sign its range never takes (a negative count, a 0
+    where the range starts at 1: refused here, naming the flag). The rest of the range is the
+    field's own, checked by :func:`~planner.plan.make_inputs` with the field named. ``.control`` is
+    the declaration."""
+    cast = int if control.kind == "int" else float
+    floor = control.lo
 
-    field = flag.replace("-", "_")
-    name, unit, what = INPUTS[field]
-    default = PlanInputs.model_fields[field].default
-    shown = "none" if default is None else (f"{default:,}" if isinstance(default, int) and not isinstance(default, bool) else str(default))
-    text = f"{name}: {what}" + (f"; in {unit}" if unit and unit not in ("per replica",) else "") + f" (default: {shown})"
-    return text.replace("%", "%%")
+    def parse(text: str) -> int | float:
+        return _number(text, cast, positive=cast is int and floor is not None and floor >= 1, signed=floor is None or floor < 0)
+
+    parse.control = control  # type: ignore[attr-defined]
+    parse.__name__ = control.name
+    return parse
+
+
+def add_control_flags(p: argparse.ArgumentParser, names, controls=None) -> None:
+    """A flag for each named plan control, rendered from its declaration (``controls``: by
+    default :data:`planner.controls.CONTROLS`, one per PlanInputs field)."""
+    if controls is None:
+        from planner.controls import CONTROLS as controls
+
+    for name in names:
+        c = controls[name]
+        if c.kind == "bool":
+            p.add_argument(c.flag, action="store_true", default=None, help=c.cli_help())
+        elif c.kind == "choice":
+            p.add_argument(c.flag, choices=list(c.choices or ()), help=c.cli_help())
+        elif c.kind == "text":
+            p.add_argument(c.flag, metavar=METAVARS.get(name, "TEXT"), help=c.cli_help())
+        else:
+            p.add_argument(c.flag, type=control_type(c), metavar=METAVARS.get(name, "N" if c.kind == "int" else "X"), help=c.cli_help())
+
+
+def control_values(args: argparse.Namespace, names, controls=None) -> dict:
+    """The plan inputs the named control flags were given (library field names)."""
+    if controls is None:
+        from planner.controls import CONTROLS as controls
+
+    return {name: value for name in names if (value := getattr(args, controls[name].dest, None)) is not None}
 
 
 def add_plan_options(p: argparse.ArgumentParser) -> None:
-    """The plan flags shared by ``plan``, ``simulate`` and ``report``."""
+    """The plan flags shared by ``plan``, ``simulate`` and ``report``: the model source, then one
+    flag per PlanInputs field (:func:`add_control_flags`)."""
+    from planner.controls import CONTROLS
+
     p.add_argument("--example", action="store_true", help="plan the seed's runnable example (16 GiB custom device, observed latencies); later flags override it (default: off)")
     add_model_source(p, required=False)
-    for flag in PLAN_INT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_int, metavar="N", help=plan_flag_help(flag))
-    for flag in PLAN_POS_FLAGS:
-        p.add_argument(f"--{flag}", type=positive_int, metavar="N", help=plan_flag_help(flag))
-    for flag in PLAN_FLOAT_FLAGS:
-        p.add_argument(f"--{flag}", type=nonneg_float, metavar="X", help=plan_flag_help(flag))
-    p.add_argument("--headroom-bp", type=nonneg_int, metavar="BP", help=plan_flag_help("headroom-bp"))
-    p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), help=plan_flag_help("kv-dtype"))
-    p.add_argument("--mtp", action="store_true", default=None,
-                   help="also count the model's next-token-prediction (MTP) layers, cached when MTP speculative decoding is on (default: off)")
-    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help=plan_flag_help("weight-dtype"))
-    p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help=plan_flag_help("reservation"))
-    p.add_argument("--runtime", choices=list(RUNTIMES), help=plan_flag_help("runtime"))
-    p.add_argument("--gpu", metavar="NAME", help=plan_flag_help("gpu") + "; known: " + ", ".join(_catalog_names()))
-    p.add_argument("--ep", type=positive_int, metavar="N", help="expert parallelism within a replica for MoE models: GPUs the experts spread over, divides --tp (default: 1, experts split by tensor parallelism)")
-    p.add_argument("--batch-tokens", type=positive_int, metavar="N", help="scheduler token budget per engine step (vLLM max_num_batched_tokens), in tokens; sets the served TTFT wait and ITL prefill chunks (default: 8,192)")
+    add_control_flags(p, CONTROLS)
     p.add_argument(
         "--latency-model",
         choices=["roofline", "measured"],
@@ -259,19 +262,14 @@ def plan_from_args(args: argparse.Namespace):
     Raises:
         CLIError / PlannerError: bad flags, an unknown GPU or an inadmissible combination.
     """
+    from planner.controls import CONTROLS
     from planner.plan import EXAMPLE_INPUTS, compute_plan, make_inputs
 
     if args.gpu is not None and args.device_gib is not None:
         raise CLIError("give either --gpu NAME (catalog) or --device-gib X (custom device), not both")
     model, source = model_from_args(args)
     values: dict = EXAMPLE_INPUTS.model_dump(exclude_defaults=True) if args.example else {}
-    for flag in (*PLAN_INT_FLAGS, *PLAN_POS_FLAGS, *PLAN_FLOAT_FLAGS, "headroom-bp", "kv-dtype", "mtp", "weight-dtype", "reservation", "runtime", "gpu", "ep"):
-        dest = flag.replace("-", "_")
-        value = getattr(args, dest, None)
-        if value is not None:
-            values[dest] = value
-    if getattr(args, "batch_tokens", None) is not None:
-        values["max_batched_tokens"] = args.batch_tokens
+    values |= control_values(args, CONTROLS)
     if args.gpu is not None:
         values.pop("device_gib", None)
     if args.tp is not None and args.gpu_count is None:
@@ -394,15 +392,20 @@ def _prices_arg(text: str) -> float | dict[str, float]:
     return out
 
 
+def size_fields() -> tuple[str, ...]:
+    """The plan inputs ``size`` takes as flags: every one the sizer does not search or set itself
+    (GPU, TP, EP, KV dtype, load, SLOs, prices and measured phases: see planner.sizing)."""
+    from planner.controls import CONTROLS
+    from planner.sizing import SEARCHED
+
+    return tuple(name for name in CONTROLS if name not in SEARCHED)
+
+
 def cmd_size(args: argparse.Namespace) -> int:
     from planner.sizing import resolve_gpus, size
 
     model, source = model_from_args(args)
-    base = {}
-    for flag in ("input-tokens", "output-tokens", "max-context", "system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens", "headroom-bp", "reservation", "runtime", "weight-dtype", "block-tokens"):
-        value = getattr(args, flag.replace("-", "_"))
-        if value is not None:
-            base[flag.replace("-", "_")] = value
+    base = control_values(args, size_fields())
     if args.example:
         base.setdefault("max_context", 4096)
     gpus = resolve_gpus([g for g in args.gpus.split(",") if g.strip()]) if args.gpus else None
@@ -475,7 +478,7 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
     except OSError as exc:
         raise CLIError(f"{flag} {path}: cannot read file ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise CLIError(f"{flag} {path}: file is larger than {limit // (1 << 20)} MiB; {typical}")
+        raise CLIError(f"{flag} {path}: file is larger than {limit // MIB} MiB; {typical}")
     return data
 
 
@@ -506,7 +509,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     else:
         if args.probe_json is not None:
             raise CLIError("--probe-json replaces terms of the predicted budget: give it with --gpu (it has nothing to replace in a given --available-kv-bytes)")
-        available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * 2**30)
+        available = args.available_kv_bytes if args.available_kv_bytes is not None else int(args.available_kv_gib * GIB)
     kv_cache_dtype = args.kv_cache_dtype
     if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
         kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
@@ -525,8 +528,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
         return 0
     if budget:
         for t in budget.terms:
-            emit(f"{t.name:<30} {t.bytes / 2**30:>9,.2f} GiB  ({t.source})")
-        emit(f"{'Available KV cache memory':<30} {available / 2**30:>9,.2f} GiB")
+            emit(f"{t.name:<30} {t.bytes / GIB:>9,.2f} GiB  ({t.source})")
+        emit(f"{'Available KV cache memory':<30} {available / GIB:>9,.2f} GiB")
     groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
     emit(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
@@ -700,22 +703,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_source(p, required=False)
     p.add_argument("--users", type=bounded("users"), help="concurrent users, i.e. sequences held at once; give this or --rate (default: none)")
     p.add_argument("--rate", type=bounded("size_rate"), help="arrival rate in requests per second; give this or --users (default: none)")
-    p.add_argument("--input-tokens", type=positive_int, help="prompt tokens per request (default: the sum of the context components, 2,048)")
-    p.add_argument("--output-tokens", type=positive_int, help="output tokens per request (default 512)")
-    p.add_argument("--max-context", type=positive_int, help="maximum context in tokens (default: the model's)")
-    for flag in ("system-tokens", "tool-tokens", "retrieval-tokens", "history-tokens", "user-tokens"):
-        p.add_argument(f"--{flag}", type=nonneg_int, help=f"context component: {flag.replace('-tokens', '')} tokens, used when --input-tokens is not given (default: the plan's)")
     p.add_argument("--ttft-p95-ms", type=bounded("ttft_p95_ms"), help="p95 time-to-first-token SLO in ms (default: none)")
     p.add_argument("--itl-p95-ms", type=bounded("itl_p95_ms"), help="p95 inter-token latency SLO in ms (default: none)")
     p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
     p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
     p.add_argument("--tps", type=bounded("tps"), nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
-    p.add_argument("--headroom-bp", type=nonneg_int, help="device headroom in basis points (default 1000 = 10 %%)")
-    p.add_argument("--block-tokens", type=positive_int, help="KV block size in tokens (default 16)")
-    p.add_argument("--reservation", choices=["dynamic", "static", "paged"], help="KV reservation (default dynamic)")
-    p.add_argument("--runtime", choices=list(RUNTIMES), help="runtime semantics (default vllm)")
-    p.add_argument("--weight-dtype", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"], help="weight dtype (default auto: the config's)")
+    add_control_flags(p, size_fields())
     p.add_argument("--capacity-top", type=bounded("capacity_top"), default=0, help=f"run the simulator's capacity search (bisection on rate) on this many top recommendations, at most {MAX_CAPACITY_TOP}, within {CAPACITY_TIME_BUDGET_S:g} s of wall time together (default 0)")
     p.add_argument("--top", type=bounded("top"), default=10, help="recommendations to print (default 10)")
     p.add_argument("--json", action="store_true", help="print recommendations and searched as JSON (default: off)")

@@ -16,6 +16,7 @@ from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.limits import parse_number_text
 from planner.plan import Plan, memory_basis
+from planner.units import fmt_bytes, fmt_money, fmt_ms, fmt_num
 
 CURRENT = "plan"  # a column that uses the Plan page's model
 LETTERS = "ABCD"
@@ -136,22 +137,6 @@ class Row:
         return f"{', '.join(names[i][-1] for i in self.best)}: {self.why}"
 
 
-def _ms(v: float) -> str:
-    return f"{v:,.2f} ms" if abs(v) < 100 else f"{v:,.1f} ms"
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            text = f"{n / size:,.2f}".rstrip("0").rstrip(".")
-            return f"{text} {unit}"
-    return f"{int(n):,} B"
-
-
-def _money(d: float) -> str:
-    return f"${d:,.2f}" if abs(d) >= 1 or d == 0 else f"${d:.4g}"
-
-
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
 _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | None] | None, str, str], ...] = (
     ("Model", lambda p, lab: lab, None, "", ""),
@@ -159,21 +144,21 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("TP", lambda p, lab: f"{p.capacity.tp:,}", None, "", ""),
     ("KV dtype", lambda p, lab: p.inspect.kv_dtype, None, "", ""),
     ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else ""), None, "", ""),
-    ("KV bytes / token", lambda p, lab: _bytes(p.kv_cache.bytes_per_token_per_sequence), lambda p: p.kv_cache.bytes_per_token_per_sequence, "lower", "smaller cache"),
-    ("Memory per sequence", lambda p, lab: f"{p.kv_cache.mib_per_reserved_sequence:,.2f}".rstrip("0").rstrip(".") + " MiB", lambda p: p.kv_cache.bytes_per_reserved_sequence, "lower", "less memory per sequence"),
-    ("Weights per GPU", lambda p, lab: _bytes(p.capacity.model_resident_bytes), None, "", ""),
-    ("Available for K/V per GPU", lambda p, lab: _bytes(p.capacity.available_for_kv_bytes), lambda p: p.capacity.available_for_kv_bytes, "higher", "more headroom"),
+    ("KV bytes / token", lambda p, lab: fmt_bytes(p.kv_cache.bytes_per_token_per_sequence), lambda p: p.kv_cache.bytes_per_token_per_sequence, "lower", "smaller cache"),
+    ("Memory per sequence", lambda p, lab: fmt_num(p.kv_cache.mib_per_reserved_sequence) + " MiB", lambda p: p.kv_cache.bytes_per_reserved_sequence, "lower", "less memory per sequence"),
+    ("Weights per GPU", lambda p, lab: fmt_bytes(p.capacity.model_resident_bytes), None, "", ""),
+    ("Available for K/V per GPU", lambda p, lab: fmt_bytes(p.capacity.available_for_kv_bytes), lambda p: p.capacity.available_for_kv_bytes, "higher", "more headroom"),
     ("Max sequences", lambda p, lab: f"{p.kv_cache.admissible_sequences:,}", lambda p: p.kv_cache.admissible_sequences, "higher", "more sequences"),
     ("Memory figure counts", lambda p, lab: memory_basis(p), None, "", ""),
     ("Bound by", lambda p, lab: LIMIT_LABELS.get(p.kv_cache.binding_constraint, p.kv_cache.binding_constraint), None, "", ""),
     ("Admitted", lambda p, lab: "yes" if p.kv_cache.admitted else "no", lambda p: 1 if p.kv_cache.admitted else 0, "higher", "admits the load"),
-    ("TTFT", lambda p, lab: _ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
-    ("ITL", lambda p, lab: _ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
+    ("TTFT", lambda p, lab: fmt_ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
+    ("ITL", lambda p, lab: fmt_ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
     ("Decode tokens/s", lambda p, lab: f"{p.roofline.decode_tokens_per_second:,.0f}", lambda p: p.roofline.decode_tokens_per_second, "higher", "more throughput"),
-    ("Cost per hour", lambda p, lab: _money(p.cost.deployment_per_hour) if p.cost.deployment_per_hour is not None else "–", lambda p: p.cost.deployment_per_hour, "lower", "lower cost"),
+    ("Cost per hour", lambda p, lab: fmt_money(p.cost.deployment_per_hour) if p.cost.deployment_per_hour is not None else "–", lambda p: p.cost.deployment_per_hour, "lower", "lower cost"),
     (
         "Cost per M output tokens",
-        lambda p, lab: _money(p.cost.per_million_output_tokens) if p.cost.per_million_output_tokens is not None else "–",
+        lambda p, lab: fmt_money(p.cost.per_million_output_tokens) if p.cost.per_million_output_tokens is not None else "–",
         lambda p: p.cost.per_million_output_tokens,
         "lower",
         "lower cost",

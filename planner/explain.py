@@ -22,7 +22,7 @@ from planner import latency
 from planner.capacity import LIMIT_LABELS
 from planner.kv import KV_DTYPE_BITS
 from planner.plan import Plan, memory_basis
-from planner.report import fmt_bytes, fmt_money, fmt_ms, human_bytes
+from planner.units import GIB, fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,20 +226,20 @@ def _kv_steps(plan: Plan) -> tuple[str, ...]:
             line += f"   (per layer: {s.kv_heads_per_gpu} KV heads x ({s.k_head_dim} K + {s.v_head_dim} V) x {bits / 8:g} B)"
         out.append(line + ("" if s.grows_per_token else f", capped at {s.window:,} tokens" if s.window else ", not per text token"))
     growing = [s for s in specs if s.grows_per_token]
-    out.append("K/V per token, growing with every token = " + (" + ".join(f"{s.bytes_per_token:,}" for s in growing) + " = " if len(growing) > 1 else "") + fmt_bytes(kv.bytes_per_token_per_sequence))
+    out.append("K/V per token, growing with every token = " + (" + ".join(f"{s.bytes_per_token:,}" for s in growing) + " = " if len(growing) > 1 else "") + fmt_bytes_exact(kv.bytes_per_token_per_sequence))
     out.append(f"context = input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} <= maximum {ctx.maximum_context_tokens:,} tokens")
     if res.mode == "paged":
         parts = [f"{s.blocks(res.tokens, block):,} blocks x {block} tokens x {s.bytes_per_token:,} B" for s in specs]
-        out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+        out.append(f"K/V per sequence (paged, {res.tokens:,} tokens) = " + " + ".join(parts) + f" = {fmt_bytes_exact(res.kv_bytes)}")
     else:
         what = "maximum context" if res.mode == "static" else "reserved tokens"
         parts = [f"{s.bytes_per_token:,} B x {s.tokens_held(res.tokens):,}" for s in specs]
-        out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes(res.kv_bytes)}")
+        out.append(f"K/V per sequence ({res.mode}, {what} {res.tokens:,}) = " + " + ".join(parts) + f" = {fmt_bytes_exact(res.kv_bytes)}")
     if res.state_bytes or res.encoder_bytes:
         extra = (f" + state {res.state_bytes:,}" if res.state_bytes else "") + (f" + encoder K/V {res.encoder_bytes:,}" if res.encoder_bytes else "")
-        out.append(f"per sequence = K/V {res.kv_bytes:,}{extra} = {fmt_bytes(kv.bytes_per_reserved_sequence)}")
+        out.append(f"per sequence = K/V {res.kv_bytes:,}{extra} = {fmt_bytes_exact(kv.bytes_per_reserved_sequence)}")
     if res.waste_bytes:
-        out.append(f"of which reserved but unfilled ({res.mode}): {fmt_bytes(res.waste_bytes)}")
+        out.append(f"of which reserved but unfilled ({res.mode}): {fmt_bytes_exact(res.waste_bytes)}")
     return tuple(out)
 
 
@@ -248,9 +248,9 @@ def _memory_steps(plan: Plan) -> tuple[str, ...]:
     steady = kv.steady_state_sequences
     vllm = engine is not None and engine.applies
     out = [
-        f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({human_bytes(cap.usable_bytes)})",
-        f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({human_bytes(cap.fixed_bytes)})",
-        f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({human_bytes(cap.available_for_kv_bytes)})",
+        f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({fmt_bytes(cap.usable_bytes)})",
+        f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({fmt_bytes(cap.fixed_bytes)})",
+        f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)})",
         f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}) x {cap.replicas:,} replica(s) = "
         f"{steady // max(1, cap.replicas):,} x {cap.replicas:,} = {steady:,}" + (" in steady state" if vllm else ""),
     ]
@@ -262,7 +262,7 @@ def _memory_steps(plan: Plan) -> tuple[str, ...]:
             f"{engine.blocks_per_request:,} for its {plan.context.reserved_total_tokens:,} tokens) x {cap.replicas:,} = {kv.maximum_sequences_by_memory:,}: the maximum by memory"
         )
     if prefix.bytes_saved_per_extra_sequence:
-        out.append(f"with prefix sharing ({prefix.shared_blocks:,} shared blocks, {fmt_bytes(prefix.bytes_saved_per_extra_sequence)} saved per further sequence of a tenant) = {prefix.maximum_sequences_with_sharing:,}")
+        out.append(f"with prefix sharing ({prefix.shared_blocks:,} shared blocks, {fmt_bytes_exact(prefix.bytes_saved_per_extra_sequence)} saved per further sequence of a tenant) = {prefix.maximum_sequences_with_sharing:,}")
     return tuple(out)
 
 
@@ -280,13 +280,13 @@ def _latency_steps(plan: Plan) -> tuple[str, ...]:
     lat, r = plan.latency, plan.roofline
     generated = plan.inputs.generated_tokens or plan.inputs.output_tokens
     first = "" if lat.source == "observed" else " (the last prefill step emits the first token)"
-    out = [f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f}{first} = {fmt_ms(lat.time_to_first_token_ms)} ({lat.source}, {r.load_label})"]
+    out = [f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f}{first} = {fmt_ms_step(lat.time_to_first_token_ms)} ({lat.source}, {r.load_label})"]
     if lat.source == "observed":
         if generated > 1:
-            out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms(lat.mean_inter_token_latency_ms)}")
+            out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms_step(lat.mean_inter_token_latency_ms)}")
     elif plan.roof is not None:
         out += latency.formula_lines(r, plan.roof)
-    out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms(lat.end_to_end_ms)}")
+    out.append(f"end-to-end = TTFT {lat.time_to_first_token_ms:,.1f} + remaining decode {lat.remaining_decode_ms:,.1f} = {fmt_ms_step(lat.end_to_end_ms)}")
     out.append(
         f"output rate = {generated:,} tokens / ((first decode {lat.first_decode_ms:,.1f} + remaining {lat.remaining_decode_ms:,.1f}) ms) = {lat.output_tokens_per_second:,.1f} tok/s"
     )
@@ -314,7 +314,7 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     lines = [
         f"context      input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} ({ctx.unreserved_tokens:,} unreserved)",
         f"K/V          {kv.bytes_per_token_per_sequence:,} B/token, {kv.mib_per_reserved_sequence:,} MiB per reserved sequence ({kv.reservation}, {kv.kv_dtype}, {kv.runtime})",
-        f"memory       {cap.device}: usable {cap.usable_bytes / 2**30:,.2f} GiB, fixed {cap.fixed_bytes / 2**30:,.2f} GiB, KV {cap.available_for_kv_bytes / 2**30:,.2f} GiB",
+        f"memory       {cap.device}: usable {cap.usable_bytes / GIB:,.2f} GiB, fixed {cap.fixed_bytes / GIB:,.2f} GiB, KV {cap.available_for_kv_bytes / GIB:,.2f} GiB",
         f"capacity     {kv.maximum_sequences_by_memory:,} sequences by memory; requested {kv.requested_sequences:,}: " + ("admitted" if kv.admitted else "REFUSED") + f" (binding: {kv.binding_constraint})",
     ]
     if kv.admission_error:
@@ -355,8 +355,8 @@ def metric_help(plan: Plan) -> MetricHelp:
     ttft = f"Mean time to first token {at} ({lat.source})" + (
         ""
         if observed
-        else f", including the API server's {fmt_ms(lat.preprocessing_ms)} and {fmt_ms(r.prefill_wait_ms)} that the load adds (the step in flight, the other prompts ahead; p95 {fmt_ms(r.ttft_p95_ms)}); "
-        f"at 1 request the prefill is {fmt_ms(r.prefill_ms_at_1_request)}. Worst moment, all prompts arriving at once: {fmt_ms(r.burst_wait_max_ms)} more for the last."
+        else f", including the API server's {fmt_ms_step(lat.preprocessing_ms)} and {fmt_ms_step(r.prefill_wait_ms)} that the load adds (the step in flight, the other prompts ahead; p95 {fmt_ms_step(r.ttft_p95_ms)}); "
+        f"at 1 request the prefill is {fmt_ms_step(r.prefill_ms_at_1_request)}. Worst moment, all prompts arriving at once: {fmt_ms_step(r.burst_wait_max_ms)} more for the last."
         + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if r.prefill_saturated else "")
         + f" Accuracy: {bands['TTFT']}."
     )
@@ -364,7 +364,7 @@ def metric_help(plan: Plan) -> MetricHelp:
     itl = f"Mean inter-token latency {at} per replica ({lat.source})" + (
         "."
         if observed
-        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms(r.itl_ms_at_1_request)}. {r.prefill_step_share:.0%} of steps carry a prefill chunk"
+        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms_step(r.itl_ms_at_1_request)}. {r.prefill_step_share:.0%} of steps carry a prefill chunk"
         + (", so the p95 gap is such a step: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
         + f" Accuracy: {bands['TPOT']}."
     )

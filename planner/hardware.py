@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner import latency
 from planner.errors import PlannerError
-
-GIB = 1 << 30
+from planner.units import GIB
 
 
 class Device(BaseModel):

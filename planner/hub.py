@@ -40,19 +40,32 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-# The planner sends no usage telemetry to the Hub (set before huggingface_hub reads it).
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
 import httpx2  # noqa: E402
 from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub import errors as hf_errors  # noqa: E402
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from planner import __version__
+from planner import __version__, settings
 from planner.config_keys import ATTENTION_HEAD_KEYS, LAYER_COUNT_KEYS, TEXT_CONFIG_KEYS
 from planner.configio import MAX_CONFIG_BYTES, MAX_CONFIG_LABEL, parse_config_text
-from planner.errors import ConfigError, PlannerError
+from planner.errors import (
+    TOKEN_LIKE_RE,
+    ConfigError,
+    ConfigNotFoundError,
+    GatedRepoError,
+    HubError,
+    HubOfflineError,
+    HubTimeoutError,
+    InvalidHubConfigError,
+    InvalidModelRefError,
+    PlannerError,
+    RemoteCodeRequiredError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    remember_token,
+    scrub_tokens,
+)
 from planner.limits import MAX_PARAMS, ByteBudgetCache, RateLimiter, parse_number_text, safe_json_loads
 from planner.weights import check_parameter_counts
 
@@ -88,7 +101,6 @@ MAX_FETCH_BYTES = 64 << 20  # everything one fetch downloads together
 MAX_FETCH_REQUESTS = MAX_SHARDS + 16  # every request one fetch makes together
 SHARD_WORKERS = 8  # safetensors headers read at once
 _FIRST_RANGE = 100_000  # the first ranged read of a safetensors file (as huggingface_hub does)
-DEFAULT_TTL_S = 600.0
 OFFLINE_TTL_S = 60.0  # a copy served from the disk cache is re-checked sooner
 MAX_REPO_ID_LENGTH = 96
 MAX_REVISION_LENGTH = 128
@@ -98,74 +110,6 @@ _COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_RE = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]*")
-_TOKEN_LIKE_RE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-
-
-# --------------------------------------------------------------------------- errors
-class HubError(Exception):
-    """Base class: ``str(error)`` is one line telling the user what to do; it never holds a token."""
-
-    def __init__(self, message: str) -> None:
-        message = " ".join(_scrub(message).split())
-        self.message = message
-        super().__init__(message)
-
-
-class InvalidModelRefError(HubError):
-    """The repo id or revision does not match the Hub's naming rules (checked before any request)."""
-
-
-class GatedRepoError(HubError):
-    """The repo is gated: accept the licence on the model page and provide a token."""
-
-
-class RepoNotFoundError(HubError):
-    """No such repo, or a private repo the token (if any) cannot read."""
-
-
-class RevisionNotFoundError(HubError):
-    """The branch, tag or commit does not exist in the repo."""
-
-
-class ConfigNotFoundError(HubError):
-    """The repo has no ``config.json`` at that revision."""
-
-
-class HubTimeoutError(HubError):
-    """The Hub did not answer within the time limit and nothing usable was cached."""
-
-
-class HubOfflineError(HubError):
-    """Offline (or the Hub is unreachable) and the file is not in the local cache."""
-
-
-class InvalidHubConfigError(HubError):
-    """``config.json`` is not JSON, over 16 MiB, not an object, or lacks the required fields."""
-
-
-class RemoteCodeRequiredError(HubError):
-    """The architecture is only defined by repository code, which the planner never runs."""
-
-
-# Exact token values seen by this process, so they can be removed from any message.
-_KNOWN_TOKENS: set[str] = set()
-_KNOWN_TOKENS_LOCK = threading.Lock()
-
-
-def _scrub(text: str) -> str:
-    with _KNOWN_TOKENS_LOCK:
-        tokens = sorted(_KNOWN_TOKENS, key=len, reverse=True)
-    for token in tokens:
-        text = text.replace(token, "***")
-    return _TOKEN_LIKE_RE.sub("hf_***", text)
-
-
-def _remember_token(token: str | None) -> None:
-    if token and len(token) >= 8:  # shorter strings are no real token and would mangle messages
-        with _KNOWN_TOKENS_LOCK:
-            if len(_KNOWN_TOKENS) >= 1024:
-                _KNOWN_TOKENS.clear()
-            _KNOWN_TOKENS.add(token)
 
 
 # --------------------------------------------------------------------------- result
@@ -197,7 +141,7 @@ def _validate_repo_id(repo_id: object) -> str:
             f"Model id {_shown(repo_id)} is {len(repo_id)} characters long; Hub ids have at most "
             f"{MAX_REPO_ID_LENGTH}: enter it as ORG/NAME."
         )
-    if _TOKEN_LIKE_RE.search(repo_id):
+    if TOKEN_LIKE_RE.search(repo_id):
         raise InvalidModelRefError(
             "The model id looks like an access token: put the token in the token field (or HF_TOKEN) "
             "and the model as ORG/NAME."
@@ -250,7 +194,6 @@ def parse_model_ref(ref: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- per-session rate limit
-DEFAULT_REQUESTS_PER_MIN = 20
 _LIMITER: RateLimiter | None = None
 _LIMITER_LOCK = threading.Lock()
 
@@ -261,14 +204,7 @@ def requests_per_minute() -> int:
     Default 20; 0 turns the limit off. A value that is not a plain non-negative integer is
     logged and the default used. Raises nothing.
     """
-    raw = os.environ.get("KVP_HUB_REQUESTS_PER_MIN", "").strip()
-    if not raw:
-        return DEFAULT_REQUESTS_PER_MIN
-    value = parse_number_text(raw, integer=True)
-    if value is None or value < 0 or len(raw) > 9:
-        logger.warning("KVP_HUB_REQUESTS_PER_MIN=%r is not a non-negative integer; using %s", raw[:20], DEFAULT_REQUESTS_PER_MIN)
-        return DEFAULT_REQUESTS_PER_MIN
-    return value
+    return settings.kvp_hub_requests_per_min()
 
 
 def request_wait_s(caller: str) -> float:
@@ -296,10 +232,10 @@ def resolve_token(explicit: str | None = None) -> str | None:
 
     Blank strings count as absent. The value is never logged. Raises nothing.
     """
-    for candidate in (explicit, os.environ.get("HF_TOKEN")):
+    for candidate in (explicit, settings.hf_token()):
         if candidate is not None and candidate.strip():
             token = candidate.strip()
-            _remember_token(token)
+            remember_token(token)
             return token
     return None
 
@@ -311,17 +247,6 @@ def _token_key(token: str | None) -> str | None:
 # --------------------------------------------------------------------------- in-process TTL cache
 _CACHE = ByteBudgetCache(32 << 20)  # key -> (expiry, HubModel), bounded in bytes (planner/limits.py)
 _CACHE_LOCK = threading.Lock()
-
-
-def _ttl_s() -> float:
-    raw = os.environ.get("KVP_HUB_TTL_S")
-    if raw is None or not raw.strip():
-        return DEFAULT_TTL_S
-    value = parse_number_text(raw.strip(), integer=False)
-    if value is None:
-        logger.warning("KVP_HUB_TTL_S=%r is not a number; using %s s", raw[:20], DEFAULT_TTL_S)
-        return DEFAULT_TTL_S
-    return max(value, 0.0)
 
 
 def _copy_model(model: HubModel) -> HubModel:
@@ -346,7 +271,7 @@ def _cache_get(key: tuple[str, str, str | None]) -> HubModel | None:
 
 
 def _cache_put(key: tuple[str, str, str | None], model: HubModel) -> None:
-    ttl = _ttl_s()
+    ttl = settings.kvp_hub_ttl_s()
     if model.from_cache:
         ttl = min(ttl, OFFLINE_TTL_S)
     if ttl <= 0:
@@ -363,21 +288,19 @@ def clear_cache() -> None:
 
 # --------------------------------------------------------------------------- environment
 def _offline_mode() -> bool:
-    value = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
-    return value in {"1", "ON", "YES", "TRUE"} or bool(constants.HF_HUB_OFFLINE)
+    return settings.hf_hub_offline() or bool(constants.HF_HUB_OFFLINE)
 
 
 def _endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+    return (settings.hf_endpoint() or constants.ENDPOINT).rstrip("/")
 
 
 def _cache_dir() -> str:
     """The Hugging Face hub cache, read from the environment at call time (tests change it)."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        value = os.environ.get(var)
-        if value:
-            return os.path.expanduser(value)
-    home = os.environ.get("HF_HOME")
+    value = settings.hf_hub_cache()
+    if value:
+        return os.path.expanduser(value)
+    home = settings.hf_home()
     if home:
         return os.path.join(os.path.expanduser(home), "hub")
     return constants.HF_HUB_CACHE
@@ -902,7 +825,7 @@ def fetch_model(repo_id: str, revision: str = "main", *, token: str | None = Non
         quantization=quantization,
         parameter_counts=parameter_counts,
         weights_source=weights_source,
-        notes=tuple(_scrub(n) for n in notes),
+        notes=tuple(scrub_tokens(n) for n in notes),
     )
     _cache_put(key, model)
     logger.debug("fetched %s@%s -> %s (from_cache=%s)", repo_id, revision, model.commit_sha, model.from_cache)

@@ -63,6 +63,46 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
 }
 
+# The app's help of a control, where it says more than the description above (shown on hover by
+# the Plan page; a field without one shows no help there). The runtime and reservation helps are
+# the library's own tables (planner.kv.RUNTIMES, the page's reservation sentences).
+DETAILS: dict[str, str] = {
+    "output_tokens": "Tokens reserved for the answer.",
+    "input_tokens": "Leave empty to add up the parts above.",
+    "max_context": "Leave empty to use the config's max_position_embeddings.",
+    "encoder_tokens": "Vision-encoder tokens each request's cross-attention layers cache (e.g. 4 tiles x 1,601 for Llama 3.2 Vision).",
+    "kv_dtype": (
+        "Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's "
+        "--kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements."
+    ),
+    "mtp": "Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.",
+    "vllm_version": "Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.",
+    "block_tokens": "Tokens per paged block (paged reservation and prefix sharing).",
+    "device_gib": "Used when GPU is 'Custom'; give its bandwidth and peak below for the latency estimate.",
+    "device_bandwidth_gb_s": "HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.",
+    "device_bf16_tflops": "Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.",
+    "gpu_count": "A multiple of TP; each replica uses TP GPUs.",
+    "tp": "Must divide the attention heads (and divide or be a multiple of the KV heads).",
+    "ep": "MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP. 1: experts split by TP.",
+    "headroom_bp": "Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.",
+    "weight_dtype": "auto: the config's torch_dtype and quantization_config.",
+    "workspace_gib": "Activations, CUDA graphs and runtime buffers outside the KV pool.",
+    "model_resident_gib": "Override the per-GPU weight bytes (e.g. from nvidia-smi).",
+    "sequences": "Concurrent sequences across all replicas.",
+    "itl_slo_ms": "Largest acceptable p95 inter-token latency (95 % of the gaps between tokens are shorter).",
+    "max_num_seqs": "The runtime's hard limit per replica (vLLM max_num_seqs).",
+    "ttft_slo_ms": "Largest acceptable p95 time to first token.",
+    "max_batched_tokens": (
+        "Tokens the scheduler runs per engine step (vLLM max_num_batched_tokens): a prompt waits behind the others' chunks (TTFT) and new "
+        "prompts' chunks ride in decode steps (ITL)."
+    ),
+    "shared_prefix_tokens": "Prompt tokens identical across the sequences of one tenant (system prompt, tools).",
+    "tenants": "Prefixes are shared within a tenant only.",
+    "gpu_hour_price": "Price of one GPU-hour, for cost per million tokens.",
+    "mfu": "Share of peak FLOP/s reached (prefill, compute-bound steps).",
+    "mbu": "Share of HBM bandwidth reached (decode, memory-bound steps).",
+}
+
 
 def label(field: str) -> str:
     """"Observed prefill (ms)"; the field name itself when unknown."""

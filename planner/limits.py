@@ -58,7 +58,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
-from planner.errors import PlannerError, shorten
+from planner.errors import LimitError, PlannerError, shorten
+from planner.units import fmt_limit
 
 # --------------------------------------------------------------------------- config geometry
 MAX_LAYERS = 10_000
@@ -232,13 +233,13 @@ def parse_number_text(text: str, integer: bool) -> int | float | None:
     return value if integer or math.isfinite(value) else None
 
 
-def check_number(field: str, value: object, *, lo: float, hi: float, integer: bool = False, error: type[PlannerError] = PlannerError) -> int | float:
+def check_number(field: str, value: object, *, lo: float, hi: float, integer: bool = False, error: type[PlannerError] = LimitError) -> int | float:
     """``value`` if it is a finite number (an integer when ``integer``) with ``lo <= value <= hi``.
 
     Integral floats (``4096.0``) pass as integers; ``True``/``False`` and text never do.
 
     Raises:
-        PlannerError (or ``error``): naming ``field``, showing the value shortened, saying why.
+        LimitError (or ``error``): naming ``field``, showing the value shortened, saying why.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise error(field, value, "must be an integer" if integer else "must be a number")
@@ -250,25 +251,21 @@ def check_number(field: str, value: object, *, lo: float, hi: float, integer: bo
                 raise error(field, value, "must be a whole number")
             value = int(value)
     if value < lo:
-        raise error(field, value, f"must be at least {_fmt(lo)}")
+        raise error(field, value, f"must be at least {fmt_limit(lo)}")
     if value > hi:
-        raise error(field, value, f"is absurdly large (limit {_fmt(hi)})")
+        raise error(field, value, f"is absurdly large (limit {fmt_limit(hi)})")
     return value
-
-
-def _fmt(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 def ensure_finite_json(obj: object, path: str = "result") -> None:
     """Refuse a result that would print ``Infinity`` or ``NaN`` (not JSON) before it is printed.
 
     Raises:
-        PlannerError: naming the first non-finite number's path.
+        LimitError: naming the first non-finite number's path.
     """
     if isinstance(obj, float):
         if not math.isfinite(obj):
-            raise PlannerError(path, obj, "came out non-finite: an input is outside its plausible range")
+            raise LimitError(path, obj, "came out non-finite: an input is outside its plausible range")
     elif isinstance(obj, dict):
         for key, value in obj.items():
             ensure_finite_json(value, f"{path}.{key}")

@@ -25,6 +25,7 @@ from planner.errors import PlannerError
 from planner.kv import InspectReport
 from planner.latency import Roofline
 from planner.results import Result
+from planner.units import GIB
 
 
 def expert_data_parallel(roof_all: Roofline, dp: int, link_gb_s: float | None = None, link_latency_us: float | None = None) -> Roofline:
@@ -102,7 +103,7 @@ def dp_memory(usable_bytes: float, rank_weights_bytes: float, workspace_bytes: f
     """
     available = usable_bytes - rank_weights_bytes - workspace_bytes
     if available <= 0:
-        raise PlannerError("dp", dp, f"each rank holds the whole dense and attention weights: {rank_weights_bytes / (1 << 30):,.1f} GiB + workspace exceed its usable {usable_bytes / (1 << 30):,.1f} GiB")
+        raise PlannerError("dp", dp, f"each rank holds the whole dense and attention weights: {rank_weights_bytes / GIB:,.1f} GiB + workspace exceed its usable {usable_bytes / GIB:,.1f} GiB")
     per_rank = int(available // max(1.0, kv_bytes_per_sequence))
     return RankMemory(dp=dp, weights_bytes=rank_weights_bytes, available_bytes=available, kv_bytes_per_sequence=kv_bytes_per_sequence, sequences_per_rank=per_rank, sequences=per_rank * dp)
 

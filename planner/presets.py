@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from planner import settings
 from planner.configio import read_config_file
 from planner.errors import ConfigError, PlannerError
 
@@ -26,7 +27,7 @@ PRESETS_DIR: Path = Path(__file__).resolve().parent.parent / "model_configs"
 
 DEFAULT_PRESET = "llama-3.1-8b"
 
-ENV_VAR = "KVP_PRESETS_DIR"
+ENV_VAR = settings.KVP_PRESETS_DIR.name
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -94,8 +95,7 @@ class PresetInfo(BaseModel):
 
 def presets_dir() -> Path:
     """The directory presets are read from: ``$KVP_PRESETS_DIR`` if set, else :data:`PRESETS_DIR`."""
-    env = os.environ.get(ENV_VAR, "").strip()
-    return Path(env).expanduser() if env else PRESETS_DIR
+    return settings.kvp_presets_dir() or PRESETS_DIR
 
 
 def family_label(model_type: str) -> str:

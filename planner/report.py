@@ -23,48 +23,14 @@ from planner.labels import label as input_label
 from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
 from planner.source import ModelRef
+from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step, fmt_num, fmt_value, gib, mib
 
 DEFAULT_SHARE_BASE = "http://localhost:8501/"
 CHART_TITLES = ("Memory per GPU", "K/V bytes per sequence vs context", "Latency by phase")
-_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 
 
-# --------------------------------------------------------------------------- formatting
-
-
-def _trim(x: float) -> str:
-    text = f"{x:,.2f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def human_bytes(n: float) -> str:
-    """Binary units, at most 2 decimals: 335544320 -> '320 MiB', 10093173145 -> '9.4 GiB'."""
-    for unit, size in _UNITS:
-        if abs(n) >= size:
-            return f"{_trim(n / size)} {unit}"
-    return f"{int(n):,} B"
-
-
-def fmt_bytes(n: int) -> str:
-    """'131,072 B (128 KiB)': exact bytes with thousands separators, then binary units."""
-    return f"{int(n):,} B" + (f" ({human_bytes(n)})" if abs(n) >= 1024 else "")
-
-
-def fmt_ms(x: float) -> str:
-    return f"{x:,.1f} ms"
-
-
-def fmt_num(x: object) -> str:
-    if x is None:
-        return "(none)"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        return f"{x:,.0f}" if x.is_integer() and abs(x) < 1e15 else f"{x:,.6g}"
-    return str(x)
+# --------------------------------------------------------------------------- text
 
 
 def _safe(text: object) -> str:
@@ -104,7 +70,6 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
     from reportlab.lib import colors
 
     cap = plan.capacity
-    gib = float(1 << 30)
     kv_req = cap.kv_bytes_at_requested_load
     available = cap.available_for_kv_bytes
     shown_kv = min(kv_req, available)
@@ -116,34 +81,34 @@ def memory_chart(plan: Plan, width: float = 480, height: float = 150):
         ("headroom", cap.device_bytes - cap.usable_bytes),
     ]
     d = Drawing(width, height)
-    _title(d, f"{CHART_TITLES[0]} ({cap.device}, {human_bytes(cap.device_bytes)})", width, height)
+    _title(d, f"{CHART_TITLES[0]} ({cap.device}, {fmt_bytes(cap.device_bytes)})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 70, 62, width - 90, 50
-    bc.data = [[v / gib] for _, v in segments]
+    bc.data = [[gib(v)] for _, v in segments]
     bc.categoryAxis.style = "stacked"
     bc.categoryAxis.categoryNames = ["per GPU"]
     bc.categoryAxis.labels.fontSize = 8
     bc.valueAxis.valueMin = 0
-    bc.valueAxis.valueMax = cap.device_bytes / gib
+    bc.valueAxis.valueMax = gib(cap.device_bytes)
     bc.valueAxis.labels.fontSize = 7
-    bc.valueAxis.labelTextFormat = lambda v: f"{_trim(v)} GiB"
+    bc.valueAxis.labelTextFormat = lambda v: f"{fmt_num(v)} GiB"
     bc.barWidth = 30
     bc.bars.strokeColor = None
     fills = [_color(0), _color(1), _color(2), colors.HexColor("#D9D9D9"), colors.HexColor("#8C8C8C")]
     for i, fill in enumerate(fills):
         bc.bars[i].fillColor = fill
     d.add(bc)
-    _legend(d, 0, 32, [(fills[i], f"{name}: {human_bytes(v)}") for i, (name, v) in enumerate(segments)], columns=3)
+    _legend(d, 0, 32, [(fills[i], f"{name}: {fmt_bytes(v)}") for i, (name, v) in enumerate(segments)], columns=3)
     if kv_req > available:
-        d.add(String(0, 2, f"requested load needs {human_bytes(kv_req)} of K/V, more than the {human_bytes(available)} available", fontName="Helvetica-Oblique", fontSize=7))
+        d.add(String(0, 2, f"requested load needs {fmt_bytes(kv_req)} of K/V, more than the {fmt_bytes(available)} available", fontName="Helvetica-Oblique", fontSize=7))
     return d
 
 
 def _tokens_label(v: float) -> str:
     if v >= 1_000_000:
-        return f"{_trim(v / 1_000_000)}M"
+        return f"{fmt_num(v / 1_000_000)}M"
     if v >= 1000:
-        return f"{_trim(v / 1000)}k"
+        return f"{fmt_num(v / 1000)}k"
     return f"{v:,.0f}"
 
 
@@ -166,20 +131,19 @@ def kv_context_chart(plan: Plan, width: float = 480, height: float = 210):
             else:
                 envelope.add(i)
     xs = sorted(points)
-    mib = float(1 << 20)
     state = plan.reservation.state_bytes
 
     def held(i: int, s, x: int) -> int:
         return s.bytes_at(min(x, s.window)) if i in envelope else s.bytes_at(x)
 
-    lines = [[(x, held(i, s, x) / mib) for x in xs] for i, s in enumerate(specs)]
+    lines = [[(x, mib(held(i, s, x))) for x in xs] for i, s in enumerate(specs)]
     labels = [
         f"{s.kind}{'-' + format(s.window, ',') if s.window else ''} ({s.num_layers} layers, {s.bytes_per_token:,} B/token)" + (", peak per chunk" if i in envelope else "")
         for i, s in enumerate(specs)
     ]
     if len(specs) > 1 or state:
-        lines.append([(x, (sum(held(i, s, x) for i, s in enumerate(specs)) + state) / mib) for x in xs])
-        labels.append("total" + (f" incl. {human_bytes(state)} recurrent state" if state else "") + (" (chunked at peak)" if envelope else ""))
+        lines.append([(x, mib(sum(held(i, s, x) for i, s in enumerate(specs)) + state)) for x in xs])
+        labels.append("total" + (f" incl. {fmt_bytes(state)} recurrent state" if state else "") + (" (chunked at peak)" if envelope else ""))
     d = Drawing(width, height)
     _title(d, f"{CHART_TITLES[1]} ({plan.inspect.kv_dtype}, per GPU)", width, height)
     lp = LinePlot()
@@ -233,7 +197,7 @@ def latency_chart(plan: Plan, width: float = 480, height: float = 150):
         bc.bars[i].fillColor = _color(i)
     d.add(bc)
     first = reports[0]
-    _legend(d, 0, 30, [(_color(i), f"{name}: {fmt_ms(getattr(first, attr))}") for i, (name, attr) in enumerate(_PHASES)], columns=3)
+    _legend(d, 0, 30, [(_color(i), f"{name}: {fmt_ms_step(getattr(first, attr))}") for i, (name, attr) in enumerate(_PHASES)], columns=3)
     return d
 
 
@@ -257,7 +221,7 @@ def _model_rows(plan: Plan, ref: ModelRef) -> list[tuple[str, str]]:
     rows.append(("K/V heads per GPU, head dim", f"{insp.kv_heads_per_gpu} x {insp.head_dim}" + (f" (V {insp.v_head_dim})" if insp.v_head_dim != insp.head_dim else "")))
     if insp.windows:
         rows.append(("Windows", ", ".join(f"{k} {w:,} tokens" for k, w in insp.windows.items())))
-    rows.append(("Weights", f"{plan.weights.total_params:,} parameters ({plan.weights.active_params:,} active), {fmt_bytes(plan.weights.bytes)} ({plan.weights.source})"))
+    rows.append(("Weights", f"{plan.weights.total_params:,} parameters ({plan.weights.active_params:,} active), {fmt_bytes_exact(plan.weights.bytes)} ({plan.weights.source})"))
     return rows
 
 
@@ -266,7 +230,7 @@ def _device_rows(plan: Plan) -> list[tuple[str, str]]:
     peak = f"{dev.bf16_tflops:,g} TFLOP/s bf16" + (f", {dev.fp8_tflops:,g} fp8" if dev.fp8_tflops else "")
     return [
         ("Device", dev.name),
-        ("Memory per GPU", fmt_bytes(cap.device_bytes)),
+        ("Memory per GPU", fmt_bytes_exact(cap.device_bytes)),
         ("HBM bandwidth", f"{dev.bandwidth_gb_s:,g} GB/s"),
         ("Dense peak", peak),
         ("Figures from", dev.source or "(not stated)"),
@@ -278,23 +242,23 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
     kv, cap, ctx, res = plan.kv_cache, plan.capacity, plan.context, plan.reservation
     rows = [
         ("Context", f"input {ctx.input_tokens:,} + output {ctx.reserved_output_tokens:,} = {ctx.reserved_total_tokens:,} of {ctx.maximum_context_tokens:,} tokens ({ctx.unreserved_tokens:,} unreserved)"),
-        ("K/V per token", f"{fmt_bytes(kv.bytes_per_token_per_sequence)} per sequence per GPU ({kv.kv_dtype}, {kv.runtime})"),
-        ("K/V per reserved sequence", f"{fmt_bytes(kv.kv_bytes_per_reserved_sequence)} ({kv.reservation}, {kv.reserved_tokens_per_sequence:,} tokens)"),
+        ("K/V per token", f"{fmt_bytes_exact(kv.bytes_per_token_per_sequence)} per sequence per GPU ({kv.kv_dtype}, {kv.runtime})"),
+        ("K/V per reserved sequence", f"{fmt_bytes_exact(kv.kv_bytes_per_reserved_sequence)} ({kv.reservation}, {kv.reserved_tokens_per_sequence:,} tokens)"),
     ]
     if kv.state_bytes_per_sequence:
-        rows.append(("Recurrent state per sequence", fmt_bytes(kv.state_bytes_per_sequence)))
-    rows.append(("Reserved per sequence", f"{kv.bytes_per_reserved_sequence:,} B = {fmt_num(kv.mib_per_reserved_sequence)} MiB"))
+        rows.append(("Recurrent state per sequence", fmt_bytes_exact(kv.state_bytes_per_sequence)))
+    rows.append(("Reserved per sequence", f"{kv.bytes_per_reserved_sequence:,} B = {fmt_value(kv.mib_per_reserved_sequence)} MiB"))
     if res.waste_bytes:
-        rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes(res.waste_bytes)))
+        rows.append((f"{res.mode.capitalize()} waste per sequence", fmt_bytes_exact(res.waste_bytes)))
     rows += [
-        ("Usable memory per GPU", f"{fmt_bytes(cap.usable_bytes)} after {cap.headroom_bp / 100:g} % headroom"),
-        ("Model resident per GPU", f"{fmt_bytes(cap.model_resident_bytes)} ({cap.model_resident_source})"),
-        ("Workspace per GPU", fmt_bytes(cap.workspace_bytes)),
-        ("Available for K/V per GPU", fmt_bytes(cap.available_for_kv_bytes)),
+        ("Usable memory per GPU", f"{fmt_bytes_exact(cap.usable_bytes)} after {cap.headroom_bp / 100:g} % headroom"),
+        ("Model resident per GPU", f"{fmt_bytes_exact(cap.model_resident_bytes)} ({cap.model_resident_source})"),
+        ("Workspace per GPU", fmt_bytes_exact(cap.workspace_bytes)),
+        ("Available for K/V per GPU", fmt_bytes_exact(cap.available_for_kv_bytes)),
         ("Maximum sequences by memory", f"{kv.maximum_sequences_by_memory:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
     ]
     if plan.prefix.shared_blocks:
-        rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
+        rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes_exact(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
     limits = ", ".join(f"{LIMIT_LABELS.get(name, name)} {value:,}" for name, value in kv.limits.items())
     rows += [
         ("Requested sequences", f"{kv.requested_sequences:,}"),
@@ -308,11 +272,6 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
 
 def _binding(plan: Plan) -> str:
     return LIMIT_LABELS.get(plan.kv_cache.binding_constraint, plan.kv_cache.binding_constraint)
-
-
-def fmt_money(dollars: float) -> str:
-    """"$1,234.50"; four significant digits under a dollar ("$0.04213")."""
-    return f"${dollars:,.2f}" if abs(dollars) >= 1 or dollars == 0 else f"${dollars:.4g}"
 
 
 def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -332,21 +291,21 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
     head = ["Phase", lat.source if two else f"{lat.source}, {r.load_label}"] + ([f"roofline estimate, {r.load_label}"] if two else [])
     rows = [head]
     for label, attr, fmt in (
-        ("queue", "queue_ms", fmt_ms),
-        ("preprocessing", "preprocessing_ms", fmt_ms),
-        ("prefill", "prefill_ms", fmt_ms),
-        ("first decode", "first_decode_ms", fmt_ms),
-        ("time to first token (TTFT)", "time_to_first_token_ms", fmt_ms),
-        ("remaining decode", "remaining_decode_ms", fmt_ms),
-        ("mean inter-token latency (ITL)", "mean_inter_token_latency_ms", fmt_ms),
-        ("end-to-end", "end_to_end_ms", fmt_ms),
+        ("queue", "queue_ms", fmt_ms_step),
+        ("preprocessing", "preprocessing_ms", fmt_ms_step),
+        ("prefill", "prefill_ms", fmt_ms_step),
+        ("first decode", "first_decode_ms", fmt_ms_step),
+        ("time to first token (TTFT)", "time_to_first_token_ms", fmt_ms_step),
+        ("remaining decode", "remaining_decode_ms", fmt_ms_step),
+        ("mean inter-token latency (ITL)", "mean_inter_token_latency_ms", fmt_ms_step),
+        ("end-to-end", "end_to_end_ms", fmt_ms_step),
         ("prefill rate", "prefill_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
         ("output rate", "output_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
     ):
         rows.append([label, fmt(getattr(lat, attr))] + ([fmt(getattr(est, attr))] if two else []))
     # the SLOs bound the 95th percentiles, which only the estimate's load model gives
     for label, p95 in (("p95 TTFT (what a TTFT SLO bounds)", r.ttft_p95_ms), ("p95 ITL (what an ITL SLO bounds)", r.itl_p95_ms)):
-        rows.append([label] + (["-", fmt_ms(p95)] if two else [fmt_ms(p95)]))
+        rows.append([label] + (["-", fmt_ms_step(p95)] if two else [fmt_ms_step(p95)]))
     for label, value in (
         ("output throughput a GPU", f"{r.output_tokens_per_second_per_gpu:,.1f} tok/s"),
         (f"{r.max_throughput_label} a GPU", f"{r.max_throughput_tokens_per_second_per_gpu:,.1f} tok/s"),
@@ -363,7 +322,7 @@ def _input_value(name: str, value: object) -> str:
     """An input as the app shows it: headroom in %, the rest in its own unit."""
     if name == "headroom_bp" and isinstance(value, int):
         return f"{value / 100:g} %"
-    return fmt_num(value)
+    return fmt_value(value)
 
 
 def _input_rows(inputs: PlanInputs) -> list[list[str]]:
@@ -521,8 +480,8 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     text = (
         f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}" + (f", DP {plan.inputs.dp}" if plan.inputs.dp > 1 else "") + (f", PP {plan.inputs.pp}" if plan.inputs.pp > 1 else "") + "): "
         f"at most {kv.admissible_sequences:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv.maximum_sequences_by_memory:,}); "
-        f"{kv.requested_sequences:,} requested: {verdict}. TTFT {fmt_ms(plan.latency.time_to_first_token_ms)}, "
-        f"ITL {fmt_ms(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source}, {plan.roofline.load_label})."
+        f"{kv.requested_sequences:,} requested: {verdict}. TTFT {fmt_ms_step(plan.latency.time_to_first_token_ms)}, "
+        f"ITL {fmt_ms_step(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source}, {plan.roofline.load_label})."
     )
     if plan.cost.per_million_output_tokens is not None:
         text += f" Cost {fmt_money(plan.cost.deployment_per_hour)} per hour, {fmt_money(plan.cost.per_million_output_tokens)} per million output tokens."
@@ -629,4 +588,4 @@ def _safe_plain(text: object) -> str:
     return safe_text(text).encode("cp1252", "replace").decode("cp1252")
 
 
-__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_comparison_pdf", "build_pdf", "fmt_bytes", "human_bytes"]
+__all__ = ["CHART_TITLES", "DEFAULT_SHARE_BASE", "build_comparison_pdf", "build_pdf"]

@@ -33,7 +33,12 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     mbu    mbu                    q     queue_ms             pre   preprocessing_ms
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
-    mtp    mtp (1/0)              vv    vllm_version
+    mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
+    bw     device_bandwidth_gb_s  tf    device_bf16_tflops
+    -- under their own names (no short key) --
+    dp     pp     serving_engine     request_rate     spec_method     spec_tokens 
+    spec_acceptance     spec_draft     (the deployment's shape, load and speculation)
+    A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
 
@@ -49,13 +54,12 @@ import binascii
 import json
 import math
 import re
-import types
-import typing
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
@@ -72,8 +76,9 @@ MAX_PLAN_FILE_BYTES = 1024 * 1024
 MAX_FILE_CONFIG_BYTES = 512 * 1024  # a plan file embeds an uploaded config up to this size
 MAX_TEXT = 128  # free-text parameters (names, revisions, gpu)
 
-# field -> query key; the order is the order keys are written in.
-INPUT_KEYS: dict[str, str] = {
+# field -> its short query key; the order is the order keys are written in. A field without one
+# (a new PlanInputs field) is written under its own name, after these (INPUT_KEYS).
+SHORT_KEYS: dict[str, str] = {
     "system_tokens": "sys",
     "tool_tokens": "tool",
     "retrieval_tokens": "rag",
@@ -119,6 +124,14 @@ INPUT_KEYS: dict[str, str] = {
     "generated_tokens": "gen",
     "mtp": "mtp",
 }
+
+
+def input_keys(controls=CONTROLS) -> dict[str, str]:
+    """Field -> link key: the short key where it has one, else the field's own name (a new field)."""
+    return {name: key for name, key in SHORT_KEYS.items() if name in controls} | {name: name for name in controls if name not in SHORT_KEYS}
+
+
+INPUT_KEYS: dict[str, str] = input_keys()
 # What a version-1 link or plan file meant when it left a field out, where that differs from
 # today's PlanInputs default: before version 2 the KV dtype defaulted to bf16, not "auto".
 LEGACY_DEFAULTS: dict[int, dict[str, object]] = {1: {"kv_dtype": "bf16"}}
@@ -177,33 +190,6 @@ def _num_text(value: float | int) -> str:
     return repr(value)
 
 
-def _base_type(annotation: object) -> tuple[type | None, tuple[str, ...] | None, bool]:
-    """(int | float | str, literal choices or None, nullable) of a PlanInputs annotation."""
-    nullable = False
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        nullable = len(rest) < len(args)
-        annotation = rest[0]
-    if typing.get_origin(annotation) is typing.Literal:
-        return str, tuple(typing.get_args(annotation)), nullable
-    return annotation if annotation in (int, float, str, bool) else None, None, nullable
-
-
-def _bounds(name: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for meta in PlanInputs.model_fields[name].metadata:
-        for attr in ("ge", "gt", "le", "lt"):
-            value = getattr(meta, attr, None)
-            if value is not None:
-                out[attr] = value
-    return out
-
-
-def _fmt_bound(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
-
-
 def _default_text(name: str, version: int = SCHEMA_VERSION) -> str:
     default = LEGACY_DEFAULTS.get(version, {}).get(name, PlanInputs.model_fields[name].default)
     if name == "headroom_bp":
@@ -225,18 +211,18 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
 
     ``from_text``: ``raw`` is query-string text; otherwise a JSON value (plan file).
     """
-    base, choices, nullable = _base_type(PlanInputs.model_fields[name].annotation)
+    control = CONTROLS[name]
     if raw is None:
-        return (None, None) if nullable else (None, "must not be empty")
-    if choices is not None:
-        if not isinstance(raw, str) or raw not in choices:
-            return None, f"is not one of {', '.join(choices)}"
+        return (None, None) if control.nullable else (None, "must not be empty")
+    if control.choices is not None:
+        if not isinstance(raw, str) or raw not in control.choices:
+            return None, f"is not one of {', '.join(control.choices)}"
         return raw, None
-    if base is bool:
+    if control.kind == "bool":
         if from_text:
             return ({"1": True, "0": False}.get(raw.strip()), None) if isinstance(raw, str) and raw.strip() in ("1", "0") else (None, "is not 1 or 0")
         return (raw, None) if isinstance(raw, bool) else (None, "is not true or false")
-    if base is str:
+    if control.kind == "text":
         if not isinstance(raw, str) or not raw.strip():
             return None, "must be a non-empty name"
         if len(raw) > MAX_TEXT or not _printable(raw):
@@ -245,7 +231,7 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             return None, "looks like an access token"
         return raw, None
     value: int | float
-    if base is int:
+    if control.kind == "int":
         if from_text:
             if not isinstance(raw, str) or not _INT_RE.fullmatch(raw.strip()):
                 return None, "is not a whole number"
@@ -272,13 +258,8 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
             value = float(raw)
         if not math.isfinite(value):
             return None, "is not a finite number"
-    b = _bounds(name)
-    lo_ok = (value >= b["ge"]) if "ge" in b else (value > b["gt"]) if "gt" in b else True
-    hi_ok = value <= b["le"] if "le" in b else True
-    if not (lo_ok and hi_ok):
-        lo = f">= {_fmt_bound(b['ge'])}" if "ge" in b else f"> {_fmt_bound(b['gt'])}" if "gt" in b else ""
-        hi = f"<= {_fmt_bound(b['le'])}" if "le" in b else ""
-        return None, "is out of range (must be " + " and ".join(x for x in (lo, hi) if x) + ")"
+    if not control.in_range(value):
+        return None, f"is out of range (must be {control.range_text()})"
     return value, None
 
 

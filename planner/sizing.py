@@ -40,6 +40,7 @@ from planner.hardware import CATALOG
 from planner.limits import BOUNDS, CAPACITY_TIME_BUDGET_S
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
 from planner.prices import PRICE_TABLE
+from planner.units import fmt_ms_rounded
 
 TP_CANDIDATES = (1, 2, 4, 8)
 KV_DTYPES = ("bf16", "fp8")
@@ -51,7 +52,7 @@ CAPACITY_MAX_RUNS = 6
 SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of a deployment
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
 # Observed latencies describe one measured deployment, not the candidates: they are dropped too.
-_SEARCHED = (
+SEARCHED = (
     "gpu", "tp", "ep", "dp", "pp", "gpu_count", "kv_dtype", "sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
 )  # fmt: skip
@@ -248,7 +249,7 @@ class _Candidate:
         self.tp, self.ep = shape.tp, shape.ep
         self.users, self.rate, self.ttft_slo, self.itl_slo = users, rate, ttft_slo, itl_slo
         self.values = {
-            **{k: v for k, v in base.items() if k not in _SEARCHED},
+            **{k: v for k, v in base.items() if k not in SEARCHED},
             **{"gpu": gpu, "tp": shape.tp, "ep": shape.ep, "dp": shape.dp, "pp": shape.pp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price},
         }
 
@@ -399,7 +400,7 @@ def size(
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
             raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
-    make_inputs(**{k: v for k, v in base.items() if k not in _SEARCHED})  # bad base inputs fail here, once
+    make_inputs(**{k: v for k, v in base.items() if k not in SEARCHED})  # bad base inputs fail here, once
     price_of = resolve_prices(names, prices)
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
@@ -446,7 +447,7 @@ def size(
         progress(1.0, "done")
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_values), model).context
-    slo_bits = [f"p95 ITL {_ms(best.itl_p95_ms)}", f"p95 TTFT {_ms(best.ttft_p95_ms)}"]
+    slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     searched = {
         "gpus": names,
@@ -463,10 +464,6 @@ def size(
     if capacity_note:
         searched["capacity_search"] = capacity_note
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
-
-
-def _ms(x: float) -> str:
-    return f"{x:,.0f} ms" if x >= 10 else f"{x:.2g} ms"
 
 
 def _describe(r: Recommendation) -> str:

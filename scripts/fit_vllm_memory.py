@@ -10,13 +10,17 @@ The same cases, inputs and tolerances are the tests in tests/test_vllm_memory.py
 from __future__ import annotations
 
 import json
-import os
 import statistics
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
-GIB = 1 << 30
+sys.path.insert(0, str(ROOT))  # run as a file from the repository root, as the docstring says
+
+from planner import settings  # noqa: E402
+from planner.units import GIB  # noqa: E402
+
+REFERENCE = settings.kvp_reference_dir()
 
 # Mistral-Small-3.2-24B-Instruct-2506's vision tower (its config.json's vision_config, Pixtral): the
 # log's config file is the text-only 2501 preset, which has none

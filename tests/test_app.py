@@ -7,7 +7,6 @@ reach the library and that the library's numbers reach the screen, formatted as 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -378,19 +377,6 @@ def test_hub_link_restores_at_the_pinned_commit_then_from_cache(fake_hub, monkey
 
 
 # --------------------------------------------------------------------------- formatting and imports
-
-
-def test_number_formatting():
-    from pages.ui.fmt import fmt_bytes, fmt_ms, fmt_num
-
-    assert fmt_bytes(1000) == "1,000 B"
-    assert fmt_bytes(1234) == "1.21 KiB"
-    assert fmt_bytes(335_544_320) == "320 MiB"
-    assert fmt_bytes(16_059_990_016) == "14.96 GiB"
-    assert fmt_bytes(5 << 50) == "5 PiB"
-    assert fmt_num(1234567.5) == "1,234,567.5" and fmt_num(179) == "179"
-    assert fmt_ms(7.8788) == "7.88 ms" and fmt_ms(4102.59) == "4,102.6 ms"
-    assert re.fullmatch(r"-?[\d,]+(\.\d+)? (B|KiB|MiB|GiB|TiB|PiB)", fmt_bytes(-3 << 30))
 
 
 def test_plan_and_compare_pages_do_not_import_torch():

@@ -170,5 +170,5 @@ def test_every_flag_of_every_command_has_help_with_its_default():
 def test_plan_help_gives_units_and_library_defaults():
     out = run("plan", "--help").stdout
     flat = " ".join(out.split())
-    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); in basis points (default: 1,000)" in flat
-    assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none)" in flat
+    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); in basis points (default: 1,000; >= 0 and <= 9,999)" in flat
+    assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none; > 0 and <= 1,000,000,000)" in flat

@@ -7,20 +7,20 @@ expected bytes per token, bytes at the token count and layer kinds (or "refused"
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from planner import settings
 from planner.cli import main
 from planner.configio import parse_config_text
 from planner.errors import PlannerError
 from planner.kv import inspect_config
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get("KVP_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
+REFERENCE = settings.kvp_reference_dir()
 EXPECTED = REFERENCE / "expected.json"
 CASES = json.loads(EXPECTED.read_text())["cases"] if EXPECTED.is_file() else []
 needs_reference = pytest.mark.skipif(not CASES, reason=f"reference folder absent: {EXPECTED} not found")

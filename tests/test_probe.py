@@ -313,12 +313,13 @@ def test_cuda_allocate_reply_explains_the_allocator_rounding(monkeypatch):
 def test_child_imports_no_more_of_the_planner_than_the_single_module_did():
     # planner/probe.py imported planner.errors, geometry, kv and limits at import time; the child's
     # process (python -m planner.probe --child) loads the package, so the same set plus planner.probe.*
-    # and the config-key table geometry reads (names only)
+    # and the config-key table geometry reads (names only), planner.units (constants and
+    # formatters, imports nothing) and planner.settings (the environment variables)
     code = "import sys, planner.probe.child; print(' '.join(sorted(m for m in sys.modules if m.startswith(('planner', 'torch', 'transformers')))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     loaded = set(out.stdout.split())
     assert out.returncode == 0, out.stderr
-    assert {m for m in loaded if not m.startswith("planner.probe")} == {"planner", "planner.config_keys", "planner.errors", "planner.geometry", "planner.kv", "planner.limits"}
+    assert {m for m in loaded if not m.startswith("planner.probe")} == {"planner", "planner.config_keys", "planner.errors", "planner.geometry", "planner.kv", "planner.limits", "planner.settings", "planner.units"}
 
 
 # --------------------------------------------------------------------------- CLI (subprocess end to end)

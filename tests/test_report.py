@@ -15,9 +15,10 @@ import pytest
 from PIL import Image, ImageChops
 
 from planner.plan import EXAMPLE_INPUTS, PlanInputs, compute_plan, example_model
-from planner.report import CHART_TITLES, DEFAULT_SHARE_BASE, build_pdf, fmt_bytes, human_bytes
+from planner.report import CHART_TITLES, DEFAULT_SHARE_BASE, build_pdf
 from planner.share import TOKEN_RE, encode_query, plan_file_json, share_url
 from planner.source import example_ref, preset_ref, upload_ref
+from planner.units import fmt_bytes_exact
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
@@ -72,14 +73,6 @@ def gemma(tmp_path_factory):
 # --------------------------------------------------------------------------- numbers
 
 
-def test_formatting_helpers():
-    assert fmt_bytes(131_072) == "131,072 B (128 KiB)"  # 131,072 / 1,024 = 128
-    assert fmt_bytes(335_544_320) == "335,544,320 B (320 MiB)"  # 320 x 1,048,576
-    assert fmt_bytes(512) == "512 B"
-    assert human_bytes(10_093_173_145) == "9.4 GiB"  # 10,093,173,145 / 2^30 = 9.39999...
-    assert human_bytes(1_536 * 1024**3) == "1.5 TiB"
-
-
 def test_example_report_carries_the_plans_numbers(example):
     text = example["text"]
     assert "Generated 2026-11-29 12:00 UTC" in text
@@ -115,7 +108,7 @@ def test_every_headline_number_comes_from_the_plan(example, gemma):
         plan, text = case["plan"], case["text"]
         kv, cap = plan.kv_cache, plan.capacity
         for n in (kv.bytes_per_token_per_sequence, kv.kv_bytes_per_reserved_sequence, cap.usable_bytes, cap.available_for_kv_bytes, cap.model_resident_bytes):
-            assert fmt_bytes(n) in text, n
+            assert fmt_bytes_exact(n) in text, n
         assert f"Maximum sequences by memory {kv.maximum_sequences_by_memory:,}" in text
         assert f"{plan.latency.time_to_first_token_ms:,.1f} ms" in text
         assert f"{plan.latency.mean_inter_token_latency_ms:,.1f} ms" in text

@@ -7,6 +7,7 @@
 * :mod:`~pages.ui.inputs` - the Plan page's controls;
 * :mod:`~pages.ui.results` - the Plan page's result cards, one function a card;
 * :mod:`~pages.ui.charts` - plotly figures;
-* :mod:`~pages.ui.export` - share box, PDF, plan files;
-* :mod:`~pages.ui.fmt` - number formatting.
+* :mod:`~pages.ui.export` - share box, PDF, plan files.
+
+Numbers are formatted by :mod:`planner.units`, as in the CLI and the PDF.
 """

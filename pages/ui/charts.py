@@ -6,8 +6,8 @@ import math
 
 import plotly.graph_objects as go
 
-from pages.ui.fmt import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num, gib, mib
 from planner.plan import Plan, PreparedModel, grid_limits, itl_curve
+from planner.units import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num, gib, mib
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#EECA3B", "#9D755D")
 CHART_HEIGHT = 340

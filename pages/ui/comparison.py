@@ -10,7 +10,6 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from pages.ui import models, state
-from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.results import admission_badge
 from pages.ui.safe_text import md
 from planner.compare import CURRENT, FIELDS, LETTERS, Column, compare_rows
@@ -18,6 +17,7 @@ from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
 from planner.plan import Plan
+from planner.units import fmt_bytes, fmt_money, fmt_ms, fmt_num
 
 COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2")
 BEST = "background-color: rgba(84, 162, 75, 0.28); font-weight: 600"

@@ -1,4 +1,12 @@
-"""The Plan page's input controls, grouped in expanders; an error shows under its control."""
+"""The Plan page's input controls, grouped in expanders; an error shows under its control.
+
+Each widget is rendered from its :class:`~planner.controls.Control` (one per PlanInputs field):
+its kind picks the widget (a number input for int / float, a select box for a choice, a check box
+for a bool), the field's bounds (or the page's narrower :data:`pages.ui.state.WIDGET_RANGES`) its
+range, a nullable field an empty-able input, :data:`planner.labels.DETAILS` its help. This module
+says only where each control goes (:data:`GROUP_KEYS`) and what differs on the page (a shorter
+label, a slider, a placeholder, a step); a field no group names is drawn under "More inputs".
+"""
 
 from __future__ import annotations
 
@@ -9,14 +17,12 @@ import streamlit as st
 
 from pages.ui import state as S
 from pages.ui.safe_text import md
-from planner.capacity import BLOCK_SIZES, RESERVATIONS
-from planner.engines.vllm import VLLM_VERSIONS
+from planner.controls import CONTROLS, Control
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
 from planner.labels import INPUTS, label
 from planner.plan import PreparedModel
-from planner.weights import WEIGHT_DTYPE_BITS
 
 RESERVATION_HELP = {
     "dynamic": "dynamic: each sequence reserves its input + output reserve (what a growing cache holds at the end)",
@@ -26,14 +32,26 @@ RESERVATION_HELP = {
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
-    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
+    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
+    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine"),
+    "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
 }
+# Controls drawn by the page in a widget of their own: the headroom slider shows percent.
+WIDGET_OF = {"headroom_bp": "headroom_pct"}
+
+
+def unplaced(controls=CONTROLS) -> tuple[str, ...]:
+    """The controls no group places: drawn by kind under "More inputs" (none today; a new field lands there)."""
+    placed = {k for group, keys in GROUP_KEYS.items() if group != "more" for k in keys}
+    return tuple(name for name in controls if WIDGET_OF.get(name, name) not in placed)
+
+
+GROUP_KEYS["more"] = unplaced()
 # Control labels: the library's names for the inputs (planner.labels), in the controls' units.
-LABELS = {name: label(name) for name in INPUTS} | {
+LABELS = {name: label(name) for name in INPUTS} | {name: c.label for name, c in CONTROLS.items()} | {
     "headroom_pct": "Headroom (%)",
     "input_tokens": "Input total (overrides the parts)",
     "mfu": "MFU (compute efficiency)",
@@ -78,24 +96,68 @@ def _error_below(key: str, err_key: str | None, err) -> None:
             st.error(md(S.error_text(err)), icon=":material/error:")
 
 
-def _num(key: str, err_key, err, *, optional: bool = False, integer: bool = True, min_value=None, max_value=None, step=None, fmt=None, help=None, placeholder=None, disabled=False) -> None:
-    kwargs = {"key": key, "help": help, "disabled": disabled, "min_value": min_value, "max_value": max_value}
+def widget_range(c: Control) -> tuple[float | None, float | None]:
+    """A numeric control's (min, max): the page's narrower range where it has one
+    (:data:`pages.ui.state.WIDGET_RANGES`), else the field's bounds; floats for a float field
+    (Streamlit wants one type for value, min and max)."""
+    lo, hi = S.WIDGET_RANGES.get(c.name, (c.lo, c.hi))
+    if c.kind == "float":
+        return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+    return lo, hi
+
+
+def _help(key: str) -> str | None:
+    c = CONTROLS.get(key)
+    return c.detail if c is not None else None
+
+
+def _num(key: str, err_key, err, *, optional: bool | None = None, step=None, fmt=None, help=None, placeholder=None, disabled=False, control: Control | None = None) -> None:
+    """A number input rendered from the field's control: integer or not, its range, empty-able
+    when the field is nullable (``optional`` overrides), its help from the labels."""
+    c = control or CONTROLS[key]
+    lo, hi = widget_range(c)
+    optional = c.nullable if optional is None else optional
+    kwargs = {"key": key, "help": help if help is not None else c.detail, "disabled": disabled, "min_value": lo, "max_value": hi}
     if step is not None:
         kwargs["step"] = step
-    elif integer:
+    elif c.kind == "int":
         kwargs["step"] = 1
     if fmt:
         kwargs["format"] = fmt
     if optional:
         kwargs["value"] = None
         kwargs["placeholder"] = placeholder or "none"
-    st.number_input(LABELS[key], **kwargs)
+    st.number_input(LABELS.get(key, c.label), **kwargs)
     _error_below(key, err_key, err)
 
 
-def _select(key: str, options, err_key, err, *, format_func=str, help=None, disabled=False) -> None:
-    st.selectbox(LABELS[key], options, key=key, format_func=format_func, help=help, disabled=disabled)
+def _select(key: str, err_key, err, options=None, *, format_func=str, help=None, disabled=False, control: Control | None = None) -> None:
+    """A select box of the field's choices (its Literal's values, else the values it usually takes)."""
+    c = control or CONTROLS[key]
+    options = list(options if options is not None else c.choices or c.suggestions or ())
+    st.selectbox(LABELS.get(key, c.label), options, key=key, format_func=format_func, help=help if help is not None else c.detail, disabled=disabled)
     _error_below(key, err_key, err)
+
+
+def _slider(key: str, err_key, err, *, step: float, fmt: str | None = None) -> None:
+    """A slider over the control's range."""
+    lo, hi = widget_range(CONTROLS[key])
+    st.slider(LABELS[key], lo, hi, step=step, key=key, help=_help(key), **({"format": fmt} if fmt else {}))
+    _error_below(key, err_key, err)
+
+
+def render_control(c: Control, err_key, err) -> None:
+    """A control the page gives no place of its own, by its kind."""
+    if c.kind == "bool":
+        st.checkbox(LABELS.get(c.name, c.label), key=c.name, help=c.detail)
+        _error_below(c.name, err_key, err)
+    elif c.kind == "choice" or c.suggestions:
+        _select(c.name, err_key, err, control=c)
+    elif c.kind == "text":
+        st.text_input(LABELS.get(c.name, c.label), key=c.name, help=c.detail)
+        _error_below(c.name, err_key, err)
+    else:
+        _num(c.name, err_key, err, step=None if c.kind == "int" else 1.0, control=c)
 
 
 def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) -> None:
@@ -136,87 +198,96 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
         with exp:
             with _pair() as (a, b):
                 with a:
-                    _num("system_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                    _num("retrieval_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                    _num("user_tokens", err_key, err, min_value=0, max_value=1 << 31)
+                    _num("system_tokens", err_key, err)
+                    _num("retrieval_tokens", err_key, err)
+                    _num("user_tokens", err_key, err)
                 with b:
-                    _num("tool_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                    _num("history_tokens", err_key, err, min_value=0, max_value=1 << 31)
-                    _num("output_tokens", err_key, err, min_value=1, max_value=1 << 31, help="Tokens reserved for the answer.")
-            _num("input_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="sum of the parts", help="Leave empty to add up the parts above.")
+                    _num("tool_tokens", err_key, err)
+                    _num("history_tokens", err_key, err)
+                    _num("output_tokens", err_key, err)
+            _num("input_tokens", err_key, err, placeholder="sum of the parts")
             cfg_max = geo.max_position_embeddings
-            _num("max_context", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder=f"config: {cfg_max:,}" if cfg_max else "required: the config has none", help="Leave empty to use the config's max_position_embeddings.")
+            _num("max_context", err_key, err, placeholder=f"config: {cfg_max:,}" if cfg_max else "required: the config has none")
             if any(layer.kind == "cross" for layer in geo.layers):
-                _num("encoder_tokens", err_key, err, min_value=0, max_value=1 << 24, help="Vision-encoder tokens each request's cross-attention layers cache (e.g. 4 tiles x 1,601 for Llama 3.2 Vision).")
+                _num("encoder_tokens", err_key, err)
 
     exp = group("cache", "KV cache", ":material/memory:", True)
     if opened(exp):
         with exp:
-            _select("kv_dtype", ["auto", *KV_DTYPE_BITS], err_key, err, format_func=lambda d: _kv_dtype_label(model, d),
-                    help="Element type of cached keys and values. auto: what the checkpoint declares (quantization_config or hf_quant_config.json), as vLLM's --kv-cache-dtype auto, else the model dtype. int8/int4 add a scale and zero-point per 64 elements.")
+            _select("kv_dtype", err_key, err, format_func=lambda d: _kv_dtype_label(model, d))
             if model.geometry.mtp_layers or (model.geometry.compressed and model.geometry.compressed.mtp_ratios):
-                st.checkbox(LABELS["mtp"], key="mtp", help="Count the model's next-token-prediction layers (num_nextn_predict_layers): an engine caches them too when MTP speculative decoding is on.")
+                st.checkbox(LABELS["mtp"], key="mtp", help=_help("mtp"))
                 _error_below("mtp", err_key, err)
-            _select("runtime", list(RUNTIMES), err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
-            _select("vllm_version", list(VLLM_VERSIONS), err_key, err, disabled=st.session_state.get("runtime") != "vllm", help="Runtime vllm admits as this vLLM release does: each request reserves blocks for all its tokens in every KV-cache group.")
-            _select("reservation", list(RESERVATIONS), err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
-            sizes = list(BLOCK_SIZES)
+            _select("runtime", err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
+            _select("vllm_version", err_key, err, disabled=st.session_state.get("runtime") != "vllm")
+            _select("reservation", err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
+            sizes = list(CONTROLS["block_tokens"].suggestions or ())
             if st.session_state.get("block_tokens") not in sizes:
                 sizes.append(st.session_state.get("block_tokens"))
-            _select("block_tokens", sizes, err_key, err, help="Tokens per paged block (paged reservation and prefix sharing).")
+            _select("block_tokens", err_key, err, sizes)
 
     exp = group("hardware", "Hardware and memory", ":material/developer_board:", True)
     if opened(exp):
         with exp:
-            _select("gpu", list(S.GPU_OPTIONS), err_key, err, format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)" if g in CATALOG else "Custom memory size…")
-            _num("device_gib", err_key, err, integer=False, min_value=S.WIDGET_RANGES["device_gib"][0], max_value=S.WIDGET_RANGES["device_gib"][1], step=1.0, fmt="%.1f", disabled=st.session_state.get("gpu") != S.CUSTOM_GPU, help="Used when GPU is 'Custom'; give its bandwidth and peak below for the latency estimate.")
+            _select("gpu", err_key, err, S.GPU_OPTIONS, format_func=lambda g: f"{g} ({CATALOG[g].memory_gib:g} GiB)" if g in CATALOG else "Custom memory size…")
+            _num("device_gib", err_key, err, optional=False, step=1.0, fmt="%.1f", disabled=st.session_state.get("gpu") != S.CUSTOM_GPU)
             if st.session_state.get("gpu") == S.CUSTOM_GPU:
                 with _pair() as (a, b):
                     with a:
-                        _num("device_bandwidth_gb_s", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][0], max_value=S.WIDGET_RANGES["device_bandwidth_gb_s"][1], step=100.0, fmt="%.0f", placeholder="1,000", help="HBM bandwidth of the custom device (decode, ITL); empty: 1,000 GB/s.")
+                        _num("device_bandwidth_gb_s", err_key, err, step=100.0, fmt="%.0f", placeholder="1,000")
                     with b:
-                        _num("device_bf16_tflops", err_key, err, optional=True, integer=False, min_value=S.WIDGET_RANGES["device_bf16_tflops"][0], max_value=S.WIDGET_RANGES["device_bf16_tflops"][1], step=10.0, fmt="%.0f", placeholder="100", help="Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.")
+                        _num("device_bf16_tflops", err_key, err, step=10.0, fmt="%.0f", placeholder="100")
             with _pair() as (a, b):
                 with a:
-                    _num("gpu_count", err_key, err, min_value=1, max_value=4096, help="A multiple of TP; each replica uses TP GPUs.")
+                    _num("gpu_count", err_key, err)
                 with b:
-                    _num("tp", err_key, err, min_value=1, max_value=4096, help="Must divide the attention heads (and divide or be a multiple of the KV heads).")
-            _num("ep", err_key, err, min_value=1, max_value=4096, help="MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP. 1: experts split by TP.")
-            st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help="Share of device memory kept free (driver, CUDA context, fragmentation); stored in basis points.")
+                    _num("tp", err_key, err)
+            with _pair() as (a, b):
+                with a:
+                    _num("ep", err_key, err)
+                with b:
+                    _num("dp", err_key, err)
+            _num("pp", err_key, err)
+            st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help=_help("headroom_bp"))
             _error_below("headroom_pct", err_key, err)
-            _select("weight_dtype", list(WEIGHT_DTYPE_BITS), err_key, err, help="auto: the config's torch_dtype and quantization_config.")
-            _num("workspace_gib", err_key, err, integer=False, min_value=0.0, max_value=100_000.0, step=0.25, fmt="%.2f", help="Activations, CUDA graphs and runtime buffers outside the KV pool.")
-            _num("model_resident_gib", err_key, err, optional=True, integer=False, min_value=0.0, max_value=100_000.0, step=1.0, fmt="%.2f", placeholder="weights estimate / TP", help="Override the per-GPU weight bytes (e.g. from nvidia-smi).")
+            _select("weight_dtype", err_key, err)
+            _num("workspace_gib", err_key, err, step=0.25, fmt="%.2f")
+            _num("model_resident_gib", err_key, err, step=1.0, fmt="%.2f", placeholder="weights estimate / TP")
 
     exp = group("load", "Load and SLOs", ":material/speed:", True)
     if opened(exp):
         with exp:
-            _num("sequences", err_key, err, min_value=1, max_value=10_000_000, help="Concurrent sequences across all replicas.")
+            _num("sequences", err_key, err)
+            render_control(CONTROLS["request_rate"], err_key, err)
             with _pair() as (a, b):
                 with a:
-                    _num("itl_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e7, step=1.0, fmt="%.2f", help="Largest acceptable p95 inter-token latency (95 % of the gaps between tokens are shorter).")
-                    _num("max_num_seqs", err_key, err, optional=True, min_value=1, max_value=10_000_000, help="The runtime's hard limit per replica (vLLM max_num_seqs).")
+                    _num("itl_slo_ms", err_key, err, step=1.0, fmt="%.2f")
+                    _num("max_num_seqs", err_key, err)
                 with b:
-                    _num("ttft_slo_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=10.0, fmt="%.1f", help="Largest acceptable p95 time to first token.")
-                    _num("tenant_quota", err_key, err, optional=True, min_value=1, max_value=10_000_000)
-            _num("max_batched_tokens", err_key, err, min_value=1, max_value=1 << 24, help="Tokens the scheduler runs per engine step (vLLM max_num_batched_tokens): a prompt waits behind the others' chunks (TTFT) and new prompts' chunks ride in decode steps (ITL).")
+                    _num("ttft_slo_ms", err_key, err, step=10.0, fmt="%.1f")
+                    _num("tenant_quota", err_key, err)
+            _num("max_batched_tokens", err_key, err)
+            render_control(CONTROLS["serving_engine"], err_key, err)
+
+    exp = group("speculation", "Speculative decoding", ":material/fast_forward:", False)
+    if opened(exp):
+        with exp:
+            for name in GROUP_KEYS["speculation"]:
+                render_control(CONTROLS[name], err_key, err)
 
     exp = group("sharing", "Prefix sharing and cost", ":material/share:", False)
     if opened(exp):
         with exp:
-            _num("shared_prefix_tokens", err_key, err, min_value=0, max_value=1 << 31, help="Prompt tokens identical across the sequences of one tenant (system prompt, tools).")
-            st.slider(LABELS["prefix_hit_rate"], 0.0, 1.0, step=0.05, key="prefix_hit_rate")
-            _error_below("prefix_hit_rate", err_key, err)
-            _num("tenants", err_key, err, min_value=1, max_value=1_000_000, help="Prefixes are shared within a tenant only.")
-            _num("gpu_hour_price", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e6, step=0.1, fmt="%.2f", help="Price of one GPU-hour, for cost per million tokens.")
+            _num("shared_prefix_tokens", err_key, err)
+            _slider("prefix_hit_rate", err_key, err, step=0.05)
+            _num("tenants", err_key, err)
+            _num("gpu_hour_price", err_key, err, step=0.1, fmt="%.2f")
 
     exp = group("efficiency", "Efficiency (MFU / MBU)", ":material/tune:", False)
     if opened(exp):
         with exp:
-            st.slider(LABELS["mfu"], *S.WIDGET_RANGES["mfu"], step=0.01, key="mfu", help="Share of peak FLOP/s reached (prefill, compute-bound steps).")
-            _error_below("mfu", err_key, err)
-            st.slider(LABELS["mbu"], *S.WIDGET_RANGES["mbu"], step=0.01, key="mbu", help="Share of HBM bandwidth reached (decode, memory-bound steps).")
-            _error_below("mbu", err_key, err)
+            _slider("mfu", err_key, err, step=0.01)
+            _slider("mbu", err_key, err, step=0.01)
 
     exp = group("observed", "Observed latency", ":material/timer:", False)
     if opened(exp):
@@ -227,13 +298,20 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
             )
             with _pair() as (a, b):
                 with a:
-                    _num("queue_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
-                    _num("prefill_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
-                    _num("remaining_decode_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
+                    _num("queue_ms", err_key, err, step=1.0, fmt="%.2f")
+                    _num("prefill_ms", err_key, err, step=1.0, fmt="%.2f")
+                    _num("remaining_decode_ms", err_key, err, step=1.0, fmt="%.2f")
                 with b:
-                    _num("preprocessing_ms", err_key, err, optional=True, integer=False, min_value=0.0, max_value=1e9, step=1.0, fmt="%.2f")
-                    _num("first_decode_ms", err_key, err, optional=True, integer=False, min_value=0.001, max_value=1e9, step=1.0, fmt="%.2f")
-                    _num("generated_tokens", err_key, err, optional=True, min_value=1, max_value=1 << 31, placeholder="output reserve")
+                    _num("preprocessing_ms", err_key, err, step=1.0, fmt="%.2f")
+                    _num("first_decode_ms", err_key, err, step=1.0, fmt="%.2f")
+                    _num("generated_tokens", err_key, err, placeholder="output reserve")
+
+    if GROUP_KEYS["more"]:
+        exp = group("more", "More inputs", ":material/add_circle:", False)
+        if opened(exp):
+            with exp:
+                for name in GROUP_KEYS["more"]:
+                    render_control(CONTROLS[name], err_key, err)
 
     st.button("Reset inputs to defaults", key="reset_inputs", on_click=S.reset_inputs, icon=":material/restart_alt:", help="The defaults, then this model's deployment suggestions (TP, context) again.")
 

@@ -8,20 +8,20 @@ error in one card from breaking the page.
 
 from __future__ import annotations
 
-import os
 import time
 
 import streamlit as st
 
 from pages.ui import charts, export
-from pages.ui.fmt import fmt_bytes, fmt_money, fmt_ms, fmt_num
 from pages.ui.safe_text import md
 from pages.ui.state import Shown
+from planner import settings
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled
 from planner.geometry import config_hash
 from planner.limits import ByteBudgetCache
 from planner.plan import Plan
+from planner.units import GIB, fmt_bytes, fmt_money, fmt_ms, fmt_num
 
 
 def safe(render, *args, what: str = "this section", **kwargs) -> None:
@@ -83,10 +83,7 @@ def first_paint_pause() -> None:
     if st.session_state.get("_first_paint_done"):
         return
     st.session_state["_first_paint_done"] = True
-    try:
-        pause = float(os.environ.get("KVP_FIRST_PAINT_PAUSE_S", "0.3"))
-    except ValueError:
-        pause = 0.3
+    pause = settings.kvp_first_paint_pause_s()
     if 0 < pause <= 2:
         time.sleep(pause)
 
@@ -365,9 +362,9 @@ def _render_vllm_preview(r: Shown) -> None:
     else:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
     # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {t.name} | {t.bytes / 2**30:,.2f} | {t.source} |" for t in preview.budget.terms]
-    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / 2**30:,.2f} GiB per GPU, term by term"):
-        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / 2**30:,.2f}** | what vLLM will log |")
+    rows = [f"| {t.name} | {t.bytes / GIB:,.2f} | {t.source} |" for t in preview.budget.terms]
+    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"):
+        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / GIB:,.2f}** | what vLLM will log |")
     engine = r.plan.kv_cache.engine
     if engine is not None and engine.why:
         st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")

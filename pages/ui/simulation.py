@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages.ui import state
-from pages.ui.fmt import fmt_ms
 from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
 from planner.limits import BOUNDS
+from planner.units import fmt_ms
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}

@@ -4,7 +4,8 @@ An engine module (:mod:`planner.engines.vllm`; SGLang's beside it) predicts what
 computes and prints at start-up. Each keeps its engine's own names for its own numbers (vLLM's
 ``num_blocks``, SGLang's ``max_total_num_tokens``) in one frozen result, and shares these:
 
-* :class:`EngineRefusal`: the engine would not start; ``reason`` is the engine's own message.
+* :class:`~planner.errors.EngineRefusal` (defined with every user error in :mod:`planner.errors`):
+  the engine would not start; ``reason`` is the engine's own message.
 * :class:`BudgetTerm` and :class:`EngineBudget`: the memory the engine will find for its KV
   cache on one GPU, term by term, each term with its source.
 * :class:`EngineCapacity`: what every engine's result answers in common terms (pool bytes,
@@ -21,18 +22,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from planner.errors import PlannerError
-from planner.hardware import GIB
+from planner.errors import EngineRefusal, PlannerError  # EngineRefusal lives in planner.errors; importable here too
 from planner.limits import ByteBudgetCache
 from planner.results import Result
+from planner.units import GIB
 
 T = TypeVar("T")
-
-
-class EngineRefusal(PlannerError):
-    """The engine would refuse to start with these settings: ``field`` names the setting it refuses
-    (``model`` for an architecture it cannot run at all), ``value`` what was given and ``reason``
-    the engine's own message (or, where the planner does not model a case, why not)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,10 +30,9 @@ from planner.errors import PlannerError
 from planner.geometry import ModelGeometry, text_config
 from planner.hardware import Device
 from planner.results import Result
+from planner.units import GIB
 from planner.weights import WeightsEstimate, estimate_weights, linear_shapes
 
-GIB = 1 << 30
-MIB = 1 << 20
 RELEASES = ("0.10", "0.11", "0.19", "0.24", "0.33")
 ENTRY_POINTS = ("vllm serve", "LLM class")
 SAMPLERS = ("auto", "torch", "flashinfer")

@@ -43,7 +43,7 @@ class PlanInputs(BaseModel):
     max_context: int | None = Field(default=None, ge=1, le=1 << 31)  # None: the config's
     kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
     mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
-    weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "auto"
+    weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "auto"  # planner.weights.WEIGHT_DTYPE_BITS
     runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
     vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from planner import accuracy, latency, speculative
 from planner.plan import serving
 from planner.results import Result
+from planner.units import MIB
 
 if TYPE_CHECKING:
     from planner.plan.engine_view import EngineView
@@ -125,7 +126,7 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
         state_bytes_per_sequence=res.state_bytes,
         encoder_bytes_per_sequence=res.encoder_bytes,
         bytes_per_reserved_sequence=per_seq,
-        mib_per_reserved_sequence=_num(per_seq / (1 << 20)),
+        mib_per_reserved_sequence=_num(per_seq / MIB),
         reservation=res.mode,
         reserved_tokens_per_sequence=res.tokens,
         paged_waste_bytes=res.waste_bytes if res.mode == "paged" else 0,

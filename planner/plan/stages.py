@@ -9,7 +9,7 @@ from planner import capacity, latency, parallel, speculative
 from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry
-from planner.hardware import GIB, Device
+from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
 from planner.plan import serving
@@ -17,6 +17,7 @@ from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Admission, Ceiling, Draft, Load, Memory, Plan, Sharing
+from planner.units import GIB
 from planner.weights import WeightsEstimate
 
 

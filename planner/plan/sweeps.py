@@ -5,11 +5,11 @@ from __future__ import annotations
 from planner import capacity
 from planner.context import COMPONENTS
 from planner.errors import PlannerError
-from planner.hardware import GIB
 from planner.plan.inputs import PlanInputs, make_inputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Plan
 from planner.plan.stages import compute_plan
+from planner.units import GIB
 
 
 def itl_curve(plan: Plan, model: PreparedModel, points: int = 24) -> list[tuple[int, float, float]]:

@@ -8,14 +8,7 @@ from planner.probe.options import CUDA_ROUND, INSTALLED_TRANSFORMERS_RUNTIME
 from planner.probe.prepare import Prepared
 from planner.probe.protocol import AllocateMeasurement, RuntimeMeasurement
 from planner.probe.results import ProbeResult
-
-
-def _fmt(n: int | None) -> str:
-    return "n/a" if n is None else f"{n:,} B"
-
-
-def _fmt_ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g} ms"
+from planner.units import fmt_byte_count, fmt_ms_measured
 
 
 def prediction_sentences(prep: Prepared) -> list[str]:
@@ -24,7 +17,7 @@ def prediction_sentences(prep: Prepared) -> list[str]:
     out = []
     geo = prep.geo
     if o.effective_runtime == "vllm":
-        out.append(f"vLLM layout: each sequence takes whole blocks of {o.block_tokens} positions per layer (sliding and chunked layers at most their window's blocks plus one), exactly as planner.kv's paged_bytes counts them, so the prediction equals the planner's ({_fmt(prep.planner)}).")
+        out.append(f"vLLM layout: each sequence takes whole blocks of {o.block_tokens} positions per layer (sliding and chunked layers at most their window's blocks plus one), exactly as planner.kv's paged_bytes counts them, so the prediction equals the planner's ({fmt_byte_count(prep.planner)}).")
         if o.kv_dtype in ("int8", "int4"):
             out.append(f"{o.kv_dtype}: packed data plus one fp16 scale and one fp16 zero-point per {QUANT_GROUP} elements of each head vector, planner.kv's accounting (vLLM itself has no per-group int cache; real int formats may differ).")
         if o.kv_dtype == "fp8":
@@ -62,7 +55,7 @@ def explain_probe(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | Runti
     out = _bytes_sentences(prep, r, m)
     if prep.planner != r.predicted_kv_bytes:
         pr = "n/a" if r.planner_ratio is None else f"{r.planner_ratio:.4f}"
-        out.append(f"planner.kv predicts {_fmt(prep.planner)} for these layers (measured/planner {pr}):")
+        out.append(f"planner.kv predicts {fmt_byte_count(prep.planner)} for these layers (measured/planner {pr}):")
     out += prediction_sentences(prep)
     for row in r.layers:
         sliding_cls = "Sliding" in row.cache_class
@@ -70,8 +63,8 @@ def explain_probe(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | Runti
             out.append(f"layer {row.index}: transformers uses {row.cache_class} where the planner's geometry says {row.planner_kind}.")
     if r.layers_measured < r.layers_total:
         out.append(
-            f"Measured the first {r.layers_measured} of {r.layers_total} layers (same layer-kind pattern); the full model is predicted at {_fmt(prep.predicted_full)} "
-            f"(planner {_fmt(prep.planner_full)}), and the measurement scaled by predicted full / predicted measured gives {_fmt(r.scaled_measured_kv_bytes)}."
+            f"Measured the first {r.layers_measured} of {r.layers_total} layers (same layer-kind pattern); the full model is predicted at {fmt_byte_count(prep.predicted_full)} "
+            f"(planner {fmt_byte_count(prep.planner_full)}), and the measurement scaled by predicted full / predicted measured gives {fmt_byte_count(r.scaled_measured_kv_bytes)}."
         )
         if isinstance(m, RuntimeMeasurement):
             out.append(f"Timings cover {r.layers_measured} layers plus the embedding and LM head: the layer part of a full-model step is roughly {r.layer_scale:.1f}x longer.")
@@ -89,7 +82,7 @@ def _bytes_sentences(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | Ru
     measured, predicted = m.kv_bytes, r.predicted_kv_bytes
     allocate = isinstance(m, AllocateMeasurement)
     if r.device == "cuda" and allocate:
-        out.append(f"Measured = torch.cuda.memory_allocated after minus before allocating {m.tensors} tensors; tensor storage alone is {_fmt(m.storage_bytes)}.")
+        out.append(f"Measured = torch.cuda.memory_allocated after minus before allocating {m.tensors} tensors; tensor storage alone is {fmt_byte_count(m.storage_bytes)}.")
     elif allocate:
         out.append(f"Measured = the storage bytes (untyped_storage().nbytes()) of the {m.tensors} allocated tensors.")
     else:
@@ -97,7 +90,7 @@ def _bytes_sentences(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | Ru
     if predicted == 0:
         out.append("The measured layers hold no K/V (recurrent, MLP-only or cross-attention layers): raise --layers-limit to include attention layers.")
     if measured == predicted:
-        out.append(f"Measured K/V bytes equal the prediction exactly ({_fmt(measured)}).")
+        out.append(f"Measured K/V bytes equal the prediction exactly ({fmt_byte_count(measured)}).")
         return out
     diff = measured - predicted
     if r.device == "cuda" and allocate and m.rounded_bytes == measured and m.storage_bytes == predicted:
@@ -107,7 +100,7 @@ def _bytes_sentences(prep: Prepared, r: ProbeResult, m: AllocateMeasurement | Ru
     out.append(f"Measured differs from the prediction by {diff:+,} B (ratio {ratio}); see the per-layer rows for where.")
     for row in r.layers:
         if row.predicted_bytes is not None and row.predicted_bytes != row.measured_bytes:
-            out.append(f"layer {row.index} ({row.cache_class}, planner kind {row.planner_kind}): predicted {_fmt(row.predicted_bytes)}, measured {_fmt(row.measured_bytes)} (keys {list(row.keys_shape)}, values {list(row.values_shape)}).")
+            out.append(f"layer {row.index} ({row.cache_class}, planner kind {row.planner_kind}): predicted {fmt_byte_count(row.predicted_bytes)}, measured {fmt_byte_count(row.measured_bytes)} (keys {list(row.keys_shape)}, values {list(row.values_shape)}).")
             break
     return out
 
@@ -119,21 +112,21 @@ def _runtime_sentences(prep: Prepared, r: ProbeResult, m: RuntimeMeasurement) ->
     after_p, after_m = r.predicted_kv_bytes_after_prefill, r.measured_kv_bytes_after_prefill
     if after_m is not None:
         eq = "equal to" if after_p == after_m else "against"
-        out.append(f"Right after the prefill the cache held {_fmt(after_m)} ({eq} the predicted {_fmt(after_p)}); the cache grows by one position per full layer per decode step.")
+        out.append(f"Right after the prefill the cache held {fmt_byte_count(after_m)} ({eq} the predicted {fmt_byte_count(after_p)}); the cache grows by one position per full layer per decode step.")
     out.append(f"The cache holds {prep.cached:,} positions: the {o.tokens:,}-token prefill plus {o.decode_steps} decode steps, each writing one position (generate() would write one fewer: the last token's K/V is never stored).")
     if r.prefill_ms is not None:
         out.append(
-            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {_fmt_ms(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
+            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {fmt_ms_measured(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
             f"(roofline for {r.roofline_device} at MFU {r.assumed_mfu:g}, MBU {r.assumed_mbu:g}, weights as planner.weights counts them, bf16 peak)."
         )
     if r.device == "cpu":
         out.append(f"Ran on CPU: the roofline describes {r.roofline_device}, so latency ratios and the calibrated MFU/MBU describe this CPU against that GPU's datasheet and should not be used for a GPU plan.")
         if r.peak_rss_delta_bytes is not None:
-            out.append(f"Peak memory on CPU is the child process's peak RSS growth ({_fmt(r.peak_rss_delta_bytes)}): weights, activations, allocator caches and Python objects, not the cache alone.")
+            out.append(f"Peak memory on CPU is the child process's peak RSS growth ({fmt_byte_count(r.peak_rss_delta_bytes)}): weights, activations, allocator caches and Python objects, not the cache alone.")
     elif r.cuda_peak_delta_bytes is not None:
-        out.append(f"Peak CUDA memory above the baseline was {_fmt(r.cuda_peak_delta_bytes)} (weights {_fmt(r.measured_weights_bytes)}, cache and activations).")
+        out.append(f"Peak CUDA memory above the baseline was {fmt_byte_count(r.cuda_peak_delta_bytes)} (weights {fmt_byte_count(r.measured_weights_bytes)}, cache and activations).")
     if r.measured_state_bytes:
-        out.append(f"Recurrent (Mamba/linear-attention) layers hold {_fmt(r.measured_state_bytes)} of state, outside the K/V comparison.")
+        out.append(f"Recurrent (Mamba/linear-attention) layers hold {fmt_byte_count(r.measured_state_bytes)} of state, outside the K/V comparison.")
     if m.warmup:
         out.append("A short warm-up forward ran first so one-time start-up costs are not in the timings.")
     return out
@@ -143,16 +136,16 @@ def probe_summary(r: ProbeResult) -> str:
     lines = [
         f"probe        {r.mode} / {r.runtime} on {r.device} {r.device_name}".rstrip(),
         f"model        {r.model} ({r.model_type}), {r.layers_measured} of {r.layers_total} layers, {r.kv_dtype}, batch {r.batch}, {r.tokens:,} tokens" + (f" + {r.decode_steps} decode steps" if r.mode == "runtime" else ""),
-        f"K/V bytes    predicted {_fmt(r.predicted_kv_bytes)}, measured {_fmt(r.measured_kv_bytes)}, ratio {r.ratio:.6f}" if r.ratio is not None else f"K/V bytes    predicted {_fmt(r.predicted_kv_bytes)}, measured n/a",
-        f"planner.kv   {_fmt(r.planner_kv_bytes)}" + (f" (measured/planner {r.planner_ratio:.4f})" if r.planner_ratio is not None else ""),
+        f"K/V bytes    predicted {fmt_byte_count(r.predicted_kv_bytes)}, measured {fmt_byte_count(r.measured_kv_bytes)}, ratio {r.ratio:.6f}" if r.ratio is not None else f"K/V bytes    predicted {fmt_byte_count(r.predicted_kv_bytes)}, measured n/a",
+        f"planner.kv   {fmt_byte_count(r.planner_kv_bytes)}" + (f" (measured/planner {r.planner_ratio:.4f})" if r.planner_ratio is not None else ""),
     ]
     if r.layers_measured < r.layers_total:
-        lines.append(f"full model   predicted {_fmt(r.predicted_full_model_kv_bytes)}, measured scaled {_fmt(r.scaled_measured_kv_bytes)}")
+        lines.append(f"full model   predicted {fmt_byte_count(r.predicted_full_model_kv_bytes)}, measured scaled {fmt_byte_count(r.scaled_measured_kv_bytes)}")
     if r.allocate_ms is not None:
         lines.append(f"allocate     {r.allocate_ms:.2f} ms")
     if r.prefill_ms is not None:
-        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {_fmt_ms(r.ttft_ms)}")
-        lines.append(f"decode step  p50 {_fmt_ms(r.decode_ms_p50)}, p95 {_fmt_ms(r.decode_ms_p95)} (roofline {_fmt_ms(r.predicted_decode_step_ms)})")
+        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
+        lines.append(f"decode step  p50 {fmt_ms_measured(r.decode_ms_p50)}, p95 {fmt_ms_measured(r.decode_ms_p95)} (roofline {fmt_ms_measured(r.predicted_decode_step_ms)})")
     if r.calibrated_mfu is not None:
         lines.append(f"calibrate    MFU {r.calibrated_mfu:.4g}, MBU {r.calibrated_mbu:.4g} (plan with --mfu {r.calibrated_mfu:.4g} --mbu {r.calibrated_mbu:.4g})")
     if r.error:

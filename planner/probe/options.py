@@ -6,16 +6,15 @@
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner import settings
 from planner.errors import PlannerError
-from planner.limits import parse_number_text
 
-ENV_DISABLE = "KVP_DISABLE_PROBE"
-ENV_CPU_BUDGET = "KVP_PROBE_CPU_BUDGET_BYTES"
+ENV_DISABLE = settings.KVP_DISABLE_PROBE.name
+ENV_CPU_BUDGET = settings.KVP_PROBE_CPU_BUDGET_BYTES.name
 DEFAULT_CPU_BUDGET = 2 << 30
 DEFAULT_TIMEOUT_S = 120.0
 GPU_FREE_FRACTION = 0.8
@@ -23,7 +22,6 @@ CUDA_ROUND = 512  # the CUDA caching allocator rounds every block up to 512 byte
 MODES = ("allocate", "runtime")
 DEVICES = ("auto", "cpu", "cuda")
 RUNTIME_DTYPES = ("fp32", "bf16", "fp16")  # what a transformers model computes and caches in
-_TRUTHY = {"1", "true", "yes", "on"}
 
 
 # The pinned transformers (5.24) caches MLA latents (huggingface/transformers#47761): the planner
@@ -33,7 +31,7 @@ INSTALLED_TRANSFORMERS_RUNTIME = "transformers-latent"
 
 def probe_disabled() -> str | None:
     """The reason the probe is off (``KVP_DISABLE_PROBE`` set), or None when it may run."""
-    if os.environ.get(ENV_DISABLE, "").strip().lower() in _TRUTHY:
+    if settings.kvp_disable_probe():
         return f"the live probe is disabled on this deployment ({ENV_DISABLE}=1): run `python -m planner probe ...` on your own machine and import its JSON instead"
     return None
 
@@ -42,7 +40,7 @@ def check_enabled() -> None:
     """Raises: PlannerError: the probe is disabled by ``KVP_DISABLE_PROBE``."""
     reason = probe_disabled()
     if reason:
-        raise PlannerError("probe", f"{ENV_DISABLE}={os.environ.get(ENV_DISABLE)}", reason)
+        raise PlannerError("probe", f"{ENV_DISABLE}={settings.given(settings.KVP_DISABLE_PROBE)}", reason)
 
 
 def cpu_budget_bytes() -> int:
@@ -51,13 +49,7 @@ def cpu_budget_bytes() -> int:
     Raises:
         PlannerError: the variable is set but not a positive integer.
     """
-    raw = os.environ.get(ENV_CPU_BUDGET, "").strip()
-    if not raw:
-        return DEFAULT_CPU_BUDGET
-    value = parse_number_text(raw, integer=True)
-    if value is None or value < 1:
-        raise PlannerError(ENV_CPU_BUDGET, raw, "must be a positive integer number of bytes")
-    return value
+    return settings.kvp_probe_cpu_budget_bytes()
 
 
 class ProbeOptions(BaseModel):

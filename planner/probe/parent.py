@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from planner import settings
 from planner.errors import PlannerError
 from planner.probe.calibration import calibrate
 from planner.probe.child import execute
@@ -69,7 +70,7 @@ def _child_command() -> list[str]:
 
 
 def _run_child(request: ProbeRequest, timeout_s: float) -> MeasuredReply | RefusedReply | FailedReply:
-    env = dict(os.environ)
+    env = settings.process_environment()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from planner.errors import ProbeProtocolError
+
 PROTOCOL = "kvp-probe-child/1"  # bump when a field is added, removed or changes meaning
 MAX_REQUEST_BYTES = 4 << 20
 TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn", "int8": "int8", "int4": "uint8"}
@@ -30,8 +32,7 @@ _MESSAGE = ConfigDict(frozen=True, extra="forbid")
 _Bytes = Annotated[int, Field(ge=0)]
 
 
-class ProtocolError(ValueError):
-    """A message that is not JSON, not of :data:`PROTOCOL`, or fails validation."""
+ProtocolError = ProbeProtocolError  # a message that is not JSON, not of PROTOCOL, or fails validation (planner.errors)
 
 
 class CacheTensor(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from planner.geometry import ModelGeometry
 from planner.kv import kv_specs
 from planner.probe.options import INSTALLED_TRANSFORMERS_RUNTIME, ProbeOptions
+from planner.units import GIB
 
 
 def match_catalog_device(name: str, total_bytes: int | None = None) -> str | None:
@@ -12,7 +13,7 @@ def match_catalog_device(name: str, total_bytes: int | None = None) -> str | Non
     import re
 
     n = name.upper()
-    gib = (total_bytes or 0) / (1 << 30)
+    gib = (total_bytes or 0) / GIB
     if "MI325X" in n:
         return "MI325X-256GB"
     if "MI300X" in n:

@@ -51,7 +51,7 @@ from planner.engines.vllm.specs import (
     STATE_KINDS,
     StatePage,
 )
-from planner.hardware import GIB
+from planner.units import GIB
 
 # _MEMO and _LAYOUTS (the two memos, which benchmarks and tests clear) stay reachable here too
 __all__ = [

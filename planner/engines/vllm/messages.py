@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from planner.engines.vllm.rules import Rules
 from planner.geometry import text_config
-from planner.hardware import GIB
+from planner.units import GIB
 
 DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
