@@ -36,8 +36,8 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
     bw     device_bandwidth_gb_s  tf    device_bf16_tflops
     -- under their own names (no short key) --
-    dp     pp     serving_engine     request_rate     spec_method     spec_tokens 
-    spec_acceptance     spec_draft     (the deployment's shape, load and speculation)
+    dp     pp     serving_engine     request_rate     spec_method     (shape, load)
+    spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
