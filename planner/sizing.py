@@ -268,6 +268,7 @@ class _Candidate:
             one = self.plan(1, 1, rate=self.rate)
         except PlannerError as exc:
             return exc.reason.split(";")[0]
+        self._ctx = one.context  # the context does not depend on the load: no plan of its own
         kv = one.kv_cache
         limit, binding = kv.admissible_sequences, kv.binding_constraint
         # the plan's admission already holds both SLOs (its p95 ITL and TTFT limits): limit is theirs too

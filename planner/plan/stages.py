@@ -362,14 +362,21 @@ def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: in
     limits = {"memory": limit_memory}
     top = max(1, limit_memory // max(1, ranks))
     queue = inputs.queue_ms or 0.0
+    seen: dict[int, serving.LoadFigures] = {}  # both SLO searches probe the same loads first
+
+    def at(c: int) -> serving.LoadFigures:
+        if c not in seen:
+            seen[c] = serving.at(setup, c)
+        return seen[c]
+
     if inputs.itl_slo_ms is not None:
-        limits["latency_slo"] = capacity.largest_within(lambda c: serving.at(setup, c).tpot_p95_ms, inputs.itl_slo_ms, top) * ranks
+        limits["latency_slo"] = capacity.largest_within(lambda c: at(c).tpot_p95_ms, inputs.itl_slo_ms, top) * ranks
     if inputs.ttft_slo_ms is not None:
         if inputs.observed:
             ttft = queue + (inputs.preprocessing_ms or 0.0) + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
             limits["ttft_slo"] = 0 if ttft > inputs.ttft_slo_ms else limit_memory
         else:
-            limits["ttft_slo"] = capacity.largest_within(lambda c: queue + serving.at(setup, c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
+            limits["ttft_slo"] = capacity.largest_within(lambda c: queue + at(c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
     if inputs.max_num_seqs is not None:
         limits["runtime"] = inputs.max_num_seqs * ranks
     if inputs.tenant_quota is not None:
