@@ -27,9 +27,9 @@ def main() -> None:
         return
     simulation.plan_summary(current)
     settings = simulation.traffic_controls(current.plan)
-    if settings is None:
-        return
-    simulation.show(simulation.run(current, settings))
+    if settings is not None:
+        simulation.show(simulation.run(current, settings))
+    simulation.cache_tiers(current)
 
 
 try:

@@ -26,7 +26,7 @@ from planner.share import share_url
 KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
 USERS, RATE = "Concurrent users", "Requests per second"
 # Opening workload: 100 users, p95 ITL 50 ms (reading speed with margin), TTFT 2 s.
-DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"]}
+DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"], "size_disagg": False}
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv"}
 
 
@@ -55,6 +55,8 @@ def apply_link_params() -> None:
         lower = {g.lower(): g for g in CATALOG}
         gpus = [lower[g.strip().lower()] for g in params["size_gpus"].split(",") if g.strip().lower() in lower]
         s["size_gpus"] = gpus or list(CATALOG)
+    if "size_disagg" in params:
+        s["size_disagg"] = params["size_disagg"] == "1"
     if "size_kv" in params:
         kvs = [k for k in params["size_kv"].split(",") if k in KV_CHOICES]
         s["size_kvs"] = kvs or DEFAULTS["size_kvs"]
@@ -71,8 +73,40 @@ def app_root() -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def run_size(model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...]) -> sizing.SizingResult:
-    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs)
+def run_size(
+    model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...], disagg: bool = False
+) -> sizing.SizingResult:
+    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs, disagg=disagg, frontier=True)
+
+
+def frontier_figure(points: list, itl_slo: float | None) -> go.Figure:
+    """Output tokens/s per GPU against tokens/s per user (1000 / mean TPOT) for every point the
+    search visited, aggregated and disaggregated, the Pareto front drawn and the ITL SLO's region shaded."""
+    fig = go.Figure()
+    if itl_slo:
+        fig.add_vrect(x0=1000.0 / itl_slo, x1=max([p.tokens_per_s_per_user for p in points] + [1000.0 / itl_slo]) * 1.05, fillcolor="rgba(46,160,67,0.08)", line_width=0, layer="below")
+    for disaggregated, name, colour in ((False, "aggregated", "#1f77b4"), (True, "disaggregated", "#d62728")):
+        mine = [(i, p) for i, p in enumerate(points) if p.disaggregated == disaggregated]
+        if not mine:
+            continue
+        fig.add_scatter(
+            x=[p.tokens_per_s_per_user for _, p in mine], y=[p.tokens_per_s_per_gpu for _, p in mine], mode="markers", name=name, customdata=[i for i, _ in mine],
+            text=[f"{p.label()}<br>{p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h, ${p.cost_per_million_tokens:,.3f} per M tokens<br>p95 TTFT {p.ttft_p95_ms:,.0f} ms, ITL {p.itl_p95_ms:,.1f} ms{'' if p.meets_slo else ' (misses the SLOs)'}" for _, p in mine],
+            marker=dict(color=colour, size=[9 if p.pareto else 5 for _, p in mine], opacity=[0.95 if p.meets_slo else 0.3 for _, p in mine]),
+            hovertemplate="%{text}<br>%{y:,.0f} tok/s/GPU at %{x:,.1f} tok/s/user<extra></extra>",
+        )  # fmt: skip
+    front = sorted((p for p in points if p.pareto), key=lambda p: p.tokens_per_s_per_user)
+    fig.add_scatter(x=[p.tokens_per_s_per_user for p in front], y=[p.tokens_per_s_per_gpu for p in front], mode="lines", name="Pareto front", line=dict(color="#444", width=1.5), hoverinfo="skip")
+    fig.update_layout(
+        title="Throughput vs interactivity", xaxis_title="tokens/s per user (1000 / TPOT)", yaxis_title="output tokens/s per GPU",
+        height=420, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2), clickmode="event+select",
+    )  # fmt: skip
+    return fig
+
+
+def _plan_link(root: str, ref, values: dict, upload_config) -> str:
+    """The share link that opens ``values`` (plan inputs; a disaggregated deployment's decode pool) on the Plan page."""
+    return share_url(root, urlstate.share_params(ref, make_inputs(**{k: v for k, v in values.items() if k != "disagg"}), upload_config))
 
 
 def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
@@ -118,6 +152,10 @@ def main() -> None:
         c1, c2 = st.columns([4, 1])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
+        st.toggle(
+            "Also search disaggregated prefill / decode pools", key="size_disagg",
+            help="Prefill and decode on separate replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo), mixed GPU kinds allowed, ranked with the aggregated deployments.",
+        )  # fmt: skip
     s = st.session_state
     users = int(s["size_users"]) if mode == USERS else None
     rate = float(s["size_rate"]) if mode == RATE else None
@@ -129,6 +167,9 @@ def main() -> None:
         size_params["size_gpus"] = ",".join(gpus)
     if list(kvs) != DEFAULTS["size_kvs"]:
         size_params["size_kv"] = ",".join(kvs)
+    disagg = bool(s["size_disagg"])
+    if disagg:
+        size_params["size_disagg"] = "1"
 
     base = {k: v for k, v in values.items() if v is not None}
     if not gpus or not kvs:
@@ -136,15 +177,16 @@ def main() -> None:
         return
     try:
         with st.spinner("Searching GPU × TP × KV dtype…"):
-            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs))
+            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
     except PlannerError as exc:
         answer_box.error(state.error_sentence(exc), icon=":material/block:")
         return
     recs = result.recommendations
-    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs))
+    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
     capacity = s.get("size_capacity") if s.get("size_capacity_key") == cap_key else None
     if capacity:
-        recs = [r.model_copy(update={"capacity": capacity[i]}) if i < len(capacity) else r for i, r in enumerate(recs)]
+        aggregated = [r for r in recs if not r.disaggregated]
+        recs = [r.model_copy(update={"capacity": capacity[aggregated.index(r)]}) if r in aggregated[: len(capacity)] else r for r in recs]
         result = result.model_copy(update={"recommendations": recs})
 
     plan_params = urlstate.share_params(ref, make_inputs(**values), upload_config) if state.build_plan(values, model)[0] is not None else {}
@@ -158,27 +200,35 @@ def main() -> None:
         st.success(f"**{result.answer}**", icon=":material/check_circle:")
         ctx = result.searched["workload"]["context_tokens"]
         st.caption(
-            f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × parallel shape × KV dtype candidates "
-            f"({result.searched.get('shapes', 'TP')}): {result.searched['feasible']} hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
+            f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × parallel shape × KV dtype candidates ({result.searched.get('shapes', 'TP')})"
+            + (f" and {dis['decode_shapes']} decode × {dis['prefill_shapes']} prefill pool shapes" if (dis := result.searched.get("disaggregated")) and dis.get("searched") else "")
+            + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
             "(one replica fewer does not hold it). p95 TTFT and ITL are the load model's: users as clients of a closed loop, a rate as Poisson arrivals (the plan's open loop), "
             "each prompt queueing for the prefill budget; the capacity search below checks them in the simulator."
         )
 
     rows = []
     for r in recs:
-        inputs = make_inputs(**r.plan_values)
         rows.append(
             {
-                "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
+                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
-                "plan": share_url(root, urlstate.share_params(ref, inputs, upload_config)),
+                "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_inputs(), upload_config),
             }
         )  # fmt: skip
     st.subheader("Alternatives")
     st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan")}, key="size_table")
+    if disagg:
+        st.caption("GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'; 'open as plan' opens its decode pool.")
+    disaggregated = next((r for r in recs if r.disaggregated), None)
+    if disaggregated is not None:
+        pools_box(model, disaggregated)
+    if result.frontier:
+        frontier_box(result, itl, root, ref, upload_config)
     st.plotly_chart(pareto_figure(recs), width="stretch", key="size_pareto")
+    launch_box(model, recs[0], rate)
 
     with st.container(border=True):
         st.markdown("**Capacity search in the simulator**")
@@ -191,7 +241,7 @@ def main() -> None:
         if c2.button("Run capacity search", key="size_cap_run", icon=":material/monitoring:"):
             bar = st.progress(0.0, text="Starting…")
             caps = []
-            for k, rec in enumerate(recs[: int(top)]):
+            for k, rec in enumerate([r for r in recs if not r.disaggregated][: int(top)]):  # the simulator runs aggregated replicas
                 name = f"{rec.gpu_count} × {rec.gpu} TP {rec.tp}" + (f" DP {rec.dp}" if rec.dp > 1 else "") + (f" PP {rec.pp}" if rec.pp > 1 else "")
 
                 def progress(frac: float, msg: str, k: int = k, name: str = name) -> None:
@@ -202,13 +252,13 @@ def main() -> None:
             s["size_capacity"], s["size_capacity_key"] = caps, cap_key
             st.rerun()
         if capacity:
-            for r in recs[: len(capacity)]:
+            for r in [r for r in recs if r.capacity]:
                 st.caption(f"{r.gpu_count} × {r.gpu} TP {r.tp} ×{r.replicas} ({r.kv_dtype}): {r.capacity.note}")
 
     with st.container(border=True, key="size_share"):
         st.markdown("**Share and export**")
         st.code(link, language=None, wrap_lines=True)
-        best_values = recs[0].plan_values
+        best_values = recs[0].plan_inputs()
 
         def pdf() -> bytes:
             from planner.plan import compute_plan
@@ -220,6 +270,89 @@ def main() -> None:
     if result.refused:
         with st.expander(f"Candidates that do not hold the workload ({len(result.refused)})"):
             st.dataframe([r.model_dump() for r in result.refused], hide_index=True, width="stretch")
+
+
+def pools_box(model, rec: sizing.Recommendation) -> None:
+    """The best disaggregated deployment's two pools, its KV transfer and whether it pays."""
+    from planner import disagg
+
+    try:
+        d = disagg.plan_disagg(model, rec.plan_values, rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
+    except PlannerError as exc:
+        st.warning(state.error_sentence(exc))
+        return
+    with st.container(border=True, key="size_pools"):
+        st.markdown(f"**Disaggregated pools: {rec.disagg}**")
+        st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table")
+        t = d.kv_transfer
+        st.caption(
+            f"KV transfer per request: {t.bytes_per_request / 2**20:,.0f} MiB over the {t.link} ({t.link_gb_s:g} GB/s), {t.descriptors_per_gpu:,} NIXL descriptors a GPU at "
+            f"{t.block_tokens}-token blocks: {t.ms:,.1f} ms added to TTFT. TTFT p95 {d.ttft_p95_ms:,.0f} ms = "
+            + " + ".join(f"{k.replace('_', ' ')} {v:,.0f}" for k, v in d.ttft_terms_ms.items())
+            + f" ms. Balanced pools: {d.balanced_prefill_per_decode:.2f} prefill replicas per decode replica. {d.verdict[:1].upper() + d.verdict[1:]}."
+        )
+
+
+def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref, upload_config) -> None:
+    """The frontier chart; a clicked point opens as a plan."""
+    points = result.frontier
+    with st.container(border=True, key="size_frontier_box"):
+        event = st.plotly_chart(frontier_figure(points, itl), width="stretch", key="size_frontier", on_select="rerun", selection_mode="points")
+        chosen = [pt.get("customdata") for pt in (event.selection.points if event and event.selection else []) if isinstance(pt.get("customdata"), int)]
+        front = sum(p.pareto for p in points)
+        st.caption(
+            f"{len(points):,} operating points ({front} on the Pareto front, drawn larger; faint ones miss the SLOs): each deployment shape at 1, 2, 4, ... sequences a replica"
+            + (f"; shaded: at or above {1000 / itl:,.0f} tokens/s per user, inside the {itl:g} ms ITL SLO. " if itl else ". ")
+            + "Hover for its cost; click a point to open it as a plan."
+        )
+        if chosen and 0 <= chosen[0] < len(points):
+            p = points[chosen[0]]
+            st.markdown(f"{p.label()}: {p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h — [open as plan]({_plan_link(root, ref, p.plan_values, upload_config)})")
+
+
+def launch_box(model, rec: sizing.Recommendation, rate: float | None) -> None:
+    """How to launch the first recommendation and the benchmark that checks it."""
+    from planner.launch.bench import bench_commands
+    from planner.launch.llmd import llmd_yaml
+    from planner.launch.serve import serve_lines
+
+    with st.container(border=True, key="size_launch"):
+        st.markdown(f"**Launch and check: {_describe_short(rec)}**")
+        try:
+            tabs = st.tabs(["vLLM", "SGLang", "llm-d Helm values", "Benchmark"])
+            for tab, engine in zip(tabs[:2], ("vllm", "sglang"), strict=True):
+                with tab:
+                    try:
+                        lines = serve_lines(model, rec.plan_values, engine)
+                    except PlannerError as exc:
+                        st.caption(state.error_sentence(exc))
+                        continue
+                    for title, line in (("prefill pool", lines.prefill), ("decode pool" if lines.prefill else "each replica", lines.decode), ("router", lines.router)):
+                        if line:
+                            st.caption(title)
+                            st.code(line, language="bash", wrap_lines=True)
+                    for note in lines.notes:
+                        st.caption(note)
+            with tabs[2]:
+                values_file = llmd_yaml(model, rec.plan_values)
+                st.code(values_file, language="yaml")
+                st.download_button("Download values.yaml", data=values_file, file_name="values.yaml", mime="text/yaml", key="size_llmd", on_click="ignore")
+            with tabs[3]:
+                b = bench_commands(model, rec.plan_values, rate_per_s=rate)
+                st.caption(f"The plan's workload: {b.input_tokens:,}-token prompts, {b.output_tokens:,} output tokens, {b.load}, {b.num_prompts:,} requests.")
+                st.code(b.vllm, language="bash", wrap_lines=True)
+                st.code(b.guidellm, language="bash", wrap_lines=True)
+                st.code(b.metrics, language="bash", wrap_lines=True)
+                for note in b.notes:
+                    st.caption(note)
+        except PlannerError as exc:
+            st.caption(state.error_sentence(exc))
+
+
+def _describe_short(rec: sizing.Recommendation) -> str:
+    if rec.disaggregated:
+        return f"{rec.prefill.replicas} prefill × {rec.prefill.gpu} TP {rec.prefill.tp} + {rec.decode.replicas} decode × {rec.decode.gpu} TP {rec.decode.tp}"
+    return f"{rec.replicas} × {rec.gpu} TP {rec.tp}"
 
 
 try:

@@ -128,6 +128,19 @@ def largest_within(cost: Callable[[int], float], bound: float, top: int) -> int:
     return lo
 
 
+def smallest_passing(passes: Callable[[int], bool], fail: int, ok: int) -> int:
+    """The smallest ``n`` in ``fail + 1 .. ok`` with ``passes(n)``, for a ``passes`` that stays
+    true from some n on, given that ``passes(ok)`` holds and ``passes(fail)`` does not (or
+    ``fail`` is below the range). Bisection: about log2(ok - fail) calls."""
+    while ok - fail > 1:
+        mid = (ok + fail) // 2
+        if passes(mid):
+            ok = mid
+        else:
+            fail = mid
+    return ok
+
+
 LIMIT_PHRASES = {
     "memory": "the conservative KV-memory plan",  # the seed's wording (its worked admission error)
     "latency_slo": "the inter-token latency (ITL) SLO",

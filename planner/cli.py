@@ -335,11 +335,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import time
 
     from planner import simulate as sim
+    from planner.simulate.mooncake import parse_mooncake
+    from planner.simulate.workload import read_trace_text
 
     plan, _model, source = plan_from_args(args)
+    text = read_trace_text(args.trace, kind="CSV or JSONL") if args.trace else None
+    if text is not None and is_mooncake(args.trace, text):  # a prefix-cache trace: the tiers replay it
+        from planner.cache.runs import replay_plan
+
+        return _cache_output(args, replay_plan(plan, parse_mooncake(text), time_budget_s=args.time_budget_s), source)
+    if plan.inputs.sessions_per_min is not None:  # a session workload: the tiered cache simulation
+        from planner.cache.runs import DEFAULT_SESSIONS, simulate_plan
+
+        return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    if args.trace:
-        requests = sim.read_trace(args.trace)
+    if text is not None:
+        requests = sim.parse_trace_csv(text)
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.plan_config(
@@ -378,6 +389,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def is_mooncake(path: str, text: str) -> bool:
+    """A Mooncake-style JSONL trace (by its extension, or a first line that is a JSON object)
+    rather than the CSV of arrival_s, prompt_tokens, output_tokens."""
+    if path.lower().endswith((".jsonl", ".json")):
+        return True
+    return text.lstrip("\ufeff \t\r\n").startswith("{")
+
+
+def _cache_output(args: argparse.Namespace, result, source: dict) -> int:
+    """A tiered cache run (sessions or a trace replay) as JSON or its lines."""
+    from planner.cache.runs import sim_lines
+
+    if args.json:
+        print_json({"cache_simulation": result.model_dump(mode="json"), "source": source})
+    else:
+        emit("\n".join(sim_lines(result)))
+    return 0
+
+
 # --------------------------------------------------------------------------- size
 
 
@@ -413,20 +443,28 @@ def cmd_size(args: argparse.Namespace) -> int:
     if isinstance(prices, dict):
         prices = {resolve_gpus([k])[0]: v for k, v in prices.items()}
     result = size(
-        model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, gpus=gpus,
+        model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, tpot_ms=args.tpot_ms, gpus=gpus,
         kv_dtypes=tuple(k.strip() for k in args.kv_dtypes.split(",") if k.strip()), tps=tuple(args.tps), prices=prices, capacity_top=args.capacity_top,
+        disagg=args.disagg, frontier=args.frontier,
     )  # fmt: skip
     recs = result.recommendations[: args.top]
     if args.json:
         out = {"answer": result.answer, "recommendations": [r.model_dump(mode="json") for r in recs], "searched": result.searched, "refused": [r.model_dump() for r in result.refused], "source": source}
+        if result.frontier is not None:
+            out["frontier"] = [p.model_dump(mode="json") for p in result.frontier]
         print_json(out)
         return 0
     emit(result.answer)
-    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    tiers = any(r.cache_hit_rate is not None for r in recs)  # a session workload: the CPU tier searched and the hit rate
+    extra = f" {'cpu GiB':>7} {'hit':>5}" if tiers else ""
+    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
+        if r.disaggregated:
+            emit(f"  pools {r.disagg}: KV transfer {r.kv_transfer_ms:,.1f} ms")
+        cells = f" {r.cpu_tier_gib or 0:7,.0f} {r.cache_hit_rate or 0:5.0%}" if tiers else ""
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -435,6 +473,11 @@ def cmd_size(args: argparse.Namespace) -> int:
     if "capacity_search" in result.searched:
         emit(result.searched["capacity_search"])
     emit(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    if result.frontier is not None:
+        front = sorted((p for p in result.frontier if p.pareto), key=lambda p: p.tokens_per_s_per_user)
+        emit(f"frontier: {len(result.frontier):,} operating points, {len(front)} on the Pareto front (tokens/s per user, tokens/s per GPU, deployment):")
+        for p in front:
+            emit(f"  {p.tokens_per_s_per_user:8.1f} {p.tokens_per_s_per_gpu:9.1f}  {p.label()}{'' if p.meets_slo else '  (misses the SLOs)'}")
     return 0
 
 
@@ -562,6 +605,12 @@ def _ref_from_source(source: dict, model):
 def _plan_from_state(state):
     """The plan a decoded plan file describes (a Hub model is fetched with ``HF_TOKEN``)."""
     from planner.plan import compute_plan
+
+    return compute_plan(state.inputs, _model_from_state(state))
+
+
+def _model_from_state(state):
+    """The model a decoded plan file names (a Hub model is fetched with ``HF_TOKEN``)."""
     from planner.source import resolve
 
     if state.ref.kind == "hub":
@@ -573,7 +622,7 @@ def _plan_from_state(state):
             raise CLIError(str(exc)) from None
     else:
         model = resolve(state.ref, config=state.upload_config)
-    return compute_plan(state.inputs, model)
+    return model
 
 
 def _share_base(text: str) -> str:
@@ -618,6 +667,121 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
     emit(f"wrote {out} ({len(pdf):,} bytes)")
+    return 0
+
+
+# --------------------------------------------------------------------------- launch, bench-import
+
+_OWN_FLAGS = ("plan", "out", "share_base", "func", "command", "disagg", "what", "rate", "json", "file", "format", "target")
+
+
+def _plan_or_file(args: argparse.Namespace):
+    """(plan inputs, model) from plan options or ``--plan FILE`` (not both).
+
+    Raises:
+        CLIError / PlannerError: both given, an unreadable or unusable plan file, bad plan options.
+    """
+    from planner.share import MAX_PLAN_FILE_BYTES, load_plan_file
+
+    if args.plan:
+        given = [k for k, v in vars(args).items() if k not in _OWN_FLAGS and v not in (None, False)]
+        if given:
+            raise CLIError(f"--plan FILE cannot be combined with plan options (got --{given[0].replace('_', '-')}); edit the file or drop --plan")
+        state = load_plan_file(_read_capped(args.plan, "--plan", MAX_PLAN_FILE_BYTES, "a plan file is a few KiB"))
+        if state.ref is None:
+            raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
+        for warning in state.warnings:
+            emit(f"warning: {warning}", file=sys.stderr)
+        return state.inputs, _model_from_state(state)
+    plan, model, _source = plan_from_args(args)
+    return plan.inputs, model
+
+
+def _disagg_arg(text: str) -> str:
+    from planner.disagg import DISAGG_FORMAT, POOLS_RE
+
+    if len(text) > 200 or not POOLS_RE.match(text):
+        raise argparse.ArgumentTypeError(f"{safe_text(text[:60])!r}: write the pools as {DISAGG_FORMAT}")
+    return text
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    """The commands that launch the plan's deployment (per pool with ``--disagg``) and the benchmark that checks it."""
+    from planner.launch.bench import bench_commands
+    from planner.launch.llmd import llmd_yaml
+    from planner.launch.serve import serve_lines
+
+    inputs, model = _plan_or_file(args)
+    values = inputs.model_dump(exclude_defaults=True) | {"gpu": inputs.gpu, "tp": inputs.tp, "ep": inputs.ep, "gpu_count": inputs.gpu_count}
+    if args.disagg:
+        from planner.disagg import parse_pools
+
+        parse_pools(args.disagg, inputs.gpu)  # a bad GPU name or count: one line, before any artifact
+        values["disagg"] = args.disagg
+    out: dict = {}
+    if args.what in ("all", "vllm"):
+        out["vllm"] = serve_lines(model, values, "vllm").model_dump()
+    if args.what in ("all", "sglang"):
+        out["sglang"] = serve_lines(model, values, "sglang").model_dump()
+    if args.what in ("all", "llmd"):
+        out["llmd_values"] = llmd_yaml(model, values)
+    if args.what in ("all", "bench"):
+        out["bench"] = bench_commands(model, values, rate_per_s=args.rate).model_dump()
+    if args.out:
+        if "llmd_values" not in out:
+            raise CLIError("--out writes the llm-d values file: give --what llmd or all")
+        try:
+            Path(args.out).write_text(out["llmd_values"], encoding="utf-8")
+        except OSError as exc:
+            raise CLIError(f"--out {args.out}: cannot write file ({exc.strerror or exc})") from None
+    if args.json:
+        print_json(out)
+        return 0
+    for engine in ("vllm", "sglang"):
+        if engine in out:
+            lines = out[engine]
+            emit(f"# {engine}")
+            for role in ("prefill", "decode", "router"):
+                if lines[role]:
+                    emit(f"# {role if lines['prefill'] else 'each replica'}" if role != "router" else "# router")
+                    emit(lines[role])
+            for note in lines["notes"]:
+                emit(f"# {note}")
+    if "llmd_values" in out:
+        emit(f"# llm-d values written to {args.out}" if args.out else out["llmd_values"].rstrip("\n"))
+    if "bench" in out:
+        b = out["bench"]
+        emit(f"# benchmark: {b['input_tokens']:,}-token prompts, {b['output_tokens']:,} output tokens, {b['load']}, {b['num_prompts']:,} requests")
+        for key in ("vllm", "guidellm", "metrics"):
+            emit(b[key])
+        for note in b["notes"]:
+            emit(f"# {note}")
+    return 0
+
+
+def cmd_bench_import(args: argparse.Namespace) -> int:
+    """A benchmark result (vllm bench serve JSON, guidellm JSON, a /metrics scrape) beside the plan's prediction for that run."""
+    from planner.benchimport import compare, read_result
+    from planner.benchimport.readers import MAX_JSON_BYTES
+
+    data = _read_capped(args.file, "FILE", MAX_JSON_BYTES, "a benchmark result is at most tens of MiB")
+    measured = read_result(data, args.format)
+    if args.disagg:
+        from planner.disagg import parse_pools
+
+        parse_pools(args.disagg, "H100-SXM-80GB")
+    inputs, model = _plan_or_file(args)
+    c = compare(measured, inputs, model, disagg=args.disagg)
+    if args.json:
+        print_json(c.summary())
+        return 0
+    emit(f"{c.tool}: predicted at {c.load}")
+    emit(f"{'figure':24} {'measured':>12} {'predicted':>12} {'ratio':>7}")
+    for r in c.rows:
+        emit(f"{r.label:24} {r.measured:12,.4g} {r.predicted:12,.4g} {r.ratio:7.2f}")
+    for w in c.warnings:
+        emit(f"warning: {w}", file=sys.stderr)
+    emit(f"calibration: {c.calibration}")
     return 0
 
 
@@ -685,7 +849,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(p)
     p.add_argument("--rate", type=bounded("rate"), default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
     p.add_argument("--requests", type=bounded("requests"), default=200, metavar="N", help="number of requests to simulate, at most 100,000 (default: %(default)s)")
-    p.add_argument("--trace", metavar="CSV", help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, at most 8 MiB; replaces --rate and --requests (default: none)")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, or a Mooncake JSONL trace (.jsonl: timestamp ms, input_length, output_length, "
+        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate and --requests (default: none)",
+    )
+    p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
@@ -711,12 +881,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
     add_control_flags(p, size_fields())
     p.add_argument("--capacity-top", type=bounded("capacity_top"), default=0, help=f"run the simulator's capacity search (bisection on rate) on this many top recommendations, at most {MAX_CAPACITY_TOP}, within {CAPACITY_TIME_BUDGET_S:g} s of wall time together (default 0)")
+    p.add_argument("--tpot-ms", type=bounded("tpot_ms"), help="mean time-per-output-token SLO in ms (default: none)")
+    p.add_argument("--disagg", action="store_true", help="also search disaggregated prefill / decode pools, mixed GPU kinds allowed, ranked with the aggregated deployments (default: off)")
+    p.add_argument("--frontier", action="store_true", help="every operating point the search visits: output tokens/s per GPU vs tokens/s per user, Pareto front marked (with --json: a frontier list) (default: off)")
     p.add_argument("--top", type=bounded("top"), default=10, help="recommendations to print (default 10)")
     p.add_argument("--json", action="store_true", help="print recommendations and searched as JSON (default: off)")
     p.set_defaults(func=cmd_size)
 
     from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
     from planner.report import DEFAULT_SHARE_BASE
+
+    p = sub.add_parser("launch", help="serve lines per pool, llm-d Helm values and the benchmark command for a plan's deployment")
+    add_plan_options(p)
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
+    p.add_argument("--disagg", type=_disagg_arg, metavar="xP:TP[@GPU],yD:TP[@GPU]", help="disaggregated pools, e.g. 2P:4@H200-141GB,1D:8@B200-180GB (default: aggregated replicas of the plan)")
+    p.add_argument("--what", choices=["all", "vllm", "sglang", "llmd", "bench"], default="all", help="which artifacts (default: %(default)s)")
+    p.add_argument("--rate", type=bounded("size_rate"), help="the benchmark offers this Poisson request rate instead of the plan's concurrent sequences (default: none)")
+    p.add_argument("--out", metavar="PATH", help="write the llm-d values file here (default: printed)")
+    p.add_argument("--json", action="store_true", help="print the artifacts as JSON (default: off)")
+    p.set_defaults(func=cmd_launch)
+
+    from planner.benchimport import FORMATS
+
+    p = sub.add_parser("bench-import", help="a benchmark result beside the plan's prediction for that run (measured, predicted, ratio, calibration)")
+    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report or a text scrape of vLLM's /metrics (required; no default)")
+    add_plan_options(p)
+    p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
+    p.add_argument("--format", choices=list(FORMATS), help="the file's format (default: detected)")
+    p.add_argument("--disagg", type=_disagg_arg, metavar="xP:TP[@GPU],yD:TP[@GPU]", help="the run's deployment was these disaggregated pools (default: the plan's aggregated replicas)")
+    p.add_argument("--json", action="store_true", help="print measured and predicted side by side as JSON (default: off)")
+    p.set_defaults(func=cmd_bench_import)
 
     p = sub.add_parser("report", help="PDF sizing report of a plan")
     add_plan_options(p)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner import latency
+from planner.cache import explain as cache_explain
 from planner.capacity import LIMIT_LABELS
 from planner.kv import KV_DTYPE_BITS
 from planner.plan import Plan, memory_basis
@@ -88,6 +89,9 @@ def formula_steps(plan: Plan) -> tuple[StepGroup, ...]:
     groups = [StepGroup("K/V cache", _kv_steps(plan)), StepGroup("Memory per GPU", _memory_steps(plan)), StepGroup("Admission", _admission_steps(plan)), StepGroup("Latency", _latency_steps(plan))]
     if plan.cost.per_million_output_tokens is not None:
         groups.append(StepGroup("Cost", _cost_steps(plan)))
+    cache_lines = cache_explain.formula_lines(plan)
+    if cache_lines:
+        groups.append(StepGroup("Prefix cache under sessions", cache_lines))
     return tuple(groups)
 
 
@@ -112,7 +116,7 @@ def model_terms(plan: Plan) -> frozenset[str]:
         terms.add("fixed_per_layer")
     if plan.latency.source != "observed" and plan.latency.preprocessing_ms > 0:
         terms.add("api_server")  # the engine's fitted API server time (or the given preprocessing)
-    return frozenset(terms)
+    return frozenset(terms) | cache_explain.cache_terms(plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +157,7 @@ PHENOMENA: tuple[Phenomenon, ...] = (
     Phenomenon("Offload", frozenset({"offload"}), _always, "K/V offload or swap to CPU or NVMe and pinned host buffers are not counted."),
     Phenomenon("Beam search / n > 1", frozenset({"beam_sharing"}), _always, "each beam or parallel sample is a sequence; prompt blocks shared across beams are not deduplicated."),
     Phenomenon("Pipeline parallelism", frozenset({"pipeline"}), lambda p: p.inputs.pp > 1, "the hand-offs between pipeline stages are not timed."),
-    Phenomenon("Prefix-cache eviction", frozenset({"prefix_eviction"}), lambda p: p.prefix.applies, "shared blocks are assumed to stay resident; eviction under memory pressure is not modelled."),
+    Phenomenon("Prefix-cache eviction", frozenset({"prefix_eviction"}), lambda p: p.prefix.applies, "shared blocks are assumed to stay resident; eviction under memory pressure is not modelled (give a session workload for the LRU model of it)."),
     # latency
     Phenomenon("Tensor-parallel all-reduce", frozenset({"allreduce"}), lambda p: p.inputs.tp > 1, "the all-reduces between tensor-parallel GPUs are not timed."),
     Phenomenon("Expert-parallel all-to-all", frozenset({"alltoall"}), lambda p: _is_moe(p) and p.roofline.ep > 1, "the dispatch and combine between expert-parallel GPUs are not timed."),
@@ -208,6 +212,9 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
         out.append(Note("Speculative decoding", f"{r.spec_method}: {r.spec_tokens} drafts a step verified together, {r.spec_acceptance_length:.2f} tokens kept a step ({r.spec_acceptance_source}); it scales the decode steps of the load by its step model's TPOT at the same batch."))
     if roof is not None and _is_moe(plan):
         out.append(Note("Expert routing", f"uniform: a step over T tokens reads 1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T of each MoE layer's experts."))
+    cache_note = cache_explain.assumption(plan)
+    if cache_note:
+        out.append(Note(*cache_note))
     out.append(Note("Device figures", "nominal datasheet values; measure your own deployment before committing capacity."))
     return tuple(out)
 
@@ -319,6 +326,7 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     ]
     if kv.admission_error:
         lines.append(f"             {kv.admission_error}")
+    cache_line = cache_explain.summary_line(plan)
     at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(
         f"latency      ({lat.source}, {at}) TTFT {lat.time_to_first_token_ms:,.1f} ms, ITL {lat.mean_inter_token_latency_ms:,.1f} ms, "
@@ -335,6 +343,8 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
             + (f"; speculative decoding {r.spec_method} x{r.spec_speedup:.2f}" if r.spec_method != "none" else "")
         )
         lines.append("accuracy     " + "; ".join(f"{k}: {v}" for k, v in band_texts(plan).items()))
+    if cache_line:
+        lines.append(cache_line)
     return tuple(lines)
 
 

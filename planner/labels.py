@@ -61,6 +61,15 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
     "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+    "sessions_per_min": ("Sessions per minute", "", "new chat / agent sessions a minute across the deployment; gives the cache section (hit rate per tier); empty: no session workload"),
+    "turns": ("Turns per session", "", "requests of one session, each resending the history (message and answer of every earlier turn); empty: 1"),
+    "think_time_s": ("Think time", "s", "mean pause between an answer and the next turn (exponential); empty: 30 s"),
+    "doc_catalog": ("Document catalog", "documents", "documents the retrieved context is drawn from, shared by one tenant's sessions (Zipf popularity); empty: each session's own"),
+    "doc_zipf": ("Document popularity skew", "", "Zipf exponent of the catalog (0: uniform, 1: the usual skew); empty: 1"),
+    "cpu_tier_gib": ("CPU tier", "GiB", "host DRAM per replica for offloaded K/V (vLLM --kv-offloading-size, LMCache, SGLang HiCache); empty: none"),
+    "disk_tier_gib": ("Disk tier", "GiB", "local NVMe per replica for offloaded K/V (LMCache local disk); empty: none"),
+    "cpu_link_gb_s": ("CPU-GPU link", "GB/s", "host-to-GPU bandwidth per direction per GPU; empty: the GPU's PCIe generation or NVLink-C2C"),
+    "disk_gb_s": ("Disk read bandwidth", "GB/s", "NVMe read bandwidth per replica; empty: one data-centre SSD, 6.8 GB/s"),
 }
 
 # The app's help of a control, where it says more than the description above (shown on hover by

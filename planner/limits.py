@@ -141,11 +141,13 @@ BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, 2**31 - 1, integer=True),
     "replicas": Bound(1, 1024, integer=True),
     "time_budget_s": Bound(0, 3600, unit="s", positive=True),
+    "sessions": Bound(1, 100_000, integer=True),  # the tiered cache simulation (sessions x turns <= 100,000 requests)
     # size
     "users": Bound(1, 10_000_000, integer=True),
     "size_rate": Bound(1e-6, 1e6, unit="requests/s"),
     "ttft_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
     "itl_p95_ms": Bound(0, 1e7, unit="ms", positive=True),
+    "tpot_ms": Bound(0, 1e7, unit="ms", positive=True),
     "gpu_hour_price": Bound(0, 1e6, unit="USD"),
     "capacity_top": Bound(0, MAX_CAPACITY_TOP, integer=True),
     "top": Bound(1, 10_000, integer=True),

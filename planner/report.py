@@ -497,8 +497,72 @@ def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
     for r in sizing.recommendations[:top]:
         sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
         shape = f"TP{r.tp}" + (f" DP{r.dp}" if r.dp > 1 else "") + (f" PP{r.pp}" if r.pp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
-        rows.append([r.gpu, shape, str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu, shape, str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
                      f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
+    return rows
+
+
+def frontier_chart(points: list, itl_slo_ms: float | None = None, width: float = 480, height: float = 230):
+    """The throughput-interactivity frontier: output tokens/s per GPU against tokens/s per user,
+    aggregated and disaggregated points (faint where they miss the SLOs), the Pareto front as a line."""
+    from reportlab.graphics.charts.lineplots import ScatterPlot
+    from reportlab.graphics.shapes import Drawing, Rect, String
+    from reportlab.graphics.widgets.markers import makeMarker
+    from reportlab.lib import colors
+
+    d = Drawing(width, height)
+    _title(d, "Throughput against interactivity (output tokens/s per GPU vs tokens/s per user)", width, height)
+    sp = ScatterPlot()
+    sp.x, sp.y, sp.width, sp.height = 45, 40, width - 60, height - 75
+    groups = [
+        ([(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu) for p in points if not p.disaggregated and p.meets_slo], colors.HexColor(_PALETTE[0]), "aggregated, inside the SLOs"),
+        ([(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu) for p in points if p.disaggregated and p.meets_slo], colors.HexColor(_PALETTE[3]), "disaggregated, inside the SLOs"),
+        ([(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu) for p in points if not p.meets_slo], colors.HexColor("#BBBBBB"), "misses the SLOs"),
+        (sorted((p.tokens_per_s_per_user, p.tokens_per_s_per_gpu) for p in points if p.pareto), colors.black, "Pareto front"),
+    ]  # fmt: skip
+    groups = [g for g in groups if g[0]]
+    if not groups:
+        return d
+    sp.data = [g[0] for g in groups]
+    for i, (_data, color, label) in enumerate(groups):
+        line = sp.lines[i]
+        line.strokeColor = color
+        if label == "Pareto front":
+            line.strokeWidth = 1
+            line.symbol = makeMarker("Circle", size=3, fillColor=color)
+        else:
+            line.strokeWidth = 0
+            line.strokeColor = None
+            line.symbol = makeMarker("Circle", size=2.5, fillColor=color, strokeColor=None)
+    sp.joinedLines = 1  # only the front has a stroke
+    sp.lineLabelFormat = None
+    sp.xLabel, sp.yLabel = "", ""
+    sp.xValueAxis.labels.fontSize = sp.yValueAxis.labels.fontSize = 7
+    sp.xValueAxis.valueMin = sp.yValueAxis.valueMin = 0
+    sp.xValueAxis.labelTextFormat = lambda v: f"{v:,.0f}"
+    sp.yValueAxis.labelTextFormat = lambda v: f"{v:,.0f}"
+    x_max = max(p.tokens_per_s_per_user for p in points) * 1.05 or 1.0
+    sp.xValueAxis.valueMax = x_max
+    sp.xValueAxis.avoidBoundFrac = 0  # the axis ends at x_max, so the shaded region's fraction is of it
+    sp.xValueAxis.rangeRound = "none"
+    d.add(String(sp.x + sp.width / 2, 28, "tokens/s per user (1000 / TPOT)", fontName="Helvetica", fontSize=7, textAnchor="middle"))
+    d.add(String(sp.x + 4, sp.y + sp.height + 9, "output tokens/s per GPU", fontName="Helvetica", fontSize=7))
+    if itl_slo_ms:  # the ITL SLO's region: tokens/s per user at or above 1000 / ITL
+        x0 = 1000.0 / itl_slo_ms
+        if x0 < x_max:
+            frac = x0 / x_max
+            d.add(Rect(sp.x + sp.width * frac, sp.y, sp.width * (1 - frac), sp.height, fillColor=colors.HexColor("#E6F4EA"), strokeColor=None))
+    d.add(sp)
+    _legend(d, 0, 10, [(color, label) for _data, color, label in groups], columns=4, col_width=120)
+    return d
+
+
+def disagg_rows(sizing, top: int = 6) -> list[list[str]]:
+    """Header and one row per disaggregated recommendation: both pools and the KV transfer."""
+    rows = [["prefill pool", "decode pool", "GPUs", "$/h", "$/M tok", "KV transfer ms", "p95 TTFT ms", "p95 ITL ms"]]
+    for r in [r for r in sizing.recommendations if r.disaggregated][:top]:
+        rows.append([f"{r.prefill.replicas} x {r.prefill.gpu} TP {r.prefill.tp}", f"{r.decode.replicas} x {r.decode.gpu} TP {r.decode.tp}", str(r.gpu_count), f"{r.cost_per_hour:,.2f}",
+                     f"{r.cost_per_million_tokens:,.2f}", f"{r.kv_transfer_ms:,.1f}", f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}"])  # fmt: skip
     return rows
 
 
@@ -519,6 +583,22 @@ def _sizing_story(k: _Kit, sizing) -> list:
     for r in sizing.recommendations[:12]:
         if r.capacity:
             story.append(k.para(f"Capacity search {r.gpu} TP {r.tp}{f' DP {r.dp}' if r.dp > 1 else ''}{f' PP {r.pp}' if r.pp > 1 else ''} x {r.replicas}: {r.capacity.note}", k.small))
+    rows = disagg_rows(sizing)
+    if len(rows) > 1:
+        story += [k.para("Disaggregated prefill / decode deployments", k.h3), k.grid_table(rows, [k.width / len(rows[0]) * w for w in (1.6, 1.6, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9)])]
+    if sizing.frontier:
+        front = sum(p.pareto for p in sizing.frontier)
+        from reportlab.platypus import KeepTogether
+
+        story.append(
+            KeepTogether(
+                [
+                    k.para("The frontier", k.h3),
+                    frontier_chart(sizing.frontier, sizing.searched["workload"].get("itl_p95_ms")),
+                    k.para(f"{len(sizing.frontier):,} operating points the search visited ({front} on the Pareto front); shaded: inside the p95 ITL SLO.", k.small),
+                ]
+            )
+        )
     return story
 
 
@@ -548,6 +628,7 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         para("Results", k.h2),
         k.kv_table(_result_rows(plan)),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
+        *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
         Spacer(1, 8),
         kv_context_chart(plan, width=width),
@@ -563,6 +644,29 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
     doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def _cache_story(k: _Kit, plan: Plan) -> list:
+    """The session workload's cache: TTFT with and without the tiers, and the tiers (none
+    without a workload)."""
+    from reportlab.lib.units import mm
+    from reportlab.platypus import KeepTogether
+
+    from planner.cache.explain import tier_rows, ttft_rows
+
+    rows = ttft_rows(plan)
+    if not rows:
+        return []
+    tiers = tier_rows(plan)
+    width = k.width
+    return [
+        KeepTogether([
+            k.para("Prefix cache under sessions", k.h2),
+            k.grid_table(rows, [44 * mm] + [(width - 44 * mm) / 6] * 6),
+            k.grid_table(tiers, [44 * mm] + [(width - 44 * mm) / 5] * 5),
+            *(k.para(f"{part}: {who}", k.small) for part, who in plan.cache.shareable),
+        ])
+    ]  # fmt: skip
 
 
 def _explanation_story(k: _Kit, plan: Plan) -> list:

@@ -38,6 +38,10 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     -- under their own names (no short key) --
     dp     pp     serving_engine     request_rate     spec_method     (shape, load)
     spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
+    -- session workload and cache tiers (planner/cache) --
+    spm    sessions_per_min       turns turns                think think_time_s
+    docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
+    disk   disk_tier_gib          cpubw cpu_link_gb_s        diskbw disk_gb_s
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16, so old links decode as they did.
@@ -63,7 +67,7 @@ from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.limits import FLOAT_TEXT, parse_number_text, safe_json_loads
-from planner.plan import PlanInputs, _cross_field_problem
+from planner.plan import PlanInputs, _cross_field_problem, _workload_problem
 from planner.source import ModelRef
 
 SCHEMA_VERSION = 2
@@ -123,6 +127,15 @@ SHORT_KEYS: dict[str, str] = {
     "remaining_decode_ms": "rd",
     "generated_tokens": "gen",
     "mtp": "mtp",
+    "sessions_per_min": "spm",
+    "turns": "turns",
+    "think_time_s": "think",
+    "doc_catalog": "docs",
+    "doc_zipf": "zipf",
+    "cpu_tier_gib": "cpu",
+    "disk_tier_gib": "disk",
+    "cpu_link_gb_s": "cpubw",
+    "disk_gb_s": "diskbw",
 }
 
 
@@ -265,6 +278,12 @@ def check_field(name: str, raw: object, *, from_text: bool) -> tuple[object, str
 
 def _resolve_cross_field(values: dict, label, warnings: list[str]) -> None:
     """Drop fields that break PlanInputs' cross-field rules, each with a warning."""
+    while True:  # a session workload's details without its rate: each dropped (the tiers stand alone)
+        problem = _workload_problem(values)
+        if not problem:
+            break
+        values.pop(problem[0], None)
+        warnings.append(f"{label(problem[0])} {_shown(problem[1])} {problem[2]}; using {_default_text(problem[0])}")
     for _ in range(4):
         problem = _cross_field_problem(values.get("gpu", PlanInputs.model_fields["gpu"].default), values.get("device_gib"), values.get("gpu_count", 1), values.get("tp", 1))
         if not problem:

@@ -35,7 +35,9 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.capacity import largest_within, smallest_passing
 from planner.errors import PlannerError
+from planner.frontier import FrontierPoint, PoolShape
 from planner.hardware import CATALOG
 from planner.limits import BOUNDS, CAPACITY_TIME_BUDGET_S
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
@@ -97,6 +99,26 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    # a session workload's cache (None without one): the CPU tier searched, its cost (in
+    # cost_per_hour), the share of prompt tokens served from a cache
+    cpu_tier_gib: float | None = None
+    tier_cost_per_hour: float | None = None
+    cache_hit_rate: float | None = None
+    # a disaggregated deployment (planner.disagg): gpu / tp / ep / replicas / max_num_seqs are its decode
+    # pool's, gpu_count both pools'; ``disagg`` the pools as plan --disagg takes them
+    disaggregated: bool = False
+    prefill: PoolShape | None = None
+    decode: PoolShape | None = None
+    kv_transfer_ms: float | None = None
+    disagg: str | None = None
+
+    def plan_inputs(self) -> dict:
+        """Plan inputs :func:`planner.plan.compute_plan` takes for this deployment: ``plan_values``
+        as they are, or, disaggregated, its decode pool at the sequences that pool holds."""
+        values = {k: v for k, v in self.plan_values.items() if k != "disagg"}
+        if self.disaggregated:
+            values["sequences"] = max(1, min(self.sequences_per_replica, self.max_num_seqs) * self.replicas)
+        return values
 
 
 class Refusal(BaseModel):
@@ -118,16 +140,17 @@ class SizingResult(BaseModel):
     searched: dict
     refused: list[Refusal]
     answer: str
+    frontier: list[FrontierPoint] | None = None  # size(frontier=True): every point the search visits
 
 
-def _check_request(users: int | None, rate_per_s: float | None, ttft_p95_ms: float | None, itl_p95_ms: float | None) -> None:
+def _check_request(users: int | None, rate_per_s: float | None, ttft_p95_ms: float | None, itl_p95_ms: float | None, tpot_ms: float | None = None) -> None:
     if (users is None) == (rate_per_s is None):
         raise PlannerError("workload", None, "give either users (concurrent sequences) or rate (requests per second), not both or neither")
     if users is not None and (isinstance(users, bool) or not isinstance(users, int) or not 1 <= users <= MAX_USERS):
         raise PlannerError("users", users, f"must be a whole number of concurrent users from 1 to {MAX_USERS:,}")
     if rate_per_s is not None and (not isinstance(rate_per_s, (int, float)) or not math.isfinite(rate_per_s) or not 0 < rate_per_s <= MAX_RATE):
         raise PlannerError("rate", rate_per_s, f"must be a request rate above 0 and at most {MAX_RATE:,.0f} per second")
-    for name, v in (("ttft_p95_ms", ttft_p95_ms), ("itl_p95_ms", itl_p95_ms)):
+    for name, v in (("ttft_p95_ms", ttft_p95_ms), ("itl_p95_ms", itl_p95_ms), ("tpot_ms", tpot_ms)):
         if v is not None and (not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 1e7):
             raise PlannerError(name, v, "must be a latency above 0 and at most 10,000,000 ms")
     if ttft_p95_ms is not None and itl_p95_ms is not None and ttft_p95_ms < itl_p95_ms:
@@ -243,15 +266,21 @@ class _Candidate:
         rate: float | None,
         ttft_slo: float | None,
         itl_slo: float | None,
+        tpot_slo: float | None = None,
+        cpu_gib: float | None = None,
     ) -> None:
         self.model = model
         self.gpu, self.shape, self.kv, self.price, self.price_source = gpu, shape, kv, price, price_source
         self.tp, self.ep = shape.tp, shape.ep
-        self.users, self.rate, self.ttft_slo, self.itl_slo = users, rate, ttft_slo, itl_slo
+        self.users, self.rate, self.ttft_slo, self.itl_slo, self.tpot_slo = users, rate, ttft_slo, itl_slo, tpot_slo
+        # with a session workload the TTFT SLO judges its turns (the cache section), not the plan's one request
+        self.sessions = base.get("sessions_per_min") is not None
         self.values = {
             **{k: v for k, v in base.items() if k not in SEARCHED},
-            **{"gpu": gpu, "tp": shape.tp, "ep": shape.ep, "dp": shape.dp, "pp": shape.pp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": ttft_slo, "gpu_hour_price": price},
+            **{"gpu": gpu, "tp": shape.tp, "ep": shape.ep, "dp": shape.dp, "pp": shape.pp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": None if self.sessions else ttft_slo, "gpu_hour_price": price},
         }
+        if self.sessions:
+            self.values["cpu_tier_gib"] = cpu_gib
 
     def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None, rate: float | None = None) -> Plan:
         """The deployment of ``replicas``: a closed loop of ``sequences`` clients, or Poisson arrivals at ``rate``;
@@ -269,6 +298,7 @@ class _Candidate:
         except PlannerError as exc:
             return exc.reason.split(";")[0]
         self._ctx = one.context  # the context does not depend on the load: no plan of its own
+        self.one = one  # the replica's plan at one sequence (the frontier's aggregated shape)
         kv = one.kv_cache
         limit, binding = kv.admissible_sequences, kv.binding_constraint
         # the plan's admission already holds both SLOs (its p95 ITL and TTFT limits): limit is theirs too
@@ -278,17 +308,32 @@ class _Candidate:
             if binding == "ttft_slo":
                 return f"p95 TTFT at one sequence is {_p95(one)[0]:,.0f} ms, above the {self.ttft_slo:g} ms SLO"
             return f"one sequence's K/V ({kv.mib_per_reserved_sequence:,} MiB) does not fit next to the weights"
+        if self.tpot_slo is not None:  # the mean time per output token (the served model's mean ITL) bounds it too
+            from planner.frontier import agg_point
+
+            tpot_limit = largest_within(lambda c: agg_point(one, c).tpot_ms, self.tpot_slo, limit)
+            if tpot_limit < 1:
+                return f"mean TPOT at one sequence is {agg_point(one, 1).tpot_ms:,.1f} ms, above the {self.tpot_slo:g} ms SLO"
+            if tpot_limit < limit:
+                limit, binding = tpot_limit, "tpot_slo"
+        self.limit = limit
         plan_at_limit = self.plan(1, limit)
         e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
         little = limit / e2e_s if e2e_s > 0 else math.inf
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
         gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s * self.shape.dp
+        if self.sessions and plan_at_limit.cache.applies:  # cached turns prefill only their new tokens
+            cache = plan_at_limit.cache
+            gpu_bound *= plan_at_limit.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
         need = math.ceil(self.users / limit) if self.users is not None else math.ceil(self.rate / per_replica_rate)
-        replicas = self._minimal(max(1, need), limit, per_replica_rate)
+        try:
+            replicas = self._minimal(max(1, need), limit, per_replica_rate)
+        except PlannerError as exc:  # e.g. more GPUs than a plan takes
+            return exc.reason
         if isinstance(replicas, str):
             return replicas
         final = self.workload(replicas, limit)
@@ -296,7 +341,9 @@ class _Candidate:
         queue_ms = self._slot_wait_ms(replicas, limit, final)
         lat = final.latency
         gpus = self.shape.gpus * replicas
-        per_hour = self.price * gpus
+        cache = final.cache if self.sessions and final.cache.applies else None
+        tier_cost = cache.tier_cost_per_hour if cache is not None else None
+        per_hour = self.price * gpus + (tier_cost or 0.0)
         if self.users is not None:
             tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
         else:
@@ -315,13 +362,16 @@ class _Candidate:
             sequences_per_replica=-(-load // replicas),
             cost_per_hour=round(per_hour, 4),
             cost_per_million_tokens=round(per_million, 4) if math.isfinite(per_million) else 0.0,
-            ttft_p95_ms=_p95(final)[0] + queue_ms,
+            ttft_p95_ms=(cache.ttft.p95_ms if cache is not None else _p95(final)[0]) + queue_ms,
             itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": gpus, "sequences": self.users or load, "max_num_seqs": max(1, limit // self.shape.dp), **({"request_rate": self.rate} if self.rate is not None else {})},
+            cpu_tier_gib=self.values.get("cpu_tier_gib"),
+            tier_cost_per_hour=tier_cost,
+            cache_hit_rate=cache.hit_rate if cache is not None else None,
         )
 
     def _output(self) -> int:
@@ -347,20 +397,34 @@ class _Candidate:
             return False
         p = self.workload(replicas, limit)
         ttft, itl = _p95(p)
+        if self.sessions and p.cache.applies:
+            ttft = p.cache.ttft.p95_ms
         ttft += self._slot_wait_ms(replicas, limit, p)
         sustainable = self.rate is None or not p.roofline.prefill_saturated
-        return p.kv_cache.admitted and sustainable and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
+        tpot_ok = self.tpot_slo is None or p.latency.mean_inter_token_latency_ms <= self.tpot_slo
+        return p.kv_cache.admitted and sustainable and tpot_ok and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
-        while not self.holds(replicas, limit, per_replica_rate):
-            replicas += 1
-            if replicas > MAX_REPLICAS:
-                return f"needs more than {MAX_REPLICAS:,} replicas"
-        while replicas > 1 and self.holds(replicas - 1, limit, per_replica_rate):
-            replicas -= 1
-        if replicas > MAX_REPLICAS:
-            return f"needs {replicas:,} replicas, more than {MAX_REPLICAS:,}"
-        return replicas
+        """The fewest replicas that hold the load, searched from the estimate ``replicas``: a
+        step either way first (the estimate is usually right or one off), then galloping and
+        bisection (more replicas never hold less)."""
+
+        def holds(n: int) -> bool:
+            return self.holds(n, limit, per_replica_rate)
+
+        if holds(replicas):
+            fail, ok, step = replicas - 1, replicas, 1
+            while fail >= 1 and holds(fail):  # gallop down to a count that fails (or 0)
+                ok, step = fail, step * 2
+                fail = max(0, ok - step)
+        else:
+            fail, ok, step = replicas, replicas + 1, 1
+            while not holds(ok):  # gallop up to a count that holds
+                if ok >= MAX_REPLICAS:
+                    return f"needs more than {MAX_REPLICAS:,} replicas"
+                fail, step = ok, step * 2
+                ok = min(MAX_REPLICAS, ok + step)
+        return smallest_passing(holds, fail, ok)
 
 
 def size(
@@ -371,6 +435,7 @@ def size(
     rate_per_s: float | None = None,
     ttft_p95_ms: float | None = None,
     itl_p95_ms: float | None = None,
+    tpot_ms: float | None = None,
     gpus: list[str] | None = None,
     kv_dtypes: tuple[str, ...] | list[str] = KV_DTYPES,
     tps: tuple[int, ...] | list[int] = TP_CANDIDATES,
@@ -378,16 +443,21 @@ def size(
     capacity_top: int = 0,
     capacity_requests: int | None = None,
     progress: Progress | None = None,
+    disagg: bool = False,
+    frontier: bool = False,
     _fallback: bool = True,
 ) -> SizingResult:
     """Rank the deployments that hold the workload (see the module docstring).
 
     ``base`` holds any other plan inputs (context components or ``input_tokens``,
     ``output_tokens``, ``max_context``, ``reservation``, ``headroom_bp``, ...).
-    ``capacity_top`` (at most :data:`~planner.limits.MAX_CAPACITY_TOP`) runs
-    :func:`capacity_search` on that many of the best recommendations, within
-    :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time together: the ones not reached are
-    left without a capacity and ``searched["capacity_search"]`` says so.
+    ``capacity_top`` runs :func:`capacity_search` on that many of the best recommendations.
+    ``disagg`` also searches disaggregated prefill / decode pools (:mod:`planner.frontier`, mixed
+    GPU kinds allowed) and ranks them with the aggregated deployments; ``frontier`` returns every
+    point the search visits (tokens/s per GPU against tokens/s per user, Pareto front marked).
+    ``capacity_top`` is at most :data:`~planner.limits.MAX_CAPACITY_TOP`; the capacity searches together run within
+    :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time: the ones not reached are left without a
+    capacity and ``searched["capacity_search"]`` says so.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -395,7 +465,10 @@ def size(
             cheapest deployment over the whole catalog that would, when there is one).
     """
     base = dict(base or {})
-    _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms)
+    sessions = _session_workload(base)
+    if sessions is not None and users is None and rate_per_s is None:
+        rate_per_s = sessions.requests_per_s  # the sessions' turns are the requests
+    _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
     for kv in kv_dtypes:
@@ -407,21 +480,55 @@ def size(
     refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
     combos = [(g, shape, kv) for g in names for shape in shapes(model, base, g, tps) for kv in kv_dtypes]
+    # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
+    tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
+    visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
     for k, (g, shape, kv) in enumerate(combos):
         if progress:
             progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, {shape.label()}, {kv}")
-        out = _Candidate(model, base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms).evaluate()
-        if isinstance(out, str):
-            refused.append(Refusal(gpu=g, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=kv, reason=out))
-        else:
-            recs.append(out)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype))
+        for cpu_gib in tiers:
+            cand = _Candidate(model, base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
+            out = cand.evaluate()
+            if cpu_gib == tiers[0] and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1:  # the frontier's shapes are TP (and EP) only
+                visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
+            if isinstance(out, str):
+                if cpu_gib == tiers[0]:
+                    refused.append(Refusal(gpu=g, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=kv, reason=out))
+            else:
+                recs.append(out)
+    found = None
+    if disagg or frontier:
+        from planner import frontier as pareto
+
+        if progress:
+            progress(0.5 if capacity_top else 0.9, "disaggregated pools and the frontier")
+        slo = pareto.Slo(ttft_p95_ms, itl_p95_ms, tpot_ms)
+        searched_base = {k: v for k, v in base.items() if k not in SEARCHED}  # the search sets these itself (as each aggregated candidate does)
+        found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
+        recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
+        refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
+    if sessions is not None:
+        workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
     if not recs:
         hint = ""
         if _fallback and gpus and set(names) != set(CATALOG):
             try:
-                wider = size(model, base, users=users, rate_per_s=rate_per_s, ttft_p95_ms=ttft_p95_ms, itl_p95_ms=itl_p95_ms, kv_dtypes=kv_dtypes, tps=tps, prices=prices, _fallback=False)
+                wider = size(
+                    model,
+                    base,
+                    users=users,
+                    rate_per_s=rate_per_s,
+                    ttft_p95_ms=ttft_p95_ms,
+                    itl_p95_ms=itl_p95_ms,
+                    tpot_ms=tpot_ms,
+                    kv_dtypes=kv_dtypes,
+                    tps=tps,
+                    prices=prices,
+                    disagg=disagg,
+                    _fallback=False,
+                )
                 hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
             except PlannerError:
                 hint = "; no GPU in the catalog holds it either"
@@ -430,7 +537,7 @@ def size(
         raise PlannerError("gpus", ",".join(names)[:80], f"no deployment holds {workload} under the SLOs ({reasons}){hint}")
     capacity_note = None
     if capacity_top:
-        top = recs[:capacity_top]
+        top = [r for r in recs if not r.disaggregated][:capacity_top]  # the simulator runs aggregated replicas
         started = time.monotonic()
         for k, rec in enumerate(top):
             if k and time.monotonic() - started > CAPACITY_TIME_BUDGET_S:  # the budget of all searches together (the best is always searched)
@@ -443,13 +550,15 @@ def size(
 
             left = CAPACITY_TIME_BUDGET_S - (time.monotonic() - started)
             cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step, time_budget_s=left)
-            recs[k] = rec.model_copy(update={"capacity": cap})
+            recs[recs.index(rec)] = rec.model_copy(update={"capacity": cap})
     if progress:
         progress(1.0, "done")
     best = recs[0]
-    ctx = compute_plan(make_inputs(**best.plan_values), model).context
+    ctx = compute_plan(make_inputs(**best.plan_inputs()), model).context
     slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
+    if disagg:
+        answer += " " + _disagg_why(recs)
     searched = {
         "gpus": names,
         "tps": list(tps),
@@ -457,19 +566,92 @@ def size(
         "shapes": "TP; EP = TP and DP = EP ranks for MoE models; two nodes (TP over both, TP with PP 2, DP over both) where one node cannot hold the weights",
         "kv_dtypes": list(kv_dtypes),
         "candidates": len(combos),
+        "cpu_tiers_gib": [t or 0 for t in tiers] if sessions is not None else None,
         "feasible": len(recs),
         "refused": len(refused),
-        "workload": {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, "context_tokens": ctx.reserved_total_tokens},
+        "workload": {
+            "users": users,
+            "rate_per_s": rate_per_s,
+            "ttft_p95_ms": ttft_p95_ms,
+            "itl_p95_ms": itl_p95_ms,
+            **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}),
+            "context_tokens": ctx.reserved_total_tokens,
+        },
         "ranking": "cost per hour, then cost per million output tokens",
     }
     if capacity_note:
         searched["capacity_search"] = capacity_note
-    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer)
+    if found is not None:
+        searched["disaggregated"] = {"searched": disagg, **found.visited, "feasible": len(found.candidates)}
+    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+
+
+def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommendation:
+    """A :class:`Recommendation` for a disaggregated candidate (:class:`planner.frontier.DisaggCandidate`)."""
+    from planner import disagg
+
+    op, c = cand.op, cand.max_sequences
+    p, d = op.prefill, op.decode
+    x, y = op.prefill_replicas, op.decode_replicas
+    spec = disagg.format_pools(disagg.PoolSpec(role="prefill", gpu=p.gpu, tp=p.tp, replicas=x, ep=p.ep), disagg.PoolSpec(role="decode", gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep))
+    tokens_per_s = op.output_tokens_per_s
+    per_hour = op.cost_per_hour
+    decode_rate = y * c / disagg.decode_time_s(d, c, op.transfer.ms)
+    _ratio, rho = disagg.balanced_ratio(p, d, c, None)
+    sustainable = min(decode_rate, x / p.service_s * rho)
+    binding = "latency_slo" if c < d.max_sequences else ("memory" if d.memory_sequences <= d.runtime_sequences else "runtime")
+    sequences = users if users is not None else max(1, round(op.rate * (op.ttft_ms / 1e3 + disagg.decode_time_s(d, c, op.transfer.ms))))
+    return Recommendation(
+        gpu=d.gpu, tp=d.tp, ep=d.ep, replicas=y, gpu_count=op.gpus, kv_dtype=d.kv_dtype, max_num_seqs=c, sequences_per_replica=math.ceil(op.sequences - 1e-9),
+        cost_per_hour=round(per_hour, 4), cost_per_million_tokens=round(per_hour / (tokens_per_s * 3600) * 1e6, 4) if tokens_per_s > 0 else 0.0,
+        ttft_p95_ms=op.ttft_ms, itl_p95_ms=op.tpot_ms, sustainable_rate=sustainable, binding_constraint=binding, gpu_hour_price=d.price, price_source=price_of[d.gpu][1],
+        plan_values={**{k: v for k, v in d.values.items() if v is not None}, "gpu_count": y * d.tp, "sequences": sequences, "max_num_seqs": c, "disagg": spec},
+        disaggregated=True, prefill=PoolShape(gpu=p.gpu, tp=p.tp, replicas=x, ep=p.ep, gpu_hour_price=p.price),
+        decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec,
+    )  # fmt: skip
+
+
+def _disagg_why(recs: list[Recommendation]) -> str:
+    """Why the best deployment is (or is not) disaggregated, from the best of each kind."""
+    agg = next((r for r in recs if not r.disaggregated), None)
+    dis = next((r for r in recs if r.disaggregated), None)
+    if dis is None:
+        return "No disaggregated deployment holds the workload under the SLOs."
+    if agg is None:
+        return f"Only disaggregated pools hold it: no aggregated replica meets the SLOs (a decode pool runs {dis.max_num_seqs:,} sequences a replica with no prefill chunks in its steps)."
+    saving = 1 - dis.cost_per_hour / agg.cost_per_hour if agg.cost_per_hour else 0.0
+    bound = {"latency_slo": "the ITL SLO", "tpot_slo": "the TPOT SLO", "ttft_slo": "the TTFT SLO", "memory": "memory", "runtime": "vLLM's max_num_seqs", "throughput": "the prefill budget"}
+    agg_limit = f"aggregated, {bound.get(agg.binding_constraint, agg.binding_constraint)} holds a replica to {agg.max_num_seqs:,} sequences ({_describe(agg)})"
+    if dis.cost_per_hour < agg.cost_per_hour:
+        return (
+            f"Disaggregated is {saving:.0%} cheaper than the best aggregated deployment: {agg_limit}, while a decode replica whose steps carry no prefill chunks "
+            f"runs {dis.max_num_seqs:,} sequences inside the SLOs; the KV transfer adds {dis.kv_transfer_ms:,.0f} ms to TTFT."
+        )
+    return (
+        f"Disaggregation does not pay here: its best ({dis.disagg}, ${dis.cost_per_hour:,.2f}/h) costs {-saving:.0%} more than {_describe(agg)}"
+        f" ({agg_limit.split(' (')[0]}; the KV transfer adds {dis.kv_transfer_ms:,.0f} ms and the prefill pool is sized in whole replicas)."
+    )
+
+
+CPU_TIER_SEARCH = (None, 128.0, 512.0)  # CPU tiers (GiB a replica) searched for a session workload
+
+
+def _session_workload(base: dict):
+    """The session workload of ``base`` (None without ``sessions_per_min``)."""
+    if base.get("sessions_per_min") is None:
+        return None
+    from planner.cache.section import workload_of
+
+    return workload_of(make_inputs(**{k: v for k, v in base.items() if k not in SEARCHED}))
 
 
 def _describe(r: Recommendation) -> str:
+    if r.disaggregated:
+        p, d = r.prefill, r.decode
+        return f"{r.gpu_count} GPUs disaggregated: {p.replicas} prefill × {p.gpu} TP {p.tp} + {d.replicas} decode × {d.gpu} TP {d.tp}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
-    return f"{r.gpu_count} × {r.gpu}, {Shape(r.tp, r.dp, r.pp, r.ep).label()}, {reps}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
+    tier = f", {r.cpu_tier_gib:g} GiB CPU tier a replica" if r.cpu_tier_gib else ""
+    return f"{r.gpu_count} × {r.gpu}, {Shape(r.tp, r.dp, r.pp, r.ep).label()}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(

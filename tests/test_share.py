@@ -18,6 +18,7 @@ from planner.errors import PlannerError
 from planner.geometry import config_hash
 from planner.hardware import CATALOG
 from planner.plan import EXAMPLE_CONFIG, EXAMPLE_INPUTS, PlanInputs, compute_plan, example_model
+from planner.plan.inputs import WORKLOAD_DETAILS
 from planner.presets import preset_names
 from planner.share import (
     INPUT_KEYS,
@@ -87,6 +88,8 @@ def plan_inputs(draw) -> PlanInputs:
         if name in ("gpu", "gpu_count", "tp", "dp", "pp"):
             continue
         values[name] = draw(_value_strategy(name))
+    if values["sessions_per_min"] is None:  # a session workload's details need its rate (the tiers stand alone)
+        values.update(dict.fromkeys(WORKLOAD_DETAILS))
     tp = draw(st.one_of(st.just(1), st.integers(1, 4096)))
     dp = draw(st.one_of(st.just(1), st.integers(1, 4096 // tp)))
     pp = draw(st.one_of(st.just(1), st.integers(1, min(512, 4096 // (tp * dp)))))

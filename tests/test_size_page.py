@@ -105,3 +105,49 @@ def test_size_link_digits_are_ascii(users):
     # issue 24: size_users=١٠ was read as 10; every surface reads ASCII digits only (planner/limits.py)
     at = _size_page({"size_users": users})
     assert "holds 100 concurrent users" in at.success[0].value  # the default kept, not 10
+
+
+DISAGG_LINK = {"m": "preset", "n": "llama-3.1-70b", "in": "4000", "out": "1000", "wd": "fp8", "size_users": "256", "size_itl": "50", "size_ttft": "2000", "size_kv": "fp8", "size_disagg": "1"}
+
+
+def test_size_page_disaggregated_pools_frontier_and_launch():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(DISAGG_LINK)  # a share link: app.py opens size_* links on the Size page with the link's plan
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "llama-3.1-70b" in at.caption[0].value
+    assert at.toggle(key="size_disagg").value is True
+    answer = at.success[0].value
+    assert "holds 256 concurrent users" in answer and ("Disaggregated is" in answer or "Disaggregation does not pay" in answer or "Only disaggregated" in answer)
+    table = at.dataframe[0].value
+    assert {"pools", "KV transfer ms"} <= set(table.columns)
+    dis = table[table["pools"] != "aggregated"]
+    assert len(dis) and dis["KV transfer ms"].notna().all() and (table[table["pools"] == "aggregated"]["KV transfer ms"].isna()).all()
+    # a disaggregated row opens its decode pool at the sequences that pool holds (not the whole deployment's 256)
+    q = parse_qs(urlsplit(dis.iloc[0]["plan"]).query)
+    assert q["gpu"] == [dis.iloc[0]["GPU"]] and int(q["seq"][0]) <= int(dis.iloc[0]["max_num_seqs"]) * int(dis.iloc[0]["replicas"])
+    pools = next(df.value for df in at.dataframe if "pool" in df.value.columns)
+    assert list(pools["pool"]) == ["prefill", "decode"]
+    codes = [c.value for c in at.code]
+    assert any("--kv-transfer-config" in c and "NixlConnector" in c for c in codes)  # vLLM serve lines per pool
+    assert any("--disaggregation-mode prefill" in c for c in codes) and any("llm-d-modelservice" in c for c in codes)
+    assert any(c.startswith("vllm bench serve") and "--input-len 4000" in c and "--max-concurrency 256" in c for c in codes)
+    assert any("frontier" in c.value or "operating points" in c.value for c in at.caption)
+    assert at.query_params["size_disagg"] in ("1", ["1"])  # the share link keeps the toggle
+
+
+def test_pdf_has_disaggregated_pools_and_the_frontier(tmp_path):
+    from planner.plan import compute_plan, make_inputs
+    from planner.report import build_pdf
+    from planner.sizing import size
+    from planner.source import preset_ref
+
+    ref, model = preset_ref("llama-3.1-70b")
+    result = size(model, {"input_tokens": 4000, "output_tokens": 1000, "weight_dtype": "fp8"}, users=256, itl_p95_ms=50, ttft_p95_ms=2000, kv_dtypes=("fp8",), disagg=True, frontier=True)
+    dis = next(r for r in result.recommendations if r.disaggregated)
+    pdf = tmp_path / "d.pdf"
+    pdf.write_bytes(build_pdf(compute_plan(make_inputs(**result.recommendations[0].plan_inputs()), model), ref, "http://localhost:8501/", sizing=result))
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Disaggregated prefill / decode deployments" in text and f"{dis.prefill.replicas} x {dis.prefill.gpu}" in text  # (the cell wraps before TP)
+    assert "Throughput against interactivity" in text and f"{len(result.frontier):,} operating points" in text
+    assert "REFUSED" not in text.split("Sizing")[0]  # the headline plan is the decode pool at the sequences it holds

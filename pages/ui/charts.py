@@ -7,7 +7,7 @@ import math
 import plotly.graph_objects as go
 
 from planner.plan import Plan, PreparedModel, grid_limits, itl_curve
-from planner.units import fmt_bytes, fmt_bytes_exact, fmt_ms, fmt_num, gib, mib
+from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms, fmt_num, gib, mib
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#EECA3B", "#9D755D")
 CHART_HEIGHT = 340
@@ -343,3 +343,29 @@ def fig_roofline(plan: Plan) -> go.Figure:
     )
 
 
+
+
+def fig_cache_tiers(plan: Plan) -> go.Figure:
+    """The session workload's hit rate and p95 TTFT against the CPU tier's size a replica
+    (:func:`planner.cache.section.cpu_tier_sweep`; the plan's own size marked)."""
+    from planner.cache.section import SWEEP_GIB, cpu_tier_sweep
+
+    own = plan.inputs.cpu_tier_gib or 0.0
+    points = cpu_tier_sweep(plan, tuple(sorted({*SWEEP_GIB, own})))
+    xs = [f"{p.cpu_tier_gib:,.4g} GiB" for p in points]
+    mine = [i for i, p in enumerate(points) if p.cpu_tier_gib == own]
+    traces = [
+        {"type": "scatter", "x": xs, "y": [p.hit_rate * 100 for p in points], "mode": "lines+markers", "name": "hit rate (%)", "line": {"color": PALETTE[0]},
+         "customdata": [fmt_money(p.tier_cost_per_hour) for p in points], "hovertemplate": "CPU tier %{x}: hit rate %{y:.1f} %, tier %{customdata}/h<extra></extra>"},
+        {"type": "scatter", "x": xs, "y": [p.ttft_p95_ms for p in points], "mode": "lines+markers", "name": "p95 TTFT (ms)", "yaxis": "y2", "line": {"color": PALETTE[1], "dash": "dot"},
+         "hovertemplate": "CPU tier %{x}: p95 TTFT %{y:,.1f} ms<extra></extra>"},
+        {"type": "scatter", "x": [xs[i] for i in mine], "y": [points[i].hit_rate * 100 for i in mine], "mode": "markers", "name": "this plan", "marker": {"size": 13, "color": "#E45756", "symbol": "x"},
+         "hovertemplate": "this plan: hit rate %{y:.1f} %<extra></extra>"},
+    ]  # fmt: skip
+    return _figure(
+        traces,
+        "Prefix-cache hit rate and p95 TTFT against the CPU tier a replica",
+        xaxis={"title": {"text": "CPU DRAM tier per replica"}, "type": "category"},
+        yaxis={"title": {"text": "hit rate (%)"}, "rangemode": "tozero"},
+        yaxis2={"title": {"text": "p95 TTFT (ms)"}, "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False, "tickformat": ",.0f"},
+    )

@@ -38,6 +38,7 @@ GROUP_KEYS = {
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens"),
+    "sessions": ("sessions_per_min", "turns", "think_time_s", "doc_catalog", "doc_zipf", "cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s"),
 }
 # Controls drawn by the page in a widget of their own: the headroom slider shows percent.
 WIDGET_OF = {"headroom_bp": "headroom_pct"}
@@ -305,6 +306,29 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("preprocessing_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("first_decode_ms", err_key, err, step=1.0, fmt="%.2f")
                     _num("generated_tokens", err_key, err, placeholder="output reserve")
+
+    exp = group("sessions", "Sessions and cache tiers", ":material/forum:", False)
+    if opened(exp):
+        with exp:
+            st.caption(
+                "A chat or agent workload: sessions of turns, each resending the history. Its hit rate per tier comes from an LRU model "
+                "(shared prefix per tenant, documents from the retrieved-context tokens); the CPU and disk tiers are per replica."
+            )
+            _num("sessions_per_min", err_key, err, step=10.0, fmt="%.4g", placeholder="none: no session workload")
+            with _pair() as (a, b):
+                with a:
+                    _num("turns", err_key, err, placeholder="1")
+                    _num("doc_catalog", err_key, err, placeholder="none")
+                with b:
+                    _num("think_time_s", err_key, err, step=5.0, fmt="%.4g", placeholder="30")
+                    _num("doc_zipf", err_key, err, step=0.1, fmt="%.2f", placeholder="1.0")
+            with _pair() as (a, b):
+                with a:
+                    _num("cpu_tier_gib", err_key, err, step=64.0, fmt="%.4g")
+                    _num("cpu_link_gb_s", err_key, err, step=1.0, fmt="%.4g", placeholder="GPU default")
+                with b:
+                    _num("disk_tier_gib", err_key, err, step=256.0, fmt="%.4g")
+                    _num("disk_gb_s", err_key, err, step=0.5, fmt="%.4g", placeholder="6.8")
 
     if GROUP_KEYS["more"]:
         exp = group("more", "More inputs", ":material/add_circle:", False)

@@ -395,6 +395,72 @@ def card_chart_tabs(r: Shown) -> None:
             _chart(charts.fig_roofline, plan, key="chart_roofline", what="the roofline", shown=r)
 
 
+def _table(rows: list[list[str]], transpose: bool = False) -> str:
+    """A markdown table of rows (the first the header; numbers right-aligned); ``transpose``:
+    the rows become columns (a few wide columns fit a phone where many narrow ones do not)."""
+    if transpose:
+        rows = [list(col) for col in zip(*rows, strict=True)]
+    head, *body = rows
+    return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|", *("| " + " | ".join(md(c) for c in row) + " |" for row in body)])
+
+
+def card_cache(r: Shown) -> None:
+    """The session workload's prefix cache: hit rate per tier, TTFT with and without the tiers
+    below the GPU, what is shareable, the engines' flags, and the CPU tier chart."""
+    plan = r.plan
+    inputs = plan.inputs
+    if inputs.sessions_per_min is None and not (inputs.cpu_tier_gib or inputs.disk_tier_gib):
+        return
+    with st.container(border=True):
+        st.markdown("**Prefix cache under sessions**")
+        cache = plan.cache
+        if not cache.applies:
+            st.info(f"Not modelled: {md(cache.reason)}.", icon=":material/info:")
+            return
+        safe(_render_cache, r, what="the cache card")
+
+
+def _render_cache(r: Shown) -> None:
+    from planner.cache.explain import TIER_NAMES, tier_rows, ttft_rows
+
+    plan = r.plan
+    cache = plan.cache
+    below = " + ".join(TIER_NAMES[t.name] for t in cache.tiers[1:])
+    a, g, n = cache.ttft, cache.ttft_gpu_only, cache.ttft_no_cache
+    c1, c2, c3 = st.columns(3)
+    if below:
+        c1.metric("Hit rate", f"{cache.hit_rate:.1%}", f"{(cache.hit_rate - cache.hit_rate_gpu_only) * 100:+.1f} pts by {below}", help="Share of the turns' prompt tokens served from a cache (Che's LRU model per tier).")
+        c2.metric("TTFT p95", fmt_ms(a.p95_ms), f"{a.p95_ms - g.p95_ms:+,.1f} ms vs GPU pool alone", delta_color="inverse", help=f"GPU pool alone: mean {fmt_ms(g.mean_ms)}, p95 {fmt_ms(g.p95_ms)}.")
+    else:
+        c1.metric("Hit rate (GPU pool)", f"{cache.hit_rate:.1%}", help="Share of the turns' prompt tokens served from the GPU pool's prefix cache (Che's LRU model). Add a CPU tier to see what it adds.")
+        c2.metric("TTFT p95", fmt_ms(a.p95_ms), f"{a.p95_ms - n.p95_ms:+,.1f} ms vs no prefix cache", delta_color="inverse")
+    c3.metric(
+        "Prefill GPUs freed", f"{cache.gpu_seconds_saved_per_hour / 3600:,.2f}",
+        help=f"Prefill GPU time the cache saves against recomputing every prompt, {cache.gpu_seconds_saved_per_hour:,.0f} GPU-s an hour, as GPUs busy all hour; "
+        f"{cache.gpu_seconds_saved_by_offload_per_hour / 3600:,.2f} of them by the tiers below the GPU.",
+    )  # fmt: skip
+    if not a.keeps_up:
+        st.warning(f"A replica cannot carry {cache.requests_per_s:,.3g} requests/s even at its memory ceiling: the wait shown is a burst's. Add replicas or shorten the turns.", icon=":material/warning:")
+    st.caption(
+        f"{cache.sessions_per_min:,.4g} sessions/min × {cache.turns} turns = {cache.requests_per_s:,.3g} requests/s; mean prompt {cache.mean_prompt_tokens:,.0f} tokens; "
+        f"{cache.concurrency_per_replica:,} in flight a replica; a turn takes {cache.turn_seconds:,.2f} s in the engine."
+    )
+    st.markdown(_table(ttft_rows(plan), transpose=True))
+    st.markdown(_table(tier_rows(plan), transpose=True))
+    _chart(charts.fig_cache_tiers, plan, key="chart_cache", what="the cache chart", shown=r)
+    with st.expander("What is shared, and with whom (tenant-scoped keys)"):
+        st.markdown("\n".join(f"- **{md(part)}**: {md(who)}" for part, who in cache.shareable))
+    if cache.vllm_flags or cache.sglang_flags:
+        with st.expander("Engine flags for these tiers"):
+            flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
+            env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+            st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
+            st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
+            if cache.sglang_flags:
+                st.markdown("SGLang hierarchical cache:")
+                st.code(f"python -m sglang.launch_server ... {cache.sglang_flags}", language="bash", wrap_lines=True)
+
+
 def card_assumptions(r: Shown) -> None:
     with st.expander("Assumptions and omissions", icon=":material/info:"):
         safe(render_assumptions, r.plan, what="the assumptions")
@@ -425,5 +491,6 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+    safe(card_cache, r, what="the cache card")
     card_assumptions(r)
     card_formulas(r)

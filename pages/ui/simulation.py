@@ -203,3 +203,90 @@ def show(out: Outcome) -> None:
             fig.add_bar(name=f"{metric[:-3].upper()} {q}", x=list(out.results), y=[getattr(getattr(r, metric), q) for r in out.results.values()])
     fig.update_layout(title={"text": "Latency percentiles per policy (ms, log scale)", "font": {"size": 14}}, barmode="group", yaxis_type="log", height=360, margin={"l": 10, "r": 10, "t": 48, "b": 10}, legend={"orientation": "h", "y": -0.2})
     st.plotly_chart(fig, config={"displaylogo": False}, key="sim_latency")
+
+
+# --------------------------------------------------------------------------- prefix-cache tiers
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _cache_run(_plan, plan_key: str, sessions: int, seed: int, trace: bytes | None, trace_name: str):
+    """The plan's session workload, or an uploaded Mooncake trace, through its tiers
+    (:mod:`planner.cache.runs`); a refusal comes back as its text, never raised."""
+    from planner.cache.runs import replay_plan, simulate_plan
+    from planner.simulate.mooncake import parse_mooncake
+    from planner.simulate.workload import trace_text
+
+    try:
+        if trace is not None:
+            return replay_plan(_plan, parse_mooncake(trace_text(trace, trace_name, kind="JSONL")), time_budget_s=10), None
+        return simulate_plan(_plan, sessions, seed=seed, time_budget_s=10), None
+    except PlannerError as exc:  # "Trace, line 7 hash_ids: why" (a line by its number; its text is in the file)
+        label = "Trace" if trace is not None else "Sessions"
+        return None, f"{label}: {exc.reason}" if exc.field in ("trace", "sessions") else f"{label}, {exc.field}: {exc.reason}"
+
+
+def cache_tiers(current: state.Shown) -> None:
+    """Sessions or a recorded trace through the plan's GPU pool and its CPU / disk tiers, beside
+    the analytic model's figures when the plan has a session workload."""
+    plan = current.plan
+    inputs = plan.inputs
+    st.subheader("Prefix cache: sessions and traces through the tiers")
+    below = " and ".join(f"{gib:,.4g} GiB of {name}" for name, gib in (("CPU DRAM", inputs.cpu_tier_gib), ("local NVMe", inputs.disk_tier_gib)) if gib)
+    tiers = f"The plan's GPU pool and {below} a replica" if below else "The plan's GPU pool (no tier below it: give a CPU or disk tier on the Plan page)"
+    st.caption(
+        f"{tiers}, LRU per tier with promotion, keys scoped to the tenant. The Plan page's session workload runs here as sessions; "
+        "a trace in the Mooncake JSONL format (timestamp in ms, input_length, output_length, hash_ids of 512-token blocks, optional tenant) replays instead."
+    )
+    sessions = 0
+    if inputs.sessions_per_min is not None:
+        c1, c2 = st.columns([1, 2])
+        sessions = c1.number_input(
+            "Sessions", **BOUNDS["sessions"].widget(), value=2000, step=500, key="sim_cache_sessions",
+            help="Sessions of the plan's workload; the first fifth warm the caches (short runs read high: the caches fill over the first session lifetimes). Sessions × turns is at most 100,000 requests.",
+        )  # fmt: skip
+        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace")
+    else:
+        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", help="At most 8 MiB and 100,000 requests; a malformed line is refused by its number.")
+        if upload is None:
+            st.caption("Or give a session workload (sessions per minute) on the Plan page to simulate its sessions here.")
+            return
+    key = plan.inputs.model_dump_json() + "|" + current.ref.model_dump_json()
+    data = upload.getvalue() if upload is not None else None
+    with st.spinner("Simulating the cache tiers…"):
+        result, err = _cache_run(plan, key, int(sessions), int(st.session_state.get("sim_seed", 0)), data, upload.name if upload is not None else "")
+    if err is not None:
+        st.error(md(err), icon=":material/error:")
+        return
+    show_cache(result, plan if data is None else None)
+
+
+def show_cache(r, plan=None) -> None:
+    """A tiered cache run: hit rate per tier and TTFT by phase (with the model's figures for a
+    plan's own workload)."""
+    from planner.cache.explain import TIER_NAMES
+
+    if r.stopped_early:
+        st.warning(f"Stopped early: {md(r.stopped_early)}.", icon=":material/timer_off:")
+    model = plan.cache if plan is not None and plan.cache.applies else None
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Hit rate (simulated)", f"{r.hit_rate:.1%}", f"model {model.hit_rate:.1%}" if model else None, delta_color="off", help="Share of prompt tokens served from any tier.")
+    c2.metric("TTFT p95 (simulated)", fmt_ms(r.ttft_ms.p95), f"model {fmt_ms(model.ttft.p95_ms)}" if model else None, delta_color="off")
+    c3.metric("Prefill GPU-s saved", f"{r.gpu_seconds_saved:,.0f}", help=f"Of {r.prefill_gpu_seconds + r.gpu_seconds_saved:,.0f} GPU-s of prefill without a cache, over the run.")
+    what = f"{r.requests:,} requests of {r.sessions:,} sessions" if r.hit_rate_by_turn else f"{r.requests:,} trace requests, {r.sessions:,} tenant(s)"
+    st.caption(f"{what} on {r.replicas:,} replica(s). TTFT = queue + load + prefill + first decode step.")
+    head = ["Tier", "tokens", "serves", *(["model"] if model else []), "loads (ms each)"]
+    rows = ["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|"]
+    for i, t in enumerate(r.tiers):
+        m = [f"{model.tiers[i].hit_rate:.1%}" if i < len(model.tiers) else "–"] if model else []
+        loads = f"{t.requests_loading:,} × {t.load_ms_per_hit:,.2f}" if t.requests_loading else "–"
+        rows.append("| " + " | ".join([TIER_NAMES.get(t.name, t.name), f"{t.capacity_tokens:,}", f"{t.hit_rate:.1%}", *m, loads]) + " |")
+    st.markdown("\n".join(rows))
+    phases = [("queue", r.queue_ms), ("load", r.load_ms), ("prefill", r.prefill_ms), ("TTFT", r.ttft_ms)]
+    st.markdown("| ms | mean | p50 | p95 | p99 |\n|---|--:|--:|--:|--:|\n" + "\n".join(f"| {name} | {p.mean:,.1f} | {p.p50:,.1f} | {p.p95:,.1f} | {p.p99:,.1f} |" for name, p in phases))
+    evicted = ", ".join(f"{TIER_NAMES.get(t.name, t.name)} {t.evicted_tokens:,}" for t in r.tiers)
+    st.caption(f"Tokens evicted over the run: {evicted}. A load moves a hit found only below the GPU back over the tier's link when that beats recomputing it.")
+    if r.hit_rate_by_turn:
+        fig = go.Figure()
+        fig.add_bar(x=[f"turn {k}" for k in range(1, len(r.hit_rate_by_turn) + 1)], y=[h * 100 for h in r.hit_rate_by_turn], name="simulated", marker_color="#4C78A8")
+        fig.update_layout(title={"text": "Hit rate by turn (simulated, %)", "font": {"size": 14}}, yaxis_title="% of the prompt cached", height=300, margin={"l": 10, "r": 10, "t": 48, "b": 10}, showlegend=False)
+        st.plotly_chart(fig, config={"displaylogo": False}, key="sim_cache_turns")

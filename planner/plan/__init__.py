@@ -13,7 +13,7 @@ config and cached, so a plan itself is pure integer and float arithmetic (micros
 """
 
 from planner.plan.engine_view import _ENGINE_VIEWS, VLLM_KV_DTYPES, engine_view
-from planner.plan.inputs import EXAMPLE_CONFIG, EXAMPLE_INPUTS, PlanInputs, _cross_field_problem, make_inputs, resolve_device
+from planner.plan.inputs import EXAMPLE_CONFIG, EXAMPLE_INPUTS, PlanInputs, _cross_field_problem, _workload_problem, make_inputs, resolve_device
 from planner.plan.model import _PREPARED, SAFETENSORS_BYTES, PreparedModel, example_model, measured_weights, prepare_model
 from planner.plan.result import Plan, memory_basis
 from planner.plan.sections import at_requests
@@ -47,4 +47,5 @@ __all__ = [
     "_PREPARED",
     "_ROOFLINES",
     "_cross_field_problem",
+    "_workload_problem",
 ]

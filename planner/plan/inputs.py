@@ -84,10 +84,20 @@ class PlanInputs(BaseModel):
     first_decode_ms: float | None = Field(default=None, ge=limits.MIN_PHASE_MS, le=1e9, allow_inf_nan=False)
     remaining_decode_ms: float | None = Field(default=None, ge=0, le=1e9, allow_inf_nan=False)
     generated_tokens: int | None = Field(default=None, ge=1, le=1 << 31)
+    # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
+    sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
+    turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1
+    think_time_s: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)  # None: 30 s
+    doc_catalog: int | None = Field(default=None, ge=1, le=10_000_000)  # documents the retrieved context comes from; None: each session's own
+    doc_zipf: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)  # None: 1.0
+    cpu_tier_gib: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)  # CPU DRAM per replica for K/V
+    disk_tier_gib: float | None = Field(default=None, ge=0, le=1e7, allow_inf_nan=False)  # local NVMe per replica for K/V
+    cpu_link_gb_s: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)  # None: the GPU's host link
+    disk_gb_s: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)  # None: one NVMe SSD
 
     @model_validator(mode="after")
     def _check(self) -> PlanInputs:
-        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp, self.dp, self.pp)
+        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp, self.dp, self.pp) or _workload_problem({name: getattr(self, name) for name in ("sessions_per_min", *WORKLOAD_DETAILS)})
         if problem:
             raise ValueError(f"{problem[0]}={problem[1]!r}: {problem[2]}")
         return self
@@ -113,6 +123,21 @@ def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp:
     return None
 
 
+# a session workload's details, meaningless without its rate (planner/cache/section.py reads them);
+# the tiers (cpu_tier_gib, disk_tier_gib and their links) are the deployment's and stand alone:
+# a trace replay (planner/cache/runs.py) and the start-up command use them without a workload
+WORKLOAD_DETAILS = ("turns", "think_time_s", "doc_catalog", "doc_zipf")
+TIER_INPUTS = ("cpu_tier_gib", "disk_tier_gib", "cpu_link_gb_s", "disk_gb_s")
+
+
+def _workload_problem(values: dict) -> tuple[str, object, str] | None:
+    if values.get("sessions_per_min") is None:
+        for name in WORKLOAD_DETAILS:
+            if values.get(name) is not None:
+                return name, values[name], "describes a session workload: give the sessions per minute too"
+    return None
+
+
 def make_inputs(**values: object) -> PlanInputs:
     """Validate plan inputs, turning pydantic's errors into one :class:`PlannerError`.
 
@@ -124,7 +149,7 @@ def make_inputs(**values: object) -> PlanInputs:
     except ValidationError as exc:
         err = exc.errors()[0]
         if not err.get("loc"):  # the cross-field check: every field alone was valid, so int() is safe
-            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)), int(values.get("dp", 1)), int(values.get("pp", 1)))
+            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)), int(values.get("dp", 1)), int(values.get("pp", 1))) or _workload_problem(values)
             if problem:
                 raise PlannerError(*problem) from None
         field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"

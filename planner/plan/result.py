@@ -151,6 +151,14 @@ class Plan(Result):
         """What the cache saves: attention FLOPs and token projections with and without it."""
         return self._section("work", sections.work_section)
 
+    @property
+    def cache(self):
+        """The session workload's prefix cache: hit rate per tier, TTFT with and without the
+        tiers (:mod:`planner.cache.section`; ``applies`` False without a workload)."""
+        from planner.cache.section import cache_section
+
+        return self._section("cache", cache_section)
+
     def memory_terms(self) -> frozenset[str]:
         """The terms of this plan's memory budget (what :mod:`planner.explain` may say is counted):
         the headroom, weights, workspace and K/V pool always; recurrent state, cross-attention K/V
@@ -200,6 +208,7 @@ class Plan(Result):
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
             "notes": list(self.notes),
             "inputs": self.inputs.model_dump(exclude_none=True),
+            **({"cache": self.cache.to_json()} if self.inputs.sessions_per_min is not None else {}),
         }
 
 

@@ -21,20 +21,38 @@ def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> list[Reque
     Reads at most ``max_bytes + 1`` bytes, so endless inputs (``/dev/zero``, a pipe) stop at
     the cap. Raises :class:`PlannerError` for an unreadable, oversized, non-UTF-8 or bad trace.
     """
+    return parse_trace_csv(read_trace_text(path, max_bytes, "CSV"))
+
+
+def read_trace_text(path: str | Path, max_bytes: int = MAX_TRACE_BYTES, kind: str = "CSV") -> str:
+    """A trace file's text: at most ``max_bytes`` (refused above, read no further), UTF-8, no NUL.
+
+    Raises:
+        PlannerError: unreadable, oversized, not UTF-8 or binary.
+    """
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise PlannerError("trace", str(path)[:200], f"cannot read file ({exc.strerror or exc})") from None
+    return trace_text(data, str(path), max_bytes, kind)
+
+
+def trace_text(data: bytes, name: str, max_bytes: int = MAX_TRACE_BYTES, kind: str = "CSV") -> str:
+    """The text of a trace's bytes (a file's, an upload's): at most ``max_bytes``, UTF-8, no NUL.
+
+    Raises:
+        PlannerError: naming the trace ``name``: oversized, not UTF-8 or binary.
+    """
     if len(data) > max_bytes:
-        raise PlannerError("trace", str(path)[:200], f"larger than {max_bytes / 2**20:g} MiB; split it or sample it")
+        raise PlannerError("trace", name[:200], f"larger than {max_bytes / 2**20:g} MiB; split it or sample it")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise PlannerError("trace", str(path)[:200], "not UTF-8 text") from None
+        raise PlannerError("trace", name[:200], "not UTF-8 text") from None
     if "\x00" in text:
-        raise PlannerError("trace", str(path)[:200], "binary data, not CSV text")
-    return parse_trace_csv(text)
+        raise PlannerError("trace", name[:200], f"binary data, not {kind} text")
+    return text
 
 
 def _length_spec(name: str, spec: int | tuple[int, int]) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from planner.cache.engines import with_offload
 from planner.engines.common import EnginePreview, EngineRefusal
 from planner.engines.vllm.budget import SAMPLER_SEQS, predict_budget
 from planner.engines.vllm.capacity import VllmCapacity, vllm_capacity
@@ -63,7 +64,7 @@ def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPre
         lines, refusal = r.log_lines, None
         # the checkpoint's own format stays "auto" on the command line; a chosen one is spelled out
         shown = replace(r, kv_cache_dtype="auto") if inputs.kv_dtype == AUTO else r
-        command = serve_command(model.repo_id or "MODEL", shown, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block)
+        command = with_offload(serve_command(model.repo_id or "MODEL", shown, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block), plan)
     except EngineRefusal as exc:
         lines, refusal = (), exc.reason
         parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]

@@ -1,0 +1,235 @@
+"""Measured beside predicted: the plan's figures at the benchmark's own load, and their ratios.
+
+The prediction is made for the run as it ran: the run's mean prompt and output lengths (when the
+file says them and they differ from the plan's, the plan is redone with them and a warning says
+so) and its load:
+
+* a fixed concurrency (``--max-concurrency C``, guidellm's ``concurrent``): C clients in a closed
+  loop spread over the replicas (:func:`planner.latency.closed_loop`, with the API server's
+  preprocessing, as load generators measure it);
+* a request rate (``--request-rate R``, guidellm's ``constant`` / ``poisson``): Poisson arrivals,
+  the served-latency model at the concurrency Little's law gives (n = R / replicas x end-to-end);
+* a ``/metrics`` scrape: the running requests it saw, as the concurrency of the served model.
+
+A disaggregated plan (``disagg`` set) is predicted by :func:`planner.disagg.plan_disagg` at the
+same load. The ratios measured / predicted are the deployment's calibration: :func:`format_calibration`
+writes them as the plan's ``calibration`` text (plan file and share link), :func:`parse_calibration`
+reads them back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from planner import latency
+from planner.benchimport.readers import Measured
+from planner.errors import PlannerError
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
+from planner.plan.stages import kv_held
+
+LABELS = {
+    "ttft_ms": "TTFT mean (ms)", "ttft_p95_ms": "TTFT p95 (ms)", "tpot_ms": "TPOT mean (ms)", "itl_ms": "ITL mean (ms)", "itl_p95_ms": "ITL p95 (ms)",
+    "e2e_ms": "end-to-end mean (ms)", "output_tokens_per_s": "output tokens/s", "requests_per_s": "requests/s", "running": "running requests",
+    "kv_cache_usage": "KV cache usage",
+}  # fmt: skip
+MAX_CALIBRATION_CHARS = 600
+_CAL_ITEM = re.compile(r"^([a-z0-9_]{1,24})=([0-9.eE+-]{1,24})/([0-9.eE+-]{1,24})$")
+SOURCES = {"vllm-bench", "guidellm", "prometheus"}
+LENGTH_TOLERANCE = 0.10  # prompts or outputs this far from the plan's: plan again with the run's
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    figure: str
+    label: str
+    measured: float
+    predicted: float
+    ratio: float  # measured / predicted
+
+
+class Comparison(BaseModel):
+    """A benchmark run beside the plan's prediction for it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    source: str
+    load: str  # the load the prediction is made at, in words
+    rows: list[Row]
+    warnings: list[str]
+    calibration: str  # format_calibration(rows): what the plan file and the share link keep
+    measured: Measured
+
+    def summary(self) -> dict:
+        return {
+            "tool": self.tool,
+            "source": self.source,
+            "load": self.load,
+            "rows": [r.model_dump() for r in self.rows],
+            "warnings": self.warnings,
+            "calibration": self.calibration,
+            "measured": self.measured.model_dump(),
+        }
+
+
+def _replan(inputs, model: PreparedModel, measured: Measured, warnings: list[str]) -> dict:
+    """The plan's inputs, with the run's mean prompt and output lengths where they differ."""
+    values = inputs.model_dump(exclude_none=True)
+    plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k not in ("disagg", "calibration")}), model)
+    prompt, output = plan.context.input_tokens, inputs.output_tokens
+    if measured.input_tokens_mean and abs(measured.input_tokens_mean - prompt) > LENGTH_TOLERANCE * prompt:
+        values["input_tokens"] = max(1, round(measured.input_tokens_mean))
+        warnings.append(f"the run's prompts average {measured.input_tokens_mean:,.0f} tokens, the plan's {prompt:,}: predicted for the run's")
+    if measured.output_tokens_mean and abs(measured.output_tokens_mean - output) > LENGTH_TOLERANCE * output:
+        values["output_tokens"] = max(1, round(measured.output_tokens_mean))
+        warnings.append(f"the run's outputs average {measured.output_tokens_mean:,.0f} tokens, the plan's {output:,}: predicted for the run's")
+    return values
+
+
+def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
+    """The plan's figures at the run's load (module docstring), one aggregated deployment."""
+    roof, inputs, ctx = plan.roof, plan.inputs, plan.context
+    replicas = plan.capacity.replicas
+    prompt, cached, generated = ctx.input_tokens, int(plan.prefix.cached_prompt_tokens_expected), inputs.output_tokens
+    kv_at = kv_held(plan.inspect, plan.reservation)
+    mid = prompt + generated // 2
+    kv_mid = kv_at(mid)
+    budget = inputs.max_batched_tokens
+    device = plan.device
+    max_running = inputs.max_num_seqs or latency.runtime_limits("vllm", device.memory_gib, device.generation, device.name).max_num_seqs
+    api_ms = latency.api_preprocess_s(roof.eff, prompt) * 1e3
+    pool = plan.capacity.available_for_kv_bytes
+
+    def open_loop(n: int) -> dict[str, float]:
+        s = latency.served(roof, prompt, cached, generated, n, kv_mid, mid, budget)
+        first = roof.decode_step_s(n, kv_at(prompt + 1), prompt + 1) * 1e3
+        ttft = api_ms + s.prefill_one_ms + s.wait_ms + first
+        return {
+            "ttft_ms": ttft, "ttft_p95_ms": api_ms + s.prefill_one_ms + s.wait_p95_ms + first, "tpot_ms": s.itl_ms, "itl_ms": s.itl_ms, "itl_p95_ms": s.itl_p95_ms,
+            "e2e_ms": ttft + s.itl_ms * max(0, generated - 1), "running": n * replicas, "kv_cache_usage": min(1.0, n * kv_mid / pool) if pool > 0 else 0.0,
+        }  # fmt: skip
+
+    if measured.request_rate is None and measured.max_concurrency:
+        clients = max(1, math.ceil(measured.max_concurrency / replicas))
+        cl = latency.closed_loop(roof, prompt, cached, generated, clients, kv_mid, mid, budget, max_running, True)
+        itl_p95 = cl.prefill_step_ms if cl.prefill_step_share > latency.P95_Z else cl.decode_step_ms
+        out = {
+            "ttft_ms": cl.ttft_ms, "tpot_ms": cl.tpot_ms, "itl_ms": cl.tpot_ms, "itl_p95_ms": max(itl_p95, cl.decode_step_ms), "e2e_ms": cl.e2e_ms,
+            "output_tokens_per_s": cl.output_tokens_per_s * replicas, "requests_per_s": cl.requests_per_s * replicas, "running": cl.running * replicas,
+            "kv_cache_usage": min(1.0, cl.running * kv_mid / pool) if pool > 0 else 0.0,
+        }  # fmt: skip
+        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''} ({cl.label})"
+    if measured.request_rate is not None:
+        rate = measured.request_rate / replicas
+        top = max(1, plan.kv_cache.maximum_sequences_by_memory // max(1, replicas))
+        lo, hi = 1, max(1, min(top, max_running))
+        while lo < hi:  # the fewest requests in flight whose end-to-end time holds the rate (Little)
+            n = (lo + hi) // 2
+            if n >= rate * open_loop(n)["e2e_ms"] / 1e3:
+                hi = n
+            else:
+                lo = n + 1
+        out = open_loop(lo)
+        out |= {"output_tokens_per_s": measured.request_rate * generated, "requests_per_s": measured.request_rate}
+        return out, f"{measured.request_rate:g} requests/s, Poisson, {lo:,} in flight per replica (open loop, Little's law)"
+    n = max(1, math.ceil((measured.figures.get("running") or inputs.sequences) / replicas))
+    out = open_loop(n)
+    tokens = n * replicas * 1000.0 / out["itl_ms"] if out["itl_ms"] else 0.0
+    return out | {"output_tokens_per_s": tokens}, f"{n * replicas:,} running requests (the scrape's), the served model"
+
+
+def _disaggregated(model: PreparedModel, values: dict, measured: Measured) -> tuple[dict[str, float], str]:
+    from planner import disagg
+
+    def at(sequences: int):
+        return disagg.plan_disagg(model, {**values, "sequences": max(1, sequences)}, values["disagg"])
+
+    if measured.request_rate is None and measured.max_concurrency:
+        d, load = at(measured.max_concurrency), f"{measured.max_concurrency:,} concurrent clients over the disaggregated pools"
+    else:
+        rate = measured.request_rate
+        if rate is None:
+            d = at(round(measured.figures.get("running") or values.get("sequences", 8)))
+            load = f"{d.sequences:,} running requests (the scrape's) over the disaggregated pools"
+        else:
+            n = max(1, round(values.get("sequences", 8)))
+            for _ in range(8):  # the requests in flight that carry the rate (Little), by fixed point
+                d = at(n)
+                n_new = max(1, round(n * rate / max(d.requests_per_s, 1e-12)))
+                if n_new == n:
+                    break
+                n = n_new
+            load = f"{rate:g} requests/s over the disaggregated pools ({d.sequences:,} in flight)"
+    ttft_mean = d.ttft_p95_ms - d.ttft_terms_ms["prefill_queue_p95"] + latency.queue_wait(min(d.prefill.utilisation, 0.999), 1 / d.prefill.requests_per_s_capacity)[0] * 1e3
+    out = {
+        "ttft_ms": ttft_mean, "ttft_p95_ms": d.ttft_p95_ms, "tpot_ms": d.tpot_ms, "itl_ms": d.tpot_ms, "itl_p95_ms": d.itl_p95_ms,
+        "e2e_ms": ttft_mean + d.tpot_ms * max(0, values.get("output_tokens", 512) - 1), "output_tokens_per_s": d.output_tokens_per_s,
+        "requests_per_s": d.requests_per_s, "running": d.decode.sequences_per_replica * d.decode.replicas,
+    }  # fmt: skip
+    return out, load
+
+
+def compare(measured: Measured, inputs, model: PreparedModel, disagg: str | None = None) -> Comparison:
+    """``measured`` beside the plan's prediction for that run (see the module docstring);
+    ``disagg``: the run's deployment was these disaggregated pools (:func:`planner.disagg.parse_pools` text).
+
+    Raises:
+        PlannerError: the plan does not plan, or the run measured nothing the plan predicts.
+    """
+    warnings: list[str] = []
+    values = _replan(inputs, model, measured, warnings)
+    if disagg:
+        values["disagg"] = disagg
+    if values.get("disagg"):
+        predicted, load = _disaggregated(model, {k: v for k, v in values.items() if k != "calibration"}, measured)
+    else:
+        plan = compute_plan(make_inputs(**{k: v for k, v in values.items() if k not in ("disagg", "calibration")}), model)
+        predicted, load = _aggregated(plan, measured)
+    rows = [
+        Row(figure=k, label=LABELS[k], measured=v, predicted=predicted[k], ratio=v / predicted[k]) for k, v in measured.figures.items() if k in LABELS and k in predicted and predicted[k] > 0 and v > 0
+    ]
+    if not rows:
+        raise PlannerError("file", measured.tool, "measured nothing the plan predicts (no TTFT, TPOT, ITL or throughput)")
+    for r in rows:
+        if not 0.2 <= r.ratio <= 5.0:
+            warnings.append(f"{r.label}: measured {r.measured:,.4g} is {r.ratio:.2f}x the prediction; check the run matches the plan (GPU, TP, load, prefix caching)")
+    return Comparison(tool=measured.tool, source=measured.source, load=load, rows=rows, warnings=warnings, calibration=format_calibration(measured.source, rows), measured=measured)
+
+
+def format_calibration(source: str, rows: list[Row]) -> str:
+    """``src=vllm-bench;ttft_ms=412.1/390.2;...``: measured / predicted per figure (4 significant digits)."""
+    parts = [f"src={source}"] + [f"{r.figure}={r.measured:.4g}/{r.predicted:.4g}" for r in rows]
+    return ";".join(parts)[:MAX_CALIBRATION_CHARS]
+
+
+def parse_calibration(text: str) -> tuple[str, dict[str, tuple[float, float]]]:
+    """(source, figure -> (measured, predicted)) of a calibration text.
+
+    Raises:
+        PlannerError: too long, an unknown source or figure, or a value that is not a positive finite number.
+    """
+    if not isinstance(text, str) or len(text) > MAX_CALIBRATION_CHARS:
+        raise PlannerError("calibration", str(text)[:40], f"must be text of at most {MAX_CALIBRATION_CHARS} characters")
+    parts = [p for p in text.split(";") if p]
+    if not parts or not parts[0].startswith("src="):
+        raise PlannerError("calibration", text[:40], "must start with src=<tool>")
+    source = parts[0][4:]
+    if source not in SOURCES:
+        raise PlannerError("calibration", source, f"the source must be one of {', '.join(sorted(SOURCES))}")
+    out = {}
+    for p in parts[1:]:
+        m = _CAL_ITEM.match(p)
+        if not m or m.group(1) not in LABELS:
+            raise PlannerError("calibration", p[:40], f"each entry is figure=measured/predicted with a figure among {', '.join(LABELS)}")
+        try:
+            measured, predicted = float(m.group(2)), float(m.group(3))
+        except ValueError:
+            raise PlannerError("calibration", p[:40], "the values are not numbers") from None
+        if not all(math.isfinite(x) and 0 < x <= 1e12 for x in (measured, predicted)):
+            raise PlannerError("calibration", p[:40], "the values must be positive finite numbers")
+        out[m.group(1)] = (measured, predicted)
+    return source, out
