@@ -888,6 +888,45 @@ def compute_scale(dtype: str) -> float:
     return KERNEL_FIT["gemm_fp8"] if dtype == "fp8" else 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeLimits(Result):
+    """What the engine admits at once by default: running sequences, tokens a step, CUDA-graph batches."""
+
+    engine: str
+    max_num_seqs: int
+    max_batched_tokens: int
+    graph_max_batch: int
+    source: str
+
+
+def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
+    """The engine's default limits on this GPU (kept for the callers that need an engine's defaults
+    without a plan: the disaggregated pools and the bench import; a plan takes vLLM's from
+    :func:`planner.engines.vllm_memory.batch_defaults`).
+
+    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
+      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
+      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
+    * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
+      (the measured-serving notes of its perf overview); graphs padded to the batch;
+    * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
+
+    Raises:
+        PlannerError: an unknown engine.
+    """
+    if engine == "vllm":
+        big = memory_gib >= 70 and "a100" not in device_name.lower()
+        seqs = 1024 if big else 256
+        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
+    if engine == "trtllm":
+        return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
+    if engine == "sglang":
+        return RuntimeLimits(engine, 1 << 20, 8192, 256, "SGLang defaults: chunked_prefill_size 8192, running requests by memory (estimate)")
+    raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
+
+
+
+
 def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:
     """Seconds the API server spends on a request before the engine schedules it (HTTP handling,
     chat template, tokenisation): eff.api_s + eff.api_token_s x prompt tokens."""
