@@ -309,8 +309,8 @@ def link_between(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tupl
     if p.name == d.name and gpus_total <= p.node_gpus:
         return "NVLink", p.link_gb_s, p.link_latency_us, p.link_source
     if p.scaleout_gb_s <= d.scaleout_gb_s:
-        return "scale-out NIC", p.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), p.scaleout_source
-    return "scale-out NIC", d.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), d.scaleout_source
+        return "scale-out NIC", p.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), p.scaleout_source
+    return "scale-out NIC", d.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), d.scaleout_source
 
 
 def transfer_terms(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tuple[dict[str, float], tuple[str, float, float, str], int, int]:

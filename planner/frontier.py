@@ -201,14 +201,14 @@ class PrefillTable:
         self.link_gb_s = np.array([d.link_gb_s for d in devices])
         self.link_us = np.array([d.link_latency_us for d in devices])
         self.scaleout_gb_s = np.array([d.scaleout_gb_s for d in devices])
-        self.scaleout_us = np.array([d.scaleout_latency_us for d in devices])
+        self.scaleout_us = np.array([d.nic_latency_us for d in devices])
 
     def transfer_ms(self, decode: DecodeModel) -> np.ndarray:
         """:func:`disagg.transfer_ms` of every prefill shape beside one replica of ``decode``."""
         d = decode.device
         same = np.array([g == d.name for g in self.gpu]) & (self.tp + decode.tp <= self.node_gpus)
         gb_s = np.where(same, self.link_gb_s, np.minimum(self.scaleout_gb_s, d.scaleout_gb_s))
-        us = np.where(same, self.link_us, np.maximum(self.scaleout_us, d.scaleout_latency_us))
+        us = np.where(same, self.link_us, np.maximum(self.scaleout_us, d.nic_latency_us))
         per_decode = decode.kv_prompt_bytes
         per_prefill = np.ceil(per_decode * decode.tp / self.tp)
         return us / 1e3 + np.maximum(per_decode, per_prefill) / (gb_s * 1e6) + decode.descriptors * disagg.NIXL_DESCRIPTOR_S * 1e3

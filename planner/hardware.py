@@ -21,6 +21,8 @@ from planner import latency
 from planner.errors import PlannerError
 from planner.units import GIB
 
+NIC_MESSAGE_US = 25.0  # a message across nodes, estimate (NCCL's small-message all-reduce over two nodes; Device.scaleout_source)
+
 
 class Device(BaseModel):
     """One accelerator as the planner sees it."""
@@ -81,6 +83,13 @@ class Device(BaseModel):
         g, n = self.node_gpus, -(-tp // self.node_gpus)
         seconds_per_byte = (2.0 * (g - 1) / g) / gb_s + (2.0 * (n - 1) / n) / (g * self.scaleout_gb_s)
         return (2.0 * (tp - 1) / tp) / seconds_per_byte, us + self.scaleout_us
+
+    @property
+    def nic_latency_us(self) -> float:
+        """One message's latency over the NICs as the catalog states it (the disaggregated pools'
+        KV transfer): the entry's, else the sourced estimate of ``scaleout_source`` (25 us). The
+        plan's inter-node all-reduce uses :attr:`scaleout_us` (fitted) instead."""
+        return self.scaleout_latency_us if self.scaleout_latency_us is not None else NIC_MESSAGE_US
 
     @property
     def scaleout_us(self) -> float:
