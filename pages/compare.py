@@ -11,7 +11,7 @@ import streamlit as st
 
 from pages.ui import comparison, export, models, results, state, urlstate
 from pages.ui.safe_text import md
-from planner.compare import LETTERS, Column
+from planner.compare import LETTERS, Column, plan_name
 from planner.share import share_url
 
 
@@ -41,7 +41,7 @@ def main() -> None:
                 comparison.column_metrics(plan, wide=n <= 2)
             else:
                 st.caption("No plan for these settings.")
-            shown.append((f"Plan {LETTERS[i]}", plan, label))
+            shown.append((plan_name(LETTERS[i], label, plan), plan, label))
             refs.append(col_ref)
             columns.append(col)
     st.session_state[state.COMPARE_KEY] = {"n": n, "columns": [comparison.read_column(i) for i in range(n)] + saved["columns"][n:]}

@@ -37,8 +37,11 @@ def main() -> None:
         inputs.render_error_banner(err, err_key, good)
     if plan is None and not good:
         st.info("Fix the input in the sidebar to see a plan.")
+    elif plan is None:
+        with st.container(key="stale_results"):  # greyed (pages/ui/style.py) under the error above
+            results.render_results(good)
     else:
-        results.render_results(good if plan is None else state.Shown(plan, model, ref, source_notes, upload_config))
+        results.render_results(state.Shown(plan, model, ref, source_notes, upload_config))
     with inputs_box:
         inputs.render_inputs(model, values, err_key, err)
 

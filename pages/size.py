@@ -21,19 +21,37 @@ from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.limits import BOUNDS, Bound, parse_number_text
 from planner.plan import make_inputs
+from planner.plan.sections import COST_BASIS_NAME
 from planner.share import share_url
 
 KV_CHOICES = ("bf16", "fp8", "int8", "fp16", "int4")
+ENGINES = ("vllm", "sglang")  # runtimes whose own sizing and admission the search can follow
 USERS, RATE = "Concurrent users", "Requests per second"
 # Opening workload: 100 users, p95 ITL 50 ms (reading speed with margin), TTFT 2 s.
 DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"], "size_disagg": False}
-PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv"}
+PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
 
 
 def _number(text: str, bound: Bound) -> float | int | None:
     """The link's number in ASCII digits (planner/limits.py) inside ``bound``, else None."""
     value = parse_number_text(text.strip(), integer=bound.integer) if isinstance(text, str) else None
     return value if value is not None and bound.lo <= value <= bound.hi else None
+
+
+def opening_values(plan_values: dict) -> dict:
+    """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
+    (a plan of 64 sequences on H200s sizes 64 users on H200s), else :data:`DEFAULTS`."""
+    out = dict(DEFAULTS)
+    sequences, gpu = plan_values.get("sequences"), plan_values.get("gpu")
+    if isinstance(sequences, int) and BOUNDS["users"].lo <= sequences <= BOUNDS["users"].hi:
+        out["size_users"] = sequences
+    lower = {g.lower(): g for g in CATALOG}
+    if plan_values.get("device_gib") is None and isinstance(gpu, str) and gpu.lower() in lower:
+        out["size_gpus"] = [lower[gpu.lower()]]
+    for key, field in (("size_ttft", "ttft_slo_ms"), ("size_itl", "itl_slo_ms")):
+        if isinstance(plan_values.get(field), (int, float)) and plan_values[field] > 0:
+            out[key] = float(plan_values[field])
+    return out
 
 
 def apply_link_params() -> None:
@@ -54,12 +72,16 @@ def apply_link_params() -> None:
     if "size_gpus" in params:
         lower = {g.lower(): g for g in CATALOG}
         gpus = [lower[g.strip().lower()] for g in params["size_gpus"].split(",") if g.strip().lower() in lower]
-        s["size_gpus"] = gpus or list(CATALOG)
+        s["size_gpus"] = gpus if gpus and params["size_gpus"] != "all" else list(CATALOG)
     if "size_disagg" in params:
         s["size_disagg"] = params["size_disagg"] == "1"
     if "size_kv" in params:
         kvs = [k for k in params["size_kv"].split(",") if k in KV_CHOICES]
         s["size_kvs"] = kvs or DEFAULTS["size_kvs"]
+    if "size_eng" in params:
+        engines = [e for e in params["size_eng"].split(",") if e in ENGINES]
+        if engines:
+            s["size_engines"] = engines
 
 
 def app_root() -> str:
@@ -74,9 +96,10 @@ def app_root() -> str:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def run_size(
-    model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...], disagg: bool = False
+    model_key: str, _model, base: dict, users: int | None, rate: float | None, ttft: float | None, itl: float | None, gpus: tuple[str, ...], kvs: tuple[str, ...], disagg: bool = False,
+    engines: tuple[str, ...] | None = None,
 ) -> sizing.SizingResult:
-    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs, disagg=disagg, frontier=True)
+    return sizing.size(_model, base, users=users, rate_per_s=rate, ttft_p95_ms=ttft, itl_p95_ms=itl, gpus=list(gpus), kv_dtypes=kvs, disagg=disagg, frontier=True, engines=engines)
 
 
 def frontier_figure(points: list, itl_slo: float | None) -> go.Figure:
@@ -131,12 +154,14 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
 def main() -> None:
     state.enter_page("size")  # the Plan page re-seeds its widgets when entered from here
     urlstate.restore_from_query_params()  # a share link carries the plan (model, context) too
-    for key, value in DEFAULTS.items():
+    values = dict(state.plan_values())
+    for key, value in opening_values(values).items():
         st.session_state.setdefault(key, value)
     apply_link_params()
     ref, model, _notes = active_model()
-    values = dict(state.plan_values())
     upload_config = active_upload_config()
+    plan_engine = values.get("runtime") if values.get("runtime") in ENGINES else "vllm"
+    st.session_state.setdefault("size_engines", [plan_engine])
 
     st.title("Size a deployment")
     answer_box = st.container()
@@ -149,9 +174,10 @@ def main() -> None:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
         c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
         c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
-        c1, c2 = st.columns([4, 1])
+        c1, c2, c3 = st.columns([3, 2, 2])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")
+        engines = c3.multiselect("Engines", list(ENGINES), key="size_engines", help="Each engine's own start-up sizing and admission: vLLM's block reservation, SGLang's token pool (its GPU profiles: no H100-PCIe, H100-NVL or AMD cards).")
         st.toggle(
             "Also search disaggregated prefill / decode pools", key="size_disagg",
             help="Prefill and decode on separate replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo), mixed GPU kinds allowed, ranked with the aggregated deployments.",
@@ -163,26 +189,28 @@ def main() -> None:
     itl = float(s["size_itl"]) or None
     size_params = {"size_users": str(users)} if users is not None else {"size_rate": f"{rate:g}"}
     size_params |= {"size_ttft": f"{ttft or 0:g}", "size_itl": f"{itl or 0:g}"}
-    if set(gpus) != set(CATALOG):
-        size_params["size_gpus"] = ",".join(gpus)
+    size_params["size_gpus"] = ",".join(gpus) if set(gpus) != set(CATALOG) else "all"  # the page opens on the plan's GPU: a link says which
     if list(kvs) != DEFAULTS["size_kvs"]:
         size_params["size_kv"] = ",".join(kvs)
+    if list(engines) != [plan_engine]:
+        size_params["size_eng"] = ",".join(engines)
+    searched = None if list(engines) == [plan_engine] else tuple(engines)  # the plan's engine alone: as before
     disagg = bool(s["size_disagg"])
     if disagg:
         size_params["size_disagg"] = "1"
 
     base = {k: v for k, v in values.items() if v is not None}
-    if not gpus or not kvs:
-        answer_box.warning("Choose at least one GPU and one KV dtype.")
+    if not gpus or not kvs or not engines:
+        answer_box.warning("Choose at least one GPU, one KV dtype and one engine.")
         return
     try:
         with st.spinner("Searching GPU × TP × KV dtype…"):
-            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
+            result = run_size(ref.model_dump_json() + str(id(model)), model, base, users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg, searched)
     except PlannerError as exc:
         answer_box.error(state.error_sentence(exc), icon=":material/block:")
         return
     recs = result.recommendations
-    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg)
+    cap_key = (ref.model_dump_json(), repr(sorted(base.items())), users, rate, ttft, itl, tuple(gpus), tuple(kvs), disagg, searched)
     capacity = s.get("size_capacity") if s.get("size_capacity_key") == cap_key else None
     if capacity:
         aggregated = [r for r in recs if not r.disaggregated]
@@ -202,7 +230,7 @@ def main() -> None:
         st.caption(
             f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × parallel shape × KV dtype candidates ({result.searched.get('shapes', 'TP')})"
             + (f" and {dis['decode_shapes']} decode × {dis['prefill_shapes']} prefill pool shapes" if (dis := result.searched.get("disaggregated")) and dis.get("searched") else "")
-            + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens; the first is minimal "
+            + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens ({COST_BASIS_NAME}, as on the Plan page); the first is minimal "
             "(one replica fewer does not hold it). p95 TTFT and ITL are the load model's: users as clients of a closed loop, a rate as Poisson arrivals (the plan's open loop), "
             "each prompt queueing for the prefill budget; the capacity search below checks them in the simulator."
         )
@@ -211,15 +239,19 @@ def main() -> None:
     for r in recs:
         rows.append(
             {
-                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "max_num_seqs": r.max_num_seqs,
+                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "engine": r.runtime, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
                 "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_inputs(), upload_config),
             }
         )  # fmt: skip
+    # columns that say nothing here are left out, so the table fits 1,280 px (issue 27 item 7)
+    empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows))) if unused]
+    rows = [{"plan": r["plan"], **{k: v for k, v in r.items() if k not in empty and k != "plan"}} for r in rows]  # the link first: always on screen
     st.subheader("Alternatives")
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan")}, key="size_table")
+    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan"),
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
     if disagg:
         st.caption("GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'; 'open as plan' opens its decode pool.")
     disaggregated = next((r for r in recs if r.disaggregated), None)

@@ -351,6 +351,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     cost, blocks = sim.from_plan(plan)
     if text is not None:
         requests = sim.parse_trace_csv(text)
+    elif args.lengths:
+        requests = sim.profile_requests(args.rate, args.requests, args.lengths, seed=args.seed, max_tokens=min(plan.context.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST))
     else:
         requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
     cfg = sim.plan_config(
@@ -445,6 +447,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     result = size(
         model, base, users=args.users, rate_per_s=args.rate, ttft_p95_ms=args.ttft_p95_ms, itl_p95_ms=args.itl_p95_ms, tpot_ms=args.tpot_ms, gpus=gpus,
         kv_dtypes=tuple(k.strip() for k in args.kv_dtypes.split(",") if k.strip()), tps=tuple(args.tps), prices=prices, capacity_top=args.capacity_top,
+        engines=tuple(e.strip() for e in args.engine.split(",") if e.strip()) if args.engine else None,
         disagg=args.disagg, frontier=args.frontier,
     )  # fmt: skip
     recs = result.recommendations[: args.top]
@@ -455,16 +458,17 @@ def cmd_size(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     emit(result.answer)
+    engines = "engines" in result.searched  # an engine column only when the search compared engines
     tiers = any(r.cache_hit_rate is not None for r in recs)  # a session workload: the CPU tier searched and the hit rate
     extra = f" {'cpu GiB':>7} {'hit':>5}" if tiers else ""
-    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} {'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} " + (f"{'engine':7} " if engines else "") + f"{'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         if r.disaggregated:
             emit(f"  pools {r.disagg}: KV transfer {r.kv_transfer_ms:,.1f} ms")
         cells = f" {r.cpu_tier_gib or 0:7,.0f} {r.cache_hit_rate or 0:5.0%}" if tiers else ""
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} {r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} " + (f"{r.runtime:7} " if engines else "") + f"{r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -472,7 +476,15 @@ def cmd_size(args: argparse.Namespace) -> int:
             emit(f"capacity {r.gpu} TP {r.tp} x{r.replicas}: {r.capacity.note}")
     if "capacity_search" in result.searched:
         emit(result.searched["capacity_search"])
-    emit(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    for r in recs[:3]:
+        if r.serve_command:
+            emit(f"serve {r.gpu} TP {r.tp} x{r.replicas}: {r.serve_command}")
+    emit(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype{' x engine' if engines else ''} candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    vllm = [r for r in result.refused if "refuses to start" in r.reason]
+    for r in vllm[:5]:
+        emit(f"refused {r.gpu} TP {r.tp} {r.kv_dtype}: {r.reason}")
+    if len(vllm) > 5:
+        emit(f"... {len(vllm) - 5} more that vLLM would not start (--json lists every refused candidate)")
     if result.frontier is not None:
         front = sorted((p for p in result.frontier if p.pareto), key=lambda p: p.tokens_per_s_per_user)
         emit(f"frontier: {len(result.frontier):,} operating points, {len(front)} on the Pareto front (tokens/s per user, tokens/s per GPU, deployment):")
@@ -488,15 +500,21 @@ def add_engine_parser(sub) -> None:
     from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, VLLM_VERSIONS
     from planner.hardware import CATALOG
 
-    p = sub.add_parser("engine", help="what vLLM will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
+    p = sub.add_parser("engine", help="what vLLM (or SGLang, --engine sglang) will print at start-up: KV cache tokens, maximum concurrency, or its refusal")
     add_model_source(p)
     p.add_argument("--tp", type=bounded("tp"), default=1, help="tensor-parallel size (GPUs per replica; default 1)")
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"], default="auto", help="vLLM --kv-cache-dtype (default auto: what the checkpoint's quantization config declares, else the 16-bit model dtype)")
     p.add_argument("--block-size", type=bounded("block_size"), help="tokens per KV block (default: the backend's, 16; 64 for MLA; larger for Mamba hybrids)")
     p.add_argument("--max-model-len", type=bounded("max_model_len"), help="tokens per request (default: the model's max_position_embeddings)")
-    p.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), default=DEFAULT_MAX_NUM_BATCHED_TOKENS, help=f"tokens per scheduler step (default {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
-    p.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), default=1024, help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default 1,024)")
+    p.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), help=f"tokens per scheduler step (default: with --gpu, vLLM's default for that GPU, release and entry point; else {DEFAULT_MAX_NUM_BATCHED_TOKENS:,})")
+    p.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), help="vLLM --max-num-seqs, for the sampler's profiling run and the serve command (default: vLLM's for the GPU, release and entry point)")
     p.add_argument("--vllm-version", choices=list(VLLM_VERSIONS), default=DEFAULT_VLLM_VERSION, help=f"vLLM release whose rules apply (default {DEFAULT_VLLM_VERSION})")
+    p.add_argument("--entry-point", choices=["serve", "llm"], default="serve", help="`vllm serve` or the Python LLM class: their batching defaults differ (default serve)")
+    p.add_argument("--enforce-eager", action="store_true", help="vLLM --enforce-eager: no CUDA graphs (default: off)")
+    p.add_argument("--limit-mm-per-prompt", type=bounded("limit_mm_per_prompt"), help="vLLM --limit-mm-per-prompt: images one prompt may carry, for the encoder cache of the profiling run (default: vLLM's 999; 0: text only)")
+    p.add_argument("--enable-lora", action="store_true", help="vLLM --enable-lora: LoRA adapter slots in the budget (default: off)")
+    p.add_argument("--max-loras", type=bounded("max_loras"), default=1, help="vLLM --max-loras, with --enable-lora (default 1)")
+    p.add_argument("--max-lora-rank", type=bounded("max_lora_rank"), default=16, help="vLLM --max-lora-rank, with --enable-lora (default 16)")
     p.add_argument("--no-prefix-caching", action="store_true", help="start vLLM with --no-enable-prefix-caching (default: prefix caching on)")
     p.add_argument("--speculative-layers", type=bounded("speculative_layers"), default=0, help="draft / MTP layers cached beside the model (default 0)")
     budget = p.add_mutually_exclusive_group(required=True)
@@ -506,6 +524,9 @@ def add_engine_parser(sub) -> None:
     p.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=0.9, help="share of the GPU vLLM may use, with --gpu (default 0.9)")
     p.add_argument("--probe-json", metavar="PATH", help="a runtime probe's JSON measured on that GPU (python -m planner probe --mode runtime --json): its non-torch memory and activation peak replace the budget's estimates, with --gpu and --tp 1 (default: none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+    from planner.cli_sglang import add_sglang_arguments
+
+    add_sglang_arguments(p, bounded)
     p.set_defaults(func=cmd_engine)
 
 
@@ -526,28 +547,41 @@ def _read_capped(path: str, flag: str, limit: int, typical: str) -> bytes:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from planner.engines.vllm import EngineRefusal, predict_budget, serve_command, vllm_capacity
+    from planner.cli_sglang import check_flags, cmd_engine_sglang
+    from planner.engines.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineRefusal, serve_command, vllm_capacity
+    from planner.engines.vllm_memory import batch_defaults, predict_memory
     from planner.hardware import get_device
     from planner.plan import prepare_model
 
+    check_flags(args, CLIError)
     config, source = load_model_source(args)
-    model = prepare_model(config, source.get("parameter_counts"))
+    if args.engine == "sglang":
+        return cmd_engine_sglang(args, config, source, prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None)), emit, print_json)
+    model = prepare_model(config, source.get("parameter_counts"), source.pop("quantization", None))
+    entry = {"serve": "vllm serve", "llm": "LLM class"}[getattr(args, "entry_point", None) or "serve"]
+    lora = dict(enable_lora=bool(getattr(args, "enable_lora", False)), max_loras=getattr(args, "max_loras", None) or 1, max_lora_rank=getattr(args, "max_lora_rank", None) or 16)
     budget = None
     if args.gpu is not None:
         device = get_device(args.gpu)
-        weights = model.weights("auto")
         measured = None
         if args.probe_json is not None:
             from planner.probe import MAX_PROBE_JSON_BYTES, budget_measurements, load_probe_json
 
             probe = load_probe_json(_read_capped(args.probe_json, "--probe-json", MAX_PROBE_JSON_BYTES, "a probe JSON is a few KiB"))
-            measured = budget_measurements(probe, args.max_num_batched_tokens, args.tp)
+            measured = budget_measurements(probe, args.max_num_batched_tokens or batch_defaults(device, args.vllm_version, entry).max_num_batched_tokens, args.tp)
             if not measured:
                 raise PlannerError("probe_json", args.probe_json, "holds no GPU memory measurements that apply: it needs a successful runtime-mode probe on CUDA, and --tp 1 (the probe runs the model on one GPU)")
-        budget = predict_budget(
-            device.memory_bytes, args.gpu_memory_utilization, weights.bytes, model.geometry, tp=args.tp, max_num_batched_tokens=args.max_num_batched_tokens,
-            max_num_seqs=args.max_num_seqs, device_source=device.source, weights_source=weights.source, measured=measured,
+        budget = predict_memory(
+            model.config, model.geometry, device, gpu_memory_utilization=args.gpu_memory_utilization, tp=args.tp, max_model_len=args.max_model_len or model.geometry.max_position_embeddings,
+            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs, release=args.vllm_version, entry_point=entry, enforce_eager=bool(getattr(args, "enforce_eager", False)),
+            quantization=model.quantization, limit_mm_per_prompt=getattr(args, "limit_mm_per_prompt", None), measured=measured, **lora,
         )  # fmt: skip
+        _print_budget(budget, args.json)
+        if budget.refusal:
+            from planner.plan.budget import refusal_text
+
+            emit(f"error: {refusal_text(budget, args.gpu_memory_utilization, device.name)}", file=sys.stderr)
+            return 2
         available = budget.available_kv_bytes
     else:
         if args.probe_json is not None:
@@ -556,12 +590,14 @@ def cmd_engine(args: argparse.Namespace) -> int:
     kv_cache_dtype = args.kv_cache_dtype
     if kv_cache_dtype == "auto" and model.quantization is not None and model.kv_dtype("auto")[0] == "fp8":
         kv_cache_dtype = "fp8"  # declared in hf_quant_config.json, which vLLM reads and the engine's config does not hold
+    tokens = budget.max_num_batched_tokens if budget else (args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS)
     try:
-        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
+        r = vllm_capacity(config, geometry=model.geometry, available_kv_bytes=available, tp=args.tp, kv_cache_dtype=kv_cache_dtype, block_size=args.block_size, max_model_len=args.max_model_len, max_num_batched_tokens=tokens, vllm_version=args.vllm_version, prefix_caching=not args.no_prefix_caching, speculative_layers=args.speculative_layers)
     except EngineRefusal as exc:
         emit(f"error: vLLM {args.vllm_version} refuses to start: {exc.reason}", file=sys.stderr)
         return 2
-    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs if args.gpu else None, user_block_size=args.block_size)
+    settings = dict(enforce_eager=bool(getattr(args, "enforce_eager", False)), limit_mm_per_prompt=getattr(args, "limit_mm_per_prompt", None), entry_point=getattr(args, "entry_point", None) or "serve", **lora)
+    command = serve_command(model.repo_id or source.get("path") or "MODEL", r, gpu_memory_utilization=args.gpu_memory_utilization if args.gpu else None, max_num_seqs=args.max_num_seqs or (budget.max_num_seqs if budget else None), user_block_size=args.block_size, **settings)
     if args.json:
         out = r.summary()
         out["budget"] = budget.summary() if budget else {"available_kv_bytes": available, "terms": [{"name": "given", "bytes": available, "source": "--available-kv-bytes / --available-kv-gib"}]}
@@ -569,10 +605,6 @@ def cmd_engine(args: argparse.Namespace) -> int:
         out["source"] = source
         print_json(out)
         return 0
-    if budget:
-        for t in budget.terms:
-            emit(f"{t.name:<30} {t.bytes / GIB:>9,.2f} GiB  ({t.source})")
-        emit(f"{'Available KV cache memory':<30} {available / GIB:>9,.2f} GiB")
     groups = ", ".join(f"{g.layers} {g.kind}" + (f"({g.window})" if g.window else "") for g in r.groups)
     emit(f"vLLM {r.vllm_version}: {len(r.groups)} KV cache groups [{groups}], block {r.block_size} tokens, {r.bytes_per_block:,} B per block, {r.num_blocks:,} blocks, {r.blocks_per_request:,} blocks per request")
     for line in r.log_lines:
@@ -581,6 +613,16 @@ def cmd_engine(args: argparse.Namespace) -> int:
         emit(f"note: {note}")
     emit(command)
     return 0
+
+
+def _print_budget(budget, as_json: bool) -> None:
+    """The predicted budget term by term, each with its source (text output only)."""
+    if as_json:
+        return
+    emit(f"{'max_num_batched_tokens / max_num_seqs':<38} {budget.max_num_batched_tokens:,} / {budget.max_num_seqs:,}  ({budget.batch_source})")
+    for t in budget.terms:
+        emit(f"{t.name:<38} {t.bytes / 2**30:>9,.2f} GiB  ({t.source}{'' if t.in_budget else '; outside the budget'})")
+    emit(f"{'Available KV cache memory':<38} {budget.available_kv_bytes / 2**30:>9,.2f} GiB")
 
 
 # --------------------------------------------------------------------------- report
@@ -853,9 +895,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace",
         metavar="FILE",
         help="a CSV trace with columns arrival_s, prompt_tokens, output_tokens, or a Mooncake JSONL trace (.jsonl: timestamp ms, input_length, output_length, "
-        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate and --requests (default: none)",
+        "hash_ids of 512-token blocks, optional tenant) replayed through the plan's GPU pool and --cpu-tier-gib / --disk-tier-gib tiers; at most 8 MiB; replaces --rate, --requests and --lengths (default: none)",
     )
     p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
+    p.add_argument("--lengths", choices=["chat", "rag", "agent", "summarisation"], help="built-in request lengths instead of the plan's prompt and output: log-normal prompt and output with a stated p50/p95 each, capped at the plan's context "
+                   "(chat 1,000/4,000 + 250/800, rag 4,000/12,000 + 300/900, agent 12,000/40,000 + 400/2,000, summarisation 6,000/24,000 + 500/1,200 tokens) (default: the plan's)")  # fmt: skip
     p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
@@ -877,6 +921,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--itl-p95-ms", type=bounded("itl_p95_ms"), help="p95 inter-token latency SLO in ms (default: none)")
     p.add_argument("--gpus", metavar="A,B", help="comma-separated catalog GPUs to consider (default: the whole catalog)")
     p.add_argument("--kv-dtypes", default="bf16,fp8", metavar="A,B", help="KV cache dtypes to consider (default bf16,fp8)")
+    p.add_argument("--engine", metavar="A,B", help="engines to search, each with its own sizing and admission: vllm, sglang or vllm,sglang (default: --runtime's, vllm)")
     p.add_argument("--tps", type=bounded("tps"), nargs="+", default=[1, 2, 4, 8], metavar="N", help="tensor-parallel sizes to consider (default 1 2 4 8)")
     p.add_argument("--gpu-hour-price", type=_prices_arg, metavar="USD|NAME=USD,...", help="USD per GPU-hour for every GPU, or per GPU as NAME=USD pairs (default: planner/prices.py, sourced and dated)")
     add_control_flags(p, size_fields())

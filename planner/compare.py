@@ -129,12 +129,25 @@ class Row:
     why: str = ""  # "more sequences", "lower cost", ...
 
     def verdict(self, names: list[str]) -> str:
-        """"B: lower latency", "A, C: more headroom", "same" or ""."""
+        """"B: lower latency", "A, C: more headroom", "same" or "" (by each name's letter)."""
         if not self.why:
             return ""
         if not self.best:
             return "same"
-        return f"{', '.join(names[i][-1] for i in self.best)}: {self.why}"
+        return f"{', '.join(letter_of(names[i]) for i in self.best)}: {self.why}"
+
+
+def letter_of(name: str) -> str:
+    """The letter of a column name: "B · llama-3.1-70b × 4 H100-SXM-80GB" or "Plan B" -> "B"."""
+    return name.split(" · ")[0].split()[-1]
+
+
+def plan_name(letter: str, model_label: str, plan) -> str:
+    """A column's name: its letter, the model and the deployment ("B · llama-3.1-70b × 4 H100-SXM-80GB"),
+    so a table, a chart or a PDF says what was compared, not "Plan B"."""
+    if plan is None:
+        return f"{letter} · {model_label}"
+    return f"{letter} · {model_label} × {plan.inputs.gpu_count:,} {plan.device.name}"
 
 
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
@@ -143,7 +156,7 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("GPU", lambda p, lab: f"{p.device.name} × {p.capacity.gpu_count:,}", None, "", ""),
     ("TP", lambda p, lab: f"{p.capacity.tp:,}", None, "", ""),
     ("KV dtype", lambda p, lab: p.inspect.kv_dtype, None, "", ""),
-    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else ""), None, "", ""),
+    ("Runtime", lambda p, lab: p.inputs.runtime + (f" (vLLM {p.inputs.vllm_version})" if p.inputs.runtime == "vllm" else f" (SGLang {p.sglang.capacity.sglang_version})" if p.sglang else ""), None, "", ""),
     ("KV bytes / token", lambda p, lab: fmt_bytes(p.kv_cache.bytes_per_token_per_sequence), lambda p: p.kv_cache.bytes_per_token_per_sequence, "lower", "smaller cache"),
     ("Memory per sequence", lambda p, lab: fmt_num(p.kv_cache.mib_per_reserved_sequence) + " MiB", lambda p: p.kv_cache.bytes_per_reserved_sequence, "lower", "less memory per sequence"),
     ("Weights per GPU", lambda p, lab: fmt_bytes(p.capacity.model_resident_bytes), None, "", ""),
@@ -166,6 +179,42 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
 )
 
 
+def engine_pool_tokens(p: Plan) -> int | None:
+    """Tokens the engine's KV pool holds on one GPU at start-up: SGLang's ``max_total_num_tokens``
+    (runtime sglang), vLLM's ``GPU KV cache size`` (runtime vllm), else None."""
+    if p.sglang is not None:
+        return p.sglang.capacity.max_total_num_tokens
+    e = p.kv_cache.engine
+    return e.startup_kv_cache_tokens if e is not None and e.applies else None
+
+
+def engine_sizing(p: Plan) -> str:
+    """Why one engine's pool differs from another's: the share of memory it takes, the bytes a
+    token costs in its pool, its page or block, and the pools or caps only it has."""
+    v = p.sglang
+    if v is not None:
+        parts = [f"mem_fraction_static {v.capacity.mem_fraction_static:g} of {v.memory.pre_load_free_gib:,.2f} GiB free before the weights", f"{v.capacity.cell_bytes:,.6g} B a token ({v.capacity.kv_dtype})", f"page {v.capacity.page_size}"]
+        if v.capacity.swa_max_total_num_tokens is not None:
+            parts.append(f"SWA pool {v.capacity.swa_max_total_num_tokens:,} tokens")
+        if v.capacity.max_mamba_cache_size is not None:
+            parts.append(f"Mamba state pool {v.capacity.max_mamba_cache_size:,} slots")
+        parts.append(f"max_running_requests {v.capacity.max_running_requests:,}")
+        return "; ".join(parts)
+    e = p.kv_cache.engine
+    if e is None or not e.applies or not e.block_size:
+        return (e.reason or e.startup_refusal or "") if e is not None else "steady state (no engine's sizing)"
+    per_token = e.bytes_per_block / e.block_size if e.block_size else 0
+    return f"gpu_memory_utilization {(10_000 - p.inputs.headroom_bp) / 10_000:g} of the device; {per_token:,.6g} B a token ({p.inspect.kv_dtype}); {e.block_size}-token blocks for all reserved tokens of a request ({e.groups})"
+
+
+ENGINE_SIZING = "Engine sizing (why the pools differ)"
+# shown only when a column runs SGLang, so a vLLM-only comparison keeps its rows
+_ENGINE_SPECS = (
+    ("Engine KV pool (tokens / GPU)", lambda p, lab: f"{engine_pool_tokens(p):,}" if engine_pool_tokens(p) is not None else "–", engine_pool_tokens, "higher", "bigger pool"),
+    (ENGINE_SIZING, lambda p, lab: engine_sizing(p), None, "", ""),
+)
+
+
 def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     """Rows of the comparison for ``(name, plan or None, model label)`` per column.
 
@@ -174,7 +223,11 @@ def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     when every plan has it and they all tie.
     """
     rows = []
-    for label, text, number, direction, why in _SPECS:
+    specs = _SPECS
+    if any(p is not None and p.sglang is not None for _n, p, _lab in results):
+        at = next(i for i, spec in enumerate(_SPECS) if spec[0] == "Memory figure counts") + 1
+        specs = (*_SPECS[:at], *_ENGINE_SPECS, *_SPECS[at:])
+    for label, text, number, direction, why in specs:
         cells = tuple(text(p, lab) if p is not None else "–" for _n, p, lab in results)
         if number is None or not direction:
             rows.append(Row(label, cells))
@@ -190,4 +243,4 @@ def compare_rows(results: list[tuple[str, Plan | None, str]]) -> list[Row]:
     return rows
 
 
-__all__ = ["COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns"]
+__all__ = ["ENGINE_SIZING", "COLUMN_KEYS", "COUNT_KEY", "CURRENT", "Column", "Row", "compare_rows", "decode_columns", "default_columns", "encode_columns", "engine_pool_tokens", "engine_sizing"]

@@ -92,7 +92,13 @@ class EngineRefusal(PlannerError):
 
     Raised by the engine models (:mod:`planner.engines`). What to do: what the engine's message
     says (more memory, a shorter ``max_model_len``, another block size or release).
+    ``estimated_max_model_len``: for a length that does not fit, the engine's own estimate of the
+    longest that does (0: none or not given).
     """
+
+    def __init__(self, field: str, value: object, reason: str, estimated_max_model_len: int = 0) -> None:
+        super().__init__(field, value, reason)
+        self.estimated_max_model_len = estimated_max_model_len
 
 
 class ProbeProtocolError(PlannerError):

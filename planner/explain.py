@@ -23,7 +23,7 @@ from planner.cache import explain as cache_explain
 from planner.capacity import LIMIT_LABELS
 from planner.kv import KV_DTYPE_BITS
 from planner.plan import Plan, memory_basis
-from planner.units import GIB, fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step
+from planner.units import GIB, fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms, fmt_ms_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +182,16 @@ def _load_note(plan: Plan) -> str:
     return "requests arrive as a Poisson stream at the given rate, the requests in flight follow from Little's law, and prompts queue for the prefill budget (M/D/1); the burst figure is every prompt at once."
 
 
+def _headroom_note(plan: Plan) -> str:
+    if plan.capacity.budget is not None:
+        return (
+            "under runtime vllm the headroom is 1 - vLLM's --gpu-memory-utilization of the total CUDA reports (the memory vLLM leaves alone), and the workspace is what "
+            "vLLM's start-up takes beside the weights: the profiling run's peak, non-torch memory and (from 0.21) CUDA graphs, each predicted from vLLM's code or fitted on its logs; "
+            "a workspace you give replaces those predictions."
+        )
+    return "the headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers."
+
+
 def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, ...]:
     """What the figures rest on; the step terms are named from those computed (``terms``)."""
     terms = model_terms(plan) if terms is None else terms
@@ -190,7 +200,7 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
     fixed = " plus a fixed cost per layer (kernel launch and tail)" if "fixed_per_layer" in terms else ""
     out = [
         Note("K/V per GPU", "K/V bytes are per sequence on one GPU; tensor parallelism splits the KV heads (and replicates them when tp exceeds the KV heads); an MLA latent is held whole on every GPU."),
-        Note("Headroom and workspace", "the headroom covers the CUDA context, allocator fragmentation and other memory outside the plan; the workspace covers activations and temporary buffers."),
+        Note("Headroom and workspace", _headroom_note(plan)),
         Note("Windows", "sliding-window and chunked layers hold at most their window (vLLM adds the in-flight tokens and a block); cross-attention layers hold the encoder (image) tokens, not the text."),
         Note("Quantization", "integer caches (int8, int4) count an fp16 scale and zero-point per 64 elements; weight scales follow the config's quantization."),
         Note("Prefix sharing", "counted per tenant only, in whole blocks of the layers whose cache keeps the prefix; cross-tenant sharing is left out on purpose (it leaks prefix presence through timing)."),
@@ -215,7 +225,7 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
     cache_note = cache_explain.assumption(plan)
     if cache_note:
         out.append(Note(*cache_note))
-    out.append(Note("Device figures", "nominal datasheet values; measure your own deployment before committing capacity."))
+        out.append(Note("Device figures", "nominal datasheet values (the memory vLLM budgets is the total CUDA reports, as the catalog says where it comes from); measure your own deployment before committing capacity."))
     return tuple(out)
 
 
@@ -250,17 +260,57 @@ def _kv_steps(plan: Plan) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _sglang_memory_steps(plan: Plan) -> tuple[str, ...]:
+    """Runtime sglang: the budget and pools as SGLang computes them (GiB of 2^30, per GPU)."""
+    v, cap = plan.sglang, plan.capacity
+    c, m = v.capacity, v.memory
+    terms = " ".join(f"{'+' if t.gib >= 0 and i else ''}{'-' if t.gib < 0 else ''} {abs(t.gib):,.4f} ({t.name})".strip() for i, t in enumerate(m.terms) if t.name not in ("weights", "draft weights"))
+    weights = sum(-t.gib for t in m.terms if t.name in ("weights", "draft weights"))
+    static = m.pre_load_free_gib * (1 - c.mem_fraction_static)
+    budget = c.available_kv_bytes / GIB
+    other = m.available_gib - static - budget
+    out = [
+        f"free before the weights = {terms} = {m.pre_load_free_gib:,.4f} GiB",
+        f"free after the weights = {m.pre_load_free_gib:,.4f} - weights {weights:,.4f} = {m.available_gib:,.4f} GiB",
+        f"KV budget = {m.available_gib:,.4f} - {m.pre_load_free_gib:,.4f} x (1 - mem_fraction_static {c.mem_fraction_static:g})"
+        + (f" - {other:,.4f} ({'Mamba state pool' if c.max_mamba_cache_size is not None else 'VLM cache'})" if other > 5e-5 else "")
+        + f" = {budget:,.4f} GiB = {c.available_kv_bytes:,} B (SGLang {c.sglang_version} _profile_available_bytes)",
+        f"token pool = floor({c.available_kv_bytes:,} / {c.cell_bytes:,.6g} B a token)" + (f", in {c.page_size}-token pages" if c.page_size > 1 else "") + f" = {c.max_total_num_tokens:,} tokens"
+        + (f"; SWA pool {c.swa_max_total_num_tokens:,} tokens" if c.swa_max_total_num_tokens is not None else ""),
+        f"max sequences = min(max_running_requests {c.max_running_requests:,}, {c.max_total_num_tokens:,} // {v.tokens_per_request:,}"
+        + (f", SWA {c.swa_max_total_num_tokens:,} // {v.swa_tokens_per_request:,}" if v.swa_tokens_per_request else "")
+        + f") = {v.max_sequences_per_replica:,} x {cap.replicas:,} replica(s) = {plan.kv_cache.maximum_sequences_by_memory:,} ({v.binding} binds); steady state {plan.kv_cache.steady_state_sequences:,}",
+    ]  # fmt: skip
+    return tuple(out)
+
+
 def _memory_steps(plan: Plan) -> tuple[str, ...]:
+    if plan.sglang is not None:
+        return _sglang_memory_steps(plan)
     kv, cap, prefix, engine = plan.kv_cache, plan.capacity, plan.prefix, plan.kv_cache.engine
     steady = kv.steady_state_sequences
     vllm = engine is not None and engine.applies
-    out = [
-        f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({fmt_bytes(cap.usable_bytes)})",
-        f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({fmt_bytes(cap.fixed_bytes)})",
-        f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)})",
+    if cap.budget is not None:  # runtime vllm: vLLM's start-up budget, each term with its source
+        b = cap.budget
+        out = [
+            f"budget = {b.total_bytes:,} B as CUDA reports it x gpu_memory_utilization {cap.gpu_memory_utilization:g} (= 1 - headroom {cap.headroom_bp / 100:g} %) = {b.requested_bytes:,} B ({fmt_bytes(b.requested_bytes)}) [{b.terms[0].source}]",
+            *(f"- {t.name} {t.bytes:,} B ({fmt_bytes(t.bytes)}) [{t.source}]" for t in b.terms[2:] if t.in_budget),
+            *(f"  {t.name} {t.bytes:,} B, outside the budget [{t.source}]" for t in b.terms[2:] if not t.in_budget),
+            f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)}: vLLM's \"Available KV cache memory\")",
+        ]
+    else:
+        out = [
+            f"usable = floor({cap.device_bytes:,} x (10,000 - {cap.headroom_bp:,}) / 10,000) = {cap.usable_bytes:,} B ({fmt_bytes(cap.usable_bytes)})",
+            f"fixed = model {cap.model_resident_bytes:,} ({cap.model_resident_source}) + workspace {cap.workspace_bytes:,} = {cap.fixed_bytes:,} B ({fmt_bytes(cap.fixed_bytes)})",
+            f"available for K/V = {cap.usable_bytes:,} - {cap.fixed_bytes:,} = {cap.available_for_kv_bytes:,} B ({fmt_bytes(cap.available_for_kv_bytes)})",
+        ]
+    out += [
         f"max sequences = floor({cap.available_for_kv_bytes:,} / {kv.bytes_per_reserved_sequence:,}) x {cap.replicas:,} replica(s) = "
         f"{steady // max(1, cap.replicas):,} x {cap.replicas:,} = {steady:,}" + (" in steady state" if vllm else ""),
     ]
+    serve = plan.serve
+    if serve.applies and serve.command:
+        out.append(f"batching: {serve.max_num_batched_tokens:,} tokens a step, {serve.max_num_seqs:,} sequences a replica ({serve.batching_source})" if serve.max_num_seqs else f"batching: {serve.max_num_batched_tokens:,} tokens a step ({serve.batching_source})")
     if vllm and engine.refusal:
         out.append(f"vLLM {engine.vllm_version} admits none: {engine.refusal}")
     elif vllm:
@@ -304,6 +354,18 @@ def _latency_steps(plan: Plan) -> tuple[str, ...]:
     return tuple(out)
 
 
+def mean_above_p95(plan: Plan) -> str | None:
+    """The sentence for a mean ITL above its p95 (a few very long steps), else None."""
+    r = plan.roofline
+    if plan.latency.source == "observed" or r.itl_ms_at_concurrency <= r.itl_p95_ms:
+        return None
+    return (
+        f" The mean ({fmt_ms(r.itl_ms_at_concurrency)}) is above the p95 ({fmt_ms(r.itl_p95_ms)}) because a few steps are very long: "
+        f"{r.prefill_step_share:.1%} of steps carry a new prompt's prefill chunk and last up to {fmt_ms(r.itl_p99_ms)} (the p99), "
+        "while the others are decode-only. The SLO judges the p95."
+    )
+
+
 def _cost_steps(plan: Plan) -> tuple[str, ...]:
     c = plan.cost
     return (
@@ -326,6 +388,11 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     ]
     if kv.admission_error:
         lines.append(f"             {kv.admission_error}")
+    if plan.sglang is not None:  # runtime sglang: what launch_server will log, and its command
+        v = plan.sglang
+        lines.append(f"sglang       SGLang {v.capacity.sglang_version}: mem_fraction_static {v.capacity.mem_fraction_static:g}, page {v.capacity.page_size}, {v.capacity.max_total_num_tokens:,} tokens, {v.max_sequences_per_replica:,} requests a replica ({v.binding} binds)")
+        lines += [f"             {line}" for line in v.capacity.log_lines]
+        lines.append(f"             {v.command}")
     cache_line = cache_explain.summary_line(plan)
     at = r.load_label + ("" if r.load_admitted else ", NOT ADMITTED")
     lines.append(
@@ -374,8 +441,10 @@ def metric_help(plan: Plan) -> MetricHelp:
     itl = f"Mean inter-token latency {at} per replica ({lat.source})" + (
         "."
         if observed
-        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms_step(r.itl_ms_at_1_request)}. {r.prefill_step_share:.0%} of steps carry a prefill chunk"
-        + (", so the p95 gap is such a step: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
+        else f", with the prefill chunks of new prompts mixed into decode steps; at 1 request {fmt_ms_step(r.itl_ms_at_1_request)}. {r.prefill_step_share:.1%} of steps carry a prefill chunk"
+        + (", so the p95 gap falls among those steps: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
+        + f" p95 {fmt_ms_step(r.itl_p95_ms)}, p99 {fmt_ms_step(r.itl_p99_ms)}."
+        + (mean_above_p95(plan) or "")
         + f" Accuracy: {bands['TPOT']}."
     )
     return MetricHelp(
@@ -385,7 +454,7 @@ def metric_help(plan: Plan) -> MetricHelp:
         kv_per_token=_kv_help(plan),
         memory_per_sequence=f"{kv.bytes_per_reserved_sequence:,} B for {kv.reserved_tokens_per_sequence:,} reserved tokens ({kv.reservation} reservation) on one GPU.",
         cost=(
-            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour. Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
+            f"{plan.inputs.gpu_count:,} GPUs x {fmt_money(c.gpu_hour_price)} per GPU-hour ({c.price_source}). Per million tokens: {fmt_money(c.per_million_output_tokens)} output at {c.output_tokens_per_second:,.0f} output tokens/s, "
             f"{fmt_money(c.per_million_input_tokens) if c.per_million_input_tokens is not None else '-'} input ({c.basis})."
             if c.per_million_output_tokens is not None
             else "Set the GPU-hour price under 'Prefix sharing and cost' to see cost per hour and per million tokens."

@@ -117,7 +117,7 @@ def agg_point(plan: Plan, c: int) -> AggPoint:
     prompt, cached, generated = plan.context.input_tokens, int(plan.prefix.cached_prompt_tokens_expected), inputs.output_tokens
     kv_at = kv_held(plan.inspect, plan.reservation)
     mid = prompt + generated // 2
-    s = latency.served(roof, prompt, cached, generated, c, kv_at(mid), mid, inputs.max_batched_tokens)
+    s = latency.served(roof, prompt, cached, generated, c, kv_at(mid), mid, plan.batching.tokens)  # given, or vLLM's default for the GPU
     first = roof.decode_step_s(c, kv_at(prompt + 1), prompt + 1) * 1e3
     prefill = roof.prefill_s(prompt - cached, cached) * 1e3
     e2e = (prefill + s.wait_ms + first + s.itl_ms * max(0, generated - 1)) / 1e3

@@ -38,13 +38,14 @@ from planner.geometry import CompressedSpec, ModelGeometry, parse_geometry
 from planner.limits import ByteBudgetCache
 
 KVDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"]
-Runtime = Literal["vllm", "transformers", "transformers-latent"]
+Runtime = Literal["vllm", "sglang", "transformers", "transformers-latent"]
 KV_DTYPE_BITS: dict[str, int] = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
 INTEGER_DTYPES = frozenset({"int8", "int4"})
 QUANT_GROUP = 64
 QUANT_GROUP_OVERHEAD_BYTES = 4  # fp16 scale + fp16 zero-point per group
 RUNTIMES: dict[str, str] = {
     "vllm": "paged engine (vLLM/SGLang): MLA caches the compressed latent",
+    "sglang": "SGLang's token pool (the paged layout), sized by SGLang's start-up rules: MLA caches the compressed latent",
     "transformers": "transformers eager DynamicCache (before transformers#47761): MLA caches decompressed per-head K and V",
     "transformers-latent": "transformers eager DynamicCache (since transformers#47761, e.g. 5.24): MLA caches the compressed latent",
 }
@@ -63,8 +64,9 @@ KV_DTYPE_CHOICES: tuple[str, ...] = (AUTO, *KV_DTYPE_BITS)
 _MODEL_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "bf16", "float": "bf16"}
 
 
-def _checkpoint_kv_format(quant: object, where: str) -> tuple[str, str] | None:
-    """The KV format a quantization config declares, as vLLM 0.33 reads it, or None.
+def _checkpoint_kv_format(quant: object, where: str) -> tuple[str, str, str] | None:
+    """(KV dtype, where it was declared, vLLM's --kv-cache-dtype string) a quantization config
+    declares, as vLLM 0.33 reads it, or None.
 
     ``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string`` (ModelOpt: ``kv_cache_scheme``
     {num_bits 8, type float} or ``kv_cache_quant_algo`` "FP8" -> fp8_e4m3) and
@@ -79,16 +81,17 @@ def _checkpoint_kv_format(quant: object, where: str) -> tuple[str, str] | None:
     scheme = quant.get("kv_cache_scheme") or inner.get("kv_cache_scheme")
     algo = quant.get("kv_cache_quant_algo") or inner.get("kv_cache_quant_algo")
     method = str(quant.get("quant_method") or "").lower()
+    modelopt = "fp8" if method.startswith("compressed") else "fp8_e4m3"  # get_kv_cache_quant_algo_string: ModelOpt's FP8 is fp8_e4m3
     if isinstance(scheme, dict):
         if scheme.get("num_bits") == 8 and scheme.get("type") == "float":
-            return "fp8", f"{where}.kv_cache_scheme (8-bit float)"
+            return "fp8", f"{where}.kv_cache_scheme (8-bit float)", modelopt
         if scheme.get("num_bits") == 4 and scheme.get("type") == "float":
             raise PlannerError("kv_dtype", AUTO, f"{where}.kv_cache_scheme declares an NVFP4 KV cache, which the planner does not model; give --kv-dtype fp8 or another dtype")
         if method.startswith("compressed"):
-            return "fp8", f"{where}.kv_cache_scheme (compressed-tensors: vLLM caches fp8)"
+            return "fp8", f"{where}.kv_cache_scheme (compressed-tensors: vLLM caches fp8)", "fp8"
     if isinstance(algo, str) and algo:
         if algo.upper() == "FP8":
-            return "fp8", f"{where}.kv_cache_quant_algo FP8"
+            return "fp8", f"{where}.kv_cache_quant_algo FP8", "fp8_e4m3"
         if algo.upper() == "NVFP4":
             raise PlannerError("kv_dtype", AUTO, f"{where}.kv_cache_quant_algo declares an NVFP4 KV cache, which the planner does not model; give --kv-dtype fp8 or another dtype")
     return None
@@ -126,12 +129,24 @@ def resolve_kv_dtype(requested: str, config: dict | None, quantization: dict | N
         quant, where = quantization, "hf_quant_config.json quantization"
     found = _checkpoint_kv_format(quant, where)
     if found:
-        return found[0], f"auto: {found[1]}"
+        return found[0], f"auto: {found[1]}" + (FP8_E4M3_MARK if found[2] == "fp8_e4m3" else "")
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     dtype = config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype") or text.get("dtype")
     if isinstance(dtype, str) and dtype in _MODEL_DTYPES:
         return _MODEL_DTYPES[dtype], f"auto: model dtype {dtype}" + (" (served in bf16)" if dtype.startswith("float") and dtype != "float16" else "")
     return "bf16", "auto: the config names no dtype (bf16)"
+
+
+FP8_E4M3_MARK = " (vLLM: fp8_e4m3)"  # the source of an "auto" that vLLM resolves to fp8_e4m3, not fp8
+
+
+def vllm_kv_cache_dtype(kv_dtype: str, source: str = "given") -> str | None:
+    """vLLM's ``--kv-cache-dtype`` for a resolved planner dtype and its source (:func:`resolve_kv_dtype`):
+    bfloat16, float16, fp8, or fp8_e4m3 where a ModelOpt checkpoint's FP8 KV resolved "auto"; None
+    for a dtype vLLM has no cache of (fp32, integer caches)."""
+    if kv_dtype == "fp8" and source.endswith(FP8_E4M3_MARK):
+        return "fp8_e4m3"
+    return {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(kv_dtype)
 
 
 def vector_bytes(elements: int, kv_dtype: str) -> int:
@@ -311,12 +326,16 @@ class InspectReport(BaseModel):
     kv_dtype_source: str = "given"  # "given", or "auto: ..." naming the checkpoint field it came from
 
 
-def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: str = "vllm", mtp: bool = False) -> tuple[KVSpec, ...]:
+def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: str = "vllm", mtp: bool = False, plain_fp8_latent: bool = False) -> tuple[KVSpec, ...]:
     """Group the cached layers of ``geo`` into one :class:`KVSpec` per (kind, window, shape).
 
     ``mtp`` adds the layers of the model's next-token-prediction modules, which an engine
     caches when MTP speculative decoding is on. A sparse-attention indexer is one more spec
-    (``cache="indexer"``) that knows its own bytes.
+    (``cache="indexer"``) that knows its own bytes. Sparse MLA in fp8 under vllm is the
+    ``fp8_ds_mla`` layout (656 B a token) unless ``plain_fp8_latent``: vLLM's ``fp8_e4m3`` (an
+    explicit one, or a ModelOpt checkpoint's FP8 KV that ``auto`` resolves to) is not in
+    FLASHMLA_SPARSE's dtypes, so vLLM 0.33 runs FLASHINFER_MLA_SPARSE_SM90 with plain fp8
+    latent pages (576 B; :func:`vllm_kv_cache_dtype`).
 
     Raises:
         PlannerError: unknown ``kv_dtype`` or ``runtime``, or an invalid ``tp`` (see :func:`check_tp`).
@@ -325,6 +344,8 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
     if runtime not in RUNTIMES:
         raise PlannerError("runtime", runtime, f"unknown runtime; choose one of {', '.join(RUNTIMES)}")
     check_tp(geo, tp)
+    if runtime == "sglang":  # SGLang's token pool is the paged layout (its own sizing is planner.engines.sglang)
+        runtime = "vllm"
     if geo.compressed is not None:
         return _compressed_specs(geo.compressed, mtp)
     groups: dict[tuple[str, int | None, int, int, int], int] = {}
@@ -340,7 +361,7 @@ def kv_specs(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, runtime: s
             if runtime in ("vllm", "transformers-latent"):
                 latent = geo.mla.latent_dim
                 per = vector_bytes(latent, kv_dtype)
-                if runtime == "vllm" and geo.indexer is not None and kv_dtype == "fp8":
+                if runtime == "vllm" and geo.indexer is not None and kv_dtype == "fp8" and not plain_fp8_latent:
                     per = ds_mla_fp8_bytes(geo.mla.kv_lora_rank, geo.mla.qk_rope_head_dim)
                 specs.append(KVSpec(kind=kind, num_layers=count, window=window, latent=True, kv_heads_per_gpu=1, k_head_dim=latent, v_head_dim=0, kv_dtype=kv_dtype, bytes_per_token_per_layer=per, cache="latent"))
                 continue
@@ -421,17 +442,17 @@ def inspect_geometry(geo: ModelGeometry, kv_dtype: str = "bf16", tp: int = 1, to
     key = (geo.config_hash, kv_dtype, tp, tokens, runtime, mtp, kv_dtype_source)
     hit = _REPORTS.get(key)
     if hit is None:
-        hit = _inspect(geo, kv_dtype, tp, tokens, runtime, mtp)
+        hit = _inspect(geo, kv_dtype, tp, tokens, runtime, mtp, vllm_kv_cache_dtype(kv_dtype, kv_dtype_source) == "fp8_e4m3")
         if kv_dtype_source != "given":
             hit = hit.model_copy(update={"kv_dtype_source": kv_dtype_source})
         _REPORTS.put(key, hit)
     return hit  # type: ignore[return-value]
 
 
-def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: str, mtp: bool = False) -> InspectReport:
+def _inspect(geo: ModelGeometry, kv_dtype: str, tp: int, tokens: int, runtime: str, mtp: bool = False, plain_fp8_latent: bool = False) -> InspectReport:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0 or tokens > 1 << 31:
         raise PlannerError("tokens", tokens, "must be an integer from 0 to 2,147,483,648")
-    specs = kv_specs(geo, kv_dtype, tp, runtime, mtp)
+    specs = kv_specs(geo, kv_dtype, tp, runtime, mtp, plain_fp8_latent)
     per_token = sum(s.bytes_per_token for s in specs if s.grows_per_token)
     at_tokens = sum(s.bytes_at(tokens) for s in specs)
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")

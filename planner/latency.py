@@ -527,6 +527,7 @@ def prefill_steps(prompt_tokens: int, requests: int, budget_tokens: int) -> floa
 
 
 P95_Z = 0.05  # tail probability of the 95th percentile
+P99_TAIL = 0.01  # ... and of the 99th
 
 
 def queue_wait(rho: float, service_s: float) -> tuple[float, float]:
@@ -584,6 +585,7 @@ class Served(Result):
     itl_decode_ms: float  # decode-only step at this load (static batch)
     itl_ms: float  # with the mixed-in prefill chunks (mean)
     itl_p95_ms: float
+    itl_p99_ms: float
     prefill_step_share: float  # share of steps that carry a prefill chunk
     mixed_prefill_tokens_per_step: float
 
@@ -611,6 +613,16 @@ def _per_roofline(fn):
 # prompt for the prefill budget (M/D/1 queue, the step in flight, the all-at-once burst) and the
 # prefill chunks that ride in decode steps (so the ITL and its p95 carry the interference).
 SERVED_TERMS = frozenset({"prefill_queue", "mixed_prefill_decode_steps"})
+
+
+def step_quantile(tail: float, share: float, decode: float, chunk_step: float) -> float:
+    """The step time that a ``tail`` share of steps exceed (0.05: the p95 gap, 0.01: the p99): a
+    step carrying a prefill chunk when more than ``tail`` of the steps carry one, else a
+    decode-only step. The simulator agrees for prompts of one length (tests/test_latency.py:
+    2,048-token prompts, 5.9 % of steps carrying a chunk: p95 and p99 both the 33 ms chunk step),
+    so the percentile jumps where the share crosses ``tail``; a mean above the p95 is then a few
+    long steps (planner.explain.mean_above_p95 says so)."""
+    return chunk_step if share > tail else decode
 
 
 class _Mix:
@@ -743,6 +755,7 @@ class _MixedItl(NamedTuple):
     chunk_step_s: float
     itl_s: float  # mean
     itl_p95_s: float
+    itl_p99_s: float
 
 
 def _mixed_itl(mix: _Mix, n: int, budget_tokens: int, inter: _Interference, wait: _Wait) -> _MixedItl:
@@ -754,7 +767,7 @@ def _mixed_itl(mix: _Mix, n: int, budget_tokens: int, inter: _Interference, wait
     share = min(1.0, inter.mixed / chunk_tokens) if inter.mixed else 0.0
     chunk_step = inter.step0_s if chunk_tokens == inter.chunk0 or not inter.mixed else mix.step(chunk_tokens, n)
     itl = inter.decode_s + share * (chunk_step - inter.decode_s)
-    return _MixedItl(chunk_tokens, share, chunk_step, itl, chunk_step if share > P95_Z else inter.decode_s)
+    return _MixedItl(chunk_tokens, share, chunk_step, itl, step_quantile(P95_Z, share, inter.decode_s, chunk_step), step_quantile(P99_TAIL, share, inter.decode_s, chunk_step))
 
 
 @_per_roofline
@@ -788,6 +801,7 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
         itl_decode_ms=inter.decode_s * 1e3,
         itl_ms=itl.itl_s * 1e3,
         itl_p95_ms=max(itl.itl_p95_s, inter.decode_s) * 1e3,
+        itl_p99_ms=max(itl.itl_p99_s, inter.decode_s) * 1e3,
         prefill_step_share=itl.share,
         mixed_prefill_tokens_per_step=inter.mixed,
     )
@@ -904,9 +918,10 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
     without a plan: the disaggregated pools and the bench import; a plan takes vLLM's from
     :func:`planner.engines.vllm_memory.batch_defaults`).
 
-    * vLLM (engine/arg_utils.py, vllm 0.11): GPUs of 70 GiB and more that are not A100s run 1,024
-      sequences and 8,192 tokens a step for the API server, others 256 and 2,048; CUDA graphs up to
-      min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
+    * vLLM: the API server's defaults for this GPU as vLLM 0.11's own code picks them (the release
+      the serving fit's runs are read against; :func:`planner.engines.vllm_memory.batch_defaults`:
+      1,024 sequences and 8,192 tokens a step on GPUs of 70 GiB and more that are not A100s, else 256
+      and 2,048); CUDA graphs up to min(2 x max_num_seqs, 512) sequences (config/scheduler.py);
     * TensorRT-LLM (trtllm-bench, PyTorch backend): max_batch_size up to 2,048, max_num_tokens 8,192
       (the measured-serving notes of its perf overview); graphs padded to the batch;
     * SGLang: chunked prefill of 8,192 tokens; running requests as memory admits; graphs to 256 (estimate).
@@ -915,9 +930,12 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
         PlannerError: an unknown engine.
     """
     if engine == "vllm":
-        big = memory_gib >= 70 and "a100" not in device_name.lower()
-        seqs = 1024 if big else 256
-        return RuntimeLimits(engine, seqs, 8192 if big else 2048, min(2 * seqs, 512), "vllm 0.11 engine/arg_utils.py defaults (API server)")
+        from planner.engines.vllm_memory import batch_defaults
+        from planner.hardware import CATALOG, custom_device
+
+        device = CATALOG.get(device_name) or custom_device(memory_gib)
+        d = batch_defaults(device, "0.11")
+        return RuntimeLimits(engine, d.max_num_seqs, d.max_num_batched_tokens, min(2 * d.max_num_seqs, 512), d.source)
     if engine == "trtllm":
         return RuntimeLimits(engine, 2048, 8192, 2048, "trtllm-bench throughput defaults (max_batch_size 2048, max_num_tokens 8192)")
     if engine == "sglang":
@@ -972,6 +990,7 @@ class ClosedLoop(Result):
     saturated: bool  # the prefill budget cannot keep up: the rate is the budget's
     ttft_p95_ms: float = 0.0  # the queue's p95 and the step in flight's for the means
     tpot_p95_ms: float = 0.0  # the long step when more than 5 % of steps carry a prefill chunk
+    tpot_p99_ms: float = 0.0  # ... when more than 1 % do
     label: str = "closed loop"
 
 
@@ -1073,7 +1092,7 @@ def _closed_result(s: _LoopState, n: int, run: int, out_tokens: int, pre: float,
     e2e_run = ttft + (out_tokens - 1) * tpot
     slot_wait = e2e_run * (n - run) / run  # clients beyond the running limit wait for a slot
     rate = run / e2e_run
-    tpot_p95 = s.chunk_step_s if s.share > P95_Z else s.decode_s
+    tpot_p95 = step_quantile(P95_Z, s.share, s.decode_s, s.chunk_step_s)
     ttft_p95 = ttft + max(0.0, s.queue_p95_s - queue_s) + (s.wait_p95_s - s.wait_s)
     return ClosedLoop(
         clients=n,
@@ -1095,6 +1114,7 @@ def _closed_result(s: _LoopState, n: int, run: int, out_tokens: int, pre: float,
         saturated=s.saturated,
         ttft_p95_ms=(ttft_p95 + slot_wait) * 1e3,
         tpot_p95_ms=max(tpot_p95, s.decode_s) * 1e3,
+        tpot_p99_ms=max(step_quantile(P99_TAIL, s.share, s.decode_s, s.chunk_step_s), s.decode_s) * 1e3,
     )
 
 
@@ -1156,6 +1176,7 @@ class OpenLoop(Result):
     e2e_ms: float
     output_tokens_per_s: float
     preprocess_ms: float
+    tpot_p99_ms: float = 0.0
     label: str = "open loop (Poisson)"
 
 
@@ -1205,6 +1226,7 @@ def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, 
         ttft_p95_ms=pre_ms + s.wait_p95_ms + s.prefill_one_ms,
         tpot_ms=s.itl_ms,
         tpot_p95_ms=s.itl_p95_ms,
+        tpot_p99_ms=s.itl_p99_ms,
         e2e_ms=e2e,
         output_tokens_per_s=max(1, in_flight) * out / (e2e / 1e3) if e2e > 0 else 0.0,
         preprocess_ms=pre_ms,

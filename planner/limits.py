@@ -129,6 +129,17 @@ BOUNDS: dict[str, Bound] = {
     "max_num_batched_tokens": Bound(1, 1 << 24, integer=True, unit="tokens"),
     "max_num_seqs": Bound(1, 1 << 20, integer=True),
     "speculative_layers": Bound(0, MAX_LAYERS, integer=True),
+    # engine --engine sglang (what SGLang prints)
+    "context_length": Bound(1, MAX_POSITIONS, integer=True, unit="tokens"),
+    "mem_fraction_static": Bound(0, 1, positive=True),  # below 1 too: SGLang's own check refuses 1
+    "chunked_prefill_size": Bound(-1, 1 << 24, integer=True, unit="tokens"),  # -1: no chunking (0 refused by the engine)
+    "max_running_requests": Bound(1, 1 << 24, integer=True),
+    "page_size": Bound(1, 1 << 16, integer=True, unit="tokens"),
+    "pre_load_free_gib": Bound(0, _GIB_CEILING, unit="GiB", positive=True),
+    "available_after_weights_gib": Bound(0, _GIB_CEILING, unit="GiB", positive=True),
+    "limit_mm_per_prompt": Bound(0, 1 << 20, integer=True),  # as PlanInputs.limit_mm_per_prompt
+    "max_loras": Bound(1, 4096, integer=True),
+    "max_lora_rank": Bound(1, 4096, integer=True),
     "tp": Bound(1, 4096, integer=True, unit="GPUs"),
     "ep": Bound(1, 4096, integer=True, unit="GPUs"),
     "tokens": Bound(0, MAX_POSITIONS, integer=True, unit="tokens"),

@@ -22,8 +22,10 @@ from planner import settings
 from planner.configio import read_config_file
 from planner.errors import ConfigError, PlannerError
 
-PRESETS_DIR: Path = Path(__file__).resolve().parent.parent / "model_configs"
-"""The bundled presets; ``KVP_PRESETS_DIR`` overrides it at call time."""
+_CHECKOUT_PRESETS = Path(__file__).resolve().parent.parent / "model_configs"
+PRESETS_DIR: Path = _CHECKOUT_PRESETS if _CHECKOUT_PRESETS.is_dir() else Path(__file__).resolve().parent / "model_configs"
+"""The bundled presets (the checkout's model_configs/, or the copy ``pip install .`` puts in the
+package); ``KVP_PRESETS_DIR`` overrides it at call time."""
 
 DEFAULT_PRESET = "llama-3.1-8b"
 
@@ -121,7 +123,7 @@ def _scan(directory: str) -> tuple[PresetInfo, ...]:
     root = Path(directory)
     if not root.is_dir():
         return ()
-    paths = sorted(p for p in root.glob("*.json") if p.is_file() and _NAME_RE.match(p.stem))
+    paths = sorted((p for p in root.glob("*.json") if p.is_file() and _NAME_RE.match(p.stem)), key=lambda p: p.stem)  # by name: deepseek-v3 before deepseek-v3.2
     return tuple(_info(p) for p in paths)
 
 

@@ -19,9 +19,11 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
+from planner.hardware import GIB
 from planner.labels import label as input_label
 from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
+from planner.plan.sections import COST_BASIS_NAME
 from planner.source import ModelRef
 from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step, fmt_num, fmt_value, gib, mib
 
@@ -280,7 +282,7 @@ def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
     if c.per_million_output_tokens is None:
         return []
     return [
-        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(plan.inputs.gpu_hour_price)} per GPU-hour)"),
+        ("Cost per hour", f"{fmt_money(c.deployment_per_hour)} ({plan.inputs.gpu_count:,} GPUs x {fmt_money(c.gpu_hour_price)} per GPU-hour, {c.price_source})"),
         ("Cost per million tokens", f"{fmt_money(c.per_million_output_tokens)} output, {fmt_money(c.per_million_input_tokens)} input ({c.basis})"),
     ]
 
@@ -459,6 +461,8 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
     ]
     for name, plan, ref in entries:
         story.append(k.para(f"{name}: {_headline(plan, ref)}"))
+        if plan.serve.applies:
+            story.append(k.para(serve_text(plan), k.mono))
     story.append(k.para("Side by side", k.h2))
     label_w, better_w = 42 * mm, 34 * mm
     col_w = (k.width - label_w - better_w) / len(entries)
@@ -497,7 +501,7 @@ def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
     for r in sizing.recommendations[:top]:
         sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
         shape = f"TP{r.tp}" + (f" DP{r.dp}" if r.dp > 1 else "") + (f" PP{r.pp}" if r.pp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
-        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu, shape, str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu + (" (SGLang)" if r.runtime == "sglang" else ""), shape, str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
                      f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
     return rows
 
@@ -576,13 +580,17 @@ def _sizing_story(k: _Kit, sizing) -> list:
         k.para(
             f"Searched {searched['candidates']} GPU x parallel shape x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
             "p95 TTFT and ITL are the load model's at the workload (users: clients of a closed loop; a rate: Poisson arrivals), prompts queueing for the prefill budget; 'sim req/s' is the simulator's capacity search where it ran. "
-            "Prices: planner/prices.py (sourced and dated) unless given.",
+            f"$/M tok: per million output tokens at {COST_BASIS_NAME}, as in the plan. Prices: planner/prices.py (sourced and dated) unless given.",
             k.small,
         )
     )
     for r in sizing.recommendations[:12]:
         if r.capacity:
             story.append(k.para(f"Capacity search {r.gpu} TP {r.tp}{f' DP {r.dp}' if r.dp > 1 else ''}{f' PP {r.pp}' if r.pp > 1 else ''} x {r.replicas}: {r.capacity.note}", k.small))
+    serve = [r for r in sizing.recommendations[:3] if r.serve_command]
+    if serve:
+        story.append(k.para("Start the top deployments (vLLM):", k.small))
+        story += [k.para(f"{r.gpu_count} x {r.gpu} TP {r.tp}: {r.serve_command}", k.mono) for r in serve]
     rows = disagg_rows(sizing)
     if len(rows) > 1:
         story += [k.para("Disaggregated prefill / decode deployments", k.h3), k.grid_table(rows, [k.width / len(rows[0]) * w for w in (1.6, 1.6, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9)])]
@@ -627,6 +635,8 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         k.kv_table(_device_rows(plan)),
         para("Results", k.h2),
         k.kv_table(_result_rows(plan)),
+        *_sglang_story(k, plan),
+        *_startup_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
         *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
@@ -644,6 +654,60 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
     doc, footer = _document(buf, "KV capacity sizing report", ref.label(), f"KV capacity sizing report - {ref.label()}")
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buf.getvalue()
+
+
+def sglang_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The PDF's "SGLang start-up preview" table (runtime sglang): the resolved server arguments,
+    the pools, the memory terms, the admission; empty for other runtimes."""
+    v = plan.sglang
+    if v is None:
+        return []
+    rows = [
+        ("Server arguments", f"mem_fraction_static {v.capacity.mem_fraction_static:g}, chunked_prefill_size {v.capacity.chunked_prefill_size:,}, max_prefill_tokens {v.capacity.max_prefill_tokens:,}, page_size {v.capacity.page_size}, cuda_graph_max_bs {v.capacity.cuda_graph_max_bs}, attention backend {v.capacity.attention_backend}, KV {v.capacity.kv_dtype} (--kv-cache-dtype {v.capacity.kv_cache_dtype}), context_len {v.capacity.context_len:,}"),
+        ("Token pool", f"{v.capacity.max_total_num_tokens:,} tokens of {v.capacity.cell_bytes:,.6g} B" + (f"; SWA pool {v.capacity.swa_max_total_num_tokens:,} tokens" if v.capacity.swa_max_total_num_tokens is not None else "") + (f"; Mamba state slots {v.capacity.max_mamba_cache_size:,}" if v.capacity.max_mamba_cache_size is not None else "") + f"; max_running_requests {v.capacity.max_running_requests:,}"),
+    ]  # fmt: skip
+    rows += [(f"Memory: {name}", f"{gib:,.2f} GiB ({source})") for name, gib, source in ((t.name, t.gib, t.source) for t in v.memory.terms)]
+    rows.append(("KV budget", f"{fmt_bytes(v.capacity.available_kv_bytes)}: free after the weights {v.memory.available_gib:,.2f} GiB less {v.memory.pre_load_free_gib:,.2f} GiB x (1 - {v.capacity.mem_fraction_static:g}), the VLM cache and any Mamba pool"))
+    rows.append(("Admission", v.why))
+    return rows
+
+
+def _sglang_story(k: _Kit, plan: Plan) -> list:
+    """The "SGLang start-up preview" section: the table, the log lines and the launch command."""
+    v = plan.sglang
+    if v is None:
+        return []
+    return [
+        k.para(f"SGLang start-up preview (SGLang {v.capacity.sglang_version})", k.h2), k.kv_table(sglang_rows(plan)),
+        k.para("What SGLang logs at start-up:", k.small), *[k.para(line, k.mono) for line in v.capacity.log_lines], k.para("Launch command:", k.small), k.para(v.command, k.mono),
+    ]  # fmt: skip
+def _startup_story(k: _Kit, plan: Plan) -> list:
+    """Runtime vllm: vLLM's start-up budget term by term with each term's source, the start-up log
+    at the serve line's --max-model-len, and that line (it starts: see ServeSection)."""
+    from reportlab.lib.units import mm
+
+    budget, serve, engine = plan.capacity.budget, plan.serve, plan.kv_cache.engine
+    if budget is None or not serve.applies:
+        return []
+    rows = [["Term", "GiB", "Source"]]
+    for i, t in enumerate(budget.terms):
+        shown = t.bytes if i < 2 or not t.in_budget else -t.bytes
+        rows.append([t.name + ("" if t.in_budget else " (outside the budget)"), f"{shown / GIB:,.2f}", t.source])
+    rows.append(["= Available KV cache memory", f"{budget.available_kv_bytes / GIB:,.2f}", "what vLLM will log"])
+    story = [k.para(f"vLLM {budget.release} start-up", k.h2), k.grid_table(rows, [44 * mm, 16 * mm, k.width - 60 * mm])]
+    story.append(k.para(f"Batching: {serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "") + f" ({serve.batching_source}).", k.small))
+    if engine is not None and engine.log_lines:
+        story += [k.para(line, k.mono) for line in engine.log_lines]
+    story.append(k.para(serve_text(plan), k.mono))
+    if serve.note:
+        story.append(k.para(serve.note, k.small))
+    return story
+
+
+def serve_text(plan: Plan) -> str:
+    """The serve line a report prints: the command, else why none starts."""
+    serve = plan.serve
+    return serve.command if serve.command else f"(no vLLM command starts: {serve.note})"
 
 
 def _cache_story(k: _Kit, plan: Plan) -> list:

@@ -34,7 +34,10 @@ Query keys (schema version 2; keys are stable, never reuse one for another meani
     pf     prefill_ms             fd    first_decode_ms      rd    remaining_decode_ms
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
-    bw     device_bandwidth_gb_s  tf    device_bf16_tflops
+    bw     device_bandwidth_gb_s  tf    device_bf16_tflops     mfs   mem_fraction_static
+    cps    chunked_prefill_size   pg    page_size
+    own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
+    names max_loras  max_lora_rank  (vLLM's start-up settings)
     -- under their own names (no short key) --
     dp     pp     serving_engine     request_rate     spec_method     (shape, load)
     spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
@@ -95,6 +98,9 @@ SHORT_KEYS: dict[str, str] = {
     "kv_dtype": "kvd",
     "weight_dtype": "wd",
     "runtime": "rt",
+    "mem_fraction_static": "mfs",
+    "chunked_prefill_size": "cps",
+    "page_size": "pg",
     "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",

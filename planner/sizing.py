@@ -87,6 +87,7 @@ class Recommendation(BaseModel):
     dp: int = 1  # attention data-parallel ranks a replica (MoE models)
     pp: int = 1  # pipeline stages a replica
     kv_dtype: str
+    runtime: str = "vllm"  # whose sizing and admission the plan follows (vllm or sglang; the search's engines)
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
     sequences_per_replica: int  # the workload's concurrency per replica
     cost_per_hour: float
@@ -99,6 +100,7 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    serve_command: str = ""  # runtime vllm: the line that starts one replica set of it (Plan.serve)
     # a session workload's cache (None without one): the CPU tier searched, its cost (in
     # cost_per_hour), the share of prompt tokens served from a cache
     cpu_tier_gib: float | None = None
@@ -131,6 +133,7 @@ class Refusal(BaseModel):
     ep: int = 1
     dp: int = 1
     pp: int = 1
+    runtime: str = "vllm"
 
 
 class SizingResult(BaseModel):
@@ -339,22 +342,22 @@ class _Candidate:
         final = self.workload(replicas, limit)
         load = final.kv_cache.requested_sequences
         queue_ms = self._slot_wait_ms(replicas, limit, final)
-        lat = final.latency
         gpus = self.shape.gpus * replicas
         cache = final.cache if self.sessions and final.cache.applies else None
         tier_cost = cache.tier_cost_per_hour if cache is not None else None
-        per_hour = self.price * gpus + (tier_cost or 0.0)
-        if self.users is not None:
-            tokens_per_s = self.users * self._output() / (lat.end_to_end_ms / 1e3) if lat.end_to_end_ms > 0 else 0.0
-        else:
-            tokens_per_s = self.rate * self._output()
-        per_million = per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s > 0 else math.inf
+        gpu_per_hour = self.price * gpus
+        per_hour = gpu_per_hour + (tier_cost or 0.0)
+        # the plan's own cost section: one basis (COST_BASIS_NAME) on Plan, Compare and Size; a CPU
+        # tier's cost scales it on the same basis
+        plan_per_million = final.cost.per_million_output_tokens
+        per_million = plan_per_million * per_hour / gpu_per_hour if plan_per_million is not None and gpu_per_hour > 0 else math.inf
         return Recommendation(
             gpu=self.gpu,
             tp=self.shape.tp,
             ep=self.shape.ep,
             dp=self.shape.dp,
             pp=self.shape.pp,
+            runtime=self.values.get("runtime", "vllm"),
             replicas=replicas,
             gpu_count=gpus,
             kv_dtype=self.kv,
@@ -369,6 +372,7 @@ class _Candidate:
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": gpus, "sequences": self.users or load, "max_num_seqs": max(1, limit // self.shape.dp), **({"request_rate": self.rate} if self.rate is not None else {})},
+            serve_command=final.serve.command,
             cpu_tier_gib=self.values.get("cpu_tier_gib"),
             tier_cost_per_hour=tier_cost,
             cache_hit_rate=cache.hit_rate if cache is not None else None,
@@ -443,6 +447,7 @@ def size(
     capacity_top: int = 0,
     capacity_requests: int | None = None,
     progress: Progress | None = None,
+    engines: tuple[str, ...] | list[str] | None = None,
     disagg: bool = False,
     frontier: bool = False,
     _fallback: bool = True,
@@ -458,6 +463,10 @@ def size(
     ``capacity_top`` is at most :data:`~planner.limits.MAX_CAPACITY_TOP`; the capacity searches together run within
     :data:`~planner.limits.CAPACITY_TIME_BUDGET_S` of wall time: the ones not reached are left without a
     capacity and ``searched["capacity_search"]`` says so.
+    ``engines`` (runtimes ``vllm`` and / or ``sglang``) searches each aggregated candidate under
+    each engine's own sizing and admission (default: the base's runtime alone); an engine that
+    refuses a candidate (SGLang has no profile for the GPU, or would not start) makes it a
+    refused candidate with the reason. The disaggregated search and the frontier use the first.
 
     Raises:
         PlannerError: both or neither of users and rate, zero users, an unknown GPU or KV
@@ -471,6 +480,10 @@ def size(
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     BOUNDS["capacity_top"].check("capacity_top", capacity_top)
     names = resolve_gpus(gpus)
+    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
+    for engine in runtimes:
+        if engine not in ("vllm", "sglang") and engines:
+            raise PlannerError("engines", engine, "must be vllm or sglang")
     for kv in kv_dtypes:
         if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
             raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
@@ -479,21 +492,21 @@ def size(
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
-    combos = [(g, shape, kv) for g in names for shape in shapes(model, base, g, tps) for kv in kv_dtypes]
+    combos = [(g, shape, kv, rt) for rt in runtimes for g in names for shape in shapes(model, base, g, tps) for kv in kv_dtypes]
     # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
     tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
     visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
-    for k, (g, shape, kv) in enumerate(combos):
+    for k, (g, shape, kv, rt) in enumerate(combos):
         if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, {shape.label()}, {kv}")
+            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, {shape.label()}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
         for cpu_gib in tiers:
-            cand = _Candidate(model, base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
+            cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
             out = cand.evaluate()
-            if cpu_gib == tiers[0] and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1:  # the frontier's shapes are TP (and EP) only
+            if cpu_gib == tiers[0] and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1 and rt == runtimes[0]:  # the frontier's shapes are TP (and EP) only
                 visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
             if isinstance(out, str):
                 if cpu_gib == tiers[0]:
-                    refused.append(Refusal(gpu=g, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=kv, reason=out))
+                    refused.append(Refusal(gpu=g, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=kv, reason=out, runtime=rt))
             else:
                 recs.append(out)
     found = None
@@ -507,7 +520,7 @@ def size(
         found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated))
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
     workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
     if sessions is not None:
         workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
@@ -527,6 +540,7 @@ def size(
                     tps=tps,
                     prices=prices,
                     disagg=disagg,
+                    engines=engines,
                     _fallback=False,
                 )
                 hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
@@ -579,6 +593,8 @@ def size(
         },
         "ranking": "cost per hour, then cost per million output tokens",
     }
+    if engines:
+        searched["engines"] = list(runtimes)
     if capacity_note:
         searched["capacity_search"] = capacity_note
     if found is not None:
@@ -650,8 +666,9 @@ def _describe(r: Recommendation) -> str:
         p, d = r.prefill, r.decode
         return f"{r.gpu_count} GPUs disaggregated: {p.replicas} prefill × {p.gpu} TP {p.tp} + {d.replicas} decode × {d.gpu} TP {d.tp}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
+    engine = ", SGLang" if r.runtime == "sglang" else ""
     tier = f", {r.cpu_tier_gib:g} GiB CPU tier a replica" if r.cpu_tier_gib else ""
-    return f"{r.gpu_count} × {r.gpu}, {Shape(r.tp, r.dp, r.pp, r.ep).label()}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
+    return f"{r.gpu_count} × {r.gpu}, {Shape(r.tp, r.dp, r.pp, r.ep).label()}{engine}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(
@@ -687,7 +704,7 @@ def capacity_search(
     n = requests or 160
     replicas = rec.replicas
     simulated = min(replicas, SIM_REPLICAS)
-    budget = plan.inputs.max_batched_tokens
+    budget = plan.batching.tokens  # given, or vLLM's default for this GPU (the plan's own)
     cfg = sim.SimConfig(
         block_tokens=plan.inputs.block_tokens,
         total_blocks=blocks,

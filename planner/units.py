@@ -119,10 +119,18 @@ def fmt_byte_count(n: int | None, none: str = "n/a") -> str:
 
 
 def fmt_ms(ms: float | None, none: str = NONE_SHOWN) -> str:
-    """A latency: "7.88 ms" under 100 ms, "4,102.6 ms" from there."""
+    """A latency: "7.88 ms" under 100 ms, "4,102.6 ms" under a minute, then in minutes ("2.5 min")
+    and from an hour in hours ("520,519.2 h"): a refused 10M-sequence plan's TTFT reads as time."""
     if ms is None:
         return none
-    return f"{ms:,.2f} ms" if abs(ms) < 100 else f"{ms:,.1f} ms"
+    size = abs(ms)
+    if size < 100:
+        return f"{ms:,.2f} ms"
+    if size < 60_000:
+        return f"{ms:,.1f} ms"
+    if size < 3_600_000:
+        return f"{ms / 60_000:,.1f} min"
+    return f"{ms / 3_600_000:,.1f} h"
 
 
 def fmt_ms_step(ms: float) -> str:

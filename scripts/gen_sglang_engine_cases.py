@@ -47,8 +47,8 @@ imported); every case starts from the same environment variables (Qwen3-VL's ove
 ``SGLANG_VLM_CACHE_SIZE_MB``, the feature-transport hook ``SGLANG_USE_CUDA_IPC_TRANSPORT``, and
 neither may leak into the next case); per-module quantization lists are slimmed (``_slim``).
 
-The GPU table is the engine's own (``planner/engines/sglang/gpus.py``, loaded by path), so the
-fixture and the engine read one set of MiB figures. Each source runs at a default start-up on
+The GPU table is the engine's own (``planner/engines/sglang/gpus.py``, loaded by path with
+``planner/gpu_memory.py``), so the fixture and the engine read one set of MiB figures. Each source runs at a default start-up on
 H100, H200 and B200 and at nine random draws, fifteen for the 2026 families (``cases_for``); its first sized case also yields
 budgets at the edges of SGLang's refusals (``edge_cases``). A case either sizes (``result``, with
 ``internals``: SGLang's budget and per-token coefficients) or is refused (``refusal``: exception
@@ -82,9 +82,15 @@ GIB = 1 << 30
 
 
 def _load_gpus():
-    """The engine's GPU table (planner/engines/sglang/gpus.py), loaded by path: it imports nothing."""
+    """The engine's GPU table (planner/engines/sglang/gpus.py), loaded by path with the one module it
+    imports (planner/gpu_memory.py, the driver totals; neither imports anything else)."""
     import importlib.util
+    import types
 
+    sys.modules.setdefault("planner", types.ModuleType("planner"))
+    shared = importlib.util.spec_from_file_location("planner.gpu_memory", ROOT / "planner" / "gpu_memory.py")
+    sys.modules[shared.name] = importlib.util.module_from_spec(shared)
+    shared.loader.exec_module(sys.modules[shared.name])
     spec = importlib.util.spec_from_file_location("_sglang_gpus", ROOT / "planner" / "engines" / "sglang" / "gpus.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -5,7 +5,7 @@ release writes its own fixture (0.33: ``vllm_engine_cases.json``; older: ``_0.10
 
     python3 -m venv /work/venvs/vllm033 && /work/venvs/vllm033/bin/pip install vllm==0.33.0
     HF_HUB_OFFLINE=1 /work/venvs/vllm033/bin/python scripts/gen_vllm_engine_cases.py
-    # likewise vllm==0.24.0, 0.19.0 and 0.10.1.1 (0.10: then pip install transformers==4.56.2, the
+    # likewise vllm==0.24.0, 0.19.0, 0.11.0 and 0.10.1.1 (0.10: then pip install transformers==4.56.2, the
     # transformers of its release; it resolves 5.x, whose configs 0.10 cannot read)
 
 Older releases go through small shims (section "vLLM 0.10 - 0.24"): their block-size rule, their
@@ -955,7 +955,9 @@ class _LogLines:
 
 def _legacy_size(vcfg, specs: dict, available: int):
     """``EngineCore._initialize_kv_caches`` of 0.10 - 0.24 (vllm/v1/engine/core.py): the
-    scheduler's KVCacheConfig, the token figure and concurrency of the start-up log, its lines.
+    scheduler's KVCacheConfig, the token figure and concurrency of the start-up log, its lines
+    (0.11 already merges the workers' specs in ``get_kv_cache_configs``; its block sizes and
+    platform answers are 0.10's).
 
     Raises:
         ValueError: vLLM's refusal (one request does not fit).
@@ -963,7 +965,7 @@ def _legacy_size(vcfg, specs: dict, available: int):
     from vllm.v1.core import kv_cache_utils as kcu
 
     with _LogLines() as log:
-        if VLLM >= (0, 19):
+        if VLLM >= (0, 11):
             configs = kcu.get_kv_cache_configs(vcfg, [specs], [available])
             sched = kcu.generate_scheduler_kv_cache_config(configs)
         else:  # 0.10: one config per worker, then unified

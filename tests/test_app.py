@@ -63,18 +63,24 @@ def test_plan_page_opens_on_default_preset():
     # 2,560 reserved tokens (2,048 input + 512 output) x 128 KiB = 320 MiB per sequence.
     assert metric(at, "KV bytes / token") == "128 KiB"
     assert metric(at, "Memory per sequence") == "320 MiB"
-    assert metric(at, "Max sequences") == "179"
+    # vLLM 0.33's budget (see test_headroom_changes_max_sequences_as_the_arithmetic_says): 172, the
+    # same figure the start-up card's log line gives (27,576 blocks = 441,216 tokens / 2,560)
+    assert metric(at, "Max sequences") == "172"
     assert metric(at, "TTFT").endswith(" ms") and metric(at, "ITL").endswith(" ms")
     assert not errors(at)
     text = " ".join(m.value for m in at.markdown)
     assert "32 full" in text and "KV heads per GPU" in text  # geometry card
     assert len(at.get("plotly_chart")) >= 2  # memory stack + the open chart tab
-    assert any("Admitted · 8 of at most 179 sequences" in t for t in (m.value for m in at.markdown))
+    assert any("Admitted · 8 of at most 172 sequences" in t for t in (m.value for m in at.markdown))
     expanders = [e.label for e in at.expander]
     assert "Assumptions and omissions" in expanders and "Formulas with this plan's numbers" in expanders
     assert "CUDA graphs" in text and "Allocator rounding" in text
     # formulas carry this plan's numbers
-    assert "335,544,320 B" in text and "77,309,411,328 B" in text
+    assert "335,544,320 B" in text and "76,516,989,861" in text
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("GPU KV cache size: 441,216 tokens") for c in codes), codes
+    assert any("KV pool 441,216 tokens (vLLM's GPU KV cache size)" in c.value for c in at.caption)  # the memory card says the same
+    assert any("Available KV cache memory: 53.86 GiB per GPU, term by term" in e for e in expanders), expanders
 
 
 def test_kv_dtype_bf16_to_fp8_halves_bytes_per_token():
@@ -90,24 +96,32 @@ def test_kv_dtype_bf16_to_fp8_halves_bytes_per_token():
 
 
 def test_headroom_changes_max_sequences_as_the_arithmetic_says():
-    """llama-3.1-8b on one H100-SXM-80GB, bf16 weights and cache, workspace 1 GiB, defaults otherwise.
+    """llama-3.1-8b on one H100-SXM-80GB under runtime vllm (the default): vLLM 0.33's start-up budget.
 
-    device   = 80 GiB                          = 85,899,345,920 B
-    weights  = 8,029,995,008 params x 2 B      = 16,059,990,016 B
-    fixed    = weights + 1 GiB workspace       = 17,133,731,840 B
-    per seq  = 2,560 tokens x 131,072 B        =    335,544,320 B
-    10 %: usable 77,309,411,328; available 60,175,679,488; / per seq = 179.3 -> 179
-    20 %: usable 68,719,476,736; available 51,585,744,896; / per seq = 153.7 -> 153
-     0 %: usable 85,899,345,920; available 68,765,614,080; / per seq = 204.9 -> 204
+    device   = 79.18 GiB as CUDA reports it                         = 85,018,877,624 B
+    weights  = 16,060,522,496 B (the checkpoint's safetensors total)
+               + RoPE cos/sin 131,072 x 128 x 2 B = 33,554,432      = 16,094,076,928 B
+    start-up = weights + profiling 2,028,937,969 + non-torch 142,807,662 + graphs 418,759,311
+                                                                    = 18,684,581,870 B
+    a block  = 32 layers x 16 tokens x 8 KV heads x 128 x 2 (K, V) x 2 B = 2,097,152 B; a request 2,560 / 16 = 160 blocks
+    10 % (--gpu-memory-utilization 0.9):  76,516,989,861 - start-up = 57,832,407,991 -> 27,576 blocks / 160 = 172
+    20 % (0.8):                           68,015,102,099 - start-up = 49,330,520,229 -> 23,522 blocks / 160 = 147
+     5 % (0.95):                          80,767,933,742 - start-up = 62,083,351,872 -> 29,603 blocks / 160 = 185
+     0 % (1.0): 79.18 GiB wanted, 78.57 free at start-up: vLLM refuses; the last good plan stays
     """
     at = _app()
-    assert metric(at, "Max sequences") == "179"
+    assert metric(at, "Max sequences") == "172"
     at.slider(key="headroom_pct").set_value(20.0).run()
     _clean(at)
-    assert metric(at, "Max sequences") == "153"
+    assert metric(at, "Max sequences") == "147"
     assert at.session_state["plan_values"]["headroom_bp"] == 2000  # stored as basis points
+    at.slider(key="headroom_pct").set_value(5.0).run()
+    assert metric(at, "Max sequences") == "185"
     at.slider(key="headroom_pct").set_value(0.0).run()
-    assert metric(at, "Max sequences") == "204"
+    _clean(at)
+    side = [e.value for e in at.sidebar.error]
+    assert any("vLLM 0.33 refuses to start: Free memory on device (78.57/79.18 GiB) on startup is less than desired GPU memory utilization (1.0, 79.18 GiB)" in e for e in side), side
+    assert metric(at, "Max sequences") == "185"
 
 
 def test_every_chart_tab_renders():
@@ -179,7 +193,13 @@ def test_model_too_large_opens_with_tensor_parallelism_suggested():
     at.number_input(key="tp").set_value(1).run()  # back to one GPU per replica: the weights do not fit
     _clean(at)
     side = [e.value for e in at.sidebar.error]
-    assert any("exceeds usable" in e for e in side), side
+    # runtime vllm: vLLM's own refusal in one line with the numbers (131.42 GiB of bf16 parameters +
+    # 0.03 GiB RoPE buffer against 79.18 GiB x 0.9 = 71.26 GiB; the CLI test derives them)
+    assert any(
+        e.startswith("vLLM 0.33 refuses to start: No available memory for the cache blocks (weights 131.45 GiB")
+        and "against the budget 71.26 GiB (79.18 GiB x 0.9 on H100-SXM-80GB): short by 62.68 GiB); use more GPUs (TP)" in e
+        for e in side
+    ), side
     assert [m.value for m in at.metric] == shown  # the last good plan stays
 
 
@@ -405,3 +425,19 @@ def test_vision_model_offers_encoder_tokens():
     _clean(at)
     # + 8 cross layers x 8 KV heads x (128 + 128) x 2 B = 32,768 B per image token x 6,404 = 200.125 MiB
     assert metric(at, "Memory per sequence") == "520.12 MiB"
+
+
+def test_vllm_startup_controls_change_the_budget_and_the_serve_line():
+    at = _app()
+    assert at.selectbox(key="entry_point").value == "serve"
+    assert not [n for n in at.number_input if n.key == "max_loras"]  # shown once LoRA is on
+    at.selectbox(key="entry_point").set_value("llm").run()
+    _clean(at)
+    # vLLM 0.33's LLM class on an H100: 16,384 tokens a step (EngineArgs.get_batch_defaults), in the serve line too
+    codes = [c.value for c in at.code]
+    assert any(c.startswith('LLM(model="meta-llama/Llama-3.1-8B-Instruct", tensor_parallel_size=1') and "max_num_batched_tokens=16384" in c for c in codes), codes
+    at.checkbox(key="enable_lora").check().run()
+    _clean(at)
+    assert at.number_input(key="max_loras").value == 1 and at.number_input(key="max_lora_rank").value == 16
+    text = " ".join(m.value for m in at.markdown)
+    assert "LoRA adapter slots [" in text  # a term of the start-up card's budget

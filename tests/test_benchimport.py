@@ -98,7 +98,7 @@ def test_compare_closed_loop_predicts_the_plans_own_figures(llama):
     plan = compute_plan(inputs, llama)
     kv_at = kv_held(plan.inspect, plan.reservation)
     runtime = latency.runtime_limits("vllm", plan.device.memory_gib, plan.device.generation, plan.device.name).max_num_seqs
-    cl = latency.closed_loop(plan.roof, 512, 0, 64, 8, kv_at(512 + 32), 512 + 32, plan.inputs.max_batched_tokens, runtime, True)
+    cl = latency.closed_loop(plan.roof, 512, 0, 64, 8, kv_at(512 + 32), 512 + 32, plan.batching.tokens, runtime, True)
     assert rows["ttft_ms"].predicted == pytest.approx(cl.ttft_ms) and rows["tpot_ms"].predicted == pytest.approx(cl.tpot_ms)
     assert rows["output_tokens_per_s"].predicted == pytest.approx(cl.output_tokens_per_s)
     for r in c.rows:
@@ -113,7 +113,7 @@ def test_compare_spreads_the_clients_over_the_replicas(llama):
     plan = compute_plan(make_inputs(**PLAN), llama)
     kv_at = kv_held(plan.inspect, plan.reservation)
     runtime = latency.runtime_limits("vllm", plan.device.memory_gib, plan.device.generation, plan.device.name).max_num_seqs
-    cl4 = latency.closed_loop(plan.roof, 512, 0, 64, 4, kv_at(544), 544, plan.inputs.max_batched_tokens, runtime, True)
+    cl4 = latency.closed_loop(plan.roof, 512, 0, 64, 4, kv_at(544), 544, plan.batching.tokens, runtime, True)
     assert one["ttft_ms"] == pytest.approx(cl4.ttft_ms) and one["output_tokens_per_s"] == pytest.approx(2 * cl4.output_tokens_per_s)
 
 

@@ -126,7 +126,9 @@ def test_hub_weights_come_from_safetensors_metadata(fake_hub):
     assert out["source"]["parameter_counts"] == {"BF16": 3000, "F8_E4M3": 1000}
     assert out["weights"]["bytes"] == 7000
     assert out["weights"]["source"].startswith("safetensors metadata")
-    assert out["capacity"]["model_resident_bytes"] == 7000
+    # runtime vllm: as vLLM loads them, the checkpoint's 7,000 B + its RoPE cos/sin cache (131,072 positions x 128 x 2 B)
+    assert out["capacity"]["model_resident_bytes"] == 7000 + 131072 * 128 * 2
+    assert "RoPE" in out["capacity"]["model_resident_source"]
 
 
 @pytest.mark.parametrize(
@@ -170,5 +172,40 @@ def test_every_flag_of_every_command_has_help_with_its_default():
 def test_plan_help_gives_units_and_library_defaults():
     out = run("plan", "--help").stdout
     flat = " ".join(out.split())
-    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); in basis points (default: 1,000; >= 0 and <= 9,999)" in flat
+    assert "--headroom-bp BP Headroom: share of device memory kept free (1,000 = 10 %); under runtime vllm vLLM's gpu_memory_utilization is 1 - headroom, of the total CUDA reports; in basis points (default: 1,000; >= 0 and <= 9,999)" in flat
     assert "--ttft-slo-ms X TTFT SLO: largest acceptable p95 time to first token; empty: none; in ms (default: none; > 0 and <= 1,000,000,000)" in flat
+
+
+def test_plan_and_size_refuse_what_vllm_would_not_start_with_the_numbers():
+    # Llama-3.1-70B in bf16 on one H100 SXM: 70,553,706,496 parameters x 2 B = 131.42 GiB + the RoPE
+    # cos/sin buffer (131,072 positions x 128 x 2 B = 0.03 GiB) = 131.45 GiB of weights against the
+    # budget 79.18 GiB (CUDA's total) x 0.9 = 71.26 GiB; with the predicted profiling peak (1.97),
+    # non-torch (0.13) and graph (0.39) terms start-up takes 133.94 GiB: short by 62.68 GiB
+    numbers = "(weights 131.45 GiB + profiling peak activations 1.97 GiB, non-torch memory 0.13 GiB, CUDA graphs 0.39 GiB = 133.94 GiB against the budget 71.26 GiB (79.18 GiB x 0.9 on H100-SXM-80GB): short by 62.68 GiB)"
+    plan = run("plan", "--preset", "llama-3.1-70b")
+    assert plan.returncode == 2 and len(plan.stderr.strip().splitlines()) == 1
+    assert plan.stderr.startswith("error: tp=1: vLLM 0.33 refuses to start: No available memory for the cache blocks (") and numbers in plan.stderr
+    size = run("size", "--preset", "llama-3.1-70b", "--users", "20", "--gpus", "H100-SXM-80GB", "--tps", "1", "2", "4", "--kv-dtypes", "bf16")
+    assert size.returncode == 0, size.stderr
+    lines = size.stdout.splitlines()
+    refused = [line for line in lines if line.startswith("refused ")]
+    assert len(refused) == 1 and refused[0].startswith("refused H100-SXM-80GB TP 1 bf16: vLLM 0.33 refuses to start: No available memory for the cache blocks (") and numbers in refused[0]
+    # every deployment it lists starts: its serve line, with the replica layout (4 x TP 2 in one node)
+    serve = [line for line in lines if line.startswith("serve ")]
+    assert serve[0].startswith("serve H100-SXM-80GB TP 4 x1: vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-model-len 131072 --max-num-batched-tokens 8192")
+    assert "--tensor-parallel-size 2 --data-parallel-size 4" in serve[1]
+
+
+def test_engine_takes_vllms_batching_defaults_per_gpu_and_entry_point():
+    # vLLM 0.33 EngineArgs.get_batch_defaults (tests/data/vllm_batch_defaults.json, written by its own
+    # code): an A100 stays in the small tier (2,048 tokens / 256 sequences) though it has 80 GB; an
+    # H100's LLM class takes 16,384 / 1,024; both land in the budget's profiling run and the serve line
+    a100 = run("engine", "--preset", "llama-3.1-8b", "--gpu", "A100-SXM-80GB", "--max-model-len", "32768")
+    assert a100.returncode == 0, a100.stderr
+    assert "max_num_batched_tokens / max_num_seqs  2,048 / 256  (vLLM 0.33 EngineArgs.get_batch_defaults" in a100.stdout
+    assert a100.stdout.rstrip().splitlines()[-1].endswith("--max-model-len 32768 --max-num-batched-tokens 2048 --max-num-seqs 256 --gpu-memory-utilization 0.9")
+    llm = run("engine", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--entry-point", "llm", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64", "--max-model-len", "32768")
+    assert llm.returncode == 0, llm.stderr
+    assert "16,384 / 1,024  (vLLM 0.33 EngineArgs.get_batch_defaults: `LLM class` default" in llm.stdout
+    assert "LoRA adapter slots" in llm.stdout and "derived from vLLM 0.33 lora/layers create_lora_weights: 4 adapter slot(s) of rank 64" in llm.stdout
+    assert llm.stdout.rstrip().splitlines()[-1].startswith('LLM(model="meta-llama/Llama-3.1-8B-Instruct", tensor_parallel_size=1, max_model_len=32768, max_num_batched_tokens=16384, max_num_seqs=1024')

@@ -217,7 +217,7 @@ def test_ttft_slo_limit_is_the_largest_concurrency_meeting_it():
 
 def test_cost_in_headline_when_a_price_is_known():
     at = _app()
-    assert metric(at, "Cost per hour").value == "–"
+    assert metric(at, "Cost per hour").value != "–"  # the catalog's sourced price by default (issue 27 item 1)
     at.session_state["group_sharing"] = True
     at.session_state["group_hardware"] = True
     at.run()

@@ -124,6 +124,12 @@ def test_steady_state_served_latency_matches_the_simulator(prompt, output, budge
     assert s.prefill_one_ms + s.wait_p95_ms == pytest.approx(r.ttft_ms.p95, rel=0.3)
     assert s.itl_ms == pytest.approx(r.itl_ms.mean, rel=0.12)
     assert s.itl_p95_ms == pytest.approx(r.itl_ms.p95, rel=0.4)
+    # issue 27: the p99 gap beside the p95 (2,048-token prompts 33.2 ms simulated, 6,000- and 4,096-token
+    # 131.1 ms; 1,000-token prompts at a 2,048 budget: 17.8 ms modelled vs 32.3 ms simulated, a step
+    # with two chunks the model does not have: not asserted)
+    assert s.itl_p99_ms >= s.itl_p95_ms
+    if (prompt, budget) != (1000, 2048):
+        assert s.itl_p99_ms == pytest.approx(r.itl_ms.p99, rel=0.4)
 
 
 def test_queue_wait_is_the_md1_formula():

@@ -107,7 +107,7 @@ def test_cli_refusal_exits_0_with_admission_error(capsys):
         (["--prefill-ms", "nan"], "--prefill-ms"),
         (["--queue-ms", "inf"], "--queue-ms"),
         (["--input-tokens", "5000"], "exceeds the model maximum of 4,096"),
-        (["--model-resident-gib", "15"], "exceeds usable"),
+        (["--model-resident-gib", "15"], "refuses to start"),  # vLLM: weights 15 + workspace 1 GiB > 16 x 0.9
         (["--tp", "3"], "tensor parallel size 3"),
     ],
 )
@@ -191,8 +191,13 @@ def test_headroom_in_basis_points_without_overflow():
 
 
 def test_fixed_memory_above_usable_is_clear_error():
-    with pytest.raises(PlannerError, match="exceeds usable"):
+    # runtime vllm: 16 GiB x 0.9 = 14.4 GiB budget; weights 14 + workspace 1 = 15 GiB: vLLM's refusal
+    # with the numbers, short by 0.60 GiB
+    with pytest.raises(PlannerError, match="refuses to start: No available memory for the cache blocks") as err:
         example(model_resident_gib=14.0)
+    assert "short by 0.60 GiB" in str(err.value) and "budget 14.40 GiB" in str(err.value)
+    with pytest.raises(PlannerError, match="exceeds usable"):  # other runtimes: the planner's own budget
+        example(model_resident_gib=14.0, runtime="transformers")
 
 
 def test_tp_replication_in_capacity():

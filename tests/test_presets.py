@@ -166,6 +166,21 @@ CASES: dict[str, tuple[str, int, dict[str, int], int, int]] = {
     # keys on the 57 layers whose sparse_attention_freq is 1: 57 x 128 x 2 B (bf16) = 14,592
     # -> 137,472; x 8000 = 1,099,776,000
     "minimax-m3": ("MiniMaxAI/MiniMax-M3", 137_472, {"full": 60}, 8000, 1_099_776_000),
+    # --- the models teams deploy first (issue 27; configs as on the Hub: Qwen3-32B equals the
+    # reference copy, Qwen3-235B-A22B, DeepSeek-R1 and V3.2 as vendored by aiconfigurator-core) -----
+    # 2 x 64 layers x 8 KV heads x 128 x 2 B = 262,144; x 4096 = 1,073,741,824
+    "qwen3-32b": ("Qwen/Qwen3-32B", 262_144, {"full": 64}, 4096, 1_073_741_824),
+    # 2 x 80 x 8 x 128 (8192/64) x 2 B = 327,680 (Llama 3.1 70B's geometry); x 4096 = 1,342,177,280
+    "llama-3.3-70b": ("meta-llama/Llama-3.3-70B-Instruct", 327_680, {"full": 80}, 4096, 1_342_177_280),
+    # use_sliding_window false: 2 x 80 x 8 x 128 x 2 B = 327,680; x 4096 = 1,342,177,280
+    "qwen2.5-72b": ("Qwen/Qwen2.5-72B-Instruct", 327_680, {"full": 80}, 4096, 1_342_177_280),
+    # MoE: 2 x 94 x 4 KV heads x 128 x 2 B = 192,512; x 4096 = 788,529,152
+    "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", 192_512, {"full": 94}, 4096, 788_529_152),
+    # DeepSeek-V3's architecture: 61 x (512 + 64) x 2 B = 70,272; x 4096 = 287,834,112
+    "deepseek-r1": ("deepseek-ai/DeepSeek-R1", 70_272, {"full": 61}, 4096, 287_834_112),
+    # DSA: 61 MLA layers x 576 x 2 B = 70,272 + indexer 61 x (128 fp8 + 4 B scale = 132) = 8,052
+    # -> 78,324; x 4096 = 320,815,104
+    "deepseek-v3.2": ("deepseek-ai/DeepSeek-V3.2", 78_324, {"full": 61}, 4096, 320_815_104),
 }
 
 # recurrent state per sequence (bf16 conv/SSM unless the config asks for a float32 SSM cache)

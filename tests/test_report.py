@@ -124,14 +124,18 @@ def test_preset_report_identity_and_sliding_layers(gemma):
     assert "K/V per token 172,032 B (168 KiB)" in text  # only the full layers grow past 4,096
     # 2,560 reserved tokens < the 4,096 window: 42 x 8,192 x 2,560 = 880,803,840 B = 840 MiB
     assert "880,803,840 B (840 MiB)" in text
-    # usable 85,899,345,920 x 0.9 = 77,309,411,328; less weights 18,483,411,968 ((9,241,100,288
-    # parameters + 605,696 norm weights: 42 layers x 4 x 3,584 + 3,584) x 2 B: the float32 checkpoint
-    # is served in 16-bit) and 1 GiB workspace = 57,752,257,536; floor(57,752,257,536 / 880,803,840) = floor(65.57) = 65
-    assert "available for K/V = 77,309,411,328 - 19,557,153,792 = 57,752,257,536 B" in text
-    # vLLM 0.33 admits the same 65: 21 sliding + 21 full layers, 16-token pages of 131,072 B,
-    # 21 x 131,072 = 2,752,512 B a block, 20,982 blocks; a request reserves 160 full blocks and
-    # cdiv(min(4,095 + 16,384, 2,560), 16) + 1 = 161 sliding blocks: floor(20,982 / 321) = 65
-    assert "Maximum sequences by memory 65 (65 per replica x 1; vLLM 0.33 block reservation; steady state 65)" in text
+    # runtime vllm, vLLM 0.33's budget on an H100: 79.18 GiB as CUDA reports it = 85,018,877,624 B x 0.9
+    # = 76,516,989,861; less weights 18,487,606,272 ((9,241,100,288 parameters + 605,696 norm weights:
+    # 42 layers x 4 x 3,584 + 3,584) x 2 B, the float32 checkpoint served in 16-bit, + RoPE cos/sin
+    # 8,192 x 256 x 2 B), the profiling peak 3,917,239,025 (1,024 x 256,000 x 14 B + 132 SMs x 256,000
+    # x 4 B + 2 x 3,584 x (8,192 + 2,048) + the 0.036 GiB rest), non-torch 0.133 GiB = 142,807,662 and
+    # CUDA graphs 0.39 GiB = 418,759,311: 22,966,412,270 taken, 53,550,577,591 B for the cache
+    assert "available for K/V = 76,516,989,861 - 22,966,412,270 = 53,550,577,591 B" in text
+    # vLLM 0.33: 21 sliding + 21 full layers, 16-token pages of 131,072 B, 21 x 131,072 = 2,752,512 B a
+    # block, floor(53,550,577,591 / 2,752,512) = 19,455 blocks; a request reserves 160 full blocks and
+    # cdiv(min(4,095 + 16,384, 2,560), 16) + 1 = 161 sliding blocks: floor(19,455 / 321) = 60; steady
+    # state floor(53,550,577,591 / 880,803,840) = 60 too
+    assert "Maximum sequences by memory 60 (60 per replica x 1; vLLM 0.33 block reservation; steady state 60)" in text
     # every latency figure names the load it assumes: the requested sequences as clients of a closed loop
     assert "(roofline estimate, closed loop of " in text and "accuracy of TTFT" in text
 
@@ -181,16 +185,20 @@ def test_pages_render_and_are_not_blank(example, gemma):
             dark = sum(img.histogram()[:200])
             # ink on every page; the last may hold only the end of the notes (a few lines: > 0.1 %)
             assert dark / (img.size[0] * img.size[1]) > (0.001 if i == len(pages) - 1 else 0.01), page
-        # the charts (pages 2 and 3: the latency table with its accuracy rows comes first) have
-        # coloured (saturated) pixels: bars and lines, not just text
+        # the charts (from the page with the memory chart on; the second, or the third when the cost
+        # rows push the tables on; the latency chart may fall on the next page) have coloured
+        # (saturated) pixels: bars and lines, not just text
+        texts = [subprocess.run(["pdftotext", "-f", str(k + 1), "-l", str(k + 1), str(case["path"]), "-"], capture_output=True, text=True, check=True).stdout for k in range(len(pages))]
+        chart_page = next(k for k, t in enumerate(texts) if "Memory per GPU (" in t)
+        assert chart_page in (1, 2), chart_page
         coloured = 0
-        for page in pages[1:3]:
-            _, sat, val = Image.open(page).convert("HSV").split()
+        for png in pages[chart_page : chart_page + 2]:
+            _, sat, val = Image.open(png).convert("HSV").split()
             mask = ImageChops.multiply(sat.point(lambda x: 255 if x > 80 else 0), val.point(lambda x: 255 if x > 60 else 0))
             coloured += mask.histogram()[255]
         assert coloured > 0.03 * mask.size[0] * mask.size[1]
         # a readable copy of the charts page for people to look at
-        subprocess.run(["pdftoppm", "-png", "-r", "110", "-f", "2", "-l", "2", "-singlefile", str(case["path"]), str(ARTIFACTS / f"report-{name}-page2")], check=True, timeout=60)
+        subprocess.run(["pdftoppm", "-png", "-r", "110", "-f", str(chart_page + 1), "-l", str(chart_page + 1), "-singlefile", str(case["path"]), str(ARTIFACTS / f"report-{name}-page2")], check=True, timeout=60)
         assert (ARTIFACTS / f"report-{name}-page2.png").stat().st_size > 20_000
 
 
@@ -256,8 +264,8 @@ def test_cli_report_for_a_preset_and_an_uploaded_config(tmp_path):
     proc = run("-m", "planner", "report", "--preset", "gemma-2-9b", "--sequences", "70", "--share-base", "https://plans.example/", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = pdftotext(out)
-    # 70 requested > 65 by memory (see the preset test): refused, binding memory
-    assert "REFUSED: requested 70 sequences, but the KV-cache memory admits at most 65" in text
+    # 70 requested > 60 by memory (see the preset test): refused, binding memory
+    assert "REFUSED: requested 70 sequences, but the KV-cache memory admits at most 60" in text
     assert "https://plans.example/?v=2&m=preset&n=gemma-2-9b" in re.sub(r"\s+", "", text)
     cfg = tmp_path / "config.json"
     cfg.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "max_position_embeddings": 4096, "vocab_size": 1000, "intermediate_size": 512}')
@@ -318,8 +326,36 @@ def test_report_headline_has_cost_and_inputs_use_labels(tmp_path):
     flat = " ".join(text.split())
     # 4 GPUs x $2.50 per GPU-hour = $10.00 per hour
     assert "Cost $10.00 per hour" in flat
-    assert "Cost per hour $10.00 (4 GPUs x $2.50 per GPU-hour)" in flat
+    assert "Cost per hour $10.00 (4 GPUs x $2.50 per GPU-hour, given)" in flat
     per_m = plan.cost.per_million_output_tokens
     assert "per million output tokens" in flat and (f"${per_m:,.2f}" in flat or f"${per_m:.4g}" in flat)
     assert "Headroom 10 %" in flat and "GPU-hour price ($) * 2.5" in flat
     assert "headroom_bp" not in text and "gpu_hour_price" not in text and "conservative KV-memory plan" not in text
+
+
+def test_vllm_plan_report_has_the_startup_budget_term_by_term_and_a_serve_line(gemma):
+    # runtime vllm (the default): the PDF's start-up table is the plan's own budget, every term with
+    # its source; the available memory it ends on is the one the admission used (53,550,577,591 B,
+    # see test_preset_report_identity_and_sliding_layers)
+    text, plan = " ".join(gemma["text"].split()), gemma["plan"]
+    budget = plan.capacity.budget
+    assert budget.available_kv_bytes == plan.capacity.available_for_kv_bytes == 53_550_577_591
+    assert "vLLM 0.33 start-up" in text
+    # 79.18 GiB as CUDA reports on an H100 SXM (published vLLM logs), x 0.9 = 71.26 GiB
+    assert "device memory 79.18" in text and "x gpu_memory_utilization 0.9 -7.92" in text
+    for t in budget.terms:
+        assert t.name in text and t.source.split()[0] in text
+    assert "= Available KV cache memory 49.87 what vLLM will log" in text
+    assert "Batching: 8,192 tokens a step, 1,024 sequences a replica (vLLM 0.33 EngineArgs.get_batch_defaults" in text
+    # the serve line: gemma-2-9b's 8,192-token maximum fits, vLLM's default batching is spelled out
+    assert "vllm serve google/gemma-2-9b --tensor-parallel-size 1 --max-model-len 8192 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9" in text
+
+
+def test_other_runtimes_have_no_vllm_startup_section(tmp_path):
+    ref, model = preset_ref("gemma-2-9b")
+    plan = compute_plan(PlanInputs(runtime="transformers"), model)
+    path = tmp_path / "transformers.pdf"
+    path.write_bytes(build_pdf(plan, ref, None, now=WHEN))
+    text = pdftotext(path)
+    assert plan.capacity.budget is None and "Results" in text
+    assert "start-up" not in text and "vllm serve" not in text

@@ -123,6 +123,15 @@ def test_harness_engine_settings_follow_the_engines_own_rules():
     assert S.engine_settings(p49, model, hardware.get_device("H100-SXM-80GB"))[:2] == (8192, 1024)
     p44 = next(p for p in S.load()["points"] if p["id"] == "p44-tenstorrent")
     assert S.engine_settings(p44, model, hardware.get_device("A100-SXM-80GB"))[:2] == (2048, 256)  # an A100 keeps the small tier
+def test_runtime_limits_follow_the_engines_defaults():
+    # vllm 0.11 engine/arg_utils.py (through vllm_memory.batch_defaults, the one copy): >= 70 GiB and
+    # not an A100: 1,024 sequences, 8,192 tokens (API server); otherwise 256 and 2,048; CUDA graphs to
+    # min(2 x max_num_seqs, 512)
+    h100, a100 = latency.runtime_limits("vllm", 80, "hopper", "H100-SXM-80GB"), latency.runtime_limits("vllm", 80, "ampere", "A100-SXM-80GB")
+    assert (h100.max_num_seqs, h100.max_batched_tokens, h100.graph_max_batch) == (1024, 8192, 512)
+    assert (a100.max_num_seqs, a100.max_batched_tokens, a100.graph_max_batch) == (256, 2048, 512)
+    assert latency.runtime_limits("trtllm", 80).max_num_seqs == 2048
+    assert "EngineArgs._set_default_args" in h100.source
 
 
 def test_all_reduce_beyond_one_node_is_hierarchical():
@@ -154,9 +163,10 @@ def test_2026_catalog_entries_carry_sources_dates_memory_and_prices():
         assert d.source and d.link_source and d.scaleout_source and d.as_of == "2026-12-01", name
         assert d.cuda_memory_gib and d.cuda_memory_gib <= d.memory_gib, name
         assert d.generation and name in prices.PRICE_TABLE, name
-    # nvidia-smi totals: B300 275,040 MiB = 268.59 GiB, GB200 189,471 MiB = 185.03 GiB
-    assert hardware.get_device("B300-SXM-288GB").cuda_memory_gib == pytest.approx(268.59)
-    assert hardware.get_device("GB200-NVL72-186GB").cuda_memory_gib == pytest.approx(185.03)
+    # nvidia-smi totals: B300 275,040 MiB = 268.59 GiB, GB200 189,471 MiB = 185.03 GiB; CUDA's total is
+    # that less the driver's reserve: B300 267.68 GiB as published, GB200 derived (planner/gpu_memory.py)
+    assert hardware.get_device("B300-SXM-288GB").smi_memory_mib == 275040 and hardware.get_device("B300-SXM-288GB").cuda_memory_gib == pytest.approx(267.68)
+    assert hardware.get_device("GB200-NVL72-186GB").smi_memory_mib == 189471 and hardware.get_device("GB200-NVL72-186GB").cuda_memory_kind == "derived"
     for name in ("B300-SXM-288GB", "GB300-NVL72-288GB", "MI355X-288GB", "RTX-PRO-6000-96GB"):
         assert hardware.get_device(name).fp4_tflops, name
     assert hardware.get_device("MI355X-288GB").fixed_cost_scale == hardware.AMD_FIXED_COST_SCALE > 1 and "estimate" in hardware.get_device("MI355X-288GB").fixed_cost_source

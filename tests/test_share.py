@@ -233,7 +233,7 @@ TAMPERED = [
     ("hit", "1.5", "prefix_hit_rate (hit) '1.5' is out of range (must be >= 0 and <= 1)"),
     ("kvd", "fp7", "kv_dtype (kvd) 'fp7' is not one of auto, fp32, fp16, bf16, fp8, int8, int4; using the default auto"),
     ("mtp", "yes", "mtp (mtp) 'yes' is not 1 or 0; using the default 0 (off)"),
-    ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, transformers"),
+    ("rt", "TRANSFORMERS", "runtime (rt) 'TRANSFORMERS' is not one of vllm, sglang, transformers"),
     ("res", "<script>", "reservation (res) '<script>' is not one of dynamic, static, paged"),
     ("gpu", "Z100", "gpu (gpu) 'Z100' is an unknown GPU; using the default H100-SXM-80GB"),
     ("gpu", "\x00\x1b[31m", "is not a plain name"),

@@ -76,7 +76,7 @@ def test_users_scenarios_are_minimal_ranked_and_plan_confirms(request, fixture, 
     p = compute_plan(make_inputs(**best.plan_values), model)
     cost, blocks = sim.from_plan(p)
     reps = min(best.replicas, 4)
-    budget = p.inputs.max_batched_tokens
+    budget = p.batching.tokens  # given, or vLLM's default for the GPU (8,192 on an H100 for `vllm serve`)
     cfg = sim.SimConfig(total_blocks=blocks, max_num_seqs=best.max_num_seqs, replicas=reps, router="least-outstanding-tokens", policy="chunked", max_num_batched_tokens=budget, chunk_tokens=budget)
     rate = users / (p.latency.end_to_end_ms / 1e3) * reps / best.replicas
     r = sim.simulate(sim.poisson_requests(rate, 1000, base["input_tokens"], base["output_tokens"], seed=2), cfg, cost)
@@ -152,7 +152,8 @@ def test_no_gpu_fits_names_the_smallest_that_would(llama70):
     with pytest.raises(PlannerError) as err:
         size(llama70, {}, users=10, gpus=["T4-16GB", "A10-24GB"], tps=(1, 2, 4))
     msg = str(err.value)
-    assert "no deployment holds 10 concurrent users" in msg and "exceeds usable" in msg
+    # runtime vllm: the largest candidate is refused as vLLM refuses it, with the numbers
+    assert "no deployment holds 10 concurrent users" in msg and "vLLM 0.33 refuses to start: No available memory for the cache blocks (weights " in msg and "short by " in msg
     wider = size(llama70, {}, users=10, tps=(1, 2, 4)).recommendations[0]
     assert f"the smallest deployment that would: {wider.gpu_count} × {wider.gpu}, TP {wider.tp}" in msg
 

@@ -34,10 +34,20 @@ def _rules(data: dict) -> str:
     return ".".join(data["vllm_version"].split(".")[:2])
 
 
+# vLLM 0.11.0's fixture was written in a venv whose resolver installed transformers 5.24 (vLLM 0.11
+# was released against transformers 4.56 / 4.57): its config errors are that transformers' (Gemma 3
+# "rope_scaling should have a 'rope_type' key", Qwen2-VL's mrope conflict, models it knows and 4.57
+# does not, every RoPE model's derived length printed as a float), so they do not adjudicate 0.11.
+# Its sized cases and memory refusals are vLLM's own code and are checked.
+CONFIG_ERRORS_NOT_ADJUDICATED = {"0.11.0"}
+
+
 def _cases(sized: bool) -> list[tuple[dict, dict]]:
     out = []
     for data in FIXTURES.values():
         for c in data["cases"]:
+            if "config_error" in c and data["vllm_version"] in CONFIG_ERRORS_NOT_ADJUDICATED:
+                continue
             if sized == ("num_blocks" in c) and (sized or "refusal" in c or "config_error" in c or "unsupported" in c or "backend_error" in c):
                 out.append((data, c))
     return out
@@ -401,8 +411,12 @@ def test_cli_engine_predicts_the_budget_term_by_term(capsys):
     terms = out["budget"]["terms"]
     assert [t["name"] for t in terms][:3] == ["device memory", "x gpu_memory_utilization 0.9", "weights per GPU"]
     assert all(t["source"] for t in terms)
-    assert sum(t["bytes"] for t in terms) == out["budget"]["available_kv_bytes"] == out["available_kv_bytes"]
-    assert terms[0]["bytes"] == 80 * 2**30 and terms[1]["bytes"] == int(80 * 2**30 * 0.9) - 80 * 2**30
+    # the first two terms are what the budget starts from (the total, less its unused share); the rest is what start-up takes
+    taken = sum(t["bytes"] for t in terms[2:] if t["in_budget"])
+    assert terms[0]["bytes"] + terms[1]["bytes"] - taken == out["budget"]["available_kv_bytes"] == out["available_kv_bytes"]
+    # the total CUDA reports on an H100 SXM (79.18 GiB, published vLLM start-up logs), not the nominal 80
+    total = int(79.18 * 2**30)
+    assert terms[0]["bytes"] == total and terms[1]["bytes"] == int(total * 0.9) - total
     assert "--gpu-memory-utilization 0.9" in out["serve_command"] and "--max-num-seqs 1024" in out["serve_command"]
 
 
@@ -451,4 +465,4 @@ def test_plan_page_shows_the_vllm_startup_preview():
     assert any("vLLM start-up preview" in m.value and "vLLM 0.33" in m.value for m in at.markdown)
     codes = [c.value for c in at.code]
     assert any(c.startswith("GPU KV cache size: ") and "Maximum concurrency for 131,072 tokens per request" in c for c in codes)
-    assert any(c.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-model-len 131072 --gpu-memory-utilization 0.9") for c in codes)
+    assert any(c.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 --max-model-len 131072 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9") for c in codes)

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from pages.ui import models, state
 from pages.ui.results import admission_badge
 from pages.ui.safe_text import md
-from planner.compare import CURRENT, FIELDS, LETTERS, Column, compare_rows
+from planner.compare import CURRENT, ENGINE_SIZING, FIELDS, LETTERS, Column, compare_rows, letter_of
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_CHOICES, RUNTIMES
@@ -116,6 +116,9 @@ def comparison_table(results: list[tuple[str, Plan | None, str]]) -> None:
 
     st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3)
     st.caption("Green: the better plan on that row (more sequences or headroom, lower latency or cost); 'Better' names it.")
+    sizing = next((r for r in rows if r.label == ENGINE_SIZING), None)
+    if sizing is not None:  # the table cuts long text: the reasons in full
+        st.markdown("**Why the engines' pools differ**\n\n" + "\n".join(f"- **{md(name)}**: {md(text)}" for name, text in zip(names, sizing.cells, strict=True)))
 
 
 def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
@@ -131,7 +134,7 @@ def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
     ):
         ys = [getter(p) for _, p in ok]
         fig.add_trace(
-            go.Bar(x=[n for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(n[-1])] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, hovertemplate="%{x}: %{text}<extra></extra>"),
+            go.Bar(x=[letter_of(n) for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(letter_of(n))] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, customdata=[n for n, _ in ok], hovertemplate="%{customdata}: %{text}<extra></extra>"),
             row=1,
             col=col,
         )

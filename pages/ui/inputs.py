@@ -29,9 +29,10 @@ RESERVATION_HELP = {
     "static": "static: each sequence reserves the model's maximum context up front",
     "paged": "paged: whole blocks of the block size (vLLM-style), windowed layers capped at window + 1 block",
 }
+VLLM_STARTUP = ("entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_lora", "max_loras", "max_lora_rank")
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
-    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", "reservation", "block_tokens"),
+    "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine"),
     "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
@@ -221,6 +222,14 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 _error_below("mtp", err_key, err)
             _select("runtime", err_key, err, help="\n\n".join(f"**{k}**: {v}" for k, v in RUNTIMES.items()))
             _select("vllm_version", err_key, err, disabled=st.session_state.get("runtime") != "vllm")
+            if st.session_state.get("runtime") == "sglang":  # SGLang's launch flags (empty: SGLang's defaults)
+                for key, extra in (("mem_fraction_static", {"step": 0.01, "fmt": "%.3f"}), ("chunked_prefill_size", {}), ("page_size", {})):
+                    _num(key, err_key, err, placeholder="SGLang's default", help=CONTROLS[key].description, **extra)
+            if st.session_state.get("runtime") == "vllm":  # vLLM's start-up settings: its budget's terms and the serve line
+                for name in VLLM_STARTUP:
+                    if name in ("max_loras", "max_lora_rank") and not st.session_state.get("enable_lora"):
+                        continue
+                    render_control(CONTROLS[name], err_key, err)
             _select("reservation", err_key, err, help="\n\n".join(RESERVATION_HELP.values()))
             sizes = list(CONTROLS["block_tokens"].suggestions or ())
             if st.session_state.get("block_tokens") not in sizes:
@@ -346,4 +355,4 @@ def render_error_banner(err, err_key: str | None, good) -> None:
     """The page-level error: which control, why, and that the last good plan is shown."""
     where = LABELS.get(err_key or "", None)
     msg = f"**{where}**: {md(S.error_text(err))}" if where else md(S.error_sentence(err))
-    st.error(msg + ("  \nShowing the last good plan (" + md(good.ref.label()) + ")." if good else ""), icon=":material/error:")
+    st.error(msg + ("  \nBelow, greyed: the last good plan (" + md(good.ref.label()) + "), not these inputs." if good else ""), icon=":material/error:")

@@ -14,6 +14,7 @@ import streamlit as st
 
 from pages.ui import charts, export
 from pages.ui.safe_text import md
+from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
 from planner import settings
 from planner.errors import PlannerError
@@ -332,7 +333,10 @@ def card_memory(r: Shown) -> None:
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
     cap = plan.capacity
     extra = []
-    if cap.pool_kv_tokens is not None:
+    engine = plan.kv_cache.engine
+    if engine is not None and engine.startup_kv_cache_tokens:  # runtime vllm: whole blocks, as the start-up card's log line
+        extra.append(f"KV pool {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)")
+    elif cap.pool_kv_tokens is not None:
         extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
     extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
@@ -356,19 +360,33 @@ def _render_vllm_preview(r: Shown) -> None:
     from pages.ui.state import measured_budget
     from planner.engines.vllm import vllm_preview
 
-    preview = vllm_preview(r.plan, r.model, measured_budget(r.plan))
-    if preview.refusal:
-        st.warning(f"vLLM {r.plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
-    else:
+    plan = r.plan
+    preview = vllm_preview(plan, r.model, measured_budget(plan))
+    serve, engine, cap = plan.serve, plan.kv_cache.engine, plan.capacity
+    if preview.log_lines:
         st.code("\n".join(preview.log_lines), language=None, wrap_lines=True)
+    if serve.note:
+        st.warning(serve.note, icon=":material/warning:")
+    elif preview.refusal:
+        st.warning(f"vLLM {plan.inputs.vllm_version} refuses to start: {preview.refusal}", icon=":material/block:")
     # a markdown table: light to draw, so the charts below are not held up
-    rows = [f"| {t.name} | {t.bytes / GIB:,.2f} | {t.source} |" for t in preview.budget.terms]
-    with st.expander(f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"):
-        st.markdown("| term | GiB | source |\n|---|--:|---|\n" + "\n".join(rows) + f"\n| **= available** | **{preview.budget.available_kv_bytes / GIB:,.2f}** | what vLLM will log |")
-    engine = r.plan.kv_cache.engine
+    # two narrow columns (a third with the sources overflowed the card at 1280 and 390 px); each
+    # term's source follows as a numbered note
+    rows = [f"| {md(t.name)} [{i}] | {t.bytes / GIB:,.2f} |" for i, t in enumerate(preview.budget.terms, 1)]
+    title = f"Available KV cache memory: {preview.budget.available_kv_bytes / GIB:,.2f} GiB per GPU, term by term"
+    with st.expander(title):
+        st.markdown("| term | GiB |\n|---|--:|\n" + "\n".join(rows) + f"\n| **= available** (what vLLM will log; the headline's sequences come from it) | **{preview.budget.available_kv_bytes / GIB:,.2f}** |")
+        st.caption("\n\n".join(f"[{i}] {md(t.source, limit=1200)}" for i, t in enumerate(preview.budget.terms, 1)))  # our own source texts: whole
+        st.caption(
+            f"Headroom {cap.headroom_bp / 100:g} % is vLLM's `--gpu-memory-utilization {cap.gpu_memory_utilization:g}` of the total CUDA reports; "
+            "the workspace is the profiling peak, non-torch memory and CUDA graphs above (enter a workspace to replace those predictions with your own figure)."
+        )
+    batching = f"{serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "")
+    st.caption(f"Batching: {batching} ({md(serve.batching_source)}).")
     if engine is not None and engine.why:
-        st.caption(f"Admission: {engine.why} Steady state: {r.plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {r.plan.kv_cache.maximum_sequences_by_memory:,}.")
-    st.code(preview.command, language="bash", wrap_lines=True)
+        st.caption(f"Admission: {engine.why} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {plan.kv_cache.maximum_sequences_by_memory:,}.")
+    if preview.command:
+        st.code(preview.command, language="bash" if plan.inputs.entry_point == "serve" else "python", wrap_lines=True)
 
 
 @st.fragment
@@ -491,6 +509,7 @@ def render_results(r: Shown) -> None:
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)
+        card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
     card_assumptions(r)
     card_formulas(r)

@@ -17,10 +17,12 @@ from planner.limits import BOUNDS
 from planner.units import fmt_ms
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
-DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
+FIXED_LENGTHS = "the plan's prompt and output"
+DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_lengths": FIXED_LENGTHS, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
 LABELS = {
     "rate": "Arrival rate (requests/s, whole deployment)",
     "requests": "Requests",
+    "lengths": "Request lengths",
     "trace": "Trace (CSV)",
     "chunk_tokens": "Chunk tokens (chunked policy)",
     "max_num_batched_tokens": "Max batched tokens per step",
@@ -37,6 +39,7 @@ class Traffic:
     budget: int
     seed: int
     trace_text: str | None
+    lengths: str | None = None  # a name of planner.simulate.LENGTH_PROFILES; None: the plan's lengths
 
 
 def plan_summary(current: state.Shown) -> None:
@@ -75,15 +78,25 @@ def _seed() -> None:
 def traffic_controls(plan) -> Traffic | None:
     """The traffic controls (their values survive page switches); None when none can run."""
     _seed()
+    traced = st.session_state.get("sim_trace") is not None  # a trace sets arrivals and lengths itself
+    off = "Unused while a trace is loaded: the trace gives every arrival and length."
     c1, c2, c3 = st.columns(3)
-    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", help="Poisson arrivals per second across all replicas; each replica receives its share.")
-    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", help="Requests simulated on one replica.")
-    c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", help="Seed of the arrival times.")
-    c1, c2, c3 = st.columns(3)
+    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", disabled=traced, help=off if traced else "Poisson arrivals per second across all replicas; each replica receives its share.")
+    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", disabled=traced, help=off if traced else "Requests simulated on one replica.")
+    c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", disabled=traced, help=off if traced else "Seed of the arrival times and lengths.")
+    profiles = sim.LENGTH_PROFILES
+    st.selectbox(
+        LABELS["lengths"], [FIXED_LENGTHS, *profiles], key="sim_lengths", disabled=traced,
+        format_func=lambda k: f"{k}: prompt p50 {profiles[k].prompt_p50:,} / p95 {profiles[k].prompt_p95:,}, output p50 {profiles[k].output_p50:,} / p95 {profiles[k].output_p95:,} tokens" if k in profiles else k,
+        help=off if traced else "Log-normal prompt and output lengths with the stated p50 and p95 (assumed shapes, capped at the plan's context), or every request at the plan's prompt and output.",
+    )  # fmt: skip
+    c1, c2, c3 = st.columns([2, 1, 1])  # room for the three policies' chips
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
     trace = st.file_uploader("Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace")
+    if trace is not None:
+        st.caption("The trace replaces the arrival rate, the requests, the seed and the lengths above.")
     st.session_state[STORE] = {key: st.session_state[key] for key in DEFAULTS}
     policies = tuple(st.session_state["sim_policies"])
     if not policies:
@@ -95,14 +108,21 @@ def traffic_controls(plan) -> Traffic | None:
         st.error(f"{LABELS['trace']}: the file is not UTF-8 text.", icon=":material/error:")
         return None
     replicas = max(1, plan.capacity.replicas)
-    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text)
+    lengths = st.session_state["sim_lengths"]
+    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text,
+                   lengths if lengths in sim.LENGTH_PROFILES else None)  # fmt: skip
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: str):
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
-    requests = sim.parse_trace_csv(traffic.trace_text) if traffic.trace_text else sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
+    if traffic.trace_text:
+        requests = sim.parse_trace_csv(traffic.trace_text)
+    elif traffic.lengths:
+        requests = sim.profile_requests(traffic.rate, traffic.requests, traffic.lengths, seed=traffic.seed, max_tokens=max(2, min(ctx.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST)))
+    else:
+        requests = sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
     cfg = sim.plan_config(
         _plan,
         blocks,
@@ -153,7 +173,7 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
 ROWS: tuple[tuple[str, Any], ...] = (
     ("Completed", lambda r: f"{r.requests_completed:,}"),
     ("Cancelled", lambda r: f"{r.requests_cancelled:,}"),
-    ("Rejected", lambda r: f"{r.requests_rejected:,}"),
+    ("Rejected", lambda r: f"{r.requests_rejected:,}" + (f" ({'; '.join(sim.REJECTION_REASONS[x.reason] for x in r.rejections)})" if r.rejections else "")),
     ("TTFT p50", lambda r: fmt_ms(r.ttft_ms.p50)),
     ("TTFT p95", lambda r: fmt_ms(r.ttft_ms.p95)),
     ("TTFT p99", lambda r: fmt_ms(r.ttft_ms.p99)),
@@ -165,7 +185,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
     ("Longest queue wait", lambda r: fmt_ms(r.max_queue_age_ms)),
     ("Preemptions", lambda r: f"{r.preemptions:,}"),
     ("Peak KV pool use", lambda r: f"{r.peak_kv_utilisation * 100:,.0f} %"),
-    ("Verdict", lambda r: ("overloaded" if r.overload.overloaded else "keeps up" if r.overload.arrival_rate_per_s else "no verdict") + (", thrashing" if r.overload.thrashing else "") + (", stopped early" if r.stopped_early else "")),
+    ("Verdict", lambda r: sim.verdict_label(r.overload, r.requests_total, r.stopped_early)),
 )
 
 
@@ -177,7 +197,7 @@ def show(out: Outcome) -> None:
     first_name, first = next(iter(out.results.items()))
     st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")
     for name, r in out.results.items():  # the overload verdict (planner.simulate.verdict) and early stops
-        if r.overload.overloaded or r.overload.thrashing:
+        if r.overload.overloaded or r.overload.thrashing or r.overload.rejected:
             st.warning(f"{name}: {r.overload.message}", icon=":material/warning:")
         if r.stopped_early:
             st.warning(f"{name}: stopped early: {r.stopped_early}.", icon=":material/timer_off:")

@@ -262,7 +262,7 @@ def measured_budget(plan) -> dict[str, int] | None:
         return None
     from planner.probe import ProbeResult, budget_measurements  # only once a GPU probe ran: it is not light
 
-    return budget_measurements(cal["probe"], plan.inputs.max_batched_tokens, plan.inputs.tp) or None if isinstance(cal["probe"], ProbeResult) else None
+    return budget_measurements(cal["probe"], plan.batching.tokens, plan.inputs.tp) or None if isinstance(cal["probe"], ProbeResult) else None
 
 
 def apply_calibration() -> None:

@@ -21,6 +21,8 @@ CSS = """
   overflow-wrap: anywhere;
 }
 [data-testid="stMetricValue"] { font-size: clamp(1.5rem, 2.4vw, 2.1rem); }
+/* the last good plan under an input error: greyed, so it does not read as the current answer */
+.st-key-stale_results { opacity: 0.45; filter: grayscale(1); }
 </style>
 """
 

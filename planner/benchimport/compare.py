@@ -98,7 +98,7 @@ def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
     kv_at = kv_held(plan.inspect, plan.reservation)
     mid = prompt + generated // 2
     kv_mid = kv_at(mid)
-    budget = inputs.max_batched_tokens
+    budget = plan.batching.tokens  # given, or vLLM's default for the GPU (the plan's own)
     device = plan.device
     max_running = inputs.max_num_seqs or latency.runtime_limits("vllm", device.memory_gib, device.generation, device.name).max_num_seqs
     api_ms = latency.api_preprocess_s(roof.eff, prompt) * 1e3

@@ -102,10 +102,10 @@ def memoised(memo: ByteBudgetCache, key: Hashable, compute: Callable[[], T]) -> 
         try:
             hit = compute()
         except EngineRefusal as exc:  # kept without its traceback, whose frames hold the whole geometry
-            hit = EngineRefusal(exc.field, exc.value, exc.reason)
+            hit = EngineRefusal(exc.field, exc.value, exc.reason, exc.estimated_max_model_len)
         memo.put(key, hit)
     if isinstance(hit, EngineRefusal):
-        raise EngineRefusal(hit.field, hit.value, hit.reason)
+        raise EngineRefusal(hit.field, hit.value, hit.reason, hit.estimated_max_model_len)
     return hit
 
 

@@ -68,7 +68,10 @@ FITS: dict[str, Fit] = {
     # FlashInfer's top-k/top-p path beyond the 14 bytes a logit it is derived to hold: the two logs
     # whose activation is far below the sort-based path's (gpt-oss-120b: implied by its own total,
     # its printed activation being a copy of the 20b run's)
-    "flashinfer_rest": Fit(3.1, "bytes per logit", ("Mistral-Small-3.2-24B-Instruct-2506 TP1", "gpt-oss-120b TP1"), (), "two logs, residuals of opposite sign"),
+    "flashinfer_rest": Fit(
+        2.82, "bytes per logit", ("Mistral-Small-3.2-24B-Instruct-2506 TP1", "gpt-oss-120b TP1"), (),
+        "minimax over the two logs, residuals of opposite sign (0.27 GiB each): with the multimodal encoder cache counted, Mistral alone fits 0.6 B and gpt-oss-120b alone 4.2 B",
+    ),
     # device memory in use before vLLM's start-up snapshot: 'Free memory on device (78.57/79.18 GiB)' at TP 1, (77.64/79.18) at TP 2
     "startup_used_tp1": Fit(0.61, "GiB", _TP1),
     "startup_used_tp2": Fit(1.54, "GiB", ("Llama-3.3-70B-Instruct-FP8-dynamic TP2", "Qwen3-32B TP2")),
@@ -118,8 +121,9 @@ def _release(release: str) -> ReleaseMemory:
 def cuda_total_bytes(device: Device) -> tuple[int, str]:
     """(total device memory as CUDA reports it, its source): the catalog's CUDA figure, else the nominal size."""
     if device.cuda_memory_gib:
-        return int(device.cuda_memory_gib * GIB), f"{device.name}: {device.cuda_memory_gib:g} GiB as CUDA reports it (nominal {device.memory_gib:g} GiB; {device.source})"
-    return device.memory_bytes, f"{device.name}: nominal {device.memory_gib:g} GiB (assumed: no CUDA-reported total in the catalog; CUDA reports a few hundred MiB less)"
+        kind = device.cuda_memory_kind or "measured"
+        return int(device.cuda_memory_gib * GIB), f"{device.name}: {device.cuda_memory_gib:g} GiB as CUDA reports it, {kind} (nominal {device.memory_gib:g} GiB; {device.cuda_memory_source or device.source})"
+    return device.memory_bytes, f"{device.name}: {device.memory_gib:g} GiB as given (a custom device: the total CUDA reports)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +194,8 @@ class MemoryBudget(Result):
         return self.available_kv_bytes / GIB
 
     def summary(self) -> dict:
-        return {**self.model_dump(), "available_kv_gib": round(self.available_kv_gib, 2)}
+        # model_dump keeps nested results as they are: the terms as plain dicts, for JSON
+        return {**self.model_dump(), "terms": [t.model_dump() for t in self.terms], "available_kv_gib": round(self.available_kv_gib, 2)}
 
 
 # GPU compute capability and SM count by catalog name (NVIDIA datasheets): the mxfp4 MoE backend and
@@ -315,6 +320,92 @@ def _activation_terms(config: dict, geo: ModelGeometry, tokens: int, seqs: int, 
     return max(sampler_peak, forward) + rest, f"{text}; + {src.value:g} GiB rest {src.source()}"
 
 
+# --------------------------------------------------------------------------- multimodal and LoRA
+
+MM_DEFAULT_LIMIT = 999  # config/multimodal.py get_limit_per_prompt: an unset modality (V1) allows 999 items a prompt
+QWEN_VL_MAX_PIXELS = {"qwen2_vl": 12845056, "qwen2_5_vl": 12845056, "qwen3_vl": 16777216, "qwen3_vl_moe": 16777216}  # the image processors' default max_pixels
+
+
+def mm_tokens_per_item(config: dict) -> tuple[int, str] | None:
+    """(encoder tokens of the largest image, how it was found) of a multimodal config, as vLLM's
+    processor reports ``get_max_tokens_per_item`` for its image modality; None for a text-only
+    config or a vision tower this function does not know."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict):
+        return None
+    mt = str(config.get("model_type", ""))
+
+    def num(d: dict, key: str, default: int = 0) -> int:
+        v = d.get(key, default)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1 << 24 else default
+
+    if num(config, "mm_tokens_per_image"):  # Gemma 3: a fixed 256 soft tokens an image (pan-and-scan off)
+        return num(config, "mm_tokens_per_image"), "mm_tokens_per_image (Gemma 3 processor)"
+    patch, size = num(vc, "patch_size", 14), num(vc, "image_size")
+    if mt in QWEN_VL_MAX_PIXELS:
+        merge = num(vc, "spatial_merge_size", 2)
+        return QWEN_VL_MAX_PIXELS[mt] // (patch * patch * merge * merge), f"max_pixels {QWEN_VL_MAX_PIXELS[mt]:,} / (patch {patch} x merge {merge})^2 (the image processor's default)"
+    if not size:
+        return None
+    side = size // patch
+    if mt in ("mistral3", "pixtral") or vc.get("model_type") == "pixtral":  # rows of merged patches
+        merge = num(config, "spatial_merge_size", num(vc, "spatial_merge_size", 1))
+        return (side // merge) ** 2, f"({size} / {patch} / merge {merge})^2 patches (Pixtral, largest image)"
+    if mt == "llama4":  # 16 tiles and a global view of (336 / 14)^2 x pixel_shuffle_ratio^2 tokens each
+        ratio = float(vc.get("pixel_shuffle_ratio", 0.5) or 0.5)
+        return 17 * int(side * side * ratio * ratio), f"17 tiles x ({size} / {patch})^2 x {ratio:g}^2 (Llama 4, max 16 tiles + 1 global)"
+    return side * side, f"({size} / {patch})^2 patches (CLIP-style tower, class token dropped)"
+
+
+def _mm_encoder_cache(config: dict, geo: ModelGeometry, tokens: int, seqs: int, max_model_len: int | None, limit: int | None, release: str) -> tuple[int, str] | None:
+    """Bytes the dummy multimodal encoder outputs hold through the profiling step (profile_run):
+    ``MultiModalBudget`` sizes the encoder budget to max(max_num_batched_tokens, tokens of one item)
+    and profiles min(budget // item tokens, max_num_seqs x items a prompt) items of the largest
+    size; vLLM 0.11 widens each output to (budget, hidden) before caching it. None: text-only."""
+    item = mm_tokens_per_item(config)
+    if item is None:
+        return None
+    per_item, how = item
+    limit = MM_DEFAULT_LIMIT if limit is None else limit
+    if limit == 0:
+        return 0, "--limit-mm-per-prompt 0: every modality off, no encoder profiling"
+    budget = max(tokens, per_item)
+    per_prompt = max(1, min(limit, (max_model_len or 1 << 30) // per_item))
+    items = max(1, min(budget // per_item, seqs * per_prompt))
+    rows = budget if release == "0.11" and per_item < budget else per_item
+    size = items * rows * geo.hidden_size * 2
+    widened = f", each widened to the {budget:,}-token budget (0.11 gpu_model_runner.profile_run)" if rows != per_item else ""
+    return size, (
+        f"derived from vLLM {release} profile_run / MultiModalBudget: {items:,} images x {per_item:,} tokens ({how}){widened} x hidden {geo.hidden_size:,} in 16 bits, "
+        f"held through the dummy run (limit {limit:,} a prompt); the vision tower's own forward peak is not counted (below the sampler's in the logs)"
+    )
+
+
+_ROW_PARALLEL = ("o_proj", "down_proj", "out_proj", "dense_4h_to_h", "c_proj", "wo", "w2", "dense")
+
+
+def _lora_bytes(config: dict, geo: ModelGeometry, tp: int, max_loras: int, rank: int, release: str) -> tuple[int, str]:
+    """The LoRA slots vLLM allocates at load time (lora/layers ``create_lora_weights``): per linear
+    layer and slice ``lora_a`` (max_loras, rank, input per GPU) and ``lora_b`` (max_loras, output
+    per GPU, rank), in the model dtype; the embedding's (vocab + extra) x rank and the LM head's
+    rank x hidden and padded vocab x rank; 0.10 / 0.11 also keep 256 extra vocabulary rows per
+    adapter (lora_extra_vocab_size) in both; 0.19+ wrap the routed experts (lora/layers/fused_moe.py)."""
+    b = 2
+    extra = 256 if release in ("0.10", "0.11") else 0
+    total = 0
+    for lin in linear_shapes(config, geo):
+        if lin.role in ("router", "lm_head") or (lin.role == "expert" and release in ("0.10", "0.11")):
+            continue
+        row = lin.name.rsplit(".", 1)[-1] in _ROW_PARALLEL
+        inp, out = (-(-lin.in_features // tp), lin.out_features) if row else (lin.in_features, -(-lin.out_features // tp))
+        total += lin.count * max_loras * rank * (inp + out) * b
+    vocab, h = geo.vocab_size or 32000, geo.hidden_size
+    total += max_loras * ((vocab + extra) * rank + h * rank + extra * h) * b  # embed_tokens
+    total += max_loras * (rank * h + -(-vocab // 256) * 256 * rank + extra * h) * b  # lm_head (LogitsProcessorWithLoRA)
+    scope = "attention and MLP linears, routed experts" if release not in ("0.10", "0.11") else "attention and MLP linears (not the routed experts)"
+    return total, f"derived from vLLM {release} lora/layers create_lora_weights: {max_loras} adapter slot(s) of rank {rank} over the {scope}, embedding and LM head" + (", + 256 extra vocabulary rows each" if extra else "") + " (counted in 'Model loading took')"
+
+
 def _graph_bytes(enforce_eager: bool) -> tuple[int, str]:
     if enforce_eager:
         return 0, "--enforce-eager: no CUDA graphs"
@@ -338,6 +429,12 @@ def predict_memory(
     weights_bytes: int | None = None,
     weights_source: str = "",
     quantization: dict | None = None,
+    limit_mm_per_prompt: int | None = None,
+    enable_lora: bool = False,
+    max_loras: int = 1,
+    max_lora_rank: int = 16,
+    workspace_bytes: int | None = None,
+    measured: dict[str, int] | None = None,
 ) -> MemoryBudget:
     """Every term of vLLM's start-up budget on one GPU of ``device`` and "Available KV cache memory".
 
@@ -345,8 +442,13 @@ def predict_memory(
     release and entry point; ``weights_bytes`` (per GPU, e.g. measured) replaces the weights
     prediction; ``sampler`` "auto" takes the release's default dummy-sampler path ("torch" or
     "flashinfer" choose one for 0.10 / 0.11, whose path depends on whether FlashInfer is installed).
-    ``max_model_len`` does not change the budget (chunked prefill is on): it is checked by the KV
-    sizing that follows (:func:`planner.engines.vllm.vllm_capacity`).
+    ``max_model_len`` changes the budget only through the images a prompt may hold (multimodal
+    models); it is checked by the KV sizing that follows (:func:`planner.engines.vllm.vllm_capacity`).
+    ``limit_mm_per_prompt`` (images a prompt, vLLM's ``--limit-mm-per-prompt``; None: 999, 0:
+    text-only) sizes the multimodal encoder's profiling; ``enable_lora`` / ``max_loras`` /
+    ``max_lora_rank`` the LoRA slots. ``workspace_bytes`` (given) replaces the predicted profiling,
+    non-torch and graph terms with one figure; ``measured`` (term name -> bytes, a probe on this
+    GPU) replaces the terms it names.
 
     Raises:
         PlannerError: utilization outside (0, 1], tp < 1, unknown release / entry point / sampler.
@@ -358,7 +460,10 @@ def predict_memory(
         raise PlannerError("tp", tp, "must be a whole number of GPUs, at least 1")
     if sampler not in SAMPLERS:
         raise PlannerError("sampler", sampler, f"choose one of {', '.join(SAMPLERS)}")
-    del max_model_len
+    if limit_mm_per_prompt is not None and limit_mm_per_prompt < 0:
+        raise PlannerError("limit_mm_per_prompt", limit_mm_per_prompt, "must be 0 (text only) or more images a prompt")
+    if enable_lora and (max_loras < 1 or max_lora_rank < 1):
+        raise PlannerError("max_loras" if max_loras < 1 else "max_lora_rank", max_loras if max_loras < 1 else max_lora_rank, "must be at least 1 with --enable-lora")
     defaults = batch_defaults(device, release, entry_point)
     tokens = max_num_batched_tokens or defaults.max_num_batched_tokens
     seqs = max_num_seqs or defaults.max_num_seqs
@@ -370,18 +475,28 @@ def predict_memory(
     requested = int(total * gpu_memory_utilization)
     if weights_bytes is None:
         weights_bytes, weights_source = vllm_weights_bytes(config, geometry, device, tp=tp, release=release, quantization=quantization)
-    activations, act_source = _activation_terms(config, geometry, tokens, seqs, tp, path, device)
-    nt = FITS["non_torch_tp1" if tp == 1 else "non_torch_tp2"]
-    non_torch = int(nt.value * GIB)
-    graphs, graph_source = _graph_bytes(enforce_eager)
-    terms = (
+    terms = [
         MemoryTerm("device memory", total, total_source),
         MemoryTerm(f"x gpu_memory_utilization {gpu_memory_utilization:g}", requested - total, "vLLM --gpu-memory-utilization: requested_memory = total x utilization (gpu_worker.py)"),
         MemoryTerm("weights per GPU", weights_bytes, weights_source or "given"),
-        MemoryTerm("profiling peak activations", activations, f"vLLM {release} profile_run / _dummy_sampler_run ({rules.sampler_source if sampler == 'auto' else path + ' sampler, as chosen'}): {act_source}"),
-        MemoryTerm("non-torch memory", non_torch, f"TP {tp}: {nt.source()}" + (f"; {nt.note}" if nt.note else "")),
-        MemoryTerm("CUDA graphs", graphs, f"vLLM {release}: {rules.graphs_source}; {graph_source}", in_budget=rules.graphs_in_budget),
-    )
+    ]
+    if enable_lora:
+        terms.append(MemoryTerm("LoRA adapter slots", *_lora_bytes(config, geometry, tp, max_loras, max_lora_rank, release)))
+    if workspace_bytes is not None:
+        terms.append(MemoryTerm("workspace (given)", workspace_bytes, "given: replaces the predicted profiling peak, non-torch memory and CUDA graphs"))
+    else:
+        activations, act_source = _activation_terms(config, geometry, tokens, seqs, tp, path, device)
+        terms.append(MemoryTerm("profiling peak activations", activations, f"vLLM {release} profile_run / _dummy_sampler_run ({rules.sampler_source if sampler == 'auto' else path + ' sampler, as chosen'}): {act_source}"))
+        mm = _mm_encoder_cache(config, geometry, tokens, seqs, max_model_len, limit_mm_per_prompt, release)
+        if mm is not None:
+            terms.append(MemoryTerm("multimodal encoder cache (profiling)", *mm))
+        nt = FITS["non_torch_tp1" if tp == 1 else "non_torch_tp2"]
+        terms.append(MemoryTerm("non-torch memory", int(nt.value * GIB), f"TP {tp}: {nt.source()}" + (f"; {nt.note}" if nt.note else "")))
+        graphs, graph_source = _graph_bytes(enforce_eager)
+        terms.append(MemoryTerm("CUDA graphs", graphs, f"vLLM {release}: {rules.graphs_source}; {graph_source}", in_budget=rules.graphs_in_budget))
+    for name, value in (measured or {}).items():
+        terms = [MemoryTerm(t.name, int(value), "measured by the probe on this GPU", t.in_budget) if t.name == name else t for t in terms]
+    terms = tuple(terms)
     taken = sum(t.bytes for t in terms[2:] if t.in_budget)
     available = requested - taken
     refusal = None
@@ -389,7 +504,7 @@ def predict_memory(
     if total - used < requested:
         refusal = (
             f"Free memory on device ({(total - used) / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less than desired GPU memory utilization "
-            f"({gpu_memory_utilization:g}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
+            f"({float(gpu_memory_utilization)}, {requested / GIB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
         )
     elif available <= 0:
         refusal = NO_MEMORY["0.10" if release in ("0.10", "0.11") else "0.19" if release == "0.19" else "0.24"]

@@ -44,8 +44,17 @@ class PlanInputs(BaseModel):
     kv_dtype: Literal["auto", "fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "auto"  # auto: as the checkpoint declares (vLLM's --kv-cache-dtype auto)
     mtp: bool = False  # count the MTP (next-token-prediction) layers an engine caches with MTP speculative decoding
     weight_dtype: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"] = "auto"  # planner.weights.WEIGHT_DTYPE_BITS
-    runtime: Literal["vllm", "transformers", "transformers-latent"] = "vllm"
-    vllm_version: Literal["0.10", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    runtime: Literal["vllm", "sglang", "transformers", "transformers-latent"] = "vllm"
+    vllm_version: Literal["0.10", "0.11", "0.19", "0.24", "0.33"] = "0.33"  # whose start-up sizing runtime vllm follows
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=0.99)  # SGLang --mem-fraction-static; None: SGLang's default for the GPU and TP
+    chunked_prefill_size: int | None = Field(default=None, ge=1, le=1 << 24)  # SGLang --chunked-prefill-size; None: SGLang's default for the GPU
+    page_size: int | None = Field(default=None, ge=1, le=1 << 16)  # SGLang --page-size; None: SGLang's default for the model (1; 64 DSA, ...)
+    entry_point: Literal["serve", "llm"] = "serve"  # vLLM's entry point: `vllm serve` or the LLM class (their batching defaults differ)
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (outside the budget before 0.21, inside from it)
+    limit_mm_per_prompt: int | None = Field(default=None, ge=0, le=1 << 20)  # images a prompt (vLLM --limit-mm-per-prompt); None: vLLM's 999, 0: text only
+    enable_lora: bool = False  # vLLM --enable-lora: adapter slots in the budget
+    max_loras: int = Field(default=1, ge=1, le=4096)  # vLLM --max-loras
+    max_lora_rank: int = Field(default=16, ge=1, le=4096)  # vLLM --max-lora-rank
     reservation: Literal["dynamic", "static", "paged"] = "dynamic"
     block_tokens: int = Field(default=16, ge=1, le=4096)
     gpu: str = DEFAULT_GPU
@@ -63,12 +72,12 @@ class PlanInputs(BaseModel):
     spec_tokens: int | None = Field(default=None, ge=1, le=16)  # drafts per step (None: the method's default)
     spec_acceptance: float | None = Field(default=None, ge=1, le=17, allow_inf_nan=False)  # measured acceptance length (None: the method's published figure)
     spec_draft: str | None = Field(default=None, min_length=1, max_length=200)  # the draft model's preset (spec_method draft)
-    max_batched_tokens: int = Field(default=latency.DEFAULT_BATCH_TOKENS, ge=1, le=1 << 24)  # scheduler token budget per step
+    max_batched_tokens: int | None = Field(default=None, ge=1, le=1 << 24)  # scheduler token budget per step; None: the engine's default
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
-    workspace_gib: float = Field(default=1.0, ge=0, le=100_000)
+    workspace_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: runtime vllm's predicted terms, else 1 GiB
     sequences: int = Field(default=8, ge=1, le=10_000_000)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit
+    max_num_seqs: int | None = Field(default=None, ge=1, le=10_000_000)  # runtime hard limit; None: vLLM's default (runtime vllm), else none
     tenant_quota: int | None = Field(default=None, ge=1, le=10_000_000)
     itl_slo_ms: float | None = Field(default=None, gt=0, le=1e7)
     ttft_slo_ms: float | None = Field(default=None, gt=0, le=1e9)

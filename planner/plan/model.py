@@ -66,7 +66,7 @@ def measured_weights(estimate: WeightsEstimate, counts: dict[str, int]) -> Weigh
     """Weights bytes from the checkpoint's tensor dtypes and element counts (the Hub's metadata)."""
     size = sum(n * SAFETENSORS_BYTES.get(str(dtype).upper(), 2) for dtype, n in counts.items())
     label = "+".join(sorted(counts))
-    return estimate.model_copy(update={"bytes": size, "expert_bytes": int(estimate.expert_bytes * size / estimate.bytes) if estimate.bytes else 0, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)"})
+    return estimate.model_copy(update={"bytes": size, "expert_bytes": int(estimate.expert_bytes * size / estimate.bytes) if estimate.bytes else 0, "bits_per_param": size * 8 / max(1, estimate.total_params), "dtype_label": f"checkpoint ({label})", "source": "safetensors metadata (exact stored tensor bytes)", "encoder_bytes": 0})
 
 
 _PREPARED = ByteBudgetCache(32 << 20)  # parsed configs by content hash, bounded in bytes

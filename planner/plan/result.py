@@ -14,11 +14,14 @@ from typing import NamedTuple
 
 from planner import capacity, latency
 from planner.context import ContextBudget
+from planner.engines.vllm_memory import MemoryBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
 from planner.plan import sections, serving
+from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
+from planner.plan.sglang_view import SglangView
 from planner.results import Result
 from planner.weights import WeightsEstimate
 
@@ -35,6 +38,7 @@ class Memory(NamedTuple):
     replicas: int  # gpu_count / (tp x dp x pp)
     ranks: int  # K/V pools that hold sequences of their own: replicas x dp (attention data-parallel ranks)
     draft: int = 0  # a speculative proposer's weights on this GPU
+    budget: MemoryBudget | None = None  # runtime vllm: vLLM's predicted start-up budget, term by term
 
 
 class Sharing(NamedTuple):
@@ -57,6 +61,7 @@ class Ceiling(NamedTuple):
     limit_memory: int  # the memory limit the admission uses
     steady_max: int  # the steady-state figure (before vLLM's block reservation)
     engine: EngineView | None  # vLLM's view (runtime vllm, not static)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
 
 class Admission(NamedTuple):
@@ -113,7 +118,19 @@ class Plan(Result):
     _admission: Admission
     _load: Load
     _weight_format: str = "bf16"  # what the kernels run (PreparedModel.weight_format)
+    _batching: Batching | None = None  # the scheduler's token budget and sequence limit (given or the engine's defaults)
+    model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
+
+    @property
+    def batching(self) -> Batching:
+        """The scheduler's limits this plan runs with: tokens a step and sequences a replica, given
+        or (runtime vllm) vLLM's defaults for the GPU, release and entry point."""
+        if self._batching is not None:
+            return self._batching
+        from planner.plan.budget import batching
+
+        return batching(self.inputs, self.device)
 
     def _section(self, name: str, build):
         hit = self._built.get(name)
@@ -137,6 +154,11 @@ class Plan(Result):
         return self._section("roofline", sections.roofline_section)
 
     @property
+    def serve(self) -> sections.ServeSection:
+        """The engine command line that reproduces the plan and always starts (runtime vllm)."""
+        return self._section("serve", sections.serve_section)
+
+    @property
     def prefix(self) -> sections.PrefixSection:
         """Prefix sharing: blocks held once per tenant, memory saved, sequences gained."""
         return self._section("prefix", sections.prefix_section)
@@ -150,6 +172,11 @@ class Plan(Result):
     def work(self) -> sections.WorkSection:
         """What the cache saves: attention FLOPs and token projections with and without it."""
         return self._section("work", sections.work_section)
+
+    @property
+    def sglang(self) -> SglangView | None:
+        """SGLang's start-up sizing of this plan (runtime sglang; None otherwise)."""
+        return self._ceiling.sglang
 
     @property
     def cache(self):
@@ -181,6 +208,17 @@ class Plan(Result):
             terms.add("quantization_scales")
         if self._memory.draft or res.draft_bytes:
             terms.add("draft_model")
+        budget = self._memory.budget
+        if budget is not None:  # runtime vllm: the terms of vLLM's start-up budget this plan computed
+            names = {t.name for t in budget.terms}
+            if "profiling peak activations" in names:
+                terms.update({"activations", "runtime_buffers"})  # the profiling peak; non-torch memory (context, NCCL)
+            if "CUDA graphs" in names:
+                terms.add("cuda_graphs")
+            if "multimodal encoder cache (profiling)" in names:
+                terms.add("encoder_outputs")
+            if "LoRA adapter slots" in names:
+                terms.add("lora")
         return frozenset(terms)
 
     def summary(self) -> dict:
@@ -200,6 +238,7 @@ class Plan(Result):
             "estimate": self.estimate.model_dump(),
             "capacity": self.capacity.to_json(),
             "roofline": roofline.to_json(),
+            "serve": self.serve.to_json(),
             "prefix_sharing": self.prefix.to_json(),
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),
@@ -215,7 +254,9 @@ class Plan(Result):
 def memory_basis(plan: Plan) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
     "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
-    engine = plan.kv_cache.engine
+    engine, sglang = plan.kv_cache.engine, plan.kv_cache.sglang
+    if sglang is not None:
+        return f"SGLang {sglang.capacity.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
     if engine is not None and engine.applies:
         return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
     return f"{plan.inputs.runtime} steady state"

@@ -16,12 +16,17 @@ from planner.results import Result
 from planner.units import MIB
 
 if TYPE_CHECKING:
+    from planner.engines.vllm_memory import MemoryBudget
     from planner.plan.engine_view import EngineView
     from planner.plan.result import Plan
+    from planner.plan.sglang_view import SglangView
 
 # why prefix sharing stops at a tenant (the JSON says it beside the figures)
 SHARING_SCOPE = "per tenant (cross-tenant sharing leaks prefix presence through timing and can serve another tenant's derived state)"
 COST_BASIS = "each price assumes the deployment does only that phase at the planned concurrency"
+# The one cost basis of every page, the CLI and the PDF (Plan, Compare and Size alike): output
+# tokens a second = sequences in flight x replicas / mean ITL at the planned load.
+COST_BASIS_NAME = "output tokens/s at the planned concurrency (sequences / mean ITL)"
 
 
 class Section(Result):
@@ -102,10 +107,15 @@ class KVCacheSection(Section):
     steady_state_sequences: int  # memory alone in steady state (before vLLM's block reservation)
     engine: EngineView | None = None  # vLLM's view (runtime vllm, not static)
     admission_error: str | None = None  # the refusal, in the seed's words (None: admitted)
+    sglang: SglangView | None = None  # SGLang's sizing (runtime sglang)
 
     def to_json(self) -> dict:
-        """As the summary has always written it: ``engine`` and ``admission_error`` only when set."""
+        """As the summary has always written it: ``engine``, ``admission_error`` and ``sglang`` only when set."""
         out = Section.to_json(self)
+        if self.sglang is None:
+            del out["sglang"]
+        else:
+            out["sglang"] = self.sglang.to_json()
         if self.engine is None:
             del out["engine"]
         else:
@@ -145,6 +155,7 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
         steady_state_sequences=ceiling.steady_max,
         engine=ceiling.engine,
         admission_error=adm.error or None,
+        sglang=ceiling.sglang,
     )
 
 
@@ -152,9 +163,10 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
 class CapacitySection(Section):
     """One GPU's memory from the device down to the K/V pool (bytes per GPU), and the replicas."""
 
-    # the device less its headroom
+    # the device less its headroom (runtime vllm: the total CUDA reports x --gpu-memory-utilization)
     device: str
     device_bytes: int
+    device_source: str
     headroom_bp: int
     usable_bytes: int
     headroom_bytes: int
@@ -182,16 +194,27 @@ class CapacitySection(Section):
     ranks: int = 1  # replicas x dp: the K/V pools the sequences spread over
     gpus_per_replica: int = 1
     draft_weights_bytes: int = 0
+    # runtime vllm: vLLM's start-up budget term by term (each with its source), and the utilization
+    gpu_memory_utilization: float | None = None
+    budget: MemoryBudget | None = None
+
+    def to_json(self) -> dict:
+        out = Section.to_json(self)
+        out["budget"] = None if self.budget is None else self.budget.summary()
+        return out
 
 
 def capacity_section(plan: Plan) -> CapacitySection:
     mem, inputs = plan._memory, plan.inputs
-    device_bytes = plan.device.memory_bytes
+    budget = mem.budget
+    device_bytes = budget.total_bytes if budget is not None else plan.device.memory_bytes
+    device_source = budget.terms[0].source if budget is not None else f"{plan.device.name}: nominal {plan.device.memory_gib:g} GiB ({plan.device.source or 'catalog'})"
     per_token = plan.inspect.kv_bytes_per_token
     at_requested = _kv_at_requested(plan)
     return CapacitySection(
         device=plan.device.name,
         device_bytes=device_bytes,
+        device_source=device_source,
         headroom_bp=inputs.headroom_bp,
         usable_bytes=mem.usable,
         headroom_bytes=device_bytes - mem.usable,
@@ -204,7 +227,7 @@ def capacity_section(plan: Plan) -> CapacitySection:
         tp=inputs.tp,
         replicas=mem.replicas,
         sequences_per_replica=plan._ceiling.per_replica,
-        pool_kv_tokens=mem.available // per_token if per_token else None,
+        pool_kv_tokens=plan.sglang.capacity.max_total_num_tokens if plan.sglang is not None else mem.available // per_token if per_token else None,
         max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
         kv_bytes_at_requested_load=at_requested,
         free_bytes_at_requested_load=mem.available - at_requested,
@@ -214,6 +237,8 @@ def capacity_section(plan: Plan) -> CapacitySection:
         ranks=mem.ranks,
         gpus_per_replica=inputs.gpus_per_replica,
         draft_weights_bytes=mem.draft,
+        gpu_memory_utilization=(10_000 - inputs.headroom_bp) / 10_000 if budget is not None else None,
+        budget=budget,
     )
 
 
@@ -294,6 +319,7 @@ class RooflineSection(Section):
     spec_speedup: float = 1.0
     # planner / measured on published runs like this one: {"tpot"|"ttft"|"throughput": band text or the warning}
     accuracy: dict[str, str] = field(default_factory=dict)
+    itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
 def roofline_section(plan: Plan) -> RooflineSection:
@@ -342,6 +368,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         prefill_chunk_tokens=served.chunk_tokens,
         ttft_p95_ms=ttft_p95,
         itl_p95_ms=fig.tpot_p95_ms,
+        itl_p99_ms=fig.tpot_p99_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
         max_batched_tokens=setup.budget,
@@ -460,26 +487,43 @@ class CostSection(Section):
     per_million_output_tokens: float | None = None
     per_million_input_tokens: float | None = None
     basis: str | None = None
+    price_source: str | None = None  # "given", or the catalog row's source and date (planner/prices.py)
 
     def to_json(self) -> dict:
         return Section.to_json(self) if self.gpu_hour_price is not None else {"gpu_hour_price": None}
 
 
+def gpu_hour_price(inputs) -> tuple[float | None, str | None]:
+    """The GPU-hour price a plan uses and where it comes from: the one given, else the catalog's
+    sourced default for a catalog GPU (planner/prices.py), else none (a custom device)."""
+    if inputs.gpu_hour_price is not None:
+        return inputs.gpu_hour_price, "given"
+    from planner.hardware import get_device
+    from planner.prices import PRICE_TABLE
+
+    row = PRICE_TABLE.get(get_device(inputs.gpu).name) if inputs.device_gib is None else None
+    if row is None:
+        return None, None
+    return row.usd_per_gpu_hour, f"catalog default: {row.source}, {row.as_of}"
+
+
 def cost_section(plan: Plan) -> CostSection:
     inputs = plan.inputs
-    if inputs.gpu_hour_price is None:
+    price, source = gpu_hour_price(inputs)
+    if price is None:
         return CostSection(gpu_hour_price=None)
-    per_hour = inputs.gpu_hour_price * inputs.gpu_count
+    per_hour = price * inputs.gpu_count
     out_tps = _decode_tokens_per_second(plan)
     in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.ranks
     return CostSection(
-        gpu_hour_price=inputs.gpu_hour_price,
+        gpu_hour_price=price,
         deployment_per_hour=per_hour,
         output_tokens_per_second=out_tps,
         input_tokens_per_second=in_tps,
         per_million_output_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
         per_million_input_tokens=per_hour / (in_tps * 3600) * 1e6 if in_tps else None,
-        basis=COST_BASIS,
+        basis=f"{COST_BASIS_NAME}; {COST_BASIS}",
+        price_source=source,
     )
 
 
@@ -514,3 +558,54 @@ def work_section(plan: Plan) -> WorkSection:
         projection_ratio=proj_naive / proj_cached,
         basis=f"{attn_layers} attention layers of d_model {hidden}; attention 4 n^2 d vs 4 n d per layer at the last step; projections P + (P+1) + ... vs P + N - 1",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSection(Section):
+    """The command that starts the plan's engine (runtime vllm): a ``--max-model-len`` that fits (the
+    maximum context, else vLLM's estimate of the longest that fits, else the TP that holds the
+    maximum context), ``--max-num-batched-tokens``, the replica layout, and why it says what it says."""
+
+    applies: bool
+    command: str = ""
+    tp: int = 1
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    batching_source: str = ""
+    replicas: int = 1
+    layout: str = ""  # "one replica", "--data-parallel-size N" or "run N of these ..."
+    note: str = ""
+
+
+def serve_section(plan: Plan) -> ServeSection:
+    from planner.engines.vllm.preview import serve_line
+
+    inputs, engine, limits = plan.inputs, plan.kv_cache.engine, plan._batching
+    if inputs.runtime != "vllm" or engine is None or not engine.applies or limits is None:
+        return ServeSection(applies=False)
+    replicas = plan._memory.replicas
+    tp, length, note = inputs.tp, engine.serve_max_model_len, ""
+    maximum = plan.context.maximum_context_tokens
+    if length is None and engine.fits_at_tp:
+        tp, length = engine.fits_at_tp, maximum
+        note = f"--max-model-len {maximum:,} does not start at TP {inputs.tp} (vLLM: {engine.startup_refusal}); TP {tp} holds it"
+    elif length is not None and length < maximum:
+        note = f"--max-model-len {maximum:,} (the maximum context) does not start: vLLM: {engine.startup_refusal} This line starts with vLLM's estimate, {length:,} tokens" + (
+            f"; --tensor-parallel-size {engine.fits_at_tp} holds the whole {maximum:,}" if engine.fits_at_tp else ""
+        )
+    elif length is None:
+        return ServeSection(applies=True, tp=tp, replicas=replicas, batching_source=limits.source, note=f"vLLM does not start at any TP up to 64: {engine.startup_refusal or engine.refusal}")
+    dtype = plan.kv_cache.kv_dtype if inputs.kv_dtype != "auto" else "auto"
+    node = plan.device.node_gpus
+    layout = "one replica" if replicas == 1 else f"--data-parallel-size {replicas}" if tp * replicas <= node else f"run {replicas} of these ({tp} GPU{'s' if tp > 1 else ''} each) behind a load balancer"
+    command = serve_line(
+        plan.model_name, tp=tp, max_model_len=length, max_num_batched_tokens=limits.tokens, replicas=replicas, node_gpus=node, gpu_memory_utilization=(10_000 - inputs.headroom_bp) / 10_000,
+        kv_cache_dtype={"bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype), max_num_seqs=inputs.max_num_seqs, block_size=None if inputs.block_tokens == 16 else inputs.block_tokens,
+        enforce_eager=inputs.enforce_eager, enable_lora=inputs.enable_lora, max_loras=inputs.max_loras, max_lora_rank=inputs.max_lora_rank, limit_mm_per_prompt=inputs.limit_mm_per_prompt,
+        entry_point=inputs.entry_point,
+    )  # fmt: skip
+    return ServeSection(
+        applies=True, command=command, tp=tp, max_model_len=length, max_num_batched_tokens=limits.tokens, max_num_seqs=limits.seqs, batching_source=limits.source,
+        replicas=replicas, layout=layout, note=note,
+    )  # fmt: skip

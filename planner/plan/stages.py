@@ -13,10 +13,12 @@ from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
 from planner.plan import serving
+from planner.plan.budget import Batching, batching, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Admission, Ceiling, Draft, Load, Memory, Plan, Sharing
+from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view
 from planner.units import GIB
 from planner.weights import WeightsEstimate
 
@@ -118,22 +120,33 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     geo = model.geometry
     ctx = plan_context(inputs, geo)
     device = resolve_device(inputs)
+    limits = batching(inputs, device)
     report, weights, res = reserve(inputs, model, ctx)
     check_parallel(inputs, weights, geo)
     draft = draft_model(inputs, model, report, device, weights, ctx)
     res = with_draft(res, draft, ctx)
-    memory = memory_per_gpu(inputs, device, weights, draft)
-    roof = roofline(inputs, geo, weights, model, report, device, memory.resident)
+    if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
+        budget = None
+        view, memory = sglang_stage(inputs, model, ctx, report, res)
+    else:  # runtime vllm: vLLM's predicted start-up budget (planner/plan/budget.py)
+        budget = vllm_budget(inputs, model, device, limits, ctx.maximum_context_tokens) if inputs.runtime == "vllm" else None
+        view, memory = None, memory_per_gpu(inputs, device, weights, draft, budget)
+    # the step model reads the decoder's weights (an engine's resident figure holds a vision tower too)
+    engine_sized = view is not None or budget is not None
+    read = resident_weights(inputs, weights)[0] if engine_sized and inputs.model_resident_gib is None else memory.resident
+    roof = roofline(inputs, geo, weights, model, report, device, read)
     kv_at = kv_held(report, res)
     generated = inputs.generated_tokens or inputs.output_tokens
     mid = ctx.input_tokens + generated // 2
     kv_mid = kv_at(mid) + (draft.kv_per_token * mid if draft else 0)
     cached = int(prefix_sharing(inputs, ctx, report.specs, memory.ranks).cached)
-    setup = load_setup(inputs, roof, ctx, cached, generated, kv_mid, mid, memory.ranks, draft)
+    setup = load_setup(inputs, roof, ctx, cached, generated, kv_mid, mid, memory.ranks, draft, limits)
     requested = inputs.sequences if setup.rate is None else serving.open_at_rate(setup).per_rank * memory.ranks
     sharing = prefix_sharing(inputs, ctx, report.specs, memory.ranks, requested)
-    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing)
-    admission = admit(inputs, setup, ceiling.limit_memory, memory.ranks, requested)
+    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
+    if view is not None:
+        ceiling = sglang_ceiling(ceiling, view, memory.ranks)
+    admission = admit(inputs, setup, ceiling.limit_memory, memory.ranks, requested, limits)
     # latency at the requested load on the busiest rank (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
     figures = serving.open_at_rate(setup) if setup.rate is not None else serving.closed(setup, sharing.per_replica_load)
@@ -156,6 +169,8 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         _admission=admission,
         _load=load,
         _weight_format=model.weight_format(inputs.weight_dtype),
+        _batching=limits,
+        model_name=model.repo_id or "MODEL",
     )
 
 
@@ -164,7 +179,14 @@ def plan_context(inputs: PlanInputs, geo: ModelGeometry) -> ContextBudget:
     max_ctx = inputs.max_context or geo.max_position_embeddings
     if max_ctx is None:
         raise PlannerError("max_context", None, "the config has no max_position_embeddings: give the maximum context")
-    return _context(inputs, max_ctx)
+    try:
+        return _context(inputs, max_ctx)
+    except PlannerError as exc:
+        if exc.field == "max_context" and inputs.max_context and "the model maximum of" in exc.reason:
+            # the maximum is the one the user set, not the model's: say whose it is (issue 27 item 6)
+            model_max = f"; the model's own is {geo.max_position_embeddings:,}" if geo.max_position_embeddings else ""
+            raise PlannerError("max_context", exc.value, exc.reason.replace("the model maximum of", "the maximum context you set,") + model_max) from None
+        raise
 
 
 def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tuple[InspectReport, WeightsEstimate, capacity.SequenceReservation]:
@@ -178,27 +200,48 @@ def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tup
     return report, weights, res
 
 
-def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, draft: Draft | None = None) -> Memory:
+def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, draft: Draft | None = None, budget=None) -> Memory:
     """Usable memory after the headroom, less the weights (and a speculative draft's) and
-    workspace: the K/V pool of one GPU."""
+    workspace: the K/V pool of one GPU. Under runtime vllm (``budget``): vLLM's predicted start-up
+    budget, term by term (under DP / PP or a draft, its weights term is the busiest GPU's share and
+    the draft's weights come out of its K/V pool).
+
+    Raises:
+        PlannerError: fixed memory above usable memory, or (runtime vllm) vLLM would refuse to start.
+    """
+    replicas = inputs.gpu_count // inputs.gpus_per_replica
+    draft_bytes = draft.weights_bytes if draft else 0
+    if budget is not None:
+        if budget.refusal:
+            raise refusal_error(budget, inputs, device)
+        weights_term = budget.term("weights per GPU")
+        resident, source = weights_term.bytes, weights_term.source
+        workspace = taken_bytes(budget) - resident
+        available = budget.available_kv_bytes
+        if (inputs.dp > 1 or inputs.pp > 1) and inputs.model_resident_gib is None:
+            shaped, source = resident_weights(inputs, weights)
+            available += resident - shaped
+            resident = shaped
+        available -= draft_bytes
+        if available <= 0:
+            raise PlannerError("gpu_count", inputs.gpu_count, f"vLLM's budget leaves {available / GIB:,.2f} GiB for K/V once the {draft.what if draft else 'weights'} are loaded; use more GPUs or a larger device")
+        return Memory(budget.requested_bytes, resident, source, workspace, resident + workspace + draft_bytes, available, replicas, replicas * inputs.dp, draft_bytes, budget)
     usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     if inputs.model_resident_gib is not None:
         resident = int(inputs.model_resident_gib * GIB)
         resident_source = "given"
     else:
         resident, resident_source = resident_weights(inputs, weights)
-    workspace = int(inputs.workspace_gib * GIB)
-    draft_bytes = draft.weights_bytes if draft else 0
+    workspace = int((1.0 if inputs.workspace_gib is None else inputs.workspace_gib) * GIB)
     fixed = resident + workspace + draft_bytes
     if fixed > usable:
-        culprit = ("workspace_gib", inputs.workspace_gib) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
+        culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
         extra = f" + {draft.what} {draft_bytes / GIB:,.2f}" if draft_bytes else ""
         raise PlannerError(
             *culprit,
             f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}{extra}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); use more GPUs (tp), a smaller weight dtype or a larger device",
         )
-    replicas = inputs.gpu_count // inputs.gpus_per_replica
     return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas, replicas * inputs.dp, draft_bytes)
 
 
@@ -213,6 +256,29 @@ def resident_weights(inputs: PlanInputs, weights: WeightsEstimate) -> tuple[int,
     per_gpu = -(-(weights.bytes - experts) // tp) + -(-experts // (tp * dp))
     what = f"dense and attention / tp {tp}, experts / ep {tp * dp}" if dp > 1 else f"/ tp {tp}"
     return -(-per_gpu // pp), f"weights estimate ({weights.source}) {what}" + (f", / pp {pp} stages" if pp > 1 else "")
+
+
+def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, report: InspectReport, res: capacity.SequenceReservation) -> tuple[SglangView, Memory]:
+    """Runtime sglang: SGLang's start-up sizing of one GPU (:func:`sglang_view`) and the plan's
+    memory from it (usable = free before the weights x mem_fraction_static; available = the
+    budget SGLang sizes the token pool from).
+
+    Raises:
+        PlannerError: SGLang's refusal to start (its own words), or a device SGLang has no profile for.
+    """
+    windows = tuple(sp.window for sp in report.specs if sp.kind in ("sliding", "chunked") and sp.window)
+    view = sglang_view(inputs, model, res.tokens, windows)
+    total, source = view.weights_bytes, view.weights_source
+    per_gpu = int(inputs.model_resident_gib * GIB) if inputs.model_resident_gib is not None else -(-total // inputs.tp)
+    return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp), ranks=inputs.gpu_count // inputs.tp * inputs.dp)
+
+
+def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling:
+    """The memory ceiling as SGLang admits: requests whose reserved tokens fit the token pool (and
+    their window the SWA pool), at most max_running_requests a replica; no prefix sharing counted."""
+    per_replica = view.max_sequences_per_replica
+    total = per_replica * replicas
+    return ceiling._replace(per_replica=per_replica, memory_max=total, shared_max=total, limit_memory=total, sglang=view)
 
 
 def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int, sequences: int | None = None) -> Sharing:
@@ -230,7 +296,7 @@ def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replica
     return Sharing(applies, shared_blocks, saved, per_replica_load, max(0, per_replica_load - copies) * saved, cached)
 
 
-def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing) -> Ceiling:
+def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing, device: Device | None = None, limits: Batching | None = None) -> Ceiling:
     """The most sequences memory holds: steady state, with prefix sharing, and (runtime vllm) as
     vLLM admits them, reserving a request's blocks for all its reserved tokens (not under pipeline
     parallelism: a stage's blocks are the steady-state figure of its layers). Per rank, times the ranks."""
@@ -239,7 +305,7 @@ def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget,
     memory_max = steady_max = per_replica * replicas
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
-    engine = engine_view(model, inputs, ctx, available) if inputs.runtime == "vllm" and inputs.reservation != "static" and inputs.pp == 1 else None
+    engine = engine_view(model, inputs, ctx, available, device, limits) if inputs.runtime == "vllm" and inputs.reservation != "static" and inputs.pp == 1 else None
     if engine is not None and engine.applies and engine.refusal:
         per_replica = memory_max = shared_max = 0
     elif engine is not None and engine.applies:
@@ -333,14 +399,14 @@ def with_draft(res: capacity.SequenceReservation, draft: Draft | None, ctx: Cont
     return dataclasses.replace(res, draft_bytes=draft.kv_per_token * res.tokens)
 
 
-def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, cached: int, generated: int, kv_mid: float, mid: int, ranks: int, draft: Draft | None) -> serving.Setup:
+def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, cached: int, generated: int, kv_mid: float, mid: int, ranks: int, draft: Draft | None, limits: Batching) -> serving.Setup:
     """What the load figures are computed from on one rank: the engine's token budget and running
     limit, the measured preprocessing if given, the rank's share of a request rate, speculation."""
     spec = None
     if draft is not None:
         spec = serving.Spec(draft.method, draft.tokens, inputs.spec_acceptance, draft.roof, draft.kv_per_token * mid if draft.roof else 0.0)
     pre = inputs.preprocessing_ms / 1e3 if inputs.preprocessing_ms is not None else None
-    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, inputs.max_batched_tokens, inputs.max_num_seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec)
+    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec)
 
 
 def kv_held(report: InspectReport, res: capacity.SequenceReservation):
@@ -353,7 +419,7 @@ def kv_held(report: InspectReport, res: capacity.SequenceReservation):
     return kv_at
 
 
-def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: int, requested: int) -> Admission:
+def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: int, requested: int, scheduler: Batching | None = None) -> Admission:
     """Every limit on concurrent sequences (memory, the p95 ITL and TTFT SLOs, the runtime's
     maximum, the tenant quota) and the verdict on the requested load. The SLOs judge the p95s of
     the load the plan assumes (:func:`serving.at`: a closed loop of that many clients a rank, or
@@ -377,8 +443,9 @@ def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: in
             limits["ttft_slo"] = 0 if ttft > inputs.ttft_slo_ms else limit_memory
         else:
             limits["ttft_slo"] = capacity.largest_within(lambda c: queue + at(c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
-    if inputs.max_num_seqs is not None:
-        limits["runtime"] = inputs.max_num_seqs * ranks
+    seqs = inputs.max_num_seqs if scheduler is None else scheduler.seqs
+    if seqs is not None:
+        limits["runtime"] = seqs * ranks
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
     return Admission(limits, *capacity.admission(requested, limits), requested)
@@ -414,7 +481,9 @@ def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: C
     """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
-    if inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
+    if inputs.runtime == "sglang":
+        notes.append("runtime sglang: memory is SGLang's static fraction of the free memory before the weights (mem_fraction_static), so the headroom and workspace inputs do not apply; the prefix is not deduplicated")
+    elif inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
         notes.append("transformers keeps the last W positions of a sliding layer once decoding, but right after a prefill longer than W it briefly holds the whole prompt there (probe-measured); the reservation counts the steady W")
     if inputs.shared_prefix_tokens and not sharing:
         notes.append("the shared prefix is not deduplicated: only a paged engine (runtime vllm, dynamic or paged reservation) shares prefix blocks")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from planner import capacity
 from planner.context import COMPONENTS
 from planner.errors import PlannerError
+from planner.plan.budget import batching, vllm_budget
 from planner.plan.inputs import PlanInputs, make_inputs, resolve_device
 from planner.plan.model import PreparedModel
 from planner.plan.result import Plan
@@ -67,11 +68,20 @@ def suggest_inputs(model: PreparedModel, values: dict) -> tuple[dict, list[str]]
     device = resolve_device(inputs)
     usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     weights = model.weights(inputs.weight_dtype).bytes
+    workspace = int((1.0 if inputs.workspace_gib is None else inputs.workspace_gib) * GIB)
+    limits = batching(inputs, device)
+
+    def fits(tp: int) -> bool:  # runtime vllm: vLLM's own budget starts with room for the cache
+        if inputs.runtime == "vllm":
+            budget = vllm_budget(inputs, model, device, limits, max_ctx or 4096, tp=tp)
+            return budget.refusal is None and budget.available_kv_bytes > 0.1 * budget.requested_bytes
+        return -(-weights // tp) + workspace < usable * 0.9
+
     if inputs.model_resident_gib is None:
         for tp in (1, 2, 4, 8, 16, 32, 64):
             if geo.num_attention_heads % tp or (geo.mla is None and geo.num_kv_heads % tp and tp % geo.num_kv_heads):
                 continue
-            if -(-weights // tp) + int(inputs.workspace_gib * GIB) < usable * 0.9:
+            if fits(tp):
                 if tp != inputs.tp:
                     updates["tp"] = tp
                     updates["gpu_count"] = max(tp, inputs.gpu_count // inputs.tp * tp)

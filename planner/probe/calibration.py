@@ -38,7 +38,7 @@ _MIN_EFF = MIN_UTILISATION  # the plan inputs' floor (planner/limits.py)
 
 
 def budget_measurements(result: ProbeResult, max_num_batched_tokens: int, tp: int = 1) -> dict[str, int]:
-    """The terms of vLLM's memory budget (:func:`planner.engines.vllm.predict_budget`) that a
+    """The terms of vLLM's memory budget (:func:`planner.engines.vllm_memory.predict_memory`) that a
     runtime probe on a GPU measured, by term name; empty for a CPU or allocate-mode probe, and
     for ``tp`` > 1 (the probe runs the whole model on one GPU; a tensor-parallel rank holds a
     shard of the activations and NCCL buffers besides).

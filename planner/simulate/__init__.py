@@ -29,7 +29,7 @@ Read it in this order, each part a short module:
 * ``stats.py``       the counters of each replica (:class:`ReplicaStats`), the requests' outcomes
                      and percentiles; ``cost.py`` the step cost, its folded :class:`StepClock` and
                      :func:`from_plan`;
-* ``workload.py``    Poisson arrivals and CSV traces; ``compare.py`` the same trace under other settings.
+* ``workload.py``    Poisson arrivals (fixed, uniform or a named length profile) and CSV traces; ``compare.py`` the same trace under other settings.
 
 The first output token is produced at the end of the step that completes the prefill
 (TTFT = that time - arrival); ITL samples are the gaps between consecutive tokens of a request.
@@ -54,12 +54,14 @@ from planner.simulate.model import (
     MAX_TOKENS_PER_REQUEST,
     MAX_TOTAL_TOKENS,
     POLICIES,
+    REJECTION_REASONS,
     ROUTERS,
     Cancellation,
     CancelStage,
     OverloadVerdict,
     Percentiles,
     Policy,
+    Rejection,
     ReplicaSummary,
     Request,
     RequestRecord,
@@ -69,13 +71,14 @@ from planner.simulate.model import (
     build,
 )
 from planner.simulate.stats import percentiles, weighted_percentiles
-from planner.simulate.workload import MAX_TRACE_BYTES, TRACE_COLUMNS, parse_trace_csv, poisson_requests, read_trace
+from planner.simulate.verdict import verdict_label
+from planner.simulate.workload import LENGTH_PROFILES, MAX_TRACE_BYTES, TRACE_COLUMNS, LengthProfile, parse_trace_csv, poisson_requests, profile_requests, read_trace
 
 __all__ = [
     "AllocatorError", "BlockAllocator", "CANCEL_STAGES", "Cancellation", "CancelStage", "DEFAULT_TIME_BUDGET_S", "DoubleFreeError",
-    "KV_SAMPLES", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
-    "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "ROUTERS", "ReplicaSummary", "Request", "RequestRecord",
+    "KV_SAMPLES", "LENGTH_PROFILES", "LengthProfile", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
+    "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "REJECTION_REASONS", "ROUTERS", "Rejection", "ReplicaSummary", "Request", "RequestRecord",
     "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "build", "compare_batching",
-    "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "poisson_requests", "read_trace",
-    "simulate", "weighted_percentiles",
+    "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "poisson_requests", "profile_requests", "read_trace",
+    "simulate", "verdict_label", "weighted_percentiles",
 ]  # fmt: skip

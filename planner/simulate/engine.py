@@ -20,12 +20,12 @@ from planner.errors import PlannerError
 from planner.simulate import block_pool
 from planner.simulate.cost import StepCost
 from planner.simulate.invariants import check_end
-from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
+from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, Rejection, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
 from planner.simulate.replica import Replica
 from planner.simulate.request import CANCEL_IN_DECODE, CANCEL_STAGE, DONE, OUTCOME, SimRequest
 from planner.simulate.router import ROUTER_CLASSES
 from planner.simulate.stats import RequestTally, _downsample, percentiles, summed, weighted_percentiles
-from planner.simulate.verdict import overload_verdict
+from planner.simulate.verdict import overload_verdict, rejection_sentence, with_rejections
 
 CHECK_EVERY_STEPS = 512  # wall-clock budget checked this often
 
@@ -176,16 +176,30 @@ def _static_blocks(reqs: list[SimRequest], cfg: SimConfig) -> int:
 
 
 def _mark_rejections(reqs: list[SimRequest], cfg: SimConfig, replica: Replica, static_blocks: int) -> None:
-    """Requests that can never run are rejected on arrival."""
+    """Requests that can never run are rejected on arrival, each with its reason."""
     dynamic = cfg.reservation == "dynamic"
     static_tokens = _static_tokens(reqs, cfg)
     for r in reqs:
         if not replica.policy.can_ever_run(r.prompt_tokens):
-            r.rejected = True  # a whole prompt must fit one step's token budget
+            r.reject_reason = "step_budget"  # a whole prompt must fit one step's token budget
         elif dynamic and -(-(r.prompt_tokens + r.output_tokens - 1) // cfg.block_tokens) > cfg.total_blocks:
-            r.rejected = True  # its final K/V exceeds the whole pool
+            r.reject_reason = "pool"  # its final K/V exceeds the whole pool
         elif not dynamic and r.prompt_tokens + r.output_tokens > static_tokens:
-            r.rejected = True  # longer than the static reservation
+            r.reject_reason = "static_reservation"  # longer than the static reservation
+        r.rejected = bool(r.reject_reason)
+
+
+def _rejections(reqs: list[SimRequest], cfg: SimConfig) -> list[Rejection]:
+    """The rejected requests grouped by reason, largest group first, each with its sentence."""
+    counts: dict[str, list[int]] = {}
+    for r in reqs:
+        if r.reject_reason:
+            counts.setdefault(r.reject_reason, []).append(r.prompt_tokens + (0 if r.reject_reason == "step_budget" else r.output_tokens))
+    out = []
+    for reason, sizes in counts.items():
+        limit = {"step_budget": cfg.max_num_batched_tokens, "pool": cfg.total_blocks * cfg.block_tokens, "static_reservation": _static_tokens(reqs, cfg)}[reason]
+        out.append(Rejection(reason=reason, count=len(sizes), limit_tokens=limit, largest_tokens=max(sizes), message=rejection_sentence(reason, len(sizes), limit, max(sizes), cfg.policy)))
+    return sorted(out, key=lambda x: -x.count)
 
 
 # ---------------------------------------------------------------------------------- results
@@ -204,7 +218,9 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
     busiest = max(stats, key=lambda s: s.peak_blocks)
     peak = busiest.peak_blocks
     total_blocks = cfg.total_blocks
+    rejections = _rejections(reqs, cfg)
     verdict = overload_verdict([r.arrival_s for r in reqs], tally.finish_times, queue[0], queue[1], total.prefill_tokens, total.preempted_tokens)
+    verdict = with_rejections(verdict, rejections, n)
     output_tokens = total.output_tokens
     records = [_record(r) for r in reqs] if record_requests else None
     if stopped:
@@ -257,6 +273,7 @@ def _result(reqs: list[SimRequest], cfg: SimConfig, replicas: list[Replica], rou
         requests_unfinished=unfinished,
         stopped_early=stopped,
         per_request=records,
+        rejections=rejections,
     )
 
 

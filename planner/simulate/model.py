@@ -117,6 +117,25 @@ class RequestRecord(BaseModel):
     replica: int = 0
 
 
+REJECTION_REASONS = {
+    "step_budget": "prompt longer than the step's token budget",
+    "pool": "prompt + output larger than the whole KV pool",
+    "static_reservation": "prompt + output longer than the static reservation",
+}
+
+
+class Rejection(BaseModel):
+    """Requests rejected at arrival for one reason: they can never run under these settings."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: Literal["step_budget", "pool", "static_reservation"]
+    count: int
+    limit_tokens: int  # the step budget, the pool's tokens or the static reservation
+    largest_tokens: int  # the largest rejected request, measured as the limit is
+    message: str
+
+
 class OverloadVerdict(BaseModel):
     """Does the deployment keep up with the arrivals?
 
@@ -137,6 +156,7 @@ class OverloadVerdict(BaseModel):
     queue_at_mid: int
     queue_at_end: int
     message: str
+    rejected: int = 0  # requests rejected at arrival (they can never run): not in the rates above
 
 
 class ReplicaSummary(BaseModel):
@@ -190,3 +210,4 @@ class SimResult(BaseModel):
     requests_unfinished: int = 0  # still in flight when the run stopped early
     stopped_early: str | None = None  # why the run stopped before every request ended
     per_request: list[RequestRecord] | None = None
+    rejections: list[Rejection] = []  # why the rejected requests were rejected, largest group first

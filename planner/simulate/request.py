@@ -25,7 +25,7 @@ CANCEL_STAGE = {"admission": CANCEL_AT_ADMISSION, "mid-prefill": CANCEL_MID_PREF
 
 class SimRequest:
     __slots__ = (
-        "index", "id", "arrival_s", "prompt_tokens", "output_tokens", "uses_prefix", "rejected", "cancel_stage", "cancel_after",
+        "index", "id", "arrival_s", "prompt_tokens", "output_tokens", "uses_prefix", "rejected", "reject_reason", "cancel_stage", "cancel_after",
         "status", "computed", "generated", "target", "lease", "own_blocks", "attached", "replica", "batch_member",
         "admitted_s", "first_token_s", "last_token_s", "finished_s", "preemptions",
         "base_tick", "base_generated", "base_computed", "version",
@@ -39,6 +39,7 @@ class SimRequest:
         self.output_tokens = output_tokens
         self.uses_prefix = False
         self.rejected = False
+        self.reject_reason = ""  # a key of planner.simulate.model.REJECTION_REASONS when rejected
         self.cancel_stage = NO_CANCEL
         self.cancel_after = 0  # CANCEL_IN_DECODE: tokens generated when cancelled
         self.status = PENDING

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
-from planner.simulate.model import OverloadVerdict
+from planner.simulate.model import OverloadVerdict, Rejection
 
 MIN_REQUESTS = 20  # fewer arrivals are too few to tell a growing queue from noise
 SERVED_FRACTION = 0.95  # overloaded when requests finish below this share of the arrival rate ...
 QUEUE_GROWTH_FRACTION = 0.10  # ... and the queue grows by more than this share of the window's arrivals
 MIN_QUEUE_GROWTH = 5
 THRASHING_FRACTION = 0.25  # thrashing: more than this share of prefill work redone after preemption
+
+
+def rejection_sentence(reason: str, count: int, limit: int, largest: int, policy: str) -> str:
+    """One sentence for ``count`` requests rejected for ``reason`` (see REJECTION_REASONS)."""
+    n = f"{count:,} request{'s' if count != 1 else ''}"
+    if reason == "step_budget":
+        return (f"{n} with a prompt longer than the {limit:,}-token step budget (up to {largest:,} tokens): {policy} runs a whole prompt in one step; "
+                "the chunked policy splits prompts, or raise the max batched tokens")  # fmt: skip
+    if reason == "pool":
+        return f"{n} whose prompt + output (up to {largest:,} tokens) exceeds the whole KV pool of {limit:,} tokens: no engine could hold them"
+    return f"{n} longer than the {limit:,}-token static reservation (up to {largest:,} tokens)"
+
+
+def with_rejections(verdict: OverloadVerdict, rejections: list[Rejection], total: int) -> OverloadVerdict:
+    """The verdict with the rejected requests counted, each reason in words: they never ran, so no
+    latency percentile includes them, and a run that rejects some does not simply keep up."""
+    rejected = sum(x.count for x in rejections)
+    if not rejected:
+        return verdict
+    share = f"{rejected:,} of {total:,} requests ({rejected / total:.0%}) were rejected at arrival and are in no latency figure: "
+    return verdict.model_copy(update={"rejected": rejected, "message": verdict.message + " " + share + "; ".join(x.message for x in rejections) + "."})
+
+
+def verdict_label(overload: OverloadVerdict, total: int, stopped_early: str | None = None) -> str:
+    """The verdict in a few words, for a table cell: rejections first, as they change the answer."""
+    words = "overloaded" if overload.overloaded else "keeps up" if overload.arrival_rate_per_s else "no verdict"
+    if overload.rejected:
+        words = f"rejects {overload.rejected:,} of {total:,}" + ("; the rest " + words if overload.arrival_rate_per_s else "")
+    return words + (", thrashing" if overload.thrashing else "") + (", stopped early" if stopped_early else "")
 
 
 def overload_verdict(arrivals: list[float], finish_times: list[float], queue_at_mid: int, queue_at_end: int, prefill_tokens: int, preempted_tokens: int) -> OverloadVerdict:

@@ -1,4 +1,5 @@
-"""Where requests come from: seeded Poisson arrivals, or a CSV trace read with a size cap."""
+"""Where requests come from: seeded Poisson arrivals (fixed or uniform lengths, or a named length
+profile: chat, rag, agent, summarisation), or a CSV trace read with a size cap."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import csv
 import io
 import math
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import PlannerError
@@ -86,6 +88,62 @@ def poisson_requests(rate_per_s: float, n: int, prompt_tokens: int | tuple[int, 
         p = plo if plo == phi else rng.randint(plo, phi)
         o = olo if olo == ohi else rng.randint(olo, ohi)
         out.append(Request.model_construct(id=i, arrival_s=t, prompt_tokens=p, output_tokens=o))
+    return out
+
+
+@dataclass(frozen=True)
+class LengthProfile:
+    """A traffic shape: prompt and output lengths each log-normal, fixed by their p50 and p95.
+
+    These are assumed shapes for a first look, not measurements of anyone's traffic: replace
+    them with a trace of your own when you have one.
+    """
+
+    name: str
+    prompt_p50: int
+    prompt_p95: int
+    output_p50: int
+    output_p95: int
+    about: str
+
+    def describe(self) -> str:
+        return f"{self.name}: prompt p50 {self.prompt_p50:,} / p95 {self.prompt_p95:,} tokens, output p50 {self.output_p50:,} / p95 {self.output_p95:,} ({self.about})"
+
+
+Z95 = 1.6448536269514722  # the standard normal's 95th percentile: sigma = ln(p95 / p50) / Z95
+
+LENGTH_PROFILES: dict[str, LengthProfile] = {
+    p.name: p
+    for p in (
+        LengthProfile("chat", 1_000, 4_000, 250, 800, "a conversation's history and a reply"),
+        LengthProfile("rag", 4_000, 12_000, 300, 900, "retrieved passages in the prompt, a short answer"),
+        LengthProfile("agent", 12_000, 40_000, 400, 2_000, "tool outputs and history accumulating over steps"),
+        LengthProfile("summarisation", 6_000, 24_000, 500, 1_200, "a long document in, a page out"),
+    )
+}
+
+
+def _lognormal(rng: random.Random, p50: int, p95: int, lo: int, hi: int) -> int:
+    sigma = math.log(p95 / p50) / Z95
+    return max(lo, min(hi, round(rng.lognormvariate(math.log(p50), sigma))))
+
+
+def profile_requests(rate_per_s: float, n: int, profile: str, seed: int = 0, max_tokens: int = MAX_TOKENS_PER_REQUEST) -> list[Request]:
+    """``n`` Poisson arrivals at ``rate_per_s`` with lengths drawn from a named profile of
+    :data:`LENGTH_PROFILES`; prompt + output is capped at ``max_tokens`` (the plan's context:
+    an engine refuses longer requests before they reach the scheduler). Deterministic per seed."""
+    shape = LENGTH_PROFILES.get(profile)
+    if shape is None:
+        raise PlannerError("lengths", profile, f"unknown length profile; choose one of {', '.join(LENGTH_PROFILES)}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 2 <= max_tokens <= MAX_TOKENS_PER_REQUEST:
+        raise PlannerError("max_tokens", max_tokens, f"must be an integer from 2 to {MAX_TOKENS_PER_REQUEST:,}")
+    base = poisson_requests(rate_per_s, n, 1, 1, seed=seed)  # the arrival times, validated
+    rng = random.Random(f"lengths-{profile}-{seed}")
+    out = []
+    for r in base:
+        o = _lognormal(rng, shape.output_p50, shape.output_p95, 1, max_tokens - 1)
+        p = _lognormal(rng, shape.prompt_p50, shape.prompt_p95, 1, max_tokens - o)
+        out.append(Request.model_construct(id=r.id, arrival_s=r.arrival_s, prompt_tokens=p, output_tokens=o))
     return out
 
 

@@ -22,20 +22,19 @@ One concept a module: :mod:`~planner.engines.vllm.rules` (what each release does
 :mod:`~planner.engines.vllm.groups` and :mod:`~planner.engines.vllm.packed` (KV-cache groups;
 DeepSeek-V4's packed ones), :mod:`~planner.engines.vllm.layout` (what the model and settings
 decide, memoised), :mod:`~planner.engines.vllm.capacity` (the sizing and fit check, memoised),
-:mod:`~planner.engines.vllm.messages` (refusal sentences), :mod:`~planner.engines.vllm.budget`
-(the predicted "Available KV cache memory"), :mod:`~planner.engines.vllm.preview` (the Plan
-page's start-up preview and the ``vllm serve`` line). The shared result types are
+:mod:`~planner.engines.vllm.messages` (refusal sentences), :mod:`~planner.engines.vllm.preview`
+(the Plan page's start-up preview and the ``vllm serve`` line). The predicted "Available KV cache
+memory" is :mod:`planner.engines.vllm_memory` (term by term, per release). The shared result types are
 :mod:`planner.engines.common`.
 """
 
 from planner.engines.common import BudgetTerm, EngineRefusal
-from planner.engines.vllm.budget import CUDA_GRAPH_BYTES, NCCL_BYTES, NON_TORCH_BYTES, SAMPLER_SEQS, VllmBudget, predict_budget
 from planner.engines.vllm.capacity import _MEMO as _MEMO
 from planner.engines.vllm.capacity import EngineGroup, VllmCapacity, vllm_capacity
 from planner.engines.vllm.layout import _LAYOUTS as _LAYOUTS
 from planner.engines.vllm.layout import VllmSettings
 from planner.engines.vllm.messages import DOCS
-from planner.engines.vllm.preview import VllmPreview, serve_command, vllm_preview
+from planner.engines.vllm.preview import VllmPreview, serve_command, serve_line, vllm_preview
 from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_VLLM_VERSION, DROPPED, NOT_REGISTERED, RULES, VLLM_VERSIONS, Rules
 from planner.engines.vllm.specs import (
     DSV4_BLOCK,
@@ -55,8 +54,8 @@ from planner.units import GIB
 
 # _MEMO and _LAYOUTS (the two memos, which benchmarks and tests clear) stay reachable here too
 __all__ = [
-    "CUDA_GRAPH_BYTES", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_VLLM_VERSION", "DOCS", "DROPPED", "DSV4_BLOCK", "DSV4_STATE_BLOCK", "DSV4_SWA_BLOCK", "FLASHMLA_BLOCK",
-    "FLASH_ATTN_BLOCK", "GDN_CHECKPOINT_ALIGNMENT", "GIB", "KDA_CHECKPOINT_ALIGNMENT", "KV_CACHE_DTYPES", "MINIMAX_M3_SPARSE_BLOCK", "NCCL_BYTES", "NON_TORCH_BYTES",
-    "NOT_REGISTERED", "RULES", "SAMPLER_SEQS", "SM90_FA4_FP8_BLOCK", "STATE_KINDS", "VLLM_VERSIONS", "BudgetTerm", "EngineGroup", "EngineRefusal", "Rules", "StatePage",
-    "VllmBudget", "VllmCapacity", "VllmPreview", "VllmSettings", "predict_budget", "serve_command", "vllm_capacity", "vllm_preview",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_VLLM_VERSION", "DOCS", "DROPPED", "DSV4_BLOCK", "DSV4_STATE_BLOCK", "DSV4_SWA_BLOCK", "FLASHMLA_BLOCK",
+    "FLASH_ATTN_BLOCK", "GDN_CHECKPOINT_ALIGNMENT", "GIB", "KDA_CHECKPOINT_ALIGNMENT", "KV_CACHE_DTYPES", "MINIMAX_M3_SPARSE_BLOCK",
+    "NOT_REGISTERED", "RULES", "SM90_FA4_FP8_BLOCK", "STATE_KINDS", "VLLM_VERSIONS", "BudgetTerm", "EngineGroup", "EngineRefusal", "Rules", "StatePage",
+    "VllmCapacity", "VllmPreview", "VllmSettings", "serve_command", "serve_line", "vllm_capacity", "vllm_preview",
 ]  # fmt: skip

@@ -184,8 +184,8 @@ def _groups_at(layout: Layout, max_model_len: int) -> tuple[tuple[EngineGroup, .
         window = None if state else b.spec.window
         # without prefix caching a state's "block" spans the whole request (mamba_block_size = max_model_len)
         block_size = (max_model_len if state_rule.mode == "none" else state_rule.block) if state else b.block_size
-        for i in range(n):  # 0.19+: layers[i::n] go to the i-th group; 0.10: layers[i * size:(i + 1) * size]
-            layers = len(range(i, b.layers, n)) if rules.group_near_max else min(layout.group_size, b.layers - i * layout.group_size)
+        for i in range(n):  # 0.11+: layers[i::n] go to the i-th group; 0.10: layers[i * size:(i + 1) * size]
+            layers = len(range(i, b.layers, n)) if rules.round_robin_groups else min(layout.group_size, b.layers - i * layout.group_size)
             # positional, in EngineGroup's field order: by keyword this costs about 0.3 us a group on every slider move
             groups.append(EngineGroup(b.kind, layers, block_size, b.page_bytes, blocks, window))
     return tuple(groups), per_request
@@ -210,4 +210,4 @@ def _check_fits(rules: Rules, available: int, bytes_per_block: int, max_model_le
                 estimate, lo = mid, mid + 1
             else:
                 hi = mid - 1
-    raise EngineRefusal("max_model_len", max_model_len, not_enough_memory(rules, max_model_len, needed, check, estimate))
+    raise EngineRefusal("max_model_len", max_model_len, not_enough_memory(rules, max_model_len, needed, check, estimate), estimate)

@@ -112,7 +112,7 @@ def unified_buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[
     attention page that divides the largest grows its block by the ratio, any other smaller
     page (a Mamba state, an odd attention page) is padded; ordered by each spec's first layer."""
     first = _first_layers(geo)
-    uniform = _uniform_type(specs, states, first, block) if rules.unify_pages else None  # 0.10 has no UniformTypeKVCacheSpecs
+    uniform = _uniform_type(specs, states, first, block) if rules.uniform_type_specs else None  # 0.10 has no UniformTypeKVCacheSpecs
     if uniform is not None:
         return [uniform]
     sliding_block = max(FLASH_ATTN_BLOCK, block // FLASH_ATTN_BLOCK * FLASH_ATTN_BLOCK)  # FLASH_ATTN MultipleOf(16)
@@ -124,7 +124,7 @@ def unified_buckets(geo: ModelGeometry, specs: tuple[KVSpec, ...], states: list[
         raw.append(Bucket(p, first.get((p.kind, None), 0), block, state_pad or p.state_bytes))
     largest = max(b.page_bytes for b in raw)
     if not rules.unify_pages and any(b.page_bytes != largest for b in raw if isinstance(b.spec, KVSpec)):
-        # vLLM 0.10 get_kv_cache_config: neither one spec nor one page size -> NotImplementedError
+        # vLLM 0.10 get_kv_cache_config / 0.11 get_kv_cache_groups: neither one spec nor one page size -> NotImplementedError
         raise EngineRefusal("model", (geo.architectures or (geo.model_type,))[0], f"vLLM {rules.version} cannot lay out KV-cache pages of different sizes (get_kv_cache_config raises NotImplementedError)")
     out = []
     for b in raw:

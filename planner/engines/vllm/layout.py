@@ -195,7 +195,7 @@ def _blocks(geo: ModelGeometry, cfg: dict, settings: VllmSettings, rules: Rules,
     until one page holds a state), the state pages, their padded page and the state rule."""
     mla = geo.mla is not None
     block = settings.block_size or default_block(geo, mla, fp8, settings.kv_cache_dtype != "fp8_e5m2", rules.version)
-    states = state_pages(geo, cfg, settings.tp, rules.nemotron_ssm_dtype) if _is_hybrid(geo) else []
+    states = state_pages(geo, cfg, settings.tp, rules.nemotron_ssm_dtype, rules.config_ssm_dtype) if _is_hybrid(geo) else []
     state_pad, state_block = None, block
     if states and specs:
         chunk = cfg_int(cfg, ("mamba_chunk_size", "chunk_size"), 2048)  # ModelConfig.get_mamba_chunk_size: 2048 for Mamba-1

@@ -56,9 +56,9 @@ def _max_len_key(config: dict) -> str:
 def max_len_exceeded(rules: Rules, config: dict, model_type: str, max_model_len: int, derived: int) -> str:
     """vllm/config ``_get_and_verify_max_len``: ``max_model_len`` above the model's ``derived``
     maximum (printed as vLLM prints it: an integer or a float); 0.10 worded the consequence differently."""
-    shown = derived if model_type in rules.int_max_len_types or (rules.wording == "0.10" and not _rope_scaled(config)) else float(derived)
+    shown = derived if model_type in rules.int_max_len_types or (rules.float_max_len_when_scaled and not _rope_scaled(config)) else float(derived)
     head = f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len ({_max_len_key(config)}={shown} or model_max_length=None in model's config.json)."
-    if rules.wording == "0.10":
+    if not rules.long_max_len_wording:
         return f"{head} This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
     return (
         f"{head} To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "

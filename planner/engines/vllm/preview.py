@@ -2,33 +2,92 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from planner.cache.engines import with_offload
-from planner.engines.common import EnginePreview, EngineRefusal
-from planner.engines.vllm.budget import SAMPLER_SEQS, predict_budget
-from planner.engines.vllm.capacity import VllmCapacity, vllm_capacity
-from planner.engines.vllm.rules import DEFAULT_MAX_NUM_BATCHED_TOKENS
-from planner.errors import PlannerError
-from planner.kv import AUTO
+from planner.engines.common import BudgetTerm, EngineBudget, EnginePreview
+from planner.engines.vllm.capacity import VllmCapacity
 
 
-def serve_command(model: str, capacity: VllmCapacity, *, gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None, user_block_size: int | None = None) -> str:
-    """The ``vllm serve`` line that reproduces a plan (flags at their defaults are left out)."""
-    parts = ["vllm serve", model, f"--tensor-parallel-size {capacity.tp}", f"--max-model-len {capacity.max_model_len}"]
-    if gpu_memory_utilization is not None:
-        parts.append(f"--gpu-memory-utilization {gpu_memory_utilization:g}")
-    if capacity.kv_cache_dtype != "auto":
-        parts.append(f"--kv-cache-dtype {capacity.kv_cache_dtype}")
+def serve_line(
+    model: str,
+    *,
+    tp: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    replicas: int = 1,
+    node_gpus: int = 8,
+    gpu_memory_utilization: float | None = None,
+    kv_cache_dtype: str = "auto",
+    max_num_seqs: int | None = None,
+    block_size: int | None = None,
+    prefix_caching: bool = True,
+    enforce_eager: bool = False,
+    enable_lora: bool = False,
+    max_loras: int = 1,
+    max_lora_rank: int = 16,
+    limit_mm_per_prompt: int | None = None,
+    entry_point: str = "serve",
+) -> str:
+    """The ``vllm serve`` line (or, ``entry_point`` "llm", the ``LLM(...)`` call) of a plan: the
+    model, TP, the replica layout (``--data-parallel-size`` within one node of ``node_gpus``,
+    else "run N of these"), ``--max-model-len`` and ``--max-num-batched-tokens`` always, then
+    every setting the plan gives (flags at vLLM's defaults are left out)."""
+    flags: list[tuple[str, object]] = [("tensor-parallel-size", tp)]
+    dp = replicas > 1 and tp * replicas <= node_gpus
+    if dp:
+        flags.append(("data-parallel-size", replicas))
+    flags += [("max-model-len", max_model_len), ("max-num-batched-tokens", max_num_batched_tokens)]
     if max_num_seqs is not None:
-        parts.append(f"--max-num-seqs {max_num_seqs}")
-    if capacity.max_num_batched_tokens != DEFAULT_MAX_NUM_BATCHED_TOKENS:
-        parts.append(f"--max-num-batched-tokens {capacity.max_num_batched_tokens}")
-    if user_block_size is not None:
-        parts.append(f"--block-size {user_block_size}")
-    if not capacity.prefix_caching:
-        parts.append("--no-enable-prefix-caching")
-    return " ".join(parts)
+        flags.append(("max-num-seqs", max_num_seqs))
+    if gpu_memory_utilization is not None:
+        flags.append(("gpu-memory-utilization", f"{gpu_memory_utilization:g}"))
+    if kv_cache_dtype != "auto":
+        flags.append(("kv-cache-dtype", kv_cache_dtype))
+    if block_size is not None:
+        flags.append(("block-size", block_size))
+    if not prefix_caching:
+        flags.append(("no-enable-prefix-caching", None))
+    if enforce_eager:
+        flags.append(("enforce-eager", None))
+    if enable_lora:
+        flags += [("enable-lora", None), ("max-loras", max_loras), ("max-lora-rank", max_lora_rank)]
+    if limit_mm_per_prompt is not None:
+        flags.append(("limit-mm-per-prompt", f'{{"image": {limit_mm_per_prompt}}}'))
+    if entry_point == "llm":
+        args = [f'model="{model}"'] + [f"{name.replace('-', '_')}={_py(value)}" for name, value in flags if name != "no-enable-prefix-caching"]
+        if not prefix_caching:
+            args.append("enable_prefix_caching=False")
+        line = f"LLM({', '.join(args)})"
+    else:
+        line = " ".join(["vllm serve", model] + [f"--{name}" if value is None else f"--{name} {_shell(value)}" for name, value in flags])
+    if replicas > 1 and not dp:
+        line += f"  # run {replicas} of these ({tp} GPU{'s' if tp > 1 else ''} each) behind a load balancer"
+    return line
+
+
+def _shell(value: object) -> str:
+    text = str(value)
+    return f"'{text}'" if any(c in text for c in ' {}"') else text
+
+
+def _py(value: object) -> str:
+    """A flag's value as a Python literal for ``LLM(...)`` (a bare flag is True)."""
+    if value is None:
+        return "True"
+    text = str(value)
+    if text.startswith("{") or text.replace(".", "", 1).isdigit():
+        return text
+    return repr(text)
+
+
+def serve_command(model: str, capacity: VllmCapacity, *, gpu_memory_utilization: float | None = None, max_num_seqs: int | None = None, user_block_size: int | None = None, **settings) -> str:
+    """The ``vllm serve`` line that reproduces an engine sizing (:func:`serve_line` at its TP,
+    length, token budget, KV dtype and prefix caching)."""
+    return serve_line(
+        model, tp=capacity.tp, max_model_len=capacity.max_model_len, max_num_batched_tokens=capacity.max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_dtype=capacity.kv_cache_dtype, max_num_seqs=max_num_seqs, block_size=user_block_size, prefix_caching=capacity.prefix_caching, **settings,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,39 +95,25 @@ class VllmPreview(EnginePreview):
     """The Plan page's start-up preview: vLLM's predicted budget, its log lines, the command."""
 
 
-def vllm_preview(plan, model, measured: dict[str, int] | None = None) -> VllmPreview:
-    """What ``vllm serve`` will print for a plan under runtime vllm: the budget vLLM will find
-    on one GPU at ``gpu_memory_utilization = 1 - headroom``, the start-up log at the plan's
-    maximum context, and the command line that reproduces the plan. ``measured``: budget terms a
-    probe measured on this plan's GPU (:func:`planner.probe.budget_measurements`), which replace
-    the estimates.
+def vllm_preview(plan, model=None, measured: dict[str, int] | None = None) -> VllmPreview:
+    """What ``vllm serve`` will print for a plan under runtime vllm, from the plan itself: the budget
+    its memory figures come from (:attr:`planner.plan.Plan.capacity`), the start-up log at the serve
+    line's ``--max-model-len`` and that line (:attr:`planner.plan.Plan.serve`). ``measured``:
+    budget terms a probe measured on this GPU (:func:`planner.probe.budget_measurements`), shown
+    beside the prediction (the plan takes them through its workspace, not here). ``model`` is
+    accepted for callers that pass it; the plan holds everything.
 
     Raises:
-        PlannerError: the plan's KV dtype has no vLLM equivalent (int8, int4, fp32).
+        PlannerError: the plan is not under runtime vllm or vLLM cannot run its cache.
     """
-    inputs = plan.inputs
-    resolved = plan.kv_cache.kv_dtype  # "auto" as the checkpoint resolved it
-    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}.get(resolved)
-    if dtype is None:
-        raise PlannerError("kv_dtype", resolved, "vLLM has no such KV cache dtype; choose bf16, fp16 or fp8")
-    utilization = (10_000 - inputs.headroom_bp) / 10_000
-    cap = plan.capacity
-    budget = predict_budget(
-        cap.device_bytes, utilization, cap.model_resident_bytes * inputs.tp, model.geometry, tp=inputs.tp, max_num_batched_tokens=inputs.max_batched_tokens,
-        max_num_seqs=inputs.max_num_seqs or SAMPLER_SEQS, device_source=plan.device.source, weights_source=cap.model_resident_source, measured=measured,
-    )  # fmt: skip
-    block = None if inputs.block_tokens == 16 else inputs.block_tokens
-    length = plan.context.maximum_context_tokens
-    try:
-        r = vllm_capacity(model.config, geometry=model.geometry, available_kv_bytes=budget.available_kv_bytes, tp=inputs.tp, kv_cache_dtype=dtype, block_size=block, max_model_len=length, vllm_version=inputs.vllm_version)
-        lines, refusal = r.log_lines, None
-        # the checkpoint's own format stays "auto" on the command line; a chosen one is spelled out
-        shown = replace(r, kv_cache_dtype="auto") if inputs.kv_dtype == AUTO else r
-        command = with_offload(serve_command(model.repo_id or "MODEL", shown, gpu_memory_utilization=utilization, max_num_seqs=inputs.max_num_seqs, user_block_size=block), plan)
-    except EngineRefusal as exc:
-        lines, refusal = (), exc.reason
-        parts = ["vllm serve", model.repo_id or "MODEL", f"--tensor-parallel-size {inputs.tp}", f"--max-model-len {length}", f"--gpu-memory-utilization {utilization:g}"]
-        if inputs.kv_dtype != AUTO:
-            parts.append(f"--kv-cache-dtype {dtype}")
-        command = " ".join(parts)
-    return VllmPreview(budget=budget, log_lines=tuple(lines), refusal=refusal, command=command)
+    from planner.errors import PlannerError
+
+    del model
+    engine, budget, serve = plan.kv_cache.engine, plan.capacity.budget, plan.serve
+    if budget is None or engine is None or not engine.applies:
+        raise PlannerError("runtime", plan.inputs.runtime, engine.reason if engine is not None and engine.reason else "the start-up preview is vLLM's: choose runtime vllm")
+    terms = tuple(BudgetTerm(t.name, t.bytes if i < 2 else -t.bytes, t.source + ("" if t.in_budget else " (outside the budget)")) for i, t in enumerate(budget.terms))
+    if measured:
+        terms += tuple(BudgetTerm(f"{name} (measured by the probe)", -value, "measured by the probe on this GPU; set the workspace to plan with it") for name, value in measured.items())
+    refusal = None if serve.max_model_len is not None and serve.tp == plan.inputs.tp else (engine.startup_refusal or engine.refusal)
+    return VllmPreview(budget=EngineBudget(terms=terms, available_kv_bytes=budget.available_kv_bytes), log_lines=engine.log_lines if serve.tp == plan.inputs.tp else (), refusal=refusal, command=with_offload(serve.command, plan) if serve.command else "")

@@ -39,12 +39,14 @@ class Rules:
     # (dropped after 0.10.2)
     mllama: bool = False
     # 0.19+ get_kv_cache_groups / _get_kv_cache_groups_uniform_page_size: the group size is the
-    # largest layer count when it is under 1.5x the smallest, and a spec's layers are dealt out
-    # round-robin (layers[i::n]); 0.10 _get_kv_cache_config_uniform_page_size: the smallest count
-    # and consecutive slices (layers[i:i + group_size])
+    # largest layer count when it is under 1.5x the smallest; 0.10 / 0.11: the smallest count
     group_near_max: bool = True
-    # 0.19+ unify_kv_cache_spec_page_size grows smaller pages' blocks; 0.10 raises NotImplementedError
+    # 0.11+ assign a spec's layers to its groups round-robin (layers[i::n]); 0.10 in consecutive slices
+    round_robin_groups: bool = True
+    # 0.19+ unify_kv_cache_spec_page_size grows smaller pages' blocks; 0.10 / 0.11 raise NotImplementedError
     unify_pages: bool = True
+    # 0.11+ UniformTypeKVCacheSpecs: layers of one attention type with different specs share one group
+    uniform_type_specs: bool = True
     # 0.10 unify_kv_cache_configs sorts the groups by (spec class name, spec fields)
     sort_groups_by_type: bool = False
     # 0.10 check_enough_kv_cache_memory sums every layer's own max_memory_usage_bytes; 0.19+
@@ -56,6 +58,13 @@ class Rules:
     # which release's refusal sentences (_check_enough_kv_cache_memory, _get_and_verify_max_len):
     # "0.10", "0.19", or "0.24" (0.24 and 0.33 word them alike)
     wording: str = "0.24"
+    # _get_and_verify_max_len: 0.11 already words an over-long max_model_len as 0.19 does (the
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN caution), with 0.10's memory sentences
+    long_max_len_wording: bool = True
+    # 0.10 / 0.11 (transformers 4.x): the derived length prints as a float only where the config's
+    # rope_scaling multiplies it; 0.19+ (transformers 5 always carries rope parameters): a float but
+    # for the int_max_len_types
+    float_max_len_when_scaled: bool = False
     # Mamba hybrids. 0.10: EngineArgs._is_v1_supported_oracle sends them to the V0 engine by default
     v1_hybrids: bool = True
     # 0.19 / 0.24 MambaModelConfig: with prefix caching, models that support Mamba prefix caching
@@ -69,8 +78,11 @@ class Rules:
     # 0.19 / 0.24 align to the backend's smallest kernel block (16, FlashMLA 64) only
     checkpoint_grid: bool = True
     # model_executor/models/config.py NemotronHForCausalLMConfig: the SSM state dtype when the
-    # config names none (0.19: float16; 0.24+: float32)
+    # config names none (0.11 / 0.19: float16; 0.24+: float32)
     nemotron_ssm_dtype: str = "float32"
+    # 0.19+ take a NemotronH config's own mamba_ssm_cache_dtype; 0.11 keeps its default whatever the
+    # config says (the 0.11 fixture: Nemotron-3-Nano's float32 config sized with 16-bit SSM pages)
+    config_ssm_dtype: bool = True
     # model types whose config this release cannot load (its transformers or vLLM has no such
     # model type; found by running the release: the fixtures' config errors)
     unknown_model_types: frozenset[str] = frozenset()
@@ -82,8 +94,15 @@ class Rules:
 RULES: dict[str, Rules] = {
     "0.10": Rules(
         version="0.10", tokens_from_concurrency=False, concurrent_batches=1, hybrid_prefix_caching=False, reserve_null_block=False, one_log_line=False, mllama=True,
-        group_near_max=False, unify_pages=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", v1_hybrids=False,
+        group_near_max=False, round_robin_groups=False, unify_pages=False, uniform_type_specs=False, sort_groups_by_type=True, fit_check_per_layer=True, chunked_as_full=True,
+        wording="0.10", long_max_len_wording=False, float_max_len_when_scaled=True, v1_hybrids=False,
         unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe", "qwen3_next", "qwen3_vl"}),
+        int_max_len_types=frozenset({"deepseek_v2"}),
+    ),
+    "0.11": Rules(
+        version="0.11", tokens_from_concurrency=False, concurrent_batches=1, hybrid_prefix_caching=False, reserve_null_block=False, one_log_line=False,
+        group_near_max=False, unify_pages=False, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", float_max_len_when_scaled=True, nemotron_ssm_dtype="float16", config_ssm_dtype=False,
+        unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe"}),
         int_max_len_types=frozenset({"deepseek_v2"}),
     ),
     "0.19": Rules(

@@ -96,15 +96,15 @@ def cfg_int(cfg: dict, keys: tuple[str, ...], default: int) -> int:
     return default
 
 
-def state_pages(geo: ModelGeometry, cfg: dict, tp: int, nemotron_ssm_dtype: str = "float32") -> list[StatePage]:
+def state_pages(geo: ModelGeometry, cfg: dict, tp: int, nemotron_ssm_dtype: str = "float32", config_ssm_dtype: bool = True) -> list[StatePage]:
     """Per-layer recurrent state on one GPU as vLLM shapes it (``MambaStateShapeCalculator``):
     conv and SSM state split by TP (Mamba-2 groups padded so every shard holds whole groups);
     conv state in the 16-bit model dtype, SSM state as vLLM's per-model config rule says."""
     pages = []
     # vllm/model_executor/models/config.py: NemotronH keeps SSM state in the config's
     # mamba_ssm_cache_dtype (default: the release's, Rules.nemotron_ssm_dtype); Qwen3.5 in its
-    # mamba_ssm_dtype; others in 16-bit
-    ssm_name = (cfg.get("mamba_ssm_cache_dtype") or nemotron_ssm_dtype) if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
+    # mamba_ssm_dtype; others in 16-bit. 0.11 does not read the config's value (config_ssm_dtype)
+    ssm_name = ((cfg.get("mamba_ssm_cache_dtype") if config_ssm_dtype else None) or nemotron_ssm_dtype) if geo.model_type.startswith("nemotron_h") else cfg.get("mamba_ssm_dtype")
     ssm_bytes = 4 if str(ssm_name or "").lower() in ("float32", "fp32") else 2
     count = geo.counts()
     if geo.mamba is not None:
