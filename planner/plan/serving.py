@@ -85,6 +85,7 @@ class LoadFigures(Result):
     step_share: float = 0.0  # of the decode steps that carry a prefill chunk
     speedup: float = 1.0  # speculative decoding's TPOT gain at this batch (1: none)
     tpot_p99_ms: float = 0.0  # the 99th-percentile gap (planner.latency.step_quantile)
+    decoding: float = 0.0  # sequences decoding in a step on average (the decode-only step's batch)
 
 
 def _spec_factor(setup: Setup, decoding: float) -> float:
@@ -96,7 +97,7 @@ def _spec_factor(setup: Setup, decoding: float) -> float:
     return r.tpot_ms / r.plain_tpot_ms if r.plain_tpot_ms else 1.0
 
 
-def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttft: float, ttft_p95: float, tpot: float, tpot_p95: float, parts: tuple[float, float, float], saturated: bool, decode_step: float, share: float, slot_wait: float = 0.0, rate: float | None = None, tpot_p99: float = 0.0) -> LoadFigures:
+def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttft: float, ttft_p95: float, tpot: float, tpot_p95: float, parts: tuple[float, float, float], saturated: bool, decode_step: float, share: float, slot_wait: float = 0.0, rate: float | None = None, tpot_p99: float = 0.0, decoding: float = 0.0) -> LoadFigures:
     """:class:`LoadFigures` from a load model's figures (ms) with speculation's factor ``f`` on the
     decode steps: end-to-end = TTFT + (output - 1) x TPOT; ``running`` requests take it in turn
     (``rate`` instead where the load fixes it); ``parts``: (preprocessing, queue, prefill)."""
@@ -105,7 +106,7 @@ def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttf
     e2e_run = ttft - slot_wait + (out - 1) * tpot
     if rate is None:
         rate = running / (e2e_run / 1e3) if e2e_run > 0 else 0.0
-    return LoadFigures(kind, per_rank, ttft, ttft_p95, tpot, tpot_p95 * f, e2e_run + slot_wait, rate * out, rate, *parts, saturated, decode_step * f, share, 1.0 / f, max(tpot_p99, tpot_p95) * f)
+    return LoadFigures(kind, per_rank, ttft, ttft_p95, tpot, tpot_p95 * f, e2e_run + slot_wait, rate * out, rate, *parts, saturated, decode_step * f, share, 1.0 / f, max(tpot_p99, tpot_p95) * f, decoding or running)
 
 
 def closed(setup: Setup, clients: int) -> LoadFigures:
@@ -114,7 +115,15 @@ def closed(setup: Setup, clients: int) -> LoadFigures:
     cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s)
     parts = (cl.preprocess_ms, cl.wait_for_step_ms + cl.queue_ms + cl.slot_wait_ms, cl.prefill_ms)
     f = _spec_factor(setup, cl.decoding)
-    return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms, tpot_p99=cl.tpot_p99_ms)
+    return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms, tpot_p99=cl.tpot_p99_ms, decoding=cl.decoding)
+
+
+def decode_step_s(setup: Setup, sequences: int) -> float:
+    """A decode-only step of ``sequences`` sequences on one rank (every one decoding, as in a
+    disaggregated decode pool), speculation's factor included: the step :func:`closed` reports
+    as ``decode_step_ms`` when that many decode."""
+    n = max(1, sequences)
+    return setup.roof.decode_step_s(n, setup.kv_mid, setup.mid) * _spec_factor(setup, n)
 
 
 def poisson(setup: Setup, in_flight: int) -> LoadFigures:

@@ -203,8 +203,8 @@ def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tup
 def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, draft: Draft | None = None, budget=None) -> Memory:
     """Usable memory after the headroom, less the weights (and a speculative draft's) and
     workspace: the K/V pool of one GPU. Under runtime vllm (``budget``): vLLM's predicted start-up
-    budget, term by term (under DP / PP or a draft, its weights term is the busiest GPU's share and
-    the draft's weights come out of its K/V pool).
+    budget, term by term (under DP / PP its weights term is the busiest GPU's share; a draft's
+    weights come out of its K/V pool).
 
     Raises:
         PlannerError: fixed memory above usable memory, or (runtime vllm) vLLM would refuse to start.
@@ -218,10 +218,6 @@ def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate,
         resident, source = weights_term.bytes, weights_term.source
         workspace = taken_bytes(budget) - resident
         available = budget.available_kv_bytes
-        if (inputs.dp > 1 or inputs.pp > 1) and inputs.model_resident_gib is None:
-            shaped, source = resident_weights(inputs, weights)
-            available += resident - shaped
-            resident = shaped
         available -= draft_bytes
         if available <= 0:
             raise PlannerError("gpu_count", inputs.gpu_count, f"vLLM's budget leaves {available / GIB:,.2f} GiB for K/V once the {draft.what if draft else 'weights'} are loaded; use more GPUs or a larger device")
