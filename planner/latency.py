@@ -438,7 +438,8 @@ class Roofline(Result):
 
 
 _MEMO_ENTRIES = 256  # steps remembered per Roofline (a plan needs a few; its SLO bisections a few dozen)
-MEMO_BYTES = _MEMO_ENTRIES * 1200  # what a full memo holds at most (key, seven terms, their sum)
+_LOAD_MEMO_ENTRIES = 512  # load figures remembered per Roofline (a size search probes a few hundred loads on one shape)
+MEMO_BYTES = _MEMO_ENTRIES * 1200 + _LOAD_MEMO_ENTRIES * 1600  # what full memos hold at most (steps: key, seven terms, their sum; loads: a result of ~20 floats)
 
 
 def _remember(memo: dict, key: tuple, value: object, entries: int = _MEMO_ENTRIES) -> None:
@@ -454,7 +455,7 @@ class _StepConstants:
     steps computed so far (the same step is asked for several times in a plan)."""
 
     __slots__ = ("peak", "bw", "dense_fixed", "dense_memory", "dense_flops", "lm_head", "lm_head_memory", "lm_head_flops", "moe", "moe_untouched", "moe_peak_eff", "expert_width")
-    __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo")
+    __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo", "load_memo")
     __slots__ += ("alltoall", "other_fixed", "runtime", "runtime_step", "runtime_seq")
 
     def __init__(self, r: Roofline) -> None:
@@ -489,6 +490,7 @@ class _StepConstants:
         self.runtime_step, self.runtime_seq = e.step_s * fs, e.seq_s * fs
         self.runtime = bool(self.runtime_step or self.runtime_seq)
         self.memo: dict = {}
+        self.load_memo: dict = {}  # the load models' results (_per_roofline), apart from the steps so a search's steps do not evict them
 
 
 DEFAULT_BATCH_TOKENS = 8192  # vLLM V1 max_num_batched_tokens for its API server on GPUs >= 70 GiB (arg_utils)
@@ -599,11 +601,11 @@ def _per_roofline(fn):
     @functools.wraps(fn)
     def memoised(roof: Roofline, *args, **kwargs):
         key = (fn, *args, *kwargs.items())
-        memo = roof._k.memo
+        memo = roof._k.load_memo
         hit = memo.get(key)
         if hit is None:
             hit = fn(roof, *args, **kwargs)
-            _remember(memo, key, hit)
+            _remember(memo, key, hit, _LOAD_MEMO_ENTRIES)
         return hit
 
     return memoised
@@ -1066,11 +1068,20 @@ def closed_loop(
     ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost.
 
     The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass`."""
-    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
+    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre)
+    return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
+
+
+@_per_roofline
+def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float) -> tuple:
+    """The converged pass of :func:`closed_loop` for ``run`` running requests, and its TTFT, TPOT
+    and queue. Memoised by the running count, not the clients: clients beyond the engine's limit
+    only wait for a slot, so a search that probes many loads above the limit solves it once."""
+    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
     ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
     damp, last = 1.0, math.inf  # plain iteration while it contracts; the step halves whenever a pass moves farther than the one before
     for _ in range(CLOSED_LOOP_PASSES):
@@ -1082,7 +1093,7 @@ def closed_loop(
             damp = max(damp / 2.0, 1.0 / 16.0)
         last = moved
         ttft, tpot, queue_s = ttft + damp * (s.ttft_s - ttft), tpot + damp * (s.tpot_s - tpot), s.queue_s
-    return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
+    return s, ttft, tpot, queue_s
 
 
 def _closed_result(s: _LoopState, n: int, run: int, out_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> ClosedLoop:

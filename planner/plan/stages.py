@@ -432,13 +432,13 @@ def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: in
         return seen[c]
 
     if inputs.itl_slo_ms is not None:
-        limits["latency_slo"] = capacity.largest_within(lambda c: at(c).tpot_p95_ms, inputs.itl_slo_ms, top) * ranks
+        limits["latency_slo"] = capacity.largest_within_galloping(lambda c: at(c).tpot_p95_ms, inputs.itl_slo_ms, top) * ranks
     if inputs.ttft_slo_ms is not None:
         if inputs.observed:
             ttft = queue + (inputs.preprocessing_ms or 0.0) + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
             limits["ttft_slo"] = 0 if ttft > inputs.ttft_slo_ms else limit_memory
         else:
-            limits["ttft_slo"] = capacity.largest_within(lambda c: queue + at(c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
+            limits["ttft_slo"] = capacity.largest_within_galloping(lambda c: queue + at(c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
     seqs = inputs.max_num_seqs if scheduler is None else scheduler.seqs
     if seqs is not None:
         limits["runtime"] = seqs * ranks
