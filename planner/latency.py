@@ -595,19 +595,31 @@ def step_quantile(tail: float, share: float, decode: float, chunk_step: float) -
 
 
 @_per_roofline
+def _burst(roof: Roofline, new: int, n: int, budget_tokens: int, one: float, attn_one: float, prompt_tokens: int) -> tuple[int, float, float]:
+    """The burst: ``n`` prompts of ``new`` tokens at once, first come, ``budget_tokens`` a step:
+    (prefill steps, the mean prompt's prefill time, the last prompt's)."""
+    steps = prefill_steps(new, n, budget_tokens)
+    chunk = min(budget_tokens, n * new)
+    share = chunk / new  # prompts' worth of tokens in one step
+    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens)
+    return steps, max(one, steps * step), max(one, -(-n * new // max(1, budget_tokens)) * step)
+
+
+def _steady_wait(a: float, service: float, big_t: float, fixed: float, burst_mean: float) -> float:
+    """The steady-state wait w = fixed + M/D/1 mean at rho = a / (T + w): with x = T + w - a > 0,
+    x^2 + (a - T - fixed) x - a S / 2 = 0 (its positive root); at most the burst's mean wait."""
+    b = a - big_t - fixed
+    x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
+    return min(max(0.0, x - big_t + a), max(0.0, burst_mean))
+
+
 def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
     """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
     new = max(1, prompt_tokens - cached)
     n = max(1, requests)
     one = roof.prefill_s(new, cached)
     attn_one = roof._attention_flops(new, cached)
-    # the burst: n prompts at once, first come, budget tokens a step
-    steps = prefill_steps(new, n, budget_tokens)
-    chunk = min(budget_tokens, n * new)
-    share = chunk / new  # prompts' worth of tokens in one step
-    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens)
-    prefill_served = max(one, steps * step)
-    burst_last = max(one, -(-n * new // max(1, budget_tokens)) * step)
+    steps, prefill_served, burst_last = _burst(roof, new, n, budget_tokens, one, attn_one, prompt_tokens)
     # decode steps, and the prefill chunks that ride along
     decode = roof.decode_step_s(n, kv_mid, mid)
     per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
@@ -645,13 +657,7 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     # so x = T + w - a > 0 solves x^2 + (a - T - d) x - a S / 2 = 0 (its positive root)
     burst_mean, burst_max = prefill_served - one, burst_last - one
     fixed = (own - one) + in_flight
-    if others:
-        a, big_t = n * service, own + tail
-        b = a - big_t - fixed
-        x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
-        w = min(max(0.0, x - big_t + a), max(0.0, burst_mean))
-    else:
-        w = 0.0
+    w = _steady_wait(n * service, service, own + tail, fixed, burst_mean) if others else 0.0
     rho, q_mean, q_p95 = queue(w)
     saturated = others > 0 and fixed + q_mean >= burst_mean
     wait = burst_mean if saturated else w
