@@ -865,10 +865,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- main
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m planner", description="KV Capacity Planner")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def _add_inspect(sub) -> None:
+    """The ``inspect`` command's arguments."""
     p = sub.add_parser("inspect", help="per-layer KV geometry and bytes of a model")
     add_model_source(p)
     p.add_argument("--kv-dtype", choices=list(KV_DTYPE_CHOICES), default="auto",
@@ -881,12 +879,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_inspect)
 
+
+def _add_plan(sub) -> None:
+    """The ``plan`` command's arguments."""
     p = sub.add_parser("plan", help="context budget, capacity, admission and latency")
     add_plan_options(p)
     p.add_argument("--json", action="store_true", help="print the whole plan as JSON instead of a summary (default: off)")
     p.add_argument("--explain", action="store_true", help="also print the formulas with this plan's numbers, the assumptions and what is not modelled, as the app and the PDF show them (default: off)")
     p.set_defaults(func=cmd_plan)
 
+
+def _add_simulate(sub) -> None:
+    """The ``simulate`` command's arguments."""
     p = sub.add_parser("simulate", help="continuous batching over the plan's paged KV pool")
     add_plan_options(p)
     p.add_argument("--rate", type=bounded("rate"), default=2.0, metavar="X", help="Poisson arrival rate, requests per second (default: %(default)s)")
@@ -910,8 +914,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of text (default: off)")
     p.set_defaults(func=cmd_simulate)
 
-    add_engine_parser(sub)
 
+def _add_size(sub) -> None:
+    """The ``size`` command's arguments."""
     p = sub.add_parser("size", help="how many GPUs, of which kind, at which TP, for a workload under SLOs")
     p.add_argument("--example", action="store_true", help="size the seed's runnable model (default: off)")
     add_model_source(p, required=False)
@@ -933,9 +938,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print recommendations and searched as JSON (default: off)")
     p.set_defaults(func=cmd_size)
 
-    from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
-    from planner.report import DEFAULT_SHARE_BASE
 
+def _add_launch(sub) -> None:
+    """The ``launch`` command's arguments."""
     p = sub.add_parser("launch", help="serve lines per pool, llm-d Helm values and the benchmark command for a plan's deployment")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
@@ -946,6 +951,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the artifacts as JSON (default: off)")
     p.set_defaults(func=cmd_launch)
 
+
+def _add_bench_import(sub) -> None:
+    """The ``bench-import`` command's arguments."""
     from planner.benchimport import FORMATS
 
     p = sub.add_parser("bench-import", help="a benchmark result beside the plan's prediction for that run (measured, predicted, ratio, calibration)")
@@ -957,12 +965,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print measured and predicted side by side as JSON (default: off)")
     p.set_defaults(func=cmd_bench_import)
 
+
+def _add_report(sub) -> None:
+    """The ``report`` command's arguments."""
+    from planner.report import DEFAULT_SHARE_BASE
+
     p = sub.add_parser("report", help="PDF sizing report of a plan")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
     p.add_argument("--out", metavar="PATH", required=True, help="where to write the PDF (required; no default)")
     p.add_argument("--share-base", metavar="URL", type=_share_base, default=DEFAULT_SHARE_BASE, help="address of the app for the report's share link (default: %(default)s)")
     p.set_defaults(func=cmd_report)
+
+
+def _add_probe(sub) -> None:
+    """The ``probe`` command's arguments."""
+    from planner.probe import DEFAULT_TIMEOUT_S, DEVICES, MODES
 
     p = sub.add_parser("probe", help="allocate the cache or run a random model on this machine, measured beside the estimate")
     add_model_source(p)
@@ -982,6 +1000,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warmup", action="store_true", help="skip the warm-up run before timing (default: off, a warm-up runs)")
     p.add_argument("--json", action="store_true", help="print the probe JSON instead of text (default: off)")
     p.set_defaults(func=cmd_probe)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m planner", description="KV Capacity Planner")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    _add_inspect(sub)
+    _add_plan(sub)
+    _add_simulate(sub)
+    add_engine_parser(sub)
+    _add_size(sub)
+    _add_launch(sub)
+    _add_bench_import(sub)
+    _add_report(sub)
+    _add_probe(sub)
     return parser
 
 

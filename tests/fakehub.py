@@ -344,8 +344,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(body.size))
         elif method == "GET":
             self.send_header("Transfer-Encoding", "chunked")
-        else:
-            self.close_connection = True  # a HEAD without a length: nothing else on this connection
+        else:  # a HEAD without a length: nothing else on this connection, and the client is told so
+            self.send_header("Connection", "close")  # (without it a pooled connection raced the close)
+            self.close_connection = True
         self.end_headers()
         if method != "GET":
             return

@@ -95,13 +95,12 @@ class VllmPreview(EnginePreview):
     """The Plan page's start-up preview: vLLM's predicted budget, its log lines, the command."""
 
 
-def vllm_preview(plan, model=None, measured: dict[str, int] | None = None) -> VllmPreview:
+def vllm_preview(plan, model=None) -> VllmPreview:
     """What ``vllm serve`` will print for a plan under runtime vllm, from the plan itself: the budget
     its memory figures come from (:attr:`planner.plan.Plan.capacity`), the start-up log at the serve
-    line's ``--max-model-len`` and that line (:attr:`planner.plan.Plan.serve`). ``measured``:
-    budget terms a probe measured on this GPU (:func:`planner.probe.budget_measurements`), shown
-    beside the prediction (the plan takes them through its workspace, not here). ``model`` is
-    accepted for callers that pass it; the plan holds everything.
+    line's ``--max-model-len`` and that line (:attr:`planner.plan.Plan.serve`). A probe's measured
+    terms are not mixed in: the Plan page shows them beside this budget, and the plan takes them
+    through its workspace. ``model`` is accepted for callers that pass it; the plan holds everything.
 
     Raises:
         PlannerError: the plan is not under runtime vllm or vLLM cannot run its cache.
@@ -113,7 +112,5 @@ def vllm_preview(plan, model=None, measured: dict[str, int] | None = None) -> Vl
     if budget is None or engine is None or not engine.applies:
         raise PlannerError("runtime", plan.inputs.runtime, engine.reason if engine is not None and engine.reason else "the start-up preview is vLLM's: choose runtime vllm")
     terms = tuple(BudgetTerm(t.name, t.bytes if i < 2 else -t.bytes, t.source + ("" if t.in_budget else " (outside the budget)")) for i, t in enumerate(budget.terms))
-    if measured:
-        terms += tuple(BudgetTerm(f"{name} (measured by the probe)", -value, "measured by the probe on this GPU; set the workspace to plan with it") for name, value in measured.items())
     refusal = None if serve.max_model_len is not None and serve.tp == plan.inputs.tp else (engine.startup_refusal or engine.refusal)
     return VllmPreview(budget=EngineBudget(terms=terms, available_kv_bytes=budget.available_kv_bytes), log_lines=engine.log_lines if serve.tp == plan.inputs.tp else (), refusal=refusal, command=with_offload(serve.command, plan) if serve.command else "")
