@@ -21,7 +21,7 @@ LABELS = {
     "e2e_ms": "end-to-end mean (ms)", "output_tokens_per_s": "output tokens/s", "requests_per_s": "requests/s", "running": "running requests",
     "kv_cache_usage": "KV cache usage",
 }  # fmt: skip
-SOURCES = {"vllm-bench", "guidellm", "prometheus"}
+SOURCES = {"vllm-bench", "guidellm", "aiperf", "prometheus"}
 # the figures a calibration keeps, each a choice in order of preference (TPOT, else ITL)
 KEPT_FIGURES = (("ttft_ms",), ("tpot_ms", "itl_ms"), ("output_tokens_per_s",))
 MAX_CALIBRATION_CHARS = 128  # planner.share.MAX_TEXT: three figures of 4 digits fit with room

@@ -816,7 +816,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_import(args: argparse.Namespace) -> int:
-    """A benchmark result (vllm bench serve JSON, guidellm JSON, a /metrics scrape) beside the plan's prediction for that run."""
+    """A benchmark result (vllm bench serve JSON, guidellm JSON, aiperf's export JSON, a /metrics scrape) beside the plan's prediction for that run."""
     from planner.benchimport import compare, read_result
     from planner.benchimport.readers import MAX_JSON_BYTES
 
@@ -970,7 +970,7 @@ def _add_bench_import(sub) -> None:
     from planner.benchimport import FORMATS
 
     p = sub.add_parser("bench-import", help="a benchmark result beside the plan's prediction for that run (measured, predicted, ratio, calibration)")
-    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report or a text scrape of vLLM's /metrics (required; no default)")
+    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report, aiperf's profile_export_aiperf.json or a text scrape of vLLM's /metrics (required; no default)")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
     p.add_argument("--format", choices=list(FORMATS), help="the file's format (default: detected)")

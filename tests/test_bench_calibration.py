@@ -160,7 +160,7 @@ def test_plan_page_bad_upload_is_one_line():
     at.run()
     assert not at.exception
     errs = [e.value for e in at.error]
-    assert len(errs) == 1 and "neither a vllm bench serve result" in errs[0] and "\n" not in errs[0]
+    assert len(errs) == 1 and "is not a vllm bench serve result" in errs[0] and "\n" not in errs[0]
 
 
 def test_plan_page_opens_a_link_with_a_calibration():

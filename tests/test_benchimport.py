@@ -1,7 +1,7 @@
 """Benchmark results read back and put beside the plan's prediction.
 
 The files under tests/data/bench/ are real outputs of vLLM 0.33.0's ``vllm bench serve``, guidellm
-0.8.1's ``guidellm run`` and vLLM's own Prometheus logger, all run against a fake OpenAI server on
+0.8.1's ``guidellm run``, aiperf 0.13.0's ``aiperf profile`` (tests/test_bench_aiperf.py) and vLLM's own Prometheus logger, all run against a fake OpenAI server on
 127.0.0.1 (scripts/gen_bench_fixtures.py made them; versions.json says which tools). The measured
 figures expected below are read from each file's own keys, not from the reader under test.
 """
@@ -39,7 +39,7 @@ def raw(name: str) -> bytes:
 
 def test_fixtures_come_from_the_tools():
     versions = json.loads(raw("versions.json"))
-    assert versions == {"vllm": "0.33.0", "guidellm": "0.8.1", "isl": 512, "osl": 64, "model": "fake/planner-bench-model"}
+    assert versions == {"vllm": "0.33.0", "guidellm": "0.8.1", "isl": 512, "osl": 64, "model": "fake/planner-bench-model", "aiperf": "0.13.0"}
 
 
 @pytest.mark.parametrize("name", ["vllm_bench_c8.json", "vllm_bench_rate8.json"])
@@ -206,4 +206,4 @@ def test_cli_bench_import_against_a_plan_file(capsys, tmp_path, llama):
     assert "running requests" in out and "calibration: src=prometheus" in out
     assert main(["bench-import", str(DATA / "versions.json"), "--plan", str(plan)]) == 2  # a JSON that is no benchmark result: one line
     err = capsys.readouterr().err
-    assert "neither a vllm bench serve result" in err and len(err.strip().splitlines()) == 1
+    assert "is not a vllm bench serve result" in err and "an aiperf export" in err and len(err.strip().splitlines()) == 1

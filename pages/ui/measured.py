@@ -36,7 +36,7 @@ def render(r: Shown) -> None:
     kept = r.plan.inputs.bench_calibration
     with st.expander("Measured beside predicted" + (" · calibrated" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
         st.caption(
-            "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, "
+            "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, aiperf's `profile_export_aiperf.json`, "
             "or a Prometheus text scrape of vLLM's /metrics): each figure is put beside the plan's prediction for that run's load."
         )
         uploaded = st.file_uploader("Benchmark result", type=["json", "txt", "prom"], key=UPLOAD_KEY, help=f"At most {min(MAX_JSON_BYTES >> 20, int(st.get_option('server.maxUploadSize')))} MiB.")
