@@ -106,7 +106,7 @@ def test_pdf_shows_measured_beside_predicted(llama, tmp_path):
     path = tmp_path / "plan.pdf"
     path.write_bytes(build_pdf(plan, REF))
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True, timeout=60).stdout
-    assert "Measured beside predicted" in text and "3.15x" in text and "vllm-bench run" in text
+    assert "Measured beside predicted" in text and "3.22x" in text and "vllm-bench run" in text
     path.write_bytes(build_pdf(compute_plan(make_inputs(**PLAN), llama), REF))
     plain = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "Measured beside predicted" not in plain and "Benchmark calibration" not in plain
