@@ -164,3 +164,25 @@ def test_a_bad_pools_key_is_dropped_with_a_warning_and_the_rest_opens():
     state = decode_query(q)
     assert state.inputs.sequences == 64 and state.inputs.disagg is None
     assert any("pools" in w and "the decode pool needs 1 to 1,024 replicas" in w for w in state.warnings), state.warnings
+
+
+# --------------------------------------------------------------------------- the Plan page
+
+
+def test_plan_page_shows_the_pools_of_a_link():
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_size_page import APP
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"m": "preset", "n": "llama-3.1-8b", "seq": "64", "itl": "30", "pools": "2P:1,1D:2@H200-141GB"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="disagg").value == "2P:1,1D:2@H200-141GB"  # the text box under Hardware, from the link
+    table = next(df.value for df in at.dataframe if "pool" in df.value.columns)
+    assert list(table["pool"]) == ["prefill", "decode"] and list(table["GPU"]) == ["H100-SXM-80GB", "H200-141GB"] and list(table["replicas"]) == [2, 1]
+    assert table["SLO"].iloc[0].startswith("— no TTFT SLO") and table["SLO"].iloc[1].startswith(("meets ITL 30 ms", "misses ITL 30 ms"))
+    assert any(c.value.startswith("KV transfer per request:") for c in at.caption)
+    assert at.query_params["pools"] in ("2P:1,1D:2@H200-141GB", ["2P:1,1D:2@H200-141GB"])  # the share link keeps them
+    at.text_input(key="disagg").set_value("2P:1,1D").run()  # a bad text: one line under the box, the plan still shows
+    assert not at.exception and any("Disaggregated pools" in e.value and "write the pools as xP:TP" in e.value for e in at.error), [e.value for e in at.error]
