@@ -596,10 +596,10 @@ def pool_rows(plan: DisaggPlan) -> list[dict]:
     for r in (plan.prefill, plan.decode):
         rows.append(
             {
-                "pool": r.role, "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "$/h": round(r.gpu_hour_price * r.gpu_count, 2),
+                "pool": r.role, "SLO": pool_slo(plan, r.role), "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "$/h": round(r.gpu_hour_price * r.gpu_count, 2),
                 "weights GiB/GPU": round(r.model_resident_bytes / 2**30, 1), "KV pool GiB/GPU": round(r.available_for_kv_bytes / 2**30, 1),
                 "seqs/replica": round(r.sequences_per_replica, 1), "utilisation": f"{r.utilisation:.0%}",
-                "step ms": round(r.step_ms, 1), "req/s/replica": round(r.requests_per_s_capacity, 3), "SLO": pool_slo(plan, r.role),
+                "step ms": round(r.step_ms, 1), "req/s/replica": round(r.requests_per_s_capacity, 3),
             }
         )  # fmt: skip
     return rows

@@ -517,9 +517,9 @@ def _render_disagg(r: Shown) -> None:
     c1.metric("TTFT p95", fmt_ms(d.ttft_p95_ms), help="Prefill queue and prefill, the KV transfer, the handover steps and the decode server's API hop.")
     c2.metric("KV transfer", fmt_ms(d.kv_transfer_ms), help=f"{d.kv_transfer.bytes_per_request / 2**20:,.0f} MiB a request over the {d.kv_transfer.link}.")
     c3.metric("TPOT", fmt_ms(d.tpot_ms), help="The decode pool's step: no prefill chunks in its steps, so mean and p95 are one.")
-    c4.metric("GPUs", f"{d.gpus:,}", f"${d.cost_per_hour:,.2f}/h", delta_color="off")
+    c4.metric("Cost", fmt_money(d.cost_per_hour) + "/h", help=f"{d.gpus:,} GPUs: {d.prefill.gpu_count:,} prefill, {d.decode.gpu_count:,} decode.")
     st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="disagg_pools_table")
-    st.caption(md(disagg.describe(d)))
+    st.caption(md(disagg.describe(d), limit=2000))  # the library's own text: the pools were checked by the parser
     st.caption(f"The plan's own figures above are its aggregated replicas'; these are the same {d.sequences:,} concurrent requests on the pools.")
 
 
