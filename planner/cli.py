@@ -312,11 +312,23 @@ def disagg_text(d) -> str:
     return "\n".join(lines)
 
 
+def calibrated_text(cal) -> str:
+    """A kept calibration (:class:`planner.benchimport.calibrate.Calibrated`) as ``plan`` prints it: the label, then each figure beside the model's."""
+    if not cal.applied:
+        return f"calibration  {cal.label}"
+    units = {"output_tokens_per_s": " tok/s"}
+    parts = [f"{k.split('_')[0].upper() if k != 'output_tokens_per_s' else 'output'} {v:,.4g}{units.get(k, ' ms')} (model {m:,.4g})" for k, (m, v) in cal.figures.items()]
+    return f"calibration  {cal.label}\n             " + "; ".join(parts)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     plan, model, source = plan_from_args(args)
     from planner.disagg import plan_of
 
     pools = plan_of(plan, model)  # --disagg: the same workload on disaggregated pools, beside the plan
+    from planner.benchimport.calibrate import calibrate
+
+    calibrated = calibrate(plan, model)  # --bench-calibration: its ratios beside the model's figures, when the run was this deployment
     comparison = None
     if args.latency_model == "measured":
         from planner import measured
@@ -330,6 +342,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
         if pools is not None:
             out["disagg"] = pools.model_dump(mode="json")
+        if calibrated is not None:
+            out["calibrated"] = calibrated.model_dump(mode="json")
         if args.explain:
             from planner.explain import explain
 
@@ -342,6 +356,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         emit(plan_summary(plan, comparison))
+        if calibrated is not None:
+            emit(calibrated_text(calibrated))
         if pools is not None:
             emit(disagg_text(pools))
         if args.explain:
