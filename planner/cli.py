@@ -735,13 +735,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         if state.ref is None:
             raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
+        model = _model_from_state(state)
         for warning in state.warnings:  # only once the plan stands: a refusal stays one line
             emit(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)
     link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
-    pdf = build_pdf(plan, ref, link)
+    pdf = build_pdf(plan, ref, link, model=model)
     out = Path(args.out)
     try:
         out.write_bytes(pdf)

@@ -107,3 +107,14 @@ def test_plan_page_shows_the_calibrated_figures_beside_the_models(kept):
     at2.query_params.update({"m": "preset", "n": "llama-3.1-8b", "in": "512", "out": "64", "seq": "8", "gpu": "H200-141GB", "cal": kept})
     at2.run()
     assert any("not applied: it was measured on another deployment" in i.value for i in at2.info)
+
+
+def test_report_pdf_states_the_calibration_applied(capsys, tmp_path, kept):
+    import subprocess
+
+    from planner.cli import main
+
+    pdf = tmp_path / "cal.pdf"
+    assert main(["report", "--preset", "llama-3.1-8b", "--input-tokens", "512", "--output-tokens", "64", "--sequences", "8", "--bench-calibration", kept, "--out", str(pdf)]) == 0
+    text = " ".join(subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout.split())
+    assert "Calibrated by a measured run (vllm-bench, 8 concurrent clients): ×" in text and "The figures above stay the model's." in text

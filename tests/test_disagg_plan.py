@@ -186,3 +186,14 @@ def test_plan_page_shows_the_pools_of_a_link():
     assert at.query_params["pools"] in ("2P:1,1D:2@H200-141GB", ["2P:1,1D:2@H200-141GB"])  # the share link keeps them
     at.text_input(key="disagg").set_value("2P:1,1D").run()  # a bad text: one line under the box, the plan still shows
     assert not at.exception and any("Disaggregated pools" in e.value and "write the pools as xP:TP" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_report_pdf_has_the_plans_pools(capsys, tmp_path):
+    import subprocess
+
+    pdf = tmp_path / "pools.pdf"
+    rc, _out, err = run_cli(capsys, "report", "--preset", "llama-3.1-8b", "--sequences", "64", "--itl-slo-ms", "30", "--disagg", "2P:1,1D:2@H200-141GB", "--out", str(pdf))
+    assert rc == 0, err
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Disaggregated prefill / decode: 2P:1@H100-SXM-80GB,1D:2@H200-141GB" in text and "The same 64 concurrent requests on 4 GPUs" in text
+    assert "KV transfer per request:" in text and "meets ITL 30 ms" in text

@@ -325,7 +325,7 @@ def card_geometry(r: Shown) -> None:
 
 
 def card_export(r: Shown) -> None:
-    safe(export.render_share, r.plan, r.ref, r.config, what="the share and export controls")
+    safe(export.render_share, r.plan, r.ref, r.config, r.model, what="the share and export controls")
 
 
 def card_memory(r: Shown) -> None:
