@@ -3,7 +3,8 @@
 Used where the planner solves a balance that has no closed form: the cache's characteristic time
 (occupancy = capacity, :mod:`planner.cache.hitrate`) and the rate that keeps a disaggregated
 deployment's users in flight (Little, :func:`planner.disagg.at_users`). The integer searches
-(``largest_within``, ``smallest_passing``) live in :mod:`planner.capacity`.
+(``largest_within``, ``largest_within_galloping``, ``smallest_passing``) live in
+:mod:`planner.capacity`.
 """
 
 from __future__ import annotations
