@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from planner import capacity, latency
 from planner.errors import PlannerError
 from planner.hardware import Device, get_device
-from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, serving
 from planner.plan.stages import kv_held
 
 # NIXL's cost per transfer descriptor (one block of one layer's K or V on one GPU). vLLM's RFC
@@ -224,11 +224,6 @@ class DecodeModel(PoolModel):
         return self.plan.inputs.output_tokens
 
     @cached_property
-    def _kv_mid(self) -> tuple[int, int]:
-        mid = self.prompt_tokens + self.generated // 2
-        return mid, kv_held(self.plan.inspect, self.plan.reservation)(mid)
-
-    @cached_property
     def _steps(self) -> dict[int, float]:
         return {}
 
@@ -236,8 +231,7 @@ class DecodeModel(PoolModel):
         """The decode step at ``sequences`` sequences (memoised: the search asks for each many times)."""
         hit = self._steps.get(sequences)
         if hit is None:
-            mid, kv_mid = self._kv_mid
-            hit = self._steps[sequences] = self.plan.roof.decode_step_s(max(1, sequences), kv_mid, mid)
+            hit = self._steps[sequences] = serving.decode_step_s(self.plan._load.setup, sequences)  # the plan's serving model
         return hit
 
     def step_at(self, sequences: float) -> float:
@@ -309,8 +303,8 @@ def link_between(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tupl
     if p.name == d.name and gpus_total <= p.node_gpus:
         return "NVLink", p.link_gb_s, p.link_latency_us, p.link_source
     if p.scaleout_gb_s <= d.scaleout_gb_s:
-        return "scale-out NIC", p.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), p.scaleout_source
-    return "scale-out NIC", d.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), d.scaleout_source
+        return "scale-out NIC", p.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), p.scaleout_source
+    return "scale-out NIC", d.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), d.scaleout_source
 
 
 def transfer_terms(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tuple[dict[str, float], tuple[str, float, float, str], int, int]:
