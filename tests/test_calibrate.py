@@ -118,3 +118,13 @@ def test_report_pdf_states_the_calibration_applied(capsys, tmp_path, kept):
     assert main(["report", "--preset", "llama-3.1-8b", "--input-tokens", "512", "--output-tokens", "64", "--sequences", "8", "--bench-calibration", kept, "--out", str(pdf)]) == 0
     text = " ".join(subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout.split())
     assert "Calibrated by a measured run (vllm-bench, 8 concurrent clients): ×" in text and "The figures above stay the model's." in text
+
+
+def test_output_rate_scales_the_deployments_own(llama, kept):  # noqa: F811
+    # the run measured the whole deployment's output tokens/s (1,370 at 8 clients): its ratio scales the
+    # plan's deployment rate (per GPU x GPUs), which at the run's own load is the kept prediction
+    plan = compute_plan(make_inputs(**PLAN, bench_calibration=kept), llama)
+    model_rate, calibrated = calibrate(plan, llama).figures["output_tokens_per_s"]
+    _src, figures = parse_calibration(kept)
+    assert model_rate == pytest.approx(figures["output_tokens_per_s"][1], rel=1e-3)  # 880.3
+    assert calibrated == pytest.approx(figures["output_tokens_per_s"][0], rel=1e-3)  # 1,370: the run's own

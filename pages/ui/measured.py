@@ -35,7 +35,7 @@ def _table(rows: list[dict]) -> list[dict]:
 def render(r: Shown) -> None:
     """The upload, the comparison table for it and the calibration this plan keeps."""
     kept = r.plan.inputs.bench_calibration
-    with st.expander("Measured beside predicted" + (" · calibrated" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
+    with st.expander("Measured beside predicted" + (" · calibration kept" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
         st.caption(
             "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, aiperf's `profile_export_aiperf.json`, "
             "or a Prometheus text scrape of vLLM's /metrics): each figure is put beside the plan's prediction for that run's load."

@@ -21,8 +21,12 @@ from planner.errors import PlannerError
 from planner.plan import Plan, PreparedModel, make_inputs
 
 MATCH_REL = 1e-3  # 4 significant digits kept: a re-prediction within this is the same one
-# the kept figure -> the plan's figure it scales (planner.plan's latency section)
-PLAN_FIGURES = {"ttft_ms": "time_to_first_token_ms", "tpot_ms": "mean_inter_token_latency_ms", "itl_ms": "mean_inter_token_latency_ms", "output_tokens_per_s": "output_tokens_per_second"}
+# the kept figure -> the plan's figure it scales, at the plan's load: mean TTFT and TPOT of a request,
+# output tokens a second of the whole deployment (what the runs measure)
+PLAN_FIGURES = {
+    "ttft_ms": lambda plan: plan.latency.time_to_first_token_ms, "tpot_ms": lambda plan: plan.latency.mean_inter_token_latency_ms,
+    "itl_ms": lambda plan: plan.latency.mean_inter_token_latency_ms, "output_tokens_per_s": lambda plan: plan.roofline.output_tokens_per_second_per_gpu * plan.inputs.gpu_count,
+}  # fmt: skip
 SHORT = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "output_tokens_per_s": "output tok/s"}
 
 
@@ -69,8 +73,7 @@ def calibrate(plan: Plan, model: PreparedModel) -> Calibrated | None:
                 f"it was measured on another deployment: the run's {LABELS[figure]} was predicted {predicted:,.4g}, this plan predicts {p:,.4g} at that load" if p is not None else f"this plan predicts no {LABELS[figure]}"
             )
     ratios = {k: m / p for k, (m, p) in kept.items()}
-    lat = plan.latency
-    figures = {k: (getattr(lat, PLAN_FIGURES[k]), getattr(lat, PLAN_FIGURES[k]) * r) for k, r in ratios.items() if k in PLAN_FIGURES}
+    figures = {k: (PLAN_FIGURES[k](plan), PLAN_FIGURES[k](plan) * r) for k, r in ratios.items() if k in PLAN_FIGURES}
     load = f"{clients:,} concurrent clients" if clients is not None else f"{rate:g} requests/s"
     label = f"calibrated by a measured run ({source}, {load}): " + ", ".join(f"×{r:.2f} {SHORT.get(k, k)}" for k, r in ratios.items())
     return Calibrated(applied=True, source=source, label=label, ratios=ratios, figures=figures)

@@ -27,6 +27,16 @@ EXAMPLE_CONFIG: dict = {
 }
 
 
+def _checked(check, value: object) -> object:
+    """``value`` when ``check`` (a text field's own reader) accepts it or it is None; its reason as pydantic's ValueError otherwise."""
+    if value is not None:
+        try:
+            check(value)
+        except PlannerError as exc:
+            raise ValueError(exc.reason) from None
+    return value
+
+
 class PlanInputs(BaseModel):
     """Every control of a plan. Defaults are a meaningful plan for a preset on one H100."""
 
@@ -73,12 +83,7 @@ class PlanInputs(BaseModel):
     @field_validator("disagg", mode="before")  # before the length limit: one sentence with the form for any bad text
     @classmethod
     def _check_disagg(cls, value: object) -> object:
-        if value is not None:
-            try:
-                pools.check_pools(value)
-            except PlannerError as exc:
-                raise ValueError(exc.reason) from None
-        return value
+        return _checked(pools.check_pools, value)
     serving_engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"  # whose serving costs the latency uses (auto: the runtime's; vLLM's for transformers)
     request_rate: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)  # open loop: Poisson requests a second to the deployment (None: sequences are clients in a closed loop)
     spec_method: Literal["none", "mtp", "eagle3", "draft"] = "none"  # speculative decoding
@@ -112,12 +117,7 @@ class PlanInputs(BaseModel):
     @field_validator("bench_calibration")
     @classmethod
     def _check_calibration(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                bench_calibration.parse_calibration(value)
-            except PlannerError as exc:
-                raise ValueError(exc.reason) from None
-        return value
+        return _checked(bench_calibration.parse_calibration, value)
     # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
     sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1
