@@ -70,6 +70,10 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
     "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+    "disagg": (
+        "Disaggregated pools", "", "also serve this workload on separate prefill and decode pools, xP:TP[@GPU],yD:TP[@GPU] (e.g. 2P:4@H100-SXM-80GB,1D:8@H200-141GB; "
+        "a pool without @GPU runs on the plan's GPU): both pools' memory and latency, the KV transfer and whether the split pays; empty: none"
+    ),
     "bench_calibration": (
         "Benchmark calibration", "", "a benchmark run of this deployment, measured/predicted: src=TOOL;ttft_ms=M/P;tpot_ms=M/P;output_tokens_per_s=M/P (bench-import writes it); empty: none"
     ),
@@ -88,6 +92,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
 # the Plan page; a field without one shows no help there). The runtime and reservation helps are
 # the library's own tables (planner.kv.RUNTIMES, the page's reservation sentences).
 DETAILS: dict[str, str] = {
+    "disagg": "Prefill on xP replicas of TP GPUs, decode on yD replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo): 2P:4@H100-SXM-80GB,1D:8@H200-141GB. A pool without @GPU runs on the plan's GPU. The plan's own figures stay its aggregated replicas'; the pools' figures are shown beside them, with whether the split pays.",
     "bench_calibration": "Kept from a benchmark result uploaded under 'Measured beside predicted': the run's TTFT, TPOT and output tokens/s beside the plan's prediction for that run. It changes no figure of the plan; the plan file and the share link carry it.",
     "output_tokens": "Tokens reserved for the answer.",
     "input_tokens": "Leave empty to add up the parts above.",

@@ -25,7 +25,7 @@ from planner.source import ModelRef
 DATA = Path(__file__).parent / "data" / "bench"
 REF = ModelRef(kind="preset", name="llama-3.1-8b")
 PLAN = {"input_tokens": 512, "output_tokens": 64, "gpu": "H100-SXM-80GB", "tp": 1, "gpu_count": 1, "sequences": 8}
-CAL = "src=vllm-bench;ttft_ms=77.54/24.09;tpot_ms=4.594/8.85;output_tokens_per_s=1370/880.3"  # predicted: the closed-loop plan of PLAN
+CAL = "src=vllm-bench;ttft_ms=77.54/24.09;tpot_ms=4.594/8.85;output_tokens_per_s=1370/880.3;at=c8"  # predicted: the closed-loop plan of PLAN, at the run's 8 clients
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_plan_page_bad_upload_is_one_line():
     at.run()
     assert not at.exception
     errs = [e.value for e in at.error]
-    assert len(errs) == 1 and "neither a vllm bench serve result" in errs[0] and "\n" not in errs[0]
+    assert len(errs) == 1 and "is not a vllm bench serve result" in errs[0] and "\n" not in errs[0]
 
 
 def test_plan_page_opens_a_link_with_a_calibration():
