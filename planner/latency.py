@@ -223,10 +223,14 @@ class Roofline(Result):
       its FLOPs, plus a fixed cost per attention layer;
     * ``allreduce``: two ring all-reduces per layer under tensor parallelism,
       latency + 2 (tp - 1) / tp x T x hidden x 2 bytes / link bandwidth each (all-to-all dispatch
-      and combine instead of the MoE one under expert parallelism);
-    * ``alltoall``: under expert parallelism each token's k copies leave for the GPUs holding their
-      experts and come back (dispatch and combine); with attention data parallelism (``dp`` ranks,
-      tp 1 each) this is the only communication, and each MoE layer serves dp x T tokens;
+      and combine instead of the MoE one under attention data parallelism). Expert parallelism
+      inside a tensor-parallel group keeps the MoE all-reduce: every GPU holds every token after
+      attention's all-reduce, runs its own experts on the tokens routed to them and the outputs
+      are summed (vLLM uses its all-to-all kernels only when dp > 1, FusedMoEParallelConfig;
+      SGLang's DeepSeek MoE all-reduces the experts' output unless an all-to-all backend is chosen);
+    * ``alltoall``: under attention data parallelism (``dp`` ranks, expert parallelism over all of
+      them) each token's k copies leave for the GPUs holding their experts and come back
+      (dispatch and combine); each MoE layer serves dp x T tokens;
     * ``other``: norms and activations, a fixed cost per layer plus their activation traffic;
     * ``runtime``: the engine's host work per step and per sequence producing a token (serving
       costs; absent from :data:`KERNELS`).
@@ -483,7 +487,7 @@ class _StepConstants:
         self.allreduce = bool(r.tp > 1 and r.link_bytes_s and r.layers)
         self.link = r.link_bytes_s * e.link_efficiency
         self.ring = 2.0 * (r.tp - 1) / r.tp
-        self.moe_allreduces = r.moe_layers if r.ep > 1 else 0
+        self.moe_allreduces = r.moe_layers if r.ep > 1 and r.dp > 1 else 0  # all-to-all instead of the MoE all-reduce: only between attention data-parallel ranks
         self.alltoall = bool(self.moe_allreduces and r.link_bytes_s and self.moe)
         self.allreduces = 2 * r.layers - self.moe_allreduces
         self.other_fixed = r.layers * e.layer_s + r.layers * (e.serve_layer_s + r.format_layer_s) * fs
@@ -1342,9 +1346,9 @@ def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[st
     )
     if roof.tp > 1:
         out.append(
-            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
+            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 and roof.dp > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
         )
-    if roof.ep > 1 and roof.expert_bytes:
+    if roof.ep > 1 and roof.dp > 1 and roof.expert_bytes:
         out.append(
             f"all-to-all = 2 x {roof.moe_layers} x ({r.link_latency_us:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
         )
