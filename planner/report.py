@@ -184,7 +184,7 @@ def latency_chart(plan: Plan, width: float = 480, height: float = 150):
     reports = [plan.latency] if plan.latency.source == plan.estimate.source else [plan.latency, plan.estimate]
     d = Drawing(width, height)
     # each bar's load: an observation is one request, the estimate is timed at the plan's load
-    loads = "; ".join(f"{r.source}: one request" if r.source == "observed" else f"{r.source} {plan.roofline.load_label}" for r in reports)
+    loads = "; ".join(f"{r.source}: one request" if r.source == "observed" else f"{r.source}, {plan.roofline.load_label}" for r in reports)
     _title(d, f"{CHART_TITLES[2]} (ms, {loads})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 100, 55, width - 120, 22 * len(reports) + 10

@@ -340,7 +340,11 @@ class _Candidate:
             return exc.reason
         if isinstance(replicas, str):
             return replicas
-        final = self.workload(replicas, limit)
+        return self._recommend(self.workload(replicas, limit), replicas, limit, binding, per_replica_rate)
+
+    def _recommend(self, final: Plan, replicas: int, limit: int, binding: str, per_replica_rate: float) -> Recommendation:
+        """The :class:`Recommendation` of ``replicas`` replicas admitting ``limit`` sequences each, from
+        ``final``, the deployment's plan under the workload."""
         load = final.kv_cache.requested_sequences
         queue_ms = self._slot_wait_ms(replicas, limit, final)
         gpus = self.shape.gpus * replicas
@@ -479,16 +483,7 @@ def size(
     if sessions is not None and users is None and rate_per_s is None:
         rate_per_s = sessions.requests_per_s  # the sessions' turns are the requests
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
-    BOUNDS["capacity_top"].check("capacity_top", capacity_top)
-    names = resolve_gpus(gpus)
-    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
-    for engine in runtimes:
-        if engine not in ("vllm", "sglang") and engines:
-            raise PlannerError("engines", engine, "must be vllm or sglang")
-    for kv in kv_dtypes:
-        if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
-            raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
-    make_inputs(**{k: v for k, v in base.items() if k not in SEARCHED})  # bad base inputs fail here, once
+    names, runtimes = _check_search(base, gpus, kv_dtypes, capacity_top, engines)
     price_of = resolve_prices(names, prices)
     recs: list[Recommendation] = []
     refused: list[Refusal] = []
@@ -502,23 +497,12 @@ def size(
             progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, {shape.label()}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
         for cpu_gib in tiers:
             cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
-            out = cand.evaluate()
-            if cpu_gib == tiers[0] and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1 and rt == runtimes[0]:  # the frontier's shapes are TP (and EP) only
-                visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
-            if isinstance(out, str):
-                if cpu_gib == tiers[0]:
-                    refused.append(Refusal(gpu=g, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=kv, reason=out, runtime=rt))
-            else:
-                recs.append(out)
+            _collect(cand, cand.evaluate(), cpu_gib == tiers[0], rt, rt == runtimes[0], recs, refused, visited)
     found = None
     if disagg or frontier:
-        from planner import frontier as pareto
-
         if progress:
             progress(0.5 if capacity_top else 0.9, "disaggregated pools and the frontier")
-        slo = pareto.Slo(ttft_p95_ms, itl_p95_ms, tpot_ms)
-        searched_base = {k: v for k, v in base.items() if k not in SEARCHED}  # the search sets these itself (as each aggregated candidate does)
-        found = pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, slo, disaggregated=disagg, frontier=frontier, aggregated=visited)
+        found = _pool_search(model, base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, (ttft_p95_ms, itl_p95_ms, tpot_ms), disagg, frontier, visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
     recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
@@ -526,46 +510,12 @@ def size(
     if sessions is not None:
         workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
     if not recs:
-        hint = ""
+        wider = None
         if _fallback and gpus and set(names) != set(CATALOG):
-            try:
-                wider = size(
-                    model,
-                    base,
-                    users=users,
-                    rate_per_s=rate_per_s,
-                    ttft_p95_ms=ttft_p95_ms,
-                    itl_p95_ms=itl_p95_ms,
-                    tpot_ms=tpot_ms,
-                    kv_dtypes=kv_dtypes,
-                    tps=tps,
-                    prices=prices,
-                    disagg=disagg,
-                    engines=engines,
-                    _fallback=False,
-                )
-                hint = f"; the smallest deployment that would: {_describe(wider.recommendations[0])}"
-            except PlannerError:
-                hint = "; no GPU in the catalog holds it either"
-        last = {r.gpu: r for r in refused}  # per GPU, its largest TP and last KV dtype: the nearest miss
-        reasons = "; ".join(f"{r.gpu} at TP {r.tp}: {r.reason}" for r in list(last.values())[:3]) + ("; ..." if len(last) > 3 else "")
-        raise PlannerError("gpus", ",".join(names)[:80], f"no deployment holds {workload} under the SLOs ({reasons}){hint}")
-    capacity_note = None
-    if capacity_top:
-        top = [r for r in recs if not r.disaggregated][:capacity_top]  # the simulator runs aggregated replicas
-        started = time.monotonic()
-        for k, rec in enumerate(top):
-            if k and time.monotonic() - started > CAPACITY_TIME_BUDGET_S:  # the budget of all searches together (the best is always searched)
-                capacity_note = f"capacity search stopped after {CAPACITY_TIME_BUDGET_S:g} s: {k} of {len(top)} recommendations searched"
-                break
-
-            def step(frac: float, msg: str, k: int = k) -> None:
-                if progress:
-                    progress(0.5 + 0.5 * (k + frac) / len(top), f"capacity search {k + 1}/{len(top)}: {msg}")
-
-            left = CAPACITY_TIME_BUDGET_S - (time.monotonic() - started)
-            cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step, time_budget_s=left)
-            recs[recs.index(rec)] = rec.model_copy(update={"capacity": cap})
+            search = dict(users=users, rate_per_s=rate_per_s, ttft_p95_ms=ttft_p95_ms, itl_p95_ms=itl_p95_ms, tpot_ms=tpot_ms, kv_dtypes=kv_dtypes, tps=tps, prices=prices, disagg=disagg, engines=engines)
+            wider = lambda: size(model, base, **search, _fallback=False)  # noqa: E731 - the whole catalog, only when asked
+        raise _nothing_holds(workload, names, refused, wider)
+    capacity_note = _capacity_searches(model, recs, capacity_top, ttft_p95_ms, itl_p95_ms, capacity_requests, progress) if capacity_top else None
     if progress:
         progress(1.0, "done")
     best = recs[0]
@@ -574,26 +524,8 @@ def size(
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if disagg:
         answer += " " + _disagg_why(recs)
-    searched = {
-        "gpus": names,
-        "tps": list(tps),
-        "eps": "1 and tp, and attention DP = EP (MoE models)" if moe else "1 (dense model)",
-        "shapes": "TP; EP = TP and DP = EP ranks for MoE models; two nodes (TP over both, TP with PP 2, DP over both) where one node cannot hold the weights",
-        "kv_dtypes": list(kv_dtypes),
-        "candidates": len(combos),
-        "cpu_tiers_gib": [t or 0 for t in tiers] if sessions is not None else None,
-        "feasible": len(recs),
-        "refused": len(refused),
-        "workload": {
-            "users": users,
-            "rate_per_s": rate_per_s,
-            "ttft_p95_ms": ttft_p95_ms,
-            "itl_p95_ms": itl_p95_ms,
-            **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}),
-            "context_tokens": ctx.reserved_total_tokens,
-        },
-        "ranking": "cost per hour, then cost per million output tokens",
-    }
+    workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": ctx.reserved_total_tokens}
+    searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
     if engines:
         searched["engines"] = list(runtimes)
     if capacity_note:
@@ -601,6 +533,93 @@ def size(
     if found is not None:
         searched["disaggregated"] = {"searched": disagg, **found.visited, "feasible": len(found.candidates)}
     return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+
+
+def _pool_search(model: PreparedModel, base: dict, names, tps, kv_dtypes, price_of: dict, moe: bool, users, rate_per_s, slos: tuple, disagg: bool, frontier: bool, visited: list):
+    """:func:`planner.frontier.search` over disaggregated pools and / or the frontier's points."""
+    from planner import frontier as pareto
+
+    searched_base = {k: v for k, v in base.items() if k not in SEARCHED}  # the search sets these itself (as each aggregated candidate does)
+    return pareto.search(model, searched_base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, pareto.Slo(*slos), disaggregated=disagg, frontier=frontier, aggregated=visited)
+
+
+def _collect(cand: _Candidate, out, first_tier: bool, runtime: str, first_runtime: bool, recs: list, refused: list, visited: list) -> None:
+    """One evaluated candidate into the search's lists: a recommendation, or a refusal (once, at
+    its first CPU tier); its one-sequence plan into ``visited`` for the frontier, whose shapes are
+    TP (and EP) only."""
+    shape = cand.shape
+    if first_tier and first_runtime and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1:
+        visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
+    if not isinstance(out, str):
+        recs.append(out)
+    elif first_tier:
+        refused.append(Refusal(gpu=cand.gpu, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=cand.kv, reason=out, runtime=runtime))
+
+
+def _searched(names: list[str], tps, moe: bool, kv_dtypes, candidates: int, cpu_tiers: list | None, feasible: int, refused: int, workload: dict) -> dict:
+    """What :func:`size` searched, for ``SizingResult.searched``."""
+    return {
+        "gpus": names,
+        "tps": list(tps),
+        "eps": "1 and tp, and attention DP = EP (MoE models)" if moe else "1 (dense model)",
+        "shapes": "TP; EP = TP and DP = EP ranks for MoE models; two nodes (TP over both, TP with PP 2, DP over both) where one node cannot hold the weights",
+        "kv_dtypes": list(kv_dtypes),
+        "candidates": candidates,
+        "cpu_tiers_gib": cpu_tiers,
+        "feasible": feasible,
+        "refused": refused,
+        "workload": workload,
+        "ranking": "cost per hour, then cost per million output tokens",
+    }
+
+
+def _check_search(base: dict, gpus: list[str] | None, kv_dtypes, capacity_top: int, engines) -> tuple[list[str], tuple[str, ...]]:
+    """:func:`size`'s search settings checked: (the GPUs by catalog name, the runtimes searched)."""
+    BOUNDS["capacity_top"].check("capacity_top", capacity_top)
+    names = resolve_gpus(gpus)
+    runtimes = tuple(engines) if engines else (base.get("runtime", "vllm"),)
+    for engine in runtimes:
+        if engine not in ("vllm", "sglang") and engines:
+            raise PlannerError("engines", engine, "must be vllm or sglang")
+    for kv in kv_dtypes:
+        if kv not in ("fp32", "fp16", "bf16", "fp8", "int8", "int4"):
+            raise PlannerError("kv_dtypes", kv, "must be among fp32, fp16, bf16, fp8, int8, int4")
+    make_inputs(**{k: v for k, v in base.items() if k not in SEARCHED})  # bad base inputs fail here, once
+    return names, runtimes
+
+
+def _nothing_holds(workload: str, names: list[str], refused: list[Refusal], wider=None) -> PlannerError:
+    """The error when no candidate holds the workload: the nearest misses per GPU and, when
+    ``wider`` (a search over the whole catalog) finds one, the smallest deployment that would."""
+    hint = ""
+    if wider is not None:
+        try:
+            hint = f"; the smallest deployment that would: {_describe(wider().recommendations[0])}"
+        except PlannerError:
+            hint = "; no GPU in the catalog holds it either"
+    last = {r.gpu: r for r in refused}  # per GPU, its largest TP and last KV dtype: the nearest miss
+    reasons = "; ".join(f"{r.gpu} at TP {r.tp}: {r.reason}" for r in list(last.values())[:3]) + ("; ..." if len(last) > 3 else "")
+    return PlannerError("gpus", ",".join(names)[:80], f"no deployment holds {workload} under the SLOs ({reasons}){hint}")
+
+
+def _capacity_searches(model: PreparedModel, recs: list[Recommendation], capacity_top: int, ttft_p95_ms, itl_p95_ms,
+                       capacity_requests: int | None, progress: Progress | None) -> str | None:
+    """:func:`capacity_search` on the best ``capacity_top`` aggregated recommendations, in place,
+    within :data:`CAPACITY_TIME_BUDGET_S` together; the note saying where it stopped, if it did."""
+    top = [r for r in recs if not r.disaggregated][:capacity_top]  # the simulator runs aggregated replicas
+    started = time.monotonic()
+    for k, rec in enumerate(top):
+        if k and time.monotonic() - started > CAPACITY_TIME_BUDGET_S:  # the budget of all searches together (the best is always searched)
+            return f"capacity search stopped after {CAPACITY_TIME_BUDGET_S:g} s: {k} of {len(top)} recommendations searched"
+
+        def step(frac: float, msg: str, k: int = k) -> None:
+            if progress:
+                progress(0.5 + 0.5 * (k + frac) / len(top), f"capacity search {k + 1}/{len(top)}: {msg}")
+
+        left = CAPACITY_TIME_BUDGET_S - (time.monotonic() - started)
+        cap = capacity_search(model, rec, ttft_p95_ms, itl_p95_ms, requests=capacity_requests, progress=step, time_budget_s=left)
+        recs[recs.index(rec)] = rec.model_copy(update={"capacity": cap})
+    return None
 
 
 def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommendation:
