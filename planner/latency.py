@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0006327,
-    "seq_s": 6.528e-06,
-    "serve_layer_s": 8.353e-06,
-    "serve_moe_layer_s": 1.631e-05,
-    "mla_layer_s": 4.976e-05,
-    "api_s": 0.003961,
-    "api_token_s": 7.016e-07,
-    "trtllm_step_s": 0.002677,
-    "trtllm_seq_s": 1.666e-05,
-    "sglang_api_s": 0.1579,
-    "sglang_step_s": 0.0007085,
-    "sglang_seq_s": 1.002e-05,
-    "scaleout_message_s": 0.0001078,
+    "step_s": 0.0005924,
+    "seq_s": 6.532e-06,
+    "serve_layer_s": 8.77e-06,
+    "serve_moe_layer_s": 1.782e-05,
+    "mla_layer_s": 5.364e-05,
+    "api_s": 0.004121,
+    "api_token_s": 8.735e-07,
+    "trtllm_step_s": 0.002638,
+    "trtllm_seq_s": 1.651e-05,
+    "sglang_api_s": 0.12,
+    "sglang_step_s": 0.0007984,
+    "sglang_seq_s": 1.065e-05,
+    "scaleout_message_s": 0.0001064,
 }
-KERNEL_FIT = {"w4a16": 1.185, "int4": 0.7929, "w4a8": 1, "fp4": 0.8746, "moe_fp8": 1.155, "gemm_fp8": 0.8046, "int4_layer_s": 7.38e-05}
+KERNEL_FIT = {"w4a16": 1.19, "int4": 0.8011, "w4a8": 1, "fp4": 0.8742, "moe_fp8": 1.042, "gemm_fp8": 0.8034, "int4_layer_s": 6.938e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
