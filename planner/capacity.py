@@ -118,14 +118,7 @@ def largest_within(cost: Callable[[int], float], bound: float, top: int) -> int:
     Bisection: about log2(top) calls of ``cost``."""
     if cost(1) > bound:
         return 0
-    lo, hi = 1, top
-    while lo < hi:
-        m = (lo + hi + 1) // 2
-        if cost(m) <= bound:
-            lo = m
-        else:
-            hi = m - 1
-    return lo
+    return _largest_from(cost, bound, 1, top)
 
 
 def largest_within_galloping(cost: Callable[[int], float], bound: float, top: int) -> int:
@@ -139,11 +132,13 @@ def largest_within_galloping(cost: Callable[[int], float], bound: float, top: in
     while lo < top:
         probe = min(top, 2 * lo)
         if cost(probe) > bound:
-            hi = probe - 1
-            break
+            return _largest_from(cost, bound, lo, probe - 1)
         lo = probe
-    else:
-        return lo
+    return lo
+
+
+def _largest_from(cost: Callable[[int], float], bound: float, lo: int, hi: int) -> int:
+    """The largest ``c`` in ``lo``..``hi`` with ``cost(c) <= bound``, given ``cost(lo) <= bound`` (bisection)."""
     while lo < hi:
         m = (lo + hi + 1) // 2
         if cost(m) <= bound:

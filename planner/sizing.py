@@ -485,19 +485,12 @@ def size(
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     names, runtimes = _check_search(base, gpus, kv_dtypes, capacity_top, engines)
     price_of = resolve_prices(names, prices)
-    recs: list[Recommendation] = []
-    refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
     combos = [(g, shape, kv, rt) for rt in runtimes for g in names for shape in shapes(model, base, g, tps) for kv in kv_dtypes]
     # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
     tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
-    visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
-    for k, (g, shape, kv, rt) in enumerate(combos):
-        if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, {shape.label()}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
-        for cpu_gib in tiers:
-            cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, shape, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
-            _collect(cand, cand.evaluate(), cpu_gib == tiers[0], rt, rt == runtimes[0], recs, refused, visited)
+    workload_args = (users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
+    recs, refused, visited = _evaluate_all(model, base, combos, tiers, runtimes, bool(engines), price_of, workload_args, progress, 0.5 if capacity_top else 1.0)
     found = None
     if disagg or frontier:
         if progress:
@@ -506,9 +499,8 @@ def size(
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
     recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
-    workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
-    if sessions is not None:
-        workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
+    workload = (f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s") + (
+        f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)" if sessions is not None else "")
     if not recs:
         wider = None
         if _fallback and gpus and set(names) != set(CATALOG):
@@ -518,21 +510,40 @@ def size(
     capacity_note = _capacity_searches(model, recs, capacity_top, ttft_p95_ms, itl_p95_ms, capacity_requests, progress) if capacity_top else None
     if progress:
         progress(1.0, "done")
+    answer, context_tokens = _answer(model, recs, workload, disagg)
+    workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": context_tokens}
+    searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
+    extras = {"engines": list(runtimes) if engines else None, "capacity_search": capacity_note,
+              "disaggregated": {"searched": disagg, **found.visited, "feasible": len(found.candidates)} if found is not None else None}
+    searched.update({k: v for k, v in extras.items() if v})
+    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+
+
+def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, runtimes: tuple, per_engine: bool, price_of: dict,
+                  workload: tuple, progress: Progress | None, progress_share: float) -> tuple[list[Recommendation], list[Refusal], list]:
+    """Every aggregated candidate (GPU x shape x KV dtype x engine, each CPU tier) evaluated:
+    (recommendations, refusals, the frontier's visited one-sequence plans)."""
+    recs: list[Recommendation] = []
+    refused: list[Refusal] = []
+    visited: list = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
+    for k, (g, shape, kv, rt) in enumerate(combos):
+        if progress:
+            progress(k / max(1, len(combos)) * progress_share, f"{g}, {shape.label()}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
+        for cpu_gib in tiers:
+            cand = _Candidate(model, {**base, "runtime": rt} if per_engine else base, g, shape, kv, *price_of[g], *workload, cpu_gib=cpu_gib)
+            _collect(cand, cand.evaluate(), cpu_gib == tiers[0], rt, rt == runtimes[0], recs, refused, visited)
+    return recs, refused, visited
+
+
+def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
+    """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context it plans."""
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_inputs()), model).context
     slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if disagg:
         answer += " " + _disagg_why(recs)
-    workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": ctx.reserved_total_tokens}
-    searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
-    if engines:
-        searched["engines"] = list(runtimes)
-    if capacity_note:
-        searched["capacity_search"] = capacity_note
-    if found is not None:
-        searched["disaggregated"] = {"searched": disagg, **found.visited, "feasible": len(found.candidates)}
-    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+    return answer, ctx.reserved_total_tokens
 
 
 def _pool_search(model: PreparedModel, base: dict, names, tps, kv_dtypes, price_of: dict, moe: bool, users, rate_per_s, slos: tuple, disagg: bool, frontier: bool, visited: list):
