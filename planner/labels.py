@@ -110,7 +110,7 @@ DETAILS: dict[str, str] = {
     "device_bf16_tflops": "Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.",
     "gpu_count": "A multiple of TP x DP x PP; each replica uses TP x DP x PP GPUs.",
     "tp": "Must divide the attention heads (and divide or be a multiple of the KV heads).",
-    "ep": "MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP, or equals DP x TP with attention data parallelism. 1: experts split by TP.",
+    "ep": "MoE models only: GPUs of a replica the experts spread over (inside a TP group their outputs are all-reduced as TP's; between attention data-parallel ranks, dispatch and combine by all-to-all); divides TP, or equals DP x TP with attention data parallelism. 1: experts split by TP.",
     "dp": "MoE models only: attention data-parallel ranks of TP GPUs each; every rank holds its own sequences' K/V (or MLA latents) and the experts spread over EP = DP x TP GPUs (SGLang --enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel, TensorRT-LLM DEP).",
     "pp": "Pipeline stages of a replica, each holding consecutive layers and their K/V; a step's sequences pass through them as micro-batches, with a hand-off between stages (over the NICs when a replica spans nodes).",
     "serving_engine": "Whose fitted serving costs (host work per step and sequence, per-request overhead) the latency uses. auto: the runtime's (vLLM's for transformers).",
