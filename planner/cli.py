@@ -388,12 +388,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    if text is not None:
-        requests = sim.parse_trace_csv(text)
-    elif args.lengths:
-        requests = sim.profile_requests(args.rate, args.requests, args.lengths, seed=args.seed, max_tokens=min(plan.context.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST))
-    else:
-        requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
+    requests = sim.plan_requests(plan.context, args.rate, args.requests, lengths=args.lengths, trace_text=text, seed=args.seed)
     cfg = sim.plan_config(
         plan,
         blocks,
