@@ -47,6 +47,10 @@ from planner.units import fmt_ms_rounded
 TP_CANDIDATES = (1, 2, 4, 8)
 KV_DTYPES = ("bf16", "fp8")
 MAX_REPLICAS = 1024
+# a latency SLO's limit where a p95 jumps (one more sequence a replica raises it by JUMP_RATIO or
+# more: a prompt's chunk steps passing 5 % of the steps) is sized JUMP_MARGIN below the jump
+JUMP_RATIO = 1.5
+JUMP_MARGIN = 0.10
 MAX_USERS = 10_000_000
 MAX_RATE = 1e6
 CAPACITY_TOLERANCE = 0.10  # bisection stops when the bracket is within 10 % of its top
@@ -102,6 +106,7 @@ class Recommendation(BaseModel):
     price_source: str
     plan_values: dict  # plan inputs that reproduce this deployment (for "open as plan")
     capacity: CapacityResult | None = None
+    margin_note: str | None = None  # where a p95 jumps above max_num_seqs, and the margin kept below it
     serve_command: str = ""  # runtime vllm: the line that starts one replica set of it (Plan.serve)
     # a session workload's cache (None without one): the CPU tier searched, its cost (in
     # cost_per_hour), the share of prompt tokens served from a cache
@@ -321,6 +326,7 @@ class _Candidate:
                 return f"mean TPOT at one sequence is {agg_point(one, 1).tpot_ms:,.1f} ms, above the {self.tpot_slo:g} ms SLO"
             if tpot_limit < limit:
                 limit, binding = tpot_limit, "tpot_slo"
+        limit, self.margin_note = self._margin_below_jump(limit, binding)
         self.limit = limit
         plan_at_limit = self.plan(1, limit)
         e2e_s = plan_at_limit.latency.end_to_end_ms / 1e3
@@ -342,6 +348,20 @@ class _Candidate:
         if isinstance(replicas, str):
             return replicas
         return self._recommend(self.workload(replicas, limit), replicas, limit, binding, per_replica_rate)
+
+    def _margin_below_jump(self, limit: int, binding: str) -> tuple[int, str | None]:
+        """``limit`` backed off by :data:`JUMP_MARGIN` when a latency SLO sets it where its p95
+        jumps (a load a little above the plan would fall off the cliff, not degrade), with the note
+        saying where the jump is; else ``limit`` and None."""
+        if binding not in ("latency_slo", "ttft_slo") or limit < 2:
+            return limit, None
+        k = 1 if binding == "latency_slo" else 0  # _p95's (TTFT, ITL)
+        at, above = _p95(self.plan(1, limit))[k], _p95(self.plan(1, limit + 1))[k]
+        if above < JUMP_RATIO * at:
+            return limit, None
+        backed = max(1, math.floor(limit * (1 - JUMP_MARGIN)))
+        return backed, (f"p95 {'ITL' if k else 'TTFT'} jumps from {fmt_ms_rounded(at)} to {fmt_ms_rounded(above)} above {limit:,} "
+                        f"sequences a replica: sized at {backed:,}, {JUMP_MARGIN:.0%} below the jump")
 
     def _recommend(self, final: Plan, replicas: int, limit: int, binding: str, per_replica_rate: float) -> Recommendation:
         """The :class:`Recommendation` of ``replicas`` replicas admitting ``limit`` sequences each, from
@@ -375,6 +395,7 @@ class _Candidate:
             itl_p95_ms=_p95(final)[1],
             sustainable_rate=per_replica_rate * replicas,
             binding_constraint=binding,
+            margin_note=getattr(self, "margin_note", None),
             gpu_hour_price=self.price,
             price_source=self.price_source,
             plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": gpus, "sequences": self.users or load, "max_num_seqs": max(1, limit // self.shape.dp), **({"request_rate": self.rate} if self.rate is not None else {})},
@@ -542,6 +563,8 @@ def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, dis
     ctx = compute_plan(make_inputs(**best.plan_inputs()), model).context
     slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
+    if best.margin_note:
+        answer += f" The {best.margin_note}."
     if disagg:
         answer += " " + _disagg_why(recs)
     return answer, ctx.reserved_total_tokens

@@ -292,3 +292,26 @@ def test_shapes_searched_per_gpu():
     assert all(s.gpus <= 4 for s in shapes(ds, {}, "H100-SXM-80GB", (1, 2, 4)))
     # B200's 8 x 180 GB x 0.9 = 1,296 GB holds it on one node
     assert all(s.gpus <= 8 for s in shapes(ds, {}, "B200-180GB", (1, 2, 4, 8)))
+
+
+def test_a_limit_set_where_the_p95_jumps_keeps_a_margin_below_the_jump():
+    """Issue 27 item 2. Qwen3-32B, fp8 KV, TP 2 on H100s, 2,048 / 512 tokens, p95 ITL 25 ms: at 26
+    sequences a replica the p95 ITL is a decode step (18 ms); at 27 more than 5 % of the steps
+    carry a prompt's chunk and the p95 is that step (116 ms). Sizing at 26 puts the deployment on
+    the cliff: it is sized at floor(26 x 0.9) = 23, so 200 users take ceil(200 / 23) = 9 replicas,
+    not ceil(200 / 26) = 8, and the answer says where the jump is."""
+    from planner.sizing import JUMP_MARGIN, JUMP_RATIO
+
+    _ref, model = preset_ref("qwen3-32b")
+    r = size(model, {"input_tokens": 2048, "output_tokens": 512}, users=200, ttft_p95_ms=3000, itl_p95_ms=25, gpus=["H100-SXM-80GB"], kv_dtypes=["fp8"], tps=[2])
+    best = r.recommendations[0]
+    plan = lambda n: compute_plan(make_inputs(**{**best.plan_values, "gpu_count": 2, "sequences": n, "max_num_seqs": None}), model)  # noqa: E731
+    at, above = plan(26).roofline.itl_p95_ms, plan(27).roofline.itl_p95_ms
+    assert at <= 25 < above and above >= JUMP_RATIO * at  # the jump this test is about
+    assert best.max_num_seqs == math.floor(26 * (1 - JUMP_MARGIN)) == 23
+    assert best.replicas == 9 and best.binding_constraint == "latency_slo"
+    assert best.margin_note == "p95 ITL jumps from 18 ms to 116 ms above 26 sequences a replica: sized at 23, 10% below the jump"
+    assert best.margin_note in r.answer
+    # a limit memory sets has no jump to keep away from
+    loose = size(model, {"input_tokens": 2048, "output_tokens": 512}, users=200, ttft_p95_ms=3000, itl_p95_ms=40, gpus=["H100-SXM-80GB"], kv_dtypes=["fp8"], tps=[1])
+    assert loose.recommendations[0].binding_constraint == "memory" and loose.recommendations[0].margin_note is None
