@@ -117,7 +117,11 @@ def test_settings_reach_the_launch_command_and_pools():
     assert v.command == "python -m sglang.launch_server --model-path MODEL --tp-size 2 --context-length 32768 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 4096 --max-running-requests 64 --page-size 16"
     assert (v.capacity.mem_fraction_static, v.capacity.chunked_prefill_size, v.capacity.page_size, v.capacity.context_len, v.capacity.kv_dtype) == (0.8, 4096, 16, 32768, "float8_e4m3fn")
     assert v.capacity.max_running_requests == 64 and v.max_sequences_per_replica == 64 and v.binding == "max_running_requests"
-    assert plan.kv_cache.maximum_sequences_by_memory == 128  # two replicas
+    # the request limit binds, not memory (issue 22: the headline named memory): memory's own
+    # figure is the token pool's, max_total_num_tokens // pool tokens a request, on two replicas
+    assert plan.kv_cache.maximum_sequences_by_memory == 2 * (v.capacity.max_total_num_tokens // v.tokens_per_request) > 128
+    assert (plan.kv_cache.admissible_sequences, plan.kv_cache.binding_constraint) == (128, "runtime")
+    assert plan.batching.tokens == 4096  # the step's prefill is SGLang's chunked_prefill_size
     assert v.capacity.max_total_num_tokens % 16 == 0
 
 
@@ -144,3 +148,17 @@ def test_other_runtimes_carry_no_sglang_section():
     plan = compute_plan(make_inputs(), _model("reference/meta-llama__Llama-3.1-8B.json"))
     assert plan.sglang is None and "sglang" not in plan.summary()["kv_cache"]
     assert "mem_fraction_static" not in plan.summary()["inputs"]
+
+
+def test_defaults_take_sglangs_step_and_request_limits():
+    # issue 22: the latency model ran SGLang plans at the planner's 8,192-token step and no running
+    # limit; SGLang 0.5.23 resolves chunked_prefill_size 8,192 for an H200 (memory_hook's tier of
+    # cards from 90 to 160 GiB; 16,384 above) and its max_running_requests, and the plan runs at those
+    plan = compute_plan(make_inputs(runtime="sglang", gpu="H200-141GB"), _model("reference/meta-llama__Llama-3.1-8B.json"))
+    c = plan.sglang.capacity
+    assert (plan.batching.tokens, plan.batching.seqs) == (c.chunked_prefill_size, c.max_running_requests) and c.chunked_prefill_size == 8192
+    assert "SGLang's chunked_prefill_size 8,192 tokens a step" in plan.batching.source
+    b200 = compute_plan(make_inputs(runtime="sglang", gpu="B200-180GB"), _model("reference/meta-llama__Llama-3.1-8B.json"))
+    assert b200.batching.tokens == 16384
+    given = compute_plan(make_inputs(runtime="sglang", gpu="H200-141GB", max_batched_tokens=2048), _model("reference/meta-llama__Llama-3.1-8B.json"))
+    assert given.batching.tokens == 2048

@@ -128,6 +128,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
         budget = None
         view, memory = sglang_stage(inputs, model, ctx, report, res)
+        limits = sglang_batching(inputs, limits, view)
     else:  # runtime vllm: vLLM's predicted start-up budget (planner/plan/budget.py)
         budget = vllm_budget(inputs, model, device, limits, ctx.maximum_context_tokens) if inputs.runtime == "vllm" else None
         view, memory = None, memory_per_gpu(inputs, device, weights, draft, budget)
@@ -270,11 +271,35 @@ def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, r
     return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp), ranks=inputs.gpu_count // inputs.tp * inputs.dp)
 
 
+def sglang_batching(inputs: PlanInputs, limits: Batching, view: SglangView) -> Batching:
+    """Runtime sglang's scheduler limits: the step's prefill tokens are SGLang's chunked_prefill_size
+    (its default per GPU, or the one given) unless max_batched_tokens is given, and at most
+    max_running_requests run at once (a Mamba hybrid's are its state slots: memory's limit)."""
+    c = view.capacity
+    tokens, seqs, source = limits.tokens, limits.seqs, []
+    if inputs.max_batched_tokens is None and c.chunked_prefill_size > 0:
+        tokens = c.chunked_prefill_size
+        source.append(f"SGLang's chunked_prefill_size {tokens:,} tokens a step")
+    else:
+        source.append(limits.source)
+    if inputs.max_num_seqs is None and c.max_mamba_cache_size is None:
+        seqs = c.max_running_requests
+        source.append(f"max_running_requests {seqs:,} from SGLang's start-up sizing")
+    return Batching(tokens, seqs, "; ".join(source))
+
+
 def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling:
     """The memory ceiling as SGLang admits: requests whose reserved tokens fit the token pool (and
     their window the SWA pool), at most max_running_requests a replica; no prefix sharing counted."""
     per_replica = view.max_sequences_per_replica
     total = per_replica * replicas
+    if view.binding == "max_running_requests" and view.capacity.max_mamba_cache_size is None:
+        # the request limit binds, not memory: memory's own figure is the pools' (the admission's
+        # runtime limit is max_running_requests, so the plan names what binds)
+        pools = view.capacity.max_total_num_tokens // view.tokens_per_request
+        if view.swa_tokens_per_request:
+            pools = min(pools, view.capacity.swa_max_total_num_tokens // view.swa_tokens_per_request)
+        total = pools * replicas
     return ceiling._replace(per_replica=per_replica, memory_max=total, shared_max=total, limit_memory=total, sglang=view)
 
 
