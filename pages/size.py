@@ -25,7 +25,7 @@ from planner.plan.sections import COST_BASIS_NAME
 from planner.share import SIZE_ENGINES, SIZE_KV_CHOICES, decode_size_params, share_url
 
 KV_CHOICES, ENGINES = SIZE_KV_CHOICES, SIZE_ENGINES
-USERS, RATE = "Concurrent users", "Requests per second"
+USERS, RATE, SESSIONS = "Concurrent users", "Requests per second", "The plan's sessions"
 # Opening workload: 100 users, p95 ITL 50 ms (reading speed with margin), TTFT 2 s.
 DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft": 2000.0, "size_itl": 50.0, "size_gpus": list(CATALOG), "size_kvs": ["bf16", "fp8"], "size_disagg": False}
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
@@ -41,6 +41,8 @@ def opening_values(plan_values: dict) -> dict:
     lower = {g.lower(): g for g in CATALOG}
     if plan_values.get("device_gib") is None and isinstance(gpu, str) and gpu.lower() in lower:
         out["size_gpus"] = [lower[gpu.lower()]]
+    if isinstance(plan_values.get("sessions_per_min"), (int, float)):  # a session workload: its turns are the requests
+        out["size_mode"] = SESSIONS
     for key, field in (("size_ttft", "ttft_slo_ms"), ("size_itl", "itl_slo_ms")):
         if isinstance(plan_values.get(field), (int, float)) and plan_values[field] > 0:
             out[key] = float(plan_values[field])
@@ -58,7 +60,7 @@ def apply_link_params() -> None:
     values, notes = decode_size_params(params)
     s = st.session_state
     if "size_mode" in values:
-        s["size_mode"] = USERS if values.pop("size_mode") == "users" else RATE
+        s["size_mode"] = {"users": USERS, "rate": RATE, "sessions": SESSIONS}[values.pop("size_mode")]
     for key, value in values.items():
         s[{"size_kv": "size_kvs", "size_eng": "size_engines"}.get(key, key)] = value
     urlstate.add_to_notice([note.text() for note in notes])
@@ -144,12 +146,20 @@ def main() -> None:
     st.session_state.setdefault("size_engines", [plan_engine])
 
     st.title("Size a deployment")
+    s = st.session_state
     urlstate.render_restore_notice()  # one notice: the plan's and the search's parameters a link could not take
     answer_box = st.container()
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
-        mode = c1.radio("Workload", (USERS, RATE), key="size_mode", horizontal=True)
-        if mode == USERS:
+        sessions = values.get("sessions_per_min")
+        modes = (USERS, RATE, SESSIONS) if sessions is not None else (USERS, RATE)
+        if s.get("size_mode") not in modes:
+            s["size_mode"] = USERS
+        mode = c1.radio("Workload", modes, key="size_mode", horizontal=True,
+                        help="The plan's sessions: the multi-turn session workload set in the Plan page's cache inputs (sessions a minute x turns, think time, shared prefix); the search also tries CPU KV tiers.")
+        if mode == SESSIONS:
+            c2.markdown(f"{sessions:,.4g} sessions/min × {values.get('turns') or 1} turns  \n(set on the Plan page)")
+        elif mode == USERS:
             c2.number_input("Concurrent users", **BOUNDS["users"].widget(), step=10, key="size_users", help="Sequences held at once (each with the plan's context).")
         else:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
@@ -163,12 +173,11 @@ def main() -> None:
             "Also search disaggregated prefill / decode pools", key="size_disagg",
             help="Prefill and decode on separate replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo), mixed GPU kinds allowed, ranked with the aggregated deployments.",
         )  # fmt: skip
-    s = st.session_state
     users = int(s["size_users"]) if mode == USERS else None
     rate = float(s["size_rate"]) if mode == RATE else None
     ttft = float(s["size_ttft"]) or None
     itl = float(s["size_itl"]) or None
-    size_params = {"size_users": str(users)} if users is not None else {"size_rate": f"{rate:g}"}
+    size_params = {"size_users": str(users)} if users is not None else {"size_rate": f"{rate:g}"} if rate is not None else {"size_sessions": "1"}
     size_params |= {"size_ttft": f"{ttft or 0:g}", "size_itl": f"{itl or 0:g}"}
     size_params["size_gpus"] = ",".join(gpus) if set(gpus) != set(CATALOG) else "all"  # the page opens on the plan's GPU: a link says which
     if list(kvs) != DEFAULTS["size_kvs"]:

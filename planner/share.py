@@ -169,7 +169,7 @@ REF_KEYS: dict[str, str] = {"kind": "m", "name": "n", "repo_id": "r", "revision"
 KEY_FIELDS: dict[str, str] = {v: k for k, v in INPUT_KEYS.items()}
 # keys the other pages read from the same link (Compare's columns, the Size page's search) and
 # Streamlit's own; anything else in a link is reported as dropped, with the nearest known key
-SIZE_KEYS = ("size_users", "size_rate", "size_ttft", "size_itl", "size_gpus", "size_kv", "size_eng", "size_disagg")
+SIZE_KEYS = ("size_users", "size_rate", "size_ttft", "size_itl", "size_gpus", "size_kv", "size_eng", "size_disagg", "size_sessions")
 COMPARE_KEYS = ("cmp", "ca", "cb", "cc", "cd")  # planner.compare's COUNT_KEY and COLUMN_KEYS
 OTHER_KEYS = frozenset((*SIZE_KEYS, *COMPARE_KEYS, "embed", "embed_options"))
 LINK_KEYS = (*INPUT_KEYS.values(), *REF_KEYS.values(), "v", "cfg", *SIZE_KEYS, *COMPARE_KEYS)
@@ -674,7 +674,8 @@ def _size_list(key: str, text: str, choices, what: str, notes: list[LinkNote], d
 
 def decode_size_params(params: Mapping[str, object]) -> tuple[dict[str, object], list[LinkNote]]:
     """The Size page's ``size_*`` parameters: ({control: value} for each usable one, a note for
-    every other). ``size_mode`` is "users" or "rate"; ``size_gpus`` "all" is every catalog GPU.
+    every other). ``size_mode`` is "users", "rate" or "sessions" (``size_sessions=1``: the plan's
+    session workload); ``size_gpus`` "all" is every catalog GPU.
     Never raises."""
     values: dict[str, object] = {}
     notes: list[LinkNote] = []
@@ -709,6 +710,11 @@ def decode_size_params(params: Mapping[str, object]) -> tuple[dict[str, object],
             engines = _size_list(key, text, SIZE_ENGINES, "an engine the search follows", notes, "the plan's engine")
             if engines is not None:
                 values[key] = engines
+        elif key == "size_sessions":
+            if text.strip() == "1":
+                values["size_mode"] = "sessions"
+            else:
+                notes.append(LinkNote(DEFAULTED, key, text, "is not 1", "users or a rate"))
         elif key == "size_disagg":
             if text.strip() in ("1", "0"):
                 values[key] = text.strip() == "1"

@@ -159,3 +159,20 @@ def test_pdf_has_disaggregated_pools_and_the_frontier(tmp_path):
     assert "Disaggregated prefill / decode deployments" in text and f"{dis.prefill.replicas} x {dis.prefill.gpu}" in text  # (the cell wraps before TP)
     assert "Throughput against interactivity" in text and f"{len(result.frontier):,} operating points" in text
     assert "REFUSED" not in text.split("Sizing")[0]  # the headline plan is the decode pool at the sequences it holds
+
+
+def test_size_page_sizes_the_plans_session_workload():
+    """Issue 26's gap: the Size page had no session workload; with one in the plan (the Plan page's
+    cache inputs, link keys spm / turns) it opens on "The plan's sessions", sizes their turns as
+    the requests (600 sessions/min x 8 turns = 80 requests/s) with CPU tiers searched, and the
+    link says so; users and a rate stay one click away."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update({"m": "preset", "n": "llama-3.1-8b", "spm": "600", "turns": "8", "size_gpus": "H100-SXM-80GB"})  # a Size link
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="size_mode").value == "The plan's sessions"
+    answer = at.success[0].value
+    assert "(600 sessions/min x 8 turns)" in answer and "80 requests/s" in answer, answer
+    assert at.query_params["size_sessions"] in ("1", ["1"])
+    at.radio(key="size_mode").set_value("Concurrent users").run()
+    assert not at.exception and "concurrent users" in at.success[0].value
