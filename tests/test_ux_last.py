@@ -24,6 +24,7 @@ def test_a_sessions_first_run_stops_after_the_headline_and_the_next_draws_the_re
     assert "KV bytes / token" in labels
     assert len(at.get("plotly_chart")) == 0  # no chart before the browser has painted the numbers
     assert not any(s.key == "headroom_pct" for s in at.slider)  # nor the inputs
+    assert not any(t.key == "latency_model_measured" for t in at.toggle)  # nor the toggle under the headline
     at.run()  # what the handshake's trigger starts
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) >= 2

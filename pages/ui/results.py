@@ -519,8 +519,8 @@ def render_results(r: Shown) -> None:
     To add a card, write a ``card_*`` function above and call it here where it belongs.
     """
     card_headline(r)
+    first_paint_pause()  # a session's first run ends here: the headline numbers, then the rest
     safe(card_latency_models, r, what="the measured-kernel comparison")
-    first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:
         card_geometry(r)
