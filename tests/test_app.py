@@ -79,7 +79,7 @@ def test_plan_page_opens_on_default_preset():
     assert "335,544,320 B" in text and "76,516,989,861" in text
     codes = [c.value for c in at.code]
     assert any(c.startswith("GPU KV cache size: 441,216 tokens") for c in codes), codes
-    assert any("KV pool 441,216 tokens (vLLM's GPU KV cache size)" in c.value for c in at.caption)  # the memory card says the same
+    assert any("The KV pool holds 441,216 tokens (vLLM's GPU KV cache size)" in c.value for c in at.caption)  # the memory card says the same
     assert any("Available KV cache memory: 53.86 GiB per GPU, term by term" in e for e in expanders), expanders
 
 

@@ -16,7 +16,7 @@ from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown
 from planner import settings
 from planner.errors import PlannerError
-from planner.explain import assumptions, formula_steps, metric_help, not_modelled
+from planner.explain import assumptions, formula_steps, metric_help, not_modelled, pool_figures
 from planner.geometry import config_hash
 from planner.limits import ByteBudgetCache
 from planner.plan import Plan
@@ -343,19 +343,14 @@ def card_memory(r: Shown) -> None:
     """The memory stack of one GPU and the pool figures under it."""
     plan = r.plan
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
-    cap = plan.capacity
+    st.caption(pool_figures(plan))  # tokens, sequences admitted, steady state: each figure named
     extra = []
-    engine = plan.kv_cache.engine
-    if engine is not None and engine.startup_kv_cache_tokens:  # runtime vllm: whole blocks, as the start-up card's log line
-        extra.append(f"KV pool {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)")
-    elif cap.pool_kv_tokens is not None:
-        extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
-    extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
         extra.append(f"prefix sharing adds {plan.prefix.extra_sequences:,} sequences")
     if plan.cost.per_million_output_tokens is not None:
         extra.append(f"{fmt_money(plan.cost.per_million_output_tokens)} per million output tokens")
-    st.caption(" · ".join(extra))
+    if extra:
+        st.caption(" · ".join(extra))
 
 
 def card_vllm_preview(r: Shown) -> None:
@@ -405,7 +400,7 @@ def _render_vllm_preview(r: Shown) -> None:
     batching = f"{serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "")
     st.caption(f"Batching: {batching} ({md(serve.batching_source)}).")
     if engine is not None and engine.why:
-        st.caption(f"Admission: {engine.why} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {plan.kv_cache.maximum_sequences_by_memory:,}.")
+        st.caption(f"Admission: {engine.why} The caption under the memory chart above names each count.")
     if preview.command:
         st.code(preview.command, language="bash" if plan.inputs.entry_point == "serve" else "python", wrap_lines=True)
 
