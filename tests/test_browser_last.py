@@ -1,5 +1,5 @@
-"""Item 10 in a real headless Chromium: a fresh server with the headline-first run on (its default)
-paints the first metric, then the browser asks for the rest of the page by itself."""
+"""Issue 27, last pass, in a real headless Chromium: the headline-first run (item 10) and the
+Compare charts on a phone (item 7)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,40 @@ def test_the_first_metric_comes_alone_and_the_charts_and_inputs_follow_without_a
             assert icons and all(h.startswith(url + "/") for h in icons), icons  # the file favicon, not the emoji, once the page is whole
         finally:
             context.close()
+
+
+def test_compare_chart_titles_do_not_run_into_each_other_at_390(tmp_path):
+    """Three subplots in one figure put "Max sequences", "MiB per sequence" and "ITL (ms)" side by
+    side in 350 px: the first two touched (right edge 148 px, next left edge 150 px) and read as
+    one. Each title must be clear of every other title and inside its own chart, at 390 and 1280 px."""
+    port = free_port()
+    env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    boxes = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].flatMap((chart, i) => {
+        const c = chart.getBoundingClientRect();
+        return [...chart.querySelectorAll('.gtitle, .annotation-text')].map(t => {
+            const r = t.getBoundingClientRect();
+            return {chart: i, text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom, inside: r.left >= c.left - 1 && r.right <= c.right + 1 && r.top >= c.top - 1 && r.bottom <= c.bottom + 1};
+        });
+    })"""
+    with running_app(argv, port, env, "streamlit", 60) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/", wait_until="commit")
+            sync_api.expect(page.get_by_test_id("stMetricValue").first).to_be_visible(timeout=120_000)
+            page.get_by_test_id("stSidebarNav").get_by_text("Compare", exact=True).click()
+            page.wait_for_function("() => document.querySelectorAll('[data-testid=stPlotlyChart] .gtitle, [data-testid=stPlotlyChart] .annotation-text').length >= 3", timeout=120_000)
+            for width, height in ((1280, 900), (390, 844)):
+                page.set_viewport_size({"width": width, "height": height})
+                page.wait_for_timeout(1500)  # plotly redraws at the new width
+                titles = page.evaluate(boxes)
+                assert sorted(t["text"] for t in titles) == ["ITL (ms)", "Max sequences", "MiB per sequence"], titles
+                assert all(t["inside"] for t in titles), (width, titles)
+                for i, a in enumerate(titles):
+                    for b in titles[i + 1:]:
+                        apart = a["right"] + 4 <= b["left"] or b["right"] + 4 <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
+                        assert apart, (width, a, b)
+        finally:
+            browser.close()
