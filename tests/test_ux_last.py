@@ -86,3 +86,79 @@ def test_compare_draws_one_titled_figure_per_panel():
     for f in figs:
         assert not f["layout"].get("annotations") and len(f["data"]) == 1 and "xaxis2" not in f["layout"]
         assert f["layout"]["title"]["yanchor"] == "bottom" and f["layout"]["margin"]["t"] >= 40  # the toolbar's row above the title
+
+
+def _pdftotext(pdf: bytes, *args: str) -> str:
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
+        f.write(pdf)
+        f.flush()
+        return subprocess.run(["pdftotext", *args, f.name, "-"], capture_output=True, text=True, check=True).stdout
+
+
+def _words_outside_the_margins(pdf: bytes) -> list[str]:
+    """Words (pdftotext -bbox) drawn beyond the report's 18 mm side margins or off the page."""
+    import re
+
+    out = []
+    for page in _pdftotext(pdf, "-bbox").split("<page ")[1:]:
+        width, height = map(float, re.search(r'width="([\d.]+)" height="([\d.]+)"', page).groups())
+        margin = 18 * 72 / 25.4 - 1
+        for x0, y0, x1, y1, word in re.findall(r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)</word>', page):
+            if float(x0) < margin or float(x1) > width - margin or float(y0) < 0 or float(y1) > height:
+                out.append(word)
+    return out
+
+
+def test_pdf_tables_break_long_names_after_a_hyphen_or_slash_never_mid_word():
+    """Item 7: the comparison PDF of four plans broke names wherever a 24 mm column ended:
+    "meta-lla / ma-organisation", "GB200-NVL72-186G / B", "H100-SXM-80G / B × 4"; the sizing PDF
+    printed "GB200-NVL72-186 / GB". Now a cell's long word breaks after a hyphen, slash or @ (the
+    four-plan columns are also 28 mm wide), so each name reads whole once the lines that end in a
+    separator are joined (pdftotext -raw keeps the hyphens), and nothing is drawn outside the margins."""
+    import re
+
+    from planner import sizing
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+    from planner.report import build_comparison_pdf, build_pdf
+    from planner.source import ModelRef
+
+    def joined(text: str) -> str:
+        return re.sub(r"(?<=[-/@_])\n", "", text)
+
+    setups = [("deepseek-v3", "H200-141GB", 8), ("deepseek-v3", "B200-180GB", 8), ("llama-3.1-70b", "H100-SXM-80GB", 4), ("llama-3.2-11b-vision", "GB200-NVL72-186GB", 1)]
+    entries, repos = [], []
+    for letter, (name, gpu, n) in zip("ABCD", setups, strict=True):
+        plan = compute_plan(make_inputs(gpu=gpu, gpu_count=n, tp=n), prepare_model(load_preset(name)))
+        repo = f"meta-llama-organisation/{name}-Instruct-Extended-Context"
+        repos.append(repo)
+        entries.append((f"{letter} · {name} × {n} {gpu}", plan, ModelRef(kind="hub", repo_id=repo, revision="main", commit="0123456789abcdef0123456789abcdef01234567")))
+    pdf = build_comparison_pdf(entries, "http://localhost:8501/?v=3")
+    table = joined(_pdftotext(pdf, "-raw").split("Side by side", 1)[1])
+    for repo in repos:
+        assert f"{repo}@0123456789ab" in table  # the Model row: the whole Hub label
+    assert table.count("GB200-NVL72-186GB") >= 3  # column head, "Differs from A" and GPU rows
+    assert "H100-SXM-80GB" in table and "llama-3.2-11b-vision" in table
+    assert _words_outside_the_margins(pdf) == []
+
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    found = sizing.size(model, users=100, gpus=["H100-SXM-80GB", "GB200-NVL72-186GB"], tps=(1, 2), kv_dtypes=("bf16",))
+    pdf = build_pdf(compute_plan(make_inputs(), model), ModelRef(kind="preset", name="llama-3.1-8b"), "http://localhost:8501/?v=3", sizing=found)
+    rows = joined(_pdftotext(pdf, "-raw").split("Sizing", 1)[1].split("Searched", 1)[0])
+    assert rows.count("GB200-NVL72-186GB") == 2 and "186\nGB" not in rows  # the two GB200 rows, unbroken
+    assert _words_outside_the_margins(pdf) == []
+
+
+def test_wrap_cell_breaks_at_spaces_then_separators_then_characters():
+    """Helvetica 8 pt (Adobe's metrics): "GB200-NVL72-186GB" is 79.6 pt, "GB200-NVL72-" 54.7 pt; a digit
+    or a-f is 556/1000 em = 4.448 pt, so six fit in 30 pt (26.7) and seven do not (31.1)."""
+    from planner.report import wrap_cell
+
+    assert wrap_cell("GB200-NVL72-186GB", 60) == ["GB200-NVL72-", "186GB"]
+    assert wrap_cell("GPU H100-SXM-80GB, GPUs 4", 200) == ["GPU H100-SXM-80GB, GPUs 4"]  # fits: one line, as typed
+    assert wrap_cell("a  b\nc", 200) == ["a b c"]  # white space collapses as in a Paragraph
+    assert wrap_cell("0123456789abcdef", 30) == ["012345", "6789ab", "cdef"]  # no separator: characters
+    assert wrap_cell("", 30) == [""]
