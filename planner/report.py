@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
+from planner.explain import pool_figures
 from planner.hardware import GIB
 from planner.labels import label as input_label
 from planner.limits import safe_text
@@ -264,6 +265,7 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Workspace per GPU", fmt_bytes_exact(cap.workspace_bytes)),
         ("Available for K/V per GPU", fmt_bytes_exact(cap.available_for_kv_bytes)),
         ("Maximum sequences by memory", f"{kv.maximum_sequences_by_memory:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
+        ("KV pool, in words", pool_figures(plan)),  # the Plan page's sentence under its memory chart
     ]
     if plan.prefix.shared_blocks:
         rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes_exact(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))

@@ -70,6 +70,12 @@ def test_the_pool_caption_names_each_count_the_pool_gives():
     assert any(c.startswith("The KV pool holds ") and "In steady state the same memory would hold" in c for c in captions), captions
     assert not any("Steady state: " in c and "vLLM's reservation" in c for c in captions)  # the bare pair of numbers is gone
 
+    from planner.report import build_pdf
+    from planner.source import ModelRef
+
+    pdf = " ".join(_pdftotext(build_pdf(plan, ModelRef(kind="preset", name="gpt-oss-120b"))).split())
+    assert " ".join(text.split()) in pdf  # the PDF says the same sentence
+
 
 def test_compare_draws_one_titled_figure_per_panel():
     """Item 7: the Compare chart was one figure with three subplot titles, which collide on a
