@@ -20,14 +20,10 @@ from pages.ui import style
 
 # The favicon is a file the server itself serves: a ":material/...:" page icon makes every browser
 # fetch it from a third party (fonts.gstatic.com). Nav and widget icons use the bundled font.
-# Streamlit reads a file favicon with numpy and PIL, about 0.4 s of imports in a fresh server, so a
-# session's first run (which on the Plan page stops after the headline numbers,
-# pages/ui/results.first_paint_pause) shows an emoji, drawn by the browser itself, and the file
-# follows at the end of that run or at the start of the next.
 FAVICON = str(Path(__file__).resolve().parent / "assets" / "favicon.png")
-FIRST_RUN_ICON = "🧮"
-first_run = "start_page" not in st.session_state
-st.set_page_config(page_title="KV Capacity Planner", page_icon=FIRST_RUN_ICON if first_run else FAVICON, layout="wide")
+# (It costs a fresh server about 0.4 s of numpy and PIL imports before the first metric; an emoji
+# favicon costs as much, loading Streamlit's emoji catalog, and none means the third-party fetch.)
+st.set_page_config(page_title="KV Capacity Planner", page_icon=FAVICON, layout="wide")
 style.apply()
 
 
@@ -57,5 +53,3 @@ if "start_page" not in st.session_state:
     st.session_state["start_page"] = "pages/size.py" if any(k.startswith("size_") for k in st.query_params) else PAGES[0][0]
 start = st.session_state["start_page"]
 st.navigation([st.Page(path, title=title, icon=icon, default=path == start) for path, title, icon in PAGES]).run()
-if first_run:
-    st.set_page_config(page_icon=FAVICON)

@@ -56,7 +56,7 @@ def test_the_first_metric_comes_alone_and_the_charts_and_inputs_follow_without_a
             assert any(seen["metric"] <= t <= seen["chart"] for t in seen["sent"]), seen
             sync_api.expect(value).to_have_text("128 KiB")  # the same plan, drawn once more with the rest
             icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
-            assert icons and all(h.startswith(url + "/") for h in icons), icons  # the file favicon, not the emoji, once the page is whole
+            assert icons and all(h.startswith(url + "/") for h in icons), icons  # the served file, never a third party's icon
         finally:
             context.close()
 
