@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's; no tool may download its own browser
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def streamlit_argv(script: str, port: int) -> list[str]:
+    """The command that serves ``script`` headless on 127.0.0.1:``port``, without usage statistics
+    or a file watcher (run from the repository root)."""
+    return [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
+            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]  # fmt: skip
 
 
 def free_port() -> int:

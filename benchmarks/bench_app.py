@@ -22,12 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy  # noqa: E402
+from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, streamlit_argv, wait_healthy  # noqa: E402
 
 APP = str(ROOT / "app.py")
 COLD_TARGET_S = 3.0
@@ -68,28 +70,40 @@ BARE_PAGE = 'import streamlit as st\n\nst.metric("KV bytes / token", "128 KiB")\
 FIRST_PAINT_RATIO = 1.35  # issue 27: the planner's first metric within 1.35 x the bare page's
 
 
-def cold_server(script: str = "app.py") -> tuple[float, float] | None:
-    """(seconds to a healthy server, seconds from opening / to the rendered metric), or None.
-    ``script`` is served the same way as the app (the bare page passes its own file)."""
+def _playwright():
+    """Playwright's sync API, or None where it or Chromium is missing (the browser figures are skipped)."""
     try:
-        from playwright.sync_api import expect, sync_playwright
+        from playwright import sync_api
     except ImportError:
         return None
-    if not Path(CHROMIUM).exists():
-        return None
-    port = free_port()
+    return sync_api if Path(CHROMIUM).exists() else None
+
+
+@contextmanager
+def _server(script: str, port: int, env: dict[str, str]) -> Iterator[str]:
+    """``script`` served on ``port``: its base URL once the health check answers; stopped after."""
+    proc = subprocess.Popen(streamlit_argv(script, port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
-    )
     try:
         if not wait_healthy(url, proc, 30):
             raise SystemExit("streamlit did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def cold_server(script: str = "app.py") -> tuple[float, float] | None:
+    """(seconds to a healthy server, seconds from opening / to the rendered metric), or None.
+    ``script`` is served the same way as the app (the bare page passes its own file)."""
+    pw = _playwright()
+    if pw is None:
+        return None
+    port = free_port()
+    start = time.perf_counter()
+    with _server(script, port, dict(os.environ)) as url:
         healthy = time.perf_counter() - start
-        with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+        with tempfile.TemporaryDirectory() as profile, pw.sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True,
                 args=CHROMIUM_ARGS,
@@ -98,13 +112,10 @@ def cold_server(script: str = "app.py") -> tuple[float, float] | None:
             t = time.perf_counter()
             page.goto(f"{url}/", wait_until="commit")
             value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
-            expect(value).to_have_text("128 KiB", timeout=90_000)
+            pw.expect(value).to_have_text("128 KiB", timeout=90_000)
             rendered = time.perf_counter() - t
             ctx.close()
-        return healthy, rendered
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    return healthy, rendered
 
 
 def first_paint_against_bare(rounds: int = 3) -> tuple[list[float], list[float]]:
@@ -186,24 +197,13 @@ def main() -> int:
 def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
     """Median ms from a click in Chromium to the changed content on screen: a chart tab, an
     input group expander and a preset switch (server rerun + transfer + browser paint)."""
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
+    pw = _playwright()
+    if pw is None:
         return None
-    if not Path(CHROMIUM).exists():
-        return None
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0"),
-    )
+    expect = pw.expect
     out: dict[str, list[float]] = {"chart tab": [], "input group expander": [], "preset switch": []}
-    try:
-        if not wait_healthy(url, proc, 30):
-            raise SystemExit("streamlit did not start")
-        with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+    with _server("app.py", free_port(), dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0")) as url:
+        with tempfile.TemporaryDirectory() as profile, pw.sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, viewport={"width": 1280, "height": 900},
                 args=CHROMIUM_ARGS,
@@ -240,9 +240,6 @@ def browser_interactions(rounds: int = 4) -> dict[str, float] | None:
                 out["preset switch"].append(time.perf_counter() - t)
                 page.wait_for_timeout(300)
             ctx.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     return {k: statistics.median(v) * 1000 for k, v in out.items() if v}
 
 

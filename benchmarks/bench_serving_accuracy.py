@@ -1,22 +1,26 @@
 """Planner vs published end-to-end serving runs: TPOT, TTFT and output tokens/s per GPU.
 
-    .venv/bin/python -m benchmarks.bench_serving_accuracy [--points]
+    .venv/bin/python -m benchmarks.bench_serving_accuracy [--points] [--cv]
 
 Runs every point of ../shared/reference/measured_serving.json through the planner
-(benchmarks/serving_points.py: ``compute_plan`` and its summary, then the latency functions for
-what PlanInputs cannot state yet: DEP, NVFP4 peaks, the engine's serving costs, closed-loop and
-offline load) and prints planner / measured by split and by regime (dense/MoE, TP, concurrency
-band, GPU generation, engine). The split (fit / held-out GPU / held-out engine / held-out point)
-was fixed before fitting (docs/serving_fit.md). Goal on the held-out points: TPOT median within
-1.2x and worst within 2x, TTFT median within 1.5x and worst within 3x, throughput median within
-1.2x and worst within 2x. ``--points`` also prints every point.
+(benchmarks/serving_points.py: one ``compute_plan`` a point, its closed loop or the offline run of
+its harness) and prints planner / measured by regime (dense/MoE, TP, concurrency band, GPU
+generation, engine) for the shipped constants (fitted on every point, in sample), then the
+held-out estimates scripts/fit_serving.py recorded in planner/serving_accuracy.json: the
+pre-registered split (fit / held-out GPU / held-out engine / held-out point, fixed before any
+fitting; docs/serving_fit.md) and leave-one-group-out cross-validation by engine, GPU and sweep.
+``--cv`` recomputes the cross-validation here (scipy; minutes). Goal on held-out points: TPOT
+median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x. ``--points`` also
+prints every point.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from benchmarks import serving_points as S
+from planner import accuracy, latency
 
 GROUPS = {
     "split": lambda pt: pt.split,
@@ -28,18 +32,34 @@ GROUPS = {
 }
 
 
+def _recorded(pts: list[S.Point], key: str, cv: str | None = None) -> list[tuple[S.Point, dict[str, float]]]:
+    """The ratios scripts/fit_serving.py recorded for every point under ``key`` (or its ``cv`` fold)."""
+    rows = {p["id"]: (p["cv"][cv] if cv else p[key]) for p in accuracy.load()["points"]}
+    return [(pt, rows[pt.id]) for pt in pts]
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    results = [(pt, S.ratios(pt)) for pt in S.points()]
-    held = [(pt, r) for pt, r in results if pt.split != "fit"]
-    fit = [(pt, r) for pt, r in results if pt.split == "fit"]
-    print(f"measured points: {len(results)} ({len(fit)} fit, {len(held)} held out); anomalies left out of the goal: {', '.join(f'{p} {m}' for p, m in S.ANOMALIES)}")
+    pts = S.points()
+    results = [(pt, S.ratios(pt)) for pt in pts]
+    pre = _recorded(pts, "preregistered")
+    cv = {name: _recorded(pts, "", name) for name in ("engine", "GPU", "sweep")}
+    if "--cv" in argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+        import fit_serving
+
+        x = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
+        cv = fit_serving.cross_validate(pts, x)
+    print(f"measured points: {len(results)}; anomalies left out of the goal: {', '.join(f'{p} {m}' for p, m in S.ANOMALIES)}")
     print("\n| set | metric | n | median | worst | goal |\n|---|---|---|---|---|---|")
-    for label, subset in (("fit", fit), ("held-out", held), ("held-out without the SGLang engine", [(pt, r) for pt, r in held if pt.split != "held-out engine"])):
+    sets = [("fit: shipped constants, all points (in sample)", results), ("pre-registered held-out", [(pt, r) for pt, r in pre if pt.split != "fit"])]
+    sets += [("pre-registered held-out without SGLang", [(pt, r) for pt, r in pre if pt.split not in ("fit", "held-out engine")])]
+    sets += [(f"cross-validation: leave one {name} out", preds) for name, preds in cv.items()]
+    for label, subset in sets:
         for _g, m, n, med, bad in S.summary_rows(subset, lambda pt: "all"):
             print(f"| {label} | {m} | {n} | {med:.3f} | {bad:.3f} | {'met' if S.goal_met(m, med, bad) else 'NOT met'} |")
-    for label, subset in (("fit", fit), ("held-out", held)):
-        print(f"\n{label} points by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
+    for label, subset in (("fit (all points)", results), ("leave-one-sweep-out", cv["sweep"])):
+        print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
         for name, group in GROUPS.items():
             for g, m, n, med, bad in S.summary_rows(subset, group):
                 print(f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |")

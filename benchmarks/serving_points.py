@@ -12,13 +12,14 @@ fitting (docs/serving_fit.md):
   2,048-token prompt, DeepSeek-R1 AWQ TP8 at a 2,048-token prompt, Llama-3.1-8B FP8 on H100 at
   2,048 / 128).
 
-Each point is planned as published (preset, GPU, TP / EP, weights and K/V dtypes, ISL / OSL) with
-``compute_plan`` and its summary; what ``PlanInputs`` cannot say yet is applied to the plan's step
-model through the latency functions the wiring will call (``latency.kernel_dtype`` for the FP4
-peak of NVFP4 weights, ``latency.moe_kernel``, ``mla_layers``, the device's ``fixed_cost_scale``,
-``parallel.expert_data_parallel`` / ``parallel.dp_memory`` for DEP points, the engine's serving
-costs and runtime limits), then ``latency.closed_loop`` gives TTFT, TPOT and output tokens/s
-(offline max-throughput runs: clients = what the runtime admits, no API server).
+Each point is planned as published with ``compute_plan`` alone: its preset, GPU, TP / DP / EP
+(DEP points as attention data-parallel ranks), weight format (NVFP4 checkpoints as ``nvfp4``),
+K/V dtype, ISL / OSL, the engine (``serving_engine``) and the harness's engine settings (token
+budget and running limit: vLLM's serve defaults, SGLang's chunked prefill, trtllm-bench's own
+heuristic), the prefix cache the harness leaves warm. A closed-loop point's figures are the
+plan's own (``plan.roofline``: a closed loop of its clients); an offline point is its plan's step
+model run as the harness queues it (:func:`planner.plan.serving.offline` waves of what the plan
+admits). ``predict`` redoes either from the plan's load setup, so the fit can try other constants.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ import statistics
 from functools import lru_cache
 from pathlib import Path
 
-from planner import accuracy, latency, parallel
-from planner.hardware import get_device
-from planner.plan import compute_plan, make_inputs, prepare_model
+from planner import accuracy, latency
+from planner.hardware import GIB, get_device
+from planner.plan import compute_plan, make_inputs, prepare_model, serving
 from planner.presets import load_preset
 
 POINTS_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "measured_serving.json"
@@ -60,7 +61,7 @@ def load() -> dict:
     return json.loads(POINTS_PATH.read_text())
 
 
-def _sweep_key(p: dict) -> tuple:
+def sweep_key(p: dict) -> tuple:
     return (p["url"], p["engine"], p["preset"], p["weight_dtype"], p["gpu"], p["tp"], p["ep"])
 
 
@@ -71,7 +72,7 @@ def _held_out_points() -> frozenset[str]:
     for p in load()["points"]:
         if p["gpu"] in HELD_OUT_GPUS or p["engine"] in HELD_OUT_ENGINES:
             continue
-        sweeps.setdefault(_sweep_key(p), []).append(p["id"])
+        sweeps.setdefault(sweep_key(p), []).append(p["id"])
     return frozenset(ids[len(ids) // 2] for ids in sweeps.values() if len(ids) >= 3)
 
 
@@ -96,7 +97,7 @@ def weight_format(p: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One published run with the planner's step model for it."""
+    """One published run with the plan of it."""
 
     raw: dict
     split: str
@@ -105,21 +106,24 @@ class Point:
     moe_class: str | None  # latency.kernel_class: the fitted MoE kernel this point's experts use; None: 1
     dtype: str  # latency.kernel_dtype: the tensor-core dtype its GEMMs run in
     dep: bool  # attention data parallel + expert parallel
-    roof: latency.Roofline  # per GPU (per rank for DEP), serving costs of FITTED (re-set by predict)
-    kv_mid: float
-    mid: int
-    clients: int  # per replica (per rank for DEP): the closed loop's clients, or what an offline run admits at once
-    requests: int  # offline runs: requests queued per replica (0: closed loop)
-    cached: int  # prompt tokens found in the prefix cache (harness_cached_tokens)
-    max_running: int
-    budget: int
-    api_server: bool
-    gpus: int  # GPUs one replica (the closed loop's unit) uses: tp, or 1 rank for DEP
-    plan_summary: dict  # the plan's summary JSON as PlanInputs can state the point today
+    plan: object  # the point's Plan (closed loop at its clients; offline: at one request)
+    clients: int  # per rank: the closed loop's clients, or what an offline run keeps running
+    requests: int  # offline runs: requests queued per rank (0: closed loop)
+    gpus: int  # GPUs one rank uses (tp)
+    multi_node: bool  # tensor parallelism across nodes (the fitted inter-node message latency applies)
+    intra_latency_us: float  # the all-reduce's latency inside a node
 
     @property
     def id(self) -> str:
         return self.raw["id"]
+
+    @property
+    def roof(self) -> latency.Roofline:
+        return self.plan.roof
+
+    @property
+    def setup(self):
+        return self.plan._load.setup
 
 
 def harness_cached_tokens(p: dict) -> int:
@@ -139,6 +143,66 @@ def trt_requests(p: dict) -> int:
     return 3000
 
 
+# trtllm-bench tunes max_batch_size / max_num_tokens only for these checkpoint formats
+# (tensorrt_llm/bench/build/build.py TUNED_QUANTS: NVFP4, FP8, FP8 block scales, unquantized),
+# at these bytes a weight (tuning.py BYTES_PER_ELEM); others (gpt-oss's MXFP4) take BuildConfig's
+# max_batch_size 2,048 and max_num_tokens 8,192
+TRT_TUNED = {"fp8": 1.0, "nvfp4": 0.5, "bf16": 2.0}
+TRT_KV_FRACTION = 0.95  # --kv_cache_free_gpu_mem_fraction 0.95 (the overview's runs)
+
+
+def trtllm_bench_settings(p: dict, model, device) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench's throughput run picks when none is given
+    (tensorrt_llm/bench/build/tuning.py calc_engine_setting and finetune_setting): the requests of
+    ISL + OSL tokens the whole TP group's memory holds after the weights, counting
+    max(tp, K/V heads) heads of head_dim (hidden / heads without one) on every layer, rounded up
+    optimistically; chunked prefill off, so max_num_tokens >= max ISL + max_batch_size
+    (bench/benchmark/utils/general.py get_settings). Under attention DP both apply per rank."""
+    fmt, tp = weight_format(p), p["tp"]
+    cfg = model.config.get("text_config") or model.config  # ModelConfig reads text_config's fields too
+    if fmt in TRT_TUNED:
+        heads = max(tp, int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]))
+        head = int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+        kv_bytes = 1.0 if p["kv_dtype"] == "fp8" else 2.0
+        per_token_gib = 2 * int(cfg["num_hidden_layers"]) * heads * head * kv_bytes / GIB
+        params = model.weights("auto").total_params * (0.5 if fmt == "nvfp4" else 1.0)  # NVFP4 stores two weights a byte: safetensors counts bytes
+        free = (device.cuda_memory_gib or device.memory_gib) * tp - params * TRT_TUNED[fmt] / GIB
+        raw_bs = min(free * TRT_KV_FRACTION / (per_token_gib * (p["isl"] + p["osl"])), 4096)
+        raw_tokens = min(raw_bs * (1 + p["isl"] / p["osl"]), 32768)
+        bs = max(64, 32 * math.ceil(raw_bs / 32)) if raw_bs < 256 else (128 * math.ceil(raw_bs / 128) if raw_bs < 1024 else 256 * math.ceil(raw_bs / 256))
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256)) if raw_tokens < 4096 else (512 * math.ceil(raw_tokens / 512) if raw_tokens < 8192 else 1024 * math.ceil(raw_tokens / 1024))
+    else:
+        bs, tokens = 2048, 8192
+    return bs, max(tokens, p["isl"] + bs)
+
+
+def sglang_chunked_prefill(device) -> int:
+    """SGLang 0.5's chunked_prefill_size for the GPU's memory (arg_groups/memory_hook.py
+    handle_gpu_memory_settings): 2,048 / 4,096 / 4,096 / 8,192 / 8,192 / 16,384 below 20 / 35 /
+    60 / 90 / 160 GiB / above (issue 22's reading of its source)."""
+    gib = device.cuda_memory_gib or device.memory_gib
+    return next(size for limit, size in ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192), (math.inf, 16384)) if gib < limit)
+
+
+def engine_settings(p: dict, model, device) -> tuple[int, int | None, str]:
+    """(token budget a step, running limit, source) of the harness's engine on this GPU."""
+    engine = ENGINE[p["engine"]]
+    if engine == "trtllm":
+        bs, tokens = trtllm_bench_settings(p, model, device)
+        return tokens, bs, "trtllm-bench's heuristic"
+    if engine == "sglang":
+        return sglang_chunked_prefill(device), None, "SGLang's chunked_prefill_size"
+    from planner.engines.vllm_memory import batch_defaults
+
+    d = batch_defaults(device, VLLM_RELEASE[p["source"]], "vllm serve")
+    return d.max_num_batched_tokens, d.max_num_seqs, d.source
+
+
+# the vLLM release of each harness: tt-inference-server's 2025-07 sweeps ran vLLM 0.10, InferenceMAX's
+# 2026-03 image a 0.1x-0.3x release (the batch defaults are the same from 0.10 on for these GPUs below 160 GiB)
+VLLM_RELEASE = {"tenstorrent": "0.10", "inferencex": "0.19"}
+
+
 @lru_cache(maxsize=64)
 def point(index: int) -> Point:
     p = load()["points"][index]
@@ -147,62 +211,41 @@ def point(index: int) -> Point:
     fmt = weight_format(p)
     dep = "dep" in p["weights"].lower()
     model = prepare_model(load_preset(p["preset"]))
-    limits = latency.runtime_limits(engine, device.memory_gib, device.generation, device.name)
+    budget, max_running, _source = engine_settings(p, model, device)
     closed = p["mode"] == "closed_loop"
-    base = dict(gpu=p["gpu"], tp=p["tp"], gpu_count=p["tp"], ep=p["ep"], input_tokens=p["isl"], output_tokens=p["osl"], weight_dtype=p["weight_dtype"], kv_dtype=p["kv_dtype"], max_batched_tokens=limits.max_batched_tokens)
+    tp, dp = (1, p["tp"]) if dep else (p["tp"], 1)
+    cached = harness_cached_tokens(p)
+    base = dict(
+        gpu=p["gpu"], tp=tp, dp=dp, gpu_count=p["tp"], ep=p["ep"], input_tokens=p["isl"], output_tokens=p["osl"], kv_dtype=p["kv_dtype"],
+        weight_dtype="nvfp4" if fmt == "nvfp4" else p["weight_dtype"], serving_engine=engine, max_batched_tokens=budget, max_num_seqs=max_running,
+    )  # fmt: skip
     if engine == "trtllm":
         base["headroom_bp"] = TRT_HEADROOM_BP
-    probe = compute_plan(make_inputs(**base, sequences=1), model)
-    summary = probe.summary()
-    per_seq = summary["kv_cache"]["bytes_per_reserved_sequence"]
-    roof = probe.roof
-    mid = p["isl"] + p["osl"] // 2
-    specs = probe.inspect.specs
-    kv_scale = parallel.rank_kv_bytes(specs, mid, model.geometry.num_kv_heads) / max(1.0, sum(s.bytes_at(mid) for s in specs)) if dep else 1.0
-    if dep:  # a rank holds its own sequences' K/V whole (all K/V heads; MLA latents are whole under TP too)
-        rank = parallel.expert_data_parallel(roof, p["tp"])
-        memory = parallel.dp_memory(summary["capacity"]["usable_bytes"], rank.weights_bytes, summary["capacity"]["workspace_bytes"], per_seq * kv_scale, p["tp"])
-        admitted, roof, gpus = memory.sequences_per_rank, rank, 1
-    else:
-        admitted, gpus = summary["kv_cache"]["admissible_sequences"], p["tp"]
-    dtype = latency.kernel_dtype(fmt, device.generation, engine)
-    moe_class = latency.kernel_class(fmt, device.generation, engine) if roof.num_experts else None
-    roof = dataclasses.replace(
-        roof,
-        peak_flops=device.peak_flops(dtype),
-        compute_scale=roof.compute_scale * latency.compute_scale(dtype),
-        mla_layers=roof.attn_layers if model.geometry.mla else 0,
-        moe_kernel=latency.moe_kernel(fmt, device.generation, engine)[0] if roof.num_experts else 1.0,
-        fixed_scale=device.fixed_cost_scale,
-        format_layer_s=latency.format_layer_cost(fmt),
-        eff=latency.serving_efficiency(engine),
-    )
+    if cached:  # the previous run's prompts, served from the prefix cache
+        base.update(shared_prefix_tokens=cached, prefix_hit_rate=1.0)
     ranks = p["tp"] if dep else 1
     if closed:
         clients, requests = max(1, math.ceil(p["concurrency"] / ranks)), 0
-    else:  # offline max throughput: every request queued; the runtime admits what memory and its batch limit allow
-        clients, requests = max(1, min(admitted, limits.max_num_seqs)), math.ceil(trt_requests(p) / ranks)
-    plan = compute_plan(make_inputs(**base, sequences=min(clients, requests or clients) * ranks), model)
-    kv_mid = sum(s.bytes_at(mid) for s in plan.inspect.specs) * kv_scale
+        plan = compute_plan(make_inputs(**base, sequences=clients * ranks), model)
+    else:  # offline max throughput: every request queued; the engine runs what memory and its batch limit admit
+        plan = compute_plan(make_inputs(**base, sequences=ranks), model)
+        requests = math.ceil(trt_requests(p) / ranks)
+        clients = max(1, min(plan._ceiling.per_replica, max_running or plan._ceiling.per_replica, requests))
+    intra = device.link_at(min(p["tp"], device.node_gpus))[1]
     return Point(
         raw=p,
         split=split(p),
         engine=engine,
         weight_format=fmt,
-        moe_class=moe_class,
-        dtype=dtype,
+        moe_class=latency.kernel_class(fmt, device.generation, engine) if plan.roof.num_experts else None,
+        dtype=latency.kernel_dtype(fmt, device.generation, engine),
         dep=dep,
-        roof=roof,
-        kv_mid=kv_mid,
-        mid=mid,
+        plan=plan,
         clients=clients,
         requests=requests,
-        cached=harness_cached_tokens(p),
-        max_running=limits.max_num_seqs,
-        budget=limits.max_batched_tokens,
-        api_server=closed,
-        gpus=gpus,
-        plan_summary=plan.summary(),
+        gpus=tp,
+        multi_node=p["tp"] > device.node_gpus,
+        intra_latency_us=intra,
     )
 
 
@@ -212,14 +255,12 @@ def points() -> list[Point]:
 
 def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[str, float] | None = None) -> latency.Roofline:
     """The point's step model with other serving constants (``serving``: SERVING_FIT keys) and
-    kernel scales (``kernels``: KERNEL_FIT keys)."""
+    kernel scales (``kernels``: KERNEL_FIT keys): what ``build_roofline`` would build with them."""
     roof = pt.roof
     if serving is not None:
-        eff = latency.FITTED
-        names = {k: v for k, v in serving.items() if k in latency.SERVING_FIELDS}
-        if pt.engine == "trtllm":
-            names.update(step_s=serving["trtllm_step_s"], seq_s=serving["trtllm_seq_s"])
-        roof = dataclasses.replace(roof, eff=dataclasses.replace(eff, **names))
+        roof = dataclasses.replace(roof, eff=latency.serving_efficiency(pt.engine, serving))
+        if pt.multi_node and "scaleout_message_s" in serving:
+            roof = dataclasses.replace(roof, link_latency_s=(pt.intra_latency_us + serving["scaleout_message_s"] * 1e6) * 1e-6)  # as Device.link_at and build_roofline compute it
     if kernels is not None:
         if pt.moe_class:
             roof = dataclasses.replace(roof, moe_kernel=kernels[pt.moe_class])
@@ -231,18 +272,23 @@ def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[s
 
 
 def predict(pt: Point, roof: latency.Roofline | None = None) -> dict[str, float]:
-    """The planner's figures for the point's measured quantities: TTFT and TPOT (ms, closed loop)
-    and output tokens/s per GPU (tenstorrent's per-user rate 1000 / TPOT where the point says so)."""
-    roof = roof or pt.roof
+    """The planner's figures for the point's measured quantities: TTFT and TPOT (ms) and output
+    tokens/s per GPU (tenstorrent's per-user rate 1000 / TPOT where the point says so), from the
+    plan's load setup with ``roof`` (default the plan's own step model): the closed loop of its
+    clients, or the offline run of its harness's requests in waves of what the plan admits."""
+    setup = pt.setup if roof is None else pt.setup._replace(roof=roof)
     p = pt.raw
     if pt.requests:
-        run = latency.offline(roof, p["isl"], 0, p["osl"], pt.requests, pt.clients, pt.kv_mid, pt.mid, pt.budget)
-        return {"ttft_mean_ms": run.ttft_ms, "tpot_mean_ms": run.tpot_ms, "out_tps_per_gpu": run.output_tokens_per_s / pt.gpus}
-    cl = latency.closed_loop(roof, p["isl"], pt.cached, p["osl"], pt.clients, pt.kv_mid, pt.mid, pt.budget, pt.max_running, pt.api_server)
-    tps = cl.output_tokens_per_s / pt.gpus
+        full, rest = divmod(pt.requests, pt.clients)
+        wave = serving.offline(setup, pt.clients)
+        last = serving.offline(setup, rest) if rest else None
+        duration = full * wave.e2e_ms + (last.e2e_ms if last else 0.0)
+        return {"ttft_mean_ms": wave.ttft_ms, "tpot_mean_ms": wave.tpot_ms, "out_tps_per_gpu": pt.requests * p["osl"] / (duration / 1e3) / pt.gpus}
+    fig = serving.closed(setup, pt.clients)
+    tps = fig.output_tokens_per_s / pt.gpus
     if "Tput User" in p.get("notes", ""):
-        tps = 1000.0 / cl.tpot_ms
-    return {"ttft_mean_ms": cl.ttft_ms, "tpot_mean_ms": cl.tpot_ms, "out_tps_per_gpu": tps}
+        tps = 1000.0 / fig.tpot_ms
+    return {"ttft_mean_ms": fig.ttft_ms, "tpot_mean_ms": fig.tpot_ms, "out_tps_per_gpu": tps}
 
 
 METRICS = ("tpot_mean_ms", "ttft_mean_ms", "out_tps_per_gpu")
@@ -258,10 +304,11 @@ def ratios(pt: Point, roof: latency.Roofline | None = None) -> dict[str, float]:
 
 
 def regime(pt: Point) -> dict[str, str]:
-    """The regime labels the accuracy table groups by (planner.accuracy.regime)."""
+    """The regime labels the accuracy table groups by (planner.accuracy.regime): as a plan of the
+    same shape labels itself (GPUs a replica, clients a replica)."""
     p = pt.raw
     device = get_device(p["gpu"])
-    return accuracy.regime(bool(pt.roof.num_experts), p["tp"], p["concurrency"] or pt.clients, device.generation, pt.engine, device.node_gpus)
+    return accuracy.regime(bool(pt.roof.num_experts), p["tp"], p["concurrency"] or pt.clients * (p["tp"] if pt.dep else 1), device.generation, pt.engine, device.node_gpus)
 
 
 def fitted_quantities(pt: Point) -> list[str]:

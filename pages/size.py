@@ -209,17 +209,18 @@ def main() -> None:
         st.success(f"**{result.answer}**", icon=":material/check_circle:")
         ctx = result.searched["workload"]["context_tokens"]
         st.caption(
-            f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × TP × KV dtype candidates"
+            f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × parallel shape × KV dtype candidates ({result.searched.get('shapes', 'TP')})"
             + (f" and {dis['decode_shapes']} decode × {dis['prefill_shapes']} prefill pool shapes" if (dis := result.searched.get("disaggregated")) and dis.get("searched") else "")
             + f": {result.searched['feasible']} deployments hold the workload. Ranked by cost per hour, then per million output tokens ({COST_BASIS_NAME}, as on the Plan page); the first is minimal "
-            "(one replica fewer does not hold it). p95 TTFT and ITL are the served-latency model's in steady state (prompts arrive at users / end-to-end a second and queue for the prefill budget); the capacity search below checks them in the simulator."
+            "(one replica fewer does not hold it). p95 TTFT and ITL are the load model's: users as clients of a closed loop, a rate as Poisson arrivals (the plan's open loop), "
+            "each prompt queueing for the prefill budget; the capacity search below checks them in the simulator."
         )
 
     rows = []
     for r in recs:
         rows.append(
             {
-                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "engine": r.runtime, "max_num_seqs": r.max_num_seqs,
+                "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "engine": r.runtime, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
@@ -254,7 +255,7 @@ def main() -> None:
             bar = st.progress(0.0, text="Starting…")
             caps = []
             for k, rec in enumerate([r for r in recs if not r.disaggregated][: int(top)]):  # the simulator runs aggregated replicas
-                name = f"{rec.gpu_count} × {rec.gpu} TP {rec.tp}"
+                name = f"{rec.gpu_count} × {rec.gpu} TP {rec.tp}" + (f" DP {rec.dp}" if rec.dp > 1 else "") + (f" PP {rec.pp}" if rec.pp > 1 else "")
 
                 def progress(frac: float, msg: str, k: int = k, name: str = name) -> None:
                     bar.progress(min(1.0, (k + frac) / int(top)), text=f"{name}: {msg}")

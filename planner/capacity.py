@@ -45,10 +45,11 @@ class SequenceReservation(Result):
     state_bytes: int  # recurrent state (Mamba/linear), fixed per sequence
     blocks: dict[str, int]  # paged: blocks per layer for each layer group
     encoder_bytes: int = 0  # cross-attention K/V over the encoder's (image) tokens
+    draft_bytes: int = 0  # a speculative proposer's K/V of the reserved tokens (EAGLE-3 head, draft model)
 
     @property
     def total_bytes(self) -> int:
-        return self.kv_bytes + self.state_bytes + self.encoder_bytes
+        return self.kv_bytes + self.state_bytes + self.encoder_bytes + self.draft_bytes
 
 
 def _group_label(spec: KVSpec) -> str:
@@ -117,7 +118,27 @@ def largest_within(cost: Callable[[int], float], bound: float, top: int) -> int:
     Bisection: about log2(top) calls of ``cost``."""
     if cost(1) > bound:
         return 0
-    lo, hi = 1, top
+    return _largest_from(cost, bound, 1, top)
+
+
+def largest_within_galloping(cost: Callable[[int], float], bound: float, top: int) -> int:
+    """:func:`largest_within` found from below: ``cost`` at 1, 2, 4, ... until it exceeds
+    ``bound`` (or ``top``), then bisection between the last two. The same answer for a ``cost``
+    that does not fall as ``c`` grows, in about 2 log2(answer) calls that stay near the answer:
+    a closed-loop p95 far above the SLO (a saturated prefill budget) is the slowest to compute."""
+    if cost(1) > bound:
+        return 0
+    lo = 1
+    while lo < top:
+        probe = min(top, 2 * lo)
+        if cost(probe) > bound:
+            return _largest_from(cost, bound, lo, probe - 1)
+        lo = probe
+    return lo
+
+
+def _largest_from(cost: Callable[[int], float], bound: float, lo: int, hi: int) -> int:
+    """The largest ``c`` in ``lo``..``hi`` with ``cost(c) <= bound``, given ``cost(lo) <= bound`` (bisection)."""
     while lo < hi:
         m = (lo + hi + 1) // 2
         if cost(m) <= bound:

@@ -461,14 +461,14 @@ def cmd_size(args: argparse.Namespace) -> int:
     engines = "engines" in result.searched  # an engine column only when the search compared engines
     tiers = any(r.cache_hit_rate is not None for r in recs)  # a session workload: the CPU tier searched and the hit rate
     extra = f" {'cpu GiB':>7} {'hit':>5}" if tiers else ""
-    emit(f"{'gpu':16} {'tp':>3} {'rep':>4} {'gpus':>5} {'kv':5} " + (f"{'engine':7} " if engines else "") + f"{'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
+    emit(f"{'gpu':16} {'tp':>3} {'dp':>3} {'pp':>3} {'ep':>3} {'rep':>4} {'gpus':>5} {'kv':5} " + (f"{'engine':7} " if engines else "") + f"{'seqs/rep':>9} {'max_seqs':>8}{extra} {'$/h':>8} {'$/Mtok':>8} {'TTFT p95':>8} {'ITL p95':>7} {'req/s':>7} {'sim req/s':>9}  binding")
     for r in recs:
         sim_rate = f"{r.capacity.max_rate_per_s:9.3g}" if r.capacity else f"{'-':>9}"
         if r.disaggregated:
             emit(f"  pools {r.disagg}: KV transfer {r.kv_transfer_ms:,.1f} ms")
         cells = f" {r.cpu_tier_gib or 0:7,.0f} {r.cache_hit_rate or 0:5.0%}" if tiers else ""
         emit(
-            f"{r.gpu:16} {r.tp:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} " + (f"{r.runtime:7} " if engines else "") + f"{r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
+            f"{r.gpu:16} {r.tp:3d} {r.dp:3d} {r.pp:3d} {r.ep:3d} {r.replicas:4d} {r.gpu_count:5d} {r.kv_dtype:5} " + (f"{r.runtime:7} " if engines else "") + f"{r.sequences_per_replica:9,d} {r.max_num_seqs:8,d}{cells} {r.cost_per_hour:8.2f} {r.cost_per_million_tokens:8.2f} "
             f"{r.ttft_p95_ms:8.0f} {r.itl_p95_ms:7.1f} {r.sustainable_rate:7.3g} {sim_rate}  {r.binding_constraint}"
         )
     for r in recs:
@@ -479,7 +479,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     for r in recs[:3]:
         if r.serve_command:
             emit(f"serve {r.gpu} TP {r.tp} x{r.replicas}: {r.serve_command}")
-    emit(f"searched {result.searched['candidates']} GPU x TP x KV dtype{' x engine' if engines else ''} candidates: {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
+    emit(f"searched {result.searched['candidates']} GPU x parallel shape x KV dtype{' x engine' if engines else ''} candidates ({result.searched['shapes']}): {result.searched['feasible']} hold the workload, {result.searched['refused']} do not; ranked by {result.searched['ranking']}")
     vllm = [r for r in result.refused if "refuses to start" in r.reason]
     for r in vllm[:5]:
         emit(f"refused {r.gpu} TP {r.tp} {r.kv_dtype}: {r.reason}")

@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict
 from planner import capacity, latency
 from planner.errors import PlannerError
 from planner.hardware import Device, get_device
-from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, serving
 from planner.plan.stages import kv_held
+from planner.roots import illinois
 
 # NIXL's cost per transfer descriptor (one block of one layer's K or V on one GPU). vLLM's RFC
 # #50913 (NixlConnector, 8 x L20, Qwen3-32B-FP8 TP2 3P1D, ~4.9k-token prompts): --block-size 16
@@ -224,11 +225,6 @@ class DecodeModel(PoolModel):
         return self.plan.inputs.output_tokens
 
     @cached_property
-    def _kv_mid(self) -> tuple[int, int]:
-        mid = self.prompt_tokens + self.generated // 2
-        return mid, kv_held(self.plan.inspect, self.plan.reservation)(mid)
-
-    @cached_property
     def _steps(self) -> dict[int, float]:
         return {}
 
@@ -236,8 +232,7 @@ class DecodeModel(PoolModel):
         """The decode step at ``sequences`` sequences (memoised: the search asks for each many times)."""
         hit = self._steps.get(sequences)
         if hit is None:
-            mid, kv_mid = self._kv_mid
-            hit = self._steps[sequences] = self.plan.roof.decode_step_s(max(1, sequences), kv_mid, mid)
+            hit = self._steps[sequences] = serving.decode_step_s(self.plan._load.setup, sequences)  # the plan's serving model
         return hit
 
     def step_at(self, sequences: float) -> float:
@@ -309,8 +304,8 @@ def link_between(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tupl
     if p.name == d.name and gpus_total <= p.node_gpus:
         return "NVLink", p.link_gb_s, p.link_latency_us, p.link_source
     if p.scaleout_gb_s <= d.scaleout_gb_s:
-        return "scale-out NIC", p.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), p.scaleout_source
-    return "scale-out NIC", d.scaleout_gb_s, max(p.scaleout_latency_us, d.scaleout_latency_us), d.scaleout_source
+        return "scale-out NIC", p.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), p.scaleout_source
+    return "scale-out NIC", d.scaleout_gb_s, max(p.nic_latency_us, d.nic_latency_us), d.scaleout_source
 
 
 def transfer_terms(prefill: PoolModel, decode: PoolModel, gpus_total: int) -> tuple[dict[str, float], tuple[str, float, float, str], int, int]:
@@ -440,33 +435,16 @@ def operate(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, rate: fl
 def at_users(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, users: float) -> Operating:
     """The deployment ``x`` prefill x ``y`` decode replicas with ``users`` requests in flight: a
     request spends its mean end-to-end time in the system, so users = rate x e2e (Little); e2e grows
-    with the rate (the prefill queue, the decode pool's load), so the rate is bisected. The one split
+    with the rate (the prefill queue, the decode pool's load), so the rate is solved for
+    (:func:`planner.roots.illinois`; past saturation its step halves the bracket). The one split
     of the users between the pools that the plan (:func:`plan_disagg`) and the size search
     (:func:`hold_users`) both show."""
     def excess(rate: float) -> float:
         return rate * operate(prefill, decode, x, y, rate).e2e_mean_s - users  # increasing in the rate
 
-    lo, hi = 0.0, users / max(1e-9, prefill.prefill_s + decode_time_s(decode, 1, 0.0))
-    f_lo, f_hi = -float(users), excess(hi)
-    side = 0
-    for _ in range(200):  # regula falsi (Illinois), halving where the far end is past saturation
-        mid = (lo + hi) / 2 if not math.isfinite(f_hi) else (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        f_mid = excess(mid)
-        if f_mid < 0:
-            lo, f_lo = mid, f_mid
-            if side == -1 and math.isfinite(f_hi):
-                f_hi /= 2
-            side = -1
-        else:
-            hi, f_hi = mid, f_mid
-            if side == 1:
-                f_lo /= 2
-            side = 1
-        if abs(f_mid) <= 1e-9 * users:
-            return operate(prefill, decode, x, y, mid)
-        if hi - lo <= 1e-12 * hi:
-            break
-    return operate(prefill, decode, x, y, lo)
+    hi = users / max(1e-9, prefill.prefill_s + decode_time_s(decode, 1, 0.0))  # the rate if nothing waited: above the root
+    rate = illinois(excess, 0.0, hi, -float(users), excess(hi), f_tol=1e-9 * users, x_rel=1e-12, iterations=200)
+    return operate(prefill, decode, x, y, rate)
 
 
 def hold_users(prefill: PrefillModel, decode: DecodeModel, x: int, y: int, users: int, sequences: int, ttft_slo_ms: float | None) -> Operating | None:

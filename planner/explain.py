@@ -114,6 +114,8 @@ def model_terms(plan: Plan) -> frozenset[str]:
     terms = set(r.decode_terms_ms) | set(r.prefill_terms_ms) | latency.SERVED_TERMS | plan.memory_terms()
     if plan.roof is not None and plan.roof.fixed_s() > 0:
         terms.add("fixed_per_layer")
+    if plan.latency.source != "observed" and plan.latency.preprocessing_ms > 0:
+        terms.add("api_server")  # the engine's fitted API server time (or the given preprocessing)
     return frozenset(terms) | cache_explain.cache_terms(plan)
 
 
@@ -150,11 +152,11 @@ PHENOMENA: tuple[Phenomenon, ...] = (
     Phenomenon("Encoder outputs", frozenset({"encoder_outputs"}), _always, "a multimodal engine's cache of vision / audio encoder outputs is not counted (cross-attention K/V over image tokens is, as image tokens per request)."),
     Phenomenon("fp8 scales", frozenset({"fp8_scales"}), lambda p: p.inspect.kv_dtype == "fp8", "fp8 per-tensor K/V scales are not counted."),
     Phenomenon("Integer-cache scales", frozenset({"quantization_scales"}), lambda p: p.inspect.kv_dtype in ("int8", "int4"), "the fp16 scale and zero-point of each group of an integer cache are not counted."),
-    Phenomenon("Speculative decoding", frozenset({"draft_model"}), _always, "draft-model weights and their K/V, and target-side lookahead slots, are not counted (MTP layers are, when MTP is on)."),
+    Phenomenon("Speculative decoding", frozenset({"draft_model"}), lambda p: p.inputs.spec_method != "none", "draft-model weights and their K/V are not counted."),
     Phenomenon("LoRA adapters", frozenset({"lora"}), _always, "adapter weights and their slots are not counted."),
     Phenomenon("Offload", frozenset({"offload"}), _always, "K/V offload or swap to CPU or NVMe and pinned host buffers are not counted."),
     Phenomenon("Beam search / n > 1", frozenset({"beam_sharing"}), _always, "each beam or parallel sample is a sequence; prompt blocks shared across beams are not deduplicated."),
-    Phenomenon("Pipeline parallelism", frozenset({"pipeline"}), _always, "stages split over GPUs (their memory and bubbles) are not planned: only tensor and expert parallelism are."),
+    Phenomenon("Pipeline parallelism", frozenset({"pipeline"}), lambda p: p.inputs.pp > 1, "the hand-offs between pipeline stages are not timed."),
     Phenomenon("Prefix-cache eviction", frozenset({"prefix_eviction"}), lambda p: p.prefix.applies, "shared blocks are assumed to stay resident; eviction under memory pressure is not modelled (give a session workload for the LRU model of it)."),
     # latency
     Phenomenon("Tensor-parallel all-reduce", frozenset({"allreduce"}), lambda p: p.inputs.tp > 1, "the all-reduces between tensor-parallel GPUs are not timed."),
@@ -162,10 +164,22 @@ PHENOMENA: tuple[Phenomenon, ...] = (
     Phenomenon("Kernel launches", frozenset({"fixed_per_layer"}), _always, "kernel launch and tail costs per layer are not timed."),
     Phenomenon("Prefill queue", frozenset({"prefill_queue"}), _always, "the wait of a prompt behind the others for the prefill budget is not timed."),
     Phenomenon("Prefill/decode interference", frozenset({"mixed_prefill_decode_steps"}), _always, "prefill chunks that share steps with decodes (and lengthen them) are not timed."),
-    Phenomenon("Engine CPU time", frozenset({"step_overhead"}), _always, "the engine's CPU work between steps (scheduling, sampling, detokenisation) is not timed: each step is GPU time only."),
-    Phenomenon("Network", frozenset({"network"}), _always, "request transport and HTTP handling count only as the queue and preprocessing times you give."),
+    Phenomenon("Engine CPU time", frozenset({"runtime"}), _always, "the engine's CPU work between steps (scheduling, sampling, detokenisation) is not timed: each step is GPU time only."),
+    Phenomenon("API server", frozenset({"api_server"}), lambda p: p.latency.source != "observed", "HTTP handling, the chat template and tokenisation before the engine count only as the preprocessing time you give."),
+    Phenomenon("Network", frozenset({"network"}), _always, "request transport between the client and the server counts only as the queue time you give."),
     Phenomenon("Preemption", frozenset({"preemption"}), _always, "an admitted load never preempts here; recomputation after a preemption is what the simulator shows."),
 )
+
+
+def _load_note(plan: Plan) -> str:
+    """What the load the latency is timed at assumes (the plan's load kind)."""
+    if plan.roofline.load_kind == "closed loop":
+        return (
+            "the requested sequences are clients in a closed loop (each sends its next request when its last one finishes, as load generators at a fixed concurrency do); "
+            "a prompt waits for the step in flight and for the prefill budget behind the other clients' prompts (M/D/1), and prefill chunks ride in the decode steps; "
+            "the burst figure is every prompt at once."
+        )
+    return "requests arrive as a Poisson stream at the given rate, the requests in flight follow from Little's law, and prompts queue for the prefill budget (M/D/1); the burst figure is every prompt at once."
 
 
 def _headroom_note(plan: Plan) -> str:
@@ -196,8 +210,16 @@ def assumptions(plan: Plan, terms: frozenset[str] | None = None) -> tuple[Note, 
             + ", ".join(step_terms)
             + f", each the larger of its compute and memory time{fixed}, at the device's datasheet peak and bandwidth times MFU {plan.inputs.mfu:g} / MBU {plan.inputs.mbu:g} and efficiency curves fitted to measured kernels.",
         ),
-        Note("Served load", "prompts arrive as a Poisson stream at requests / end-to-end a second (steady state) and queue for the prefill budget (M/D/1); the burst figure is every prompt at once."),
+        Note("Served load", _load_note(plan)),
+        Note("Serving engine", f"the fixed costs a real {plan.roofline.serving_engine} run adds to the kernels (host work per step and sequence, per-layer gaps, MoE routing, MLA, the API server) are fitted to published end-to-end runs (docs/serving_fit.md); each latency and throughput figure carries the accuracy band of published runs like this plan."),
     ]
+    if plan.inputs.dp > 1:
+        out.append(Note("Attention data parallelism", f"{plan.inputs.dp} ranks of TP {plan.inputs.tp} each hold their own sequences' K/V and the dense and attention weights; the experts spread over EP {plan.inputs.ep}; every MoE layer waits for the slowest rank, so a prompt's chunk on any rank lengthens every rank's step."))
+    if plan.inputs.pp > 1:
+        out.append(Note("Pipeline parallelism", f"{plan.inputs.pp} stages split the layers evenly (K/V and weights: the busiest stage's share); the running sequences go through the stages as {plan.inputs.pp} micro-batches, so a token waits for {plan.inputs.pp} stage steps and {plan.inputs.pp - 1} hand-offs; vLLM's block reservation is not applied per stage."))
+    if plan.inputs.spec_method != "none":
+        r = plan.roofline
+        out.append(Note("Speculative decoding", f"{r.spec_method}: {r.spec_tokens} drafts a step verified together, {r.spec_acceptance_length:.2f} tokens kept a step ({r.spec_acceptance_source}); it scales the decode steps of the load by its step model's TPOT at the same batch."))
     if roof is not None and _is_moe(plan):
         out.append(Note("Expert routing", f"uniform: a step over T tokens reads 1 - (1 - {roof.experts_per_token}/{roof.num_experts})^T of each MoE layer's experts."))
     cache_note = cache_explain.assumption(plan)
@@ -314,7 +336,8 @@ def _admission_steps(plan: Plan) -> tuple[str, ...]:
 def _latency_steps(plan: Plan) -> tuple[str, ...]:
     lat, r = plan.latency, plan.roofline
     generated = plan.inputs.generated_tokens or plan.inputs.output_tokens
-    out = [f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f} = {fmt_ms_step(lat.time_to_first_token_ms)} ({lat.source})"]
+    first = "" if lat.source == "observed" else " (the last prefill step emits the first token)"
+    out = [f"TTFT = queue {lat.queue_ms:,.1f} + preprocessing {lat.preprocessing_ms:,.1f} + prefill {lat.prefill_ms:,.1f} + first decode {lat.first_decode_ms:,.1f}{first} = {fmt_ms_step(lat.time_to_first_token_ms)} ({lat.source}, {r.load_label})"]
     if lat.source == "observed":
         if generated > 1:
             out.append(f"ITL = remaining decode {lat.remaining_decode_ms:,.1f} / ({generated:,} - 1) = {fmt_ms_step(lat.mean_inter_token_latency_ms)}")
@@ -377,11 +400,16 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
         f"{lat.output_tokens_per_second:,.1f} tok/s out, end-to-end {lat.end_to_end_ms:,.1f} ms"
     )
     if lat.source != "observed":
-        lines.append(f"             at 1 request: prefill {r.prefill_ms_at_1_request:,.1f} ms, ITL {r.itl_ms_at_1_request:,.2f} ms; wait behind other prompts {r.prefill_wait_ms:,.1f} ms")
+        lines.append(f"             at 1 request: prefill {r.prefill_ms_at_1_request:,.1f} ms, ITL {r.itl_ms_at_1_request:,.2f} ms; wait the load adds {r.prefill_wait_ms:,.1f} ms")
         lines.append(
             f"             p95: TTFT {r.ttft_p95_ms:,.1f} ms, ITL {r.itl_p95_ms:,.1f} ms ({r.prefill_step_share:.0%} of steps carry a prefill chunk); "
             f"prefill budget {r.prefill_utilisation:.0%} used{' (SATURATED: prompts queue)' if r.prefill_saturated else ''}; all prompts at once: the last waits {r.burst_wait_max_ms:,.1f} ms"
         )
+        lines.append(
+            f"throughput   {r.output_tokens_per_second_per_gpu:,.1f} output tok/s a GPU ({at}); {r.max_throughput_tokens_per_second_per_gpu:,.1f} at most ({r.max_throughput_label})"
+            + (f"; speculative decoding {r.spec_method} x{r.spec_speedup:.2f}" if r.spec_method != "none" else "")
+        )
+        lines.append("accuracy     " + "; ".join(f"{k}: {v}" for k, v in band_texts(plan).items()))
     if cache_line:
         lines.append(cache_line)
     return tuple(lines)
@@ -421,18 +449,27 @@ def pool_figures(plan: Plan) -> str:
     return out
 
 
+def band_texts(plan: Plan) -> dict[str, str]:
+    """Per figure ("TTFT", "TPOT", "throughput"), how far published runs like this plan landed from
+    the model ("±18 % on points like this one, n=12"), or the warning that none covers it."""
+    acc = plan.roofline.accuracy
+    return {"TTFT": acc.get("ttft", ""), "TPOT": acc.get("tpot", ""), "throughput": acc.get("throughput", "")}
+
+
 def metric_help(plan: Plan) -> MetricHelp:
     """The help text of each headline metric of the Plan page, with this plan's numbers."""
     kv, cap, lat, r, c = plan.kv_cache, plan.capacity, plan.latency, plan.roofline, plan.cost
     observed = lat.source == "observed"
     at = r.load_label + ("" if r.load_admitted else " (not admitted)")
     per_replica = f"{cap.sequences_per_replica:,} per replica x {cap.replicas:,} replicas" if cap.replicas > 1 else "one replica"
+    bands = band_texts(plan)
     ttft = f"Mean time to first token {at} ({lat.source})" + (
         ""
         if observed
-        else f", including {fmt_ms_step(r.prefill_wait_ms)} waiting behind the other prompts in steady state (p95 {fmt_ms_step(r.ttft_p95_ms)}); "
+        else f", including the API server's {fmt_ms_step(lat.preprocessing_ms)} and {fmt_ms_step(r.prefill_wait_ms)} that the load adds (the step in flight, the other prompts ahead; p95 {fmt_ms_step(r.ttft_p95_ms)}); "
         f"at 1 request the prefill is {fmt_ms_step(r.prefill_ms_at_1_request)}. Worst moment, all prompts arriving at once: {fmt_ms_step(r.burst_wait_max_ms)} more for the last."
         + (" The prefill cannot keep up with the arrivals at this load: prompts queue." if r.prefill_saturated else "")
+        + f" Accuracy: {bands['TTFT']}."
     )
     long_steps = r.prefill_step_share > 0.05
     itl = f"Mean inter-token latency {at} per replica ({lat.source})" + (
@@ -442,6 +479,7 @@ def metric_help(plan: Plan) -> MetricHelp:
         + (", so the p95 gap falls among those steps: a smaller max batched tokens shortens it." if long_steps else ", so the p95 gap is a decode-only step.")
         + f" p95 {fmt_ms_step(r.itl_p95_ms)}, p99 {fmt_ms_step(r.itl_p99_ms)}."
         + (mean_above_p95(plan) or "")
+        + f" Accuracy: {bands['TPOT']}."
     )
     return MetricHelp(
         max_sequences=f"The most concurrent sequences all replicas admit (bound by {LIMIT_LABELS.get(kv.binding_constraint, kv.binding_constraint)}). Memory alone admits {kv.maximum_sequences_by_memory:,} ({per_replica}; {memory_basis(plan)}); {kv.requested_sequences:,} requested.",

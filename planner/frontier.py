@@ -5,7 +5,7 @@ replica (1, 2, 4, ... up to what memory and vLLM's ``max_num_seqs`` admit, plus 
 SLO admits): a point of **output tokens/s per GPU** (the shape's capacity at that load, per GPU)
 against **tokens/s per user** (1000 / mean TPOT), as InferenceMAX and AIConfigurator publish them.
 
-* aggregated (one GPU kind, TP x EP, KV dtype): :func:`planner.latency.served` at ``c``
+* aggregated (one GPU kind, TP x EP, KV dtype): the plan's closed loop (:func:`planner.plan.serving.closed`) at ``c``
   requests a replica, the same served-latency model as :func:`planner.plan.compute_plan`
   (its p95 TTFT and ITL, prefill chunks riding in the decode steps);
 * disaggregated: a decode shape at ``c`` sequences a replica (:mod:`planner.disagg`) with the
@@ -26,10 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner import capacity, disagg, latency
+from planner import capacity, disagg
 from planner.disagg import DecodeModel, PoolModel, PrefillModel
-from planner.plan import Plan, PreparedModel
-from planner.plan.stages import kv_held
+from planner.plan import Plan, PreparedModel, serving
 
 DISAGG_BLOCK_TOKENS = 64  # disaggregated pools plan 64-token blocks unless told (vLLM RFC #50913: NIXL's descriptors)
 SHORTLIST = 3  # prefill shapes kept per decode shape after the quick cost screen
@@ -111,17 +110,12 @@ class AggPoint:
 
 def agg_point(plan: Plan, c: int) -> AggPoint:
     """One aggregated replica of ``plan``'s shape (a plan on ``tp`` GPUs) at ``c`` concurrent
-    requests: the figures :func:`compute_plan` gives at ``sequences=c`` (tests/test_disagg.py
-    checks they agree), from its step model without planning again."""
-    roof, inputs = plan.roof, plan.inputs
-    prompt, cached, generated = plan.context.input_tokens, int(plan.prefix.cached_prompt_tokens_expected), inputs.output_tokens
-    kv_at = kv_held(plan.inspect, plan.reservation)
-    mid = prompt + generated // 2
-    s = latency.served(roof, prompt, cached, generated, c, kv_at(mid), mid, plan.batching.tokens)  # given, or vLLM's default for the GPU
-    first = roof.decode_step_s(c, kv_at(prompt + 1), prompt + 1) * 1e3
-    prefill = roof.prefill_s(prompt - cached, cached) * 1e3
-    e2e = (prefill + s.wait_ms + first + s.itl_ms * max(0, generated - 1)) / 1e3
-    return AggPoint(c, prefill + s.wait_p95_ms + first, s.itl_p95_ms, s.itl_ms, e2e, c * 1000.0 / s.itl_ms if s.itl_ms else 0.0)
+    requests: the figures :func:`compute_plan` gives at ``sequences=c`` (its serving model's
+    closed loop of ``c`` clients, :func:`planner.plan.serving.closed`; tests/test_disagg.py checks
+    they agree), without planning again."""
+    fig = serving.closed(plan._load.setup, c)
+    queue = plan.inputs.queue_ms or 0.0
+    return AggPoint(c, queue + fig.ttft_p95_ms, fig.tpot_p95_ms, fig.tpot_ms, fig.e2e_ms / 1e3, c * 1000.0 / fig.tpot_ms if fig.tpot_ms else 0.0)
 
 
 def _agg_replicas(point: AggPoint, users: int | None, rate: float | None) -> int:
@@ -201,14 +195,14 @@ class PrefillTable:
         self.link_gb_s = np.array([d.link_gb_s for d in devices])
         self.link_us = np.array([d.link_latency_us for d in devices])
         self.scaleout_gb_s = np.array([d.scaleout_gb_s for d in devices])
-        self.scaleout_us = np.array([d.scaleout_latency_us for d in devices])
+        self.scaleout_us = np.array([d.nic_latency_us for d in devices])
 
     def transfer_ms(self, decode: DecodeModel) -> np.ndarray:
         """:func:`disagg.transfer_ms` of every prefill shape beside one replica of ``decode``."""
         d = decode.device
         same = np.array([g == d.name for g in self.gpu]) & (self.tp + decode.tp <= self.node_gpus)
         gb_s = np.where(same, self.link_gb_s, np.minimum(self.scaleout_gb_s, d.scaleout_gb_s))
-        us = np.where(same, self.link_us, np.maximum(self.scaleout_us, d.scaleout_latency_us))
+        us = np.where(same, self.link_us, np.maximum(self.scaleout_us, d.nic_latency_us))
         per_decode = decode.kv_prompt_bytes
         per_prefill = np.ceil(per_decode * decode.tp / self.tp)
         return us / 1e3 + np.maximum(per_decode, per_prefill) / (gb_s * 1e6) + decode.descriptors * disagg.NIXL_DESCRIPTOR_S * 1e3

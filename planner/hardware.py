@@ -17,9 +17,12 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner import latency
 from planner.errors import PlannerError
 from planner.gpu_memory import GPU_MEMORY, cuda_total_mib
 from planner.units import GIB
+
+NIC_MESSAGE_US = 25.0  # a message across nodes, estimate (NCCL's small-message all-reduce over two nodes; Device.scaleout_source)
 
 
 class Device(BaseModel):
@@ -54,7 +57,7 @@ class Device(BaseModel):
     generation: str = ""  # architecture: ampere, ada, hopper, blackwell, blackwell-ultra, blackwell-rtx, turing, cdna3, cdna4
     node_gpus: int = Field(default=8, ge=1, le=4096)  # GPUs in one scale-up (NVLink / Infinity Fabric) domain
     scaleout_gb_s: float = Field(default=50.0, gt=0, le=100_000)  # inter-node NIC bandwidth per GPU per direction, 10^9 bytes/s
-    scaleout_latency_us: float = Field(default=25.0, ge=0, le=10_000)  # added per all-reduce message that leaves the node
+    scaleout_latency_us: float | None = Field(default=None, ge=0, le=10_000)  # added per message that leaves the node (None: the fitted figure, latency.SERVING_FIT)
     scaleout_source: str = "one 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate: NCCL's small-message all-reduce over two nodes)"
     fixed_cost_scale: float = Field(default=1.0, gt=0, le=100)  # per-layer fixed costs and per-step host overhead vs the CUDA stack's (fitted)
     fixed_cost_source: str = ""
@@ -84,7 +87,20 @@ class Device(BaseModel):
             return gb_s, us
         g, n = self.node_gpus, -(-tp // self.node_gpus)
         seconds_per_byte = (2.0 * (g - 1) / g) / gb_s + (2.0 * (n - 1) / n) / (g * self.scaleout_gb_s)
-        return (2.0 * (tp - 1) / tp) / seconds_per_byte, us + self.scaleout_latency_us
+        return (2.0 * (tp - 1) / tp) / seconds_per_byte, us + self.scaleout_us
+
+    @property
+    def nic_latency_us(self) -> float:
+        """One message's latency over the NICs as the catalog states it (the disaggregated pools'
+        KV transfer): the entry's, else the sourced estimate of ``scaleout_source`` (25 us). The
+        plan's inter-node all-reduce uses :attr:`scaleout_us` (fitted) instead."""
+        return self.scaleout_latency_us if self.scaleout_latency_us is not None else NIC_MESSAGE_US
+
+    @property
+    def scaleout_us(self) -> float:
+        """Latency added per message that leaves the node: the entry's, else the inter-node message
+        latency fitted to the published multi-node runs (latency.SERVING_FIT, docs/serving_fit.md)."""
+        return self.scaleout_latency_us if self.scaleout_latency_us is not None else latency.SERVING_FIT["scaleout_message_s"] * 1e6
 
     @property
     def memory_bytes(self) -> int:

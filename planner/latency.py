@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from planner.errors import PlannerError
 from planner.results import Result
@@ -158,17 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0006601,
-    "seq_s": 7.505e-06,
-    "serve_layer_s": 9.913e-06,
-    "serve_moe_layer_s": 2.139e-05,
-    "mla_layer_s": 6.039e-05,
-    "api_s": 0.004226,
-    "api_token_s": 9.642e-07,
-    "trtllm_step_s": 0.001998,
-    "trtllm_seq_s": 2.411e-05,
+    "step_s": 0.0006327,
+    "seq_s": 6.528e-06,
+    "serve_layer_s": 8.353e-06,
+    "serve_moe_layer_s": 1.631e-05,
+    "mla_layer_s": 4.976e-05,
+    "api_s": 0.003961,
+    "api_token_s": 7.016e-07,
+    "trtllm_step_s": 0.002677,
+    "trtllm_seq_s": 1.666e-05,
+    "sglang_api_s": 0.1579,
+    "sglang_step_s": 0.0007085,
+    "sglang_seq_s": 1.002e-05,
+    "scaleout_message_s": 0.0001078,
 }
-KERNEL_FIT = {"w4a16": 1.525, "int4": 0.8905, "w4a8": 1, "fp4": 1.047, "moe_fp8": 0.9276, "gemm_fp8": 0.806, "int4_layer_s": 6.039e-05}
+KERNEL_FIT = {"w4a16": 1.185, "int4": 0.7929, "w4a8": 1, "fp4": 0.8746, "moe_fp8": 1.155, "gemm_fp8": 0.8046, "int4_layer_s": 7.38e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
@@ -267,6 +272,9 @@ class Roofline(Result):
     fixed_scale: float = 1.0  # the software stack's serving fixed costs relative to CUDA's (catalog fixed_cost_scale)
     dp: int = 1  # attention data-parallel ranks whose tokens every MoE layer serves together (experts over ep ranks)
     format_layer_s: float = 0.0  # what the weight format's kernels add per layer at small batch (format_layer_cost())
+    pp: int = 1  # pipeline stages: this model is one stage's (parallel.pipeline_stage), a step crosses all of them
+    pp_link_bytes_s: float = 0.0  # the link between consecutive stages (NVLink inside a node, the NIC between nodes)
+    pp_link_latency_s: float = 0.0
     eff: Efficiency = FLAT
     _k: _StepConstants = field(init=False, repr=False, compare=False)  # derived once (see __post_init__)
 
@@ -332,6 +340,31 @@ class Roofline(Result):
         hit = k.memo.get(key)
         if hit is not None:
             return hit
+        out = self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens) if self.pp > 1 else self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        hit = (out, sum(out.values()))
+        _remember(k.memo, key, hit)
+        return hit
+
+    def _pipeline_terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> dict[str, float]:
+        """A step through ``pp`` pipeline stages (this model is one stage's): the step's sequences
+        run as pp micro-batches, one in each stage at a time (vLLM's and SGLang's schedule), so a
+        sequence's next token comes after its micro-batch crossed every stage: pp stage steps of
+        one micro-batch plus pp - 1 hand-offs of its hidden states (``pipeline``). A prompt's
+        tokens stay in one micro-batch (a prefill alone crosses the stages whole); decodes split
+        evenly, and the micro-batch carrying the prompt sets the pace."""
+        pp, t, s = self.pp, max(1, tokens), max(1, logits)
+        decodes = s - 1 if t > s else t  # a step of T > S tokens carries one prompt's T - S + 1
+        prompt = t - decodes
+        micro_d = -(-decodes // pp)
+        micro_t = prompt + micro_d
+        stage = self._stage_terms(micro_t, (1 if prompt else 0) + micro_d, kv_read_bytes * (micro_d / decodes if decodes else 1.0), attn_flops * micro_t / t, prompt_tokens)
+        out = {name: pp * v for name, v in stage.items()}
+        out["pipeline"] = (pp - 1) * (self.pp_link_latency_s + micro_t * self.hidden * self.act_bytes / max(1.0, self.pp_link_bytes_s))
+        return out
+
+    def _stage_terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> dict[str, float]:
+        """The terms of one step on this GPU (the class docstring): no pipeline."""
+        k = self._k
         e = self.eff
         peak = k.peak
         t = max(1, tokens)
@@ -359,9 +392,7 @@ class Roofline(Result):
             out["other"] = k.other_fixed + self.layers * t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s
         if k.runtime:
             out["runtime"] = k.runtime_step + k.runtime_seq * max(1, logits)
-        hit = (out, sum(out.values()))
-        _remember(k.memo, key, hit)
-        return hit
+        return out
 
     def fixed_s(self) -> float:
         """Seconds of fixed cost every step pays whatever its size, summed over the terms that
@@ -407,7 +438,8 @@ class Roofline(Result):
 
 
 _MEMO_ENTRIES = 256  # steps remembered per Roofline (a plan needs a few; its SLO bisections a few dozen)
-MEMO_BYTES = _MEMO_ENTRIES * 1200  # what a full memo holds at most (key, seven terms, their sum)
+_LOAD_MEMO_ENTRIES = 512  # load figures remembered per Roofline (a size search probes a few hundred loads on one shape)
+MEMO_BYTES = _MEMO_ENTRIES * 1200 + _LOAD_MEMO_ENTRIES * 1600  # what full memos hold at most (steps: key, seven terms, their sum; loads: a result of ~20 floats)
 
 
 def _remember(memo: dict, key: tuple, value: object, entries: int = _MEMO_ENTRIES) -> None:
@@ -423,7 +455,7 @@ class _StepConstants:
     steps computed so far (the same step is asked for several times in a plan)."""
 
     __slots__ = ("peak", "bw", "dense_fixed", "dense_memory", "dense_flops", "lm_head", "lm_head_memory", "lm_head_flops", "moe", "moe_untouched", "moe_peak_eff", "expert_width")
-    __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo")
+    __slots__ += ("expert_width_den", "expert_flops", "moe_fixed", "moe_bw", "attn_fixed", "attn_bw", "allreduce", "link", "ring", "allreduces", "moe_allreduces", "memo", "load_memo")
     __slots__ += ("alltoall", "other_fixed", "runtime", "runtime_step", "runtime_seq")
 
     def __init__(self, r: Roofline) -> None:
@@ -458,6 +490,7 @@ class _StepConstants:
         self.runtime_step, self.runtime_seq = e.step_s * fs, e.seq_s * fs
         self.runtime = bool(self.runtime_step or self.runtime_seq)
         self.memo: dict = {}
+        self.load_memo: dict = {}  # the load models' results (_per_roofline), apart from the steps so a search's steps do not evict them
 
 
 DEFAULT_BATCH_TOKENS = 8192  # vLLM V1 max_num_batched_tokens for its API server on GPUs >= 70 GiB (arg_utils)
@@ -568,11 +601,11 @@ def _per_roofline(fn):
     @functools.wraps(fn)
     def memoised(roof: Roofline, *args, **kwargs):
         key = (fn, *args, *kwargs.items())
-        memo = roof._k.memo
+        memo = roof._k.load_memo
         hit = memo.get(key)
         if hit is None:
             hit = fn(roof, *args, **kwargs)
-            _remember(memo, key, hit)
+            _remember(memo, key, hit, _LOAD_MEMO_ENTRIES)
         return hit
 
     return memoised
@@ -594,59 +627,106 @@ def step_quantile(tail: float, share: float, decode: float, chunk_step: float) -
     return chunk_step if share > tail else decode
 
 
-@_per_roofline
-def _burst(roof: Roofline, new: int, n: int, budget_tokens: int, one: float, attn_one: float, prompt_tokens: int) -> tuple[int, float, float]:
-    """The burst: ``n`` prompts of ``new`` tokens at once, first come, ``budget_tokens`` a step:
-    (prefill steps, the mean prompt's prefill time, the last prompt's)."""
+class _Mix:
+    """The steps of one replica that mix decoding sequences (each holding ``kv_mid`` bytes at the
+    mean decode context ``mid``) with prefill tokens of a prompt of ``new`` uncached tokens after
+    ``cached`` cached ones: what :func:`served` and :func:`closed_loop` time their steps with."""
+
+    __slots__ = ("roof", "new", "cached", "kv_mid", "mid", "attn_one", "per_seq_attn")
+
+    def __init__(self, roof: Roofline, prompt_tokens: int, cached: int, kv_mid: float, mid: int) -> None:
+        self.roof, self.cached, self.kv_mid, self.mid = roof, cached, kv_mid, mid
+        self.new = max(1, prompt_tokens - cached)
+        self.attn_one = roof._attention_flops(self.new, cached)  # attention FLOPs of the whole prompt's prefill
+        self.per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim  # one decode token's
+
+    def step(self, prefill: float, decodes: float) -> float:
+        """Seconds of a step of ``decodes`` decodes (rounded) and ``prefill`` prompt tokens."""
+        roof, d = self.roof, max(0, int(round(decodes)))
+        if prefill <= 0:
+            return roof.decode_step_s(d, self.kv_mid, self.mid) if d else 0.0
+        return roof.step_s(d + int(round(prefill)), d + 1, d * self.kv_mid, d * self.per_seq_attn + prefill / self.new * self.attn_one, self.cached + self.new)
+
+    def own_prefill(self, others: float, budget_tokens: int) -> _OwnPrefill:
+        """A prompt's prefill in steps beside ``others`` decodes: the budget less their tokens a step."""
+        room = max(1, budget_tokens - int(round(others)))  # prefill tokens a step beside their decodes
+        whole, rest = divmod(self.new, room)
+        full = self.step(room, others)  # a step whose budget is full of prefill
+        own = whole * full + (self.step(rest, others) if rest else 0.0)
+        return _OwnPrefill(own, full, self.new * full / room, whole + (1 if rest else 0))
+
+
+class _OwnPrefill(NamedTuple):
+    own_s: float  # the prompt's own prefill steps
+    full_step_s: float  # a step whose budget is full of prefill
+    service_s: float  # the budget's seconds per prompt while prompts queue (full step x prompt / room)
+    chunks: int  # steps the prompt takes
+
+
+class _Burst(NamedTuple):
+    """All the requests' prompts arriving at once, prefilled first come (the worst moment)."""
+
+    one_s: float  # one prompt alone
+    steps: float  # mean steps to a first token (prefill_steps)
+    served_s: float  # mean time from arrival to the end of its prefill
+    last_s: float  # the last prompt's
+
+
+def _burst(mix: _Mix, n: int, budget_tokens: int, prompt_tokens: int) -> _Burst:
+    """:class:`_Burst` of ``n`` prompts at ``budget_tokens`` tokens a step."""
+    roof, new = mix.roof, mix.new
+    one = roof.prefill_s(new, mix.cached)
     steps = prefill_steps(new, n, budget_tokens)
     chunk = min(budget_tokens, n * new)
     share = chunk / new  # prompts' worth of tokens in one step
-    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * attn_one, prompt_tokens)
-    return steps, max(one, steps * step), max(one, -(-n * new // max(1, budget_tokens)) * step)
+    step = roof.step_s(chunk, max(1, int(share)), 0.0, share * mix.attn_one, prompt_tokens)
+    return _Burst(one, steps, max(one, steps * step), max(one, -(-n * new // max(1, budget_tokens)) * step))
 
 
-def _steady_wait(a: float, service: float, big_t: float, fixed: float, burst_mean: float) -> float:
-    """The steady-state wait w = fixed + M/D/1 mean at rho = a / (T + w): with x = T + w - a > 0,
-    x^2 + (a - T - fixed) x - a S / 2 = 0 (its positive root); at most the burst's mean wait."""
-    b = a - big_t - fixed
-    x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
-    return min(max(0.0, x - big_t + a), max(0.0, burst_mean))
+class _Interference(NamedTuple):
+    """Prefill chunks riding in the decode steps of ``n`` decoding sequences."""
+
+    decode_s: float  # a decode-only step
+    mixed: float  # prefill tokens a step, on average
+    chunk0: int  # the chunk of one prompt beside the decodes
+    step0_s: float  # a step carrying that chunk
+    itl0_s: float  # the mean step with one prompt's chunks mixed in
 
 
-def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
-    """:class:`Served` latency for ``requests`` concurrent requests on one replica."""
-    new = max(1, prompt_tokens - cached)
-    n = max(1, requests)
-    one = roof.prefill_s(new, cached)
-    attn_one = roof._attention_flops(new, cached)
-    steps, prefill_served, burst_last = _burst(roof, new, n, budget_tokens, one, attn_one, prompt_tokens)
-    # decode steps, and the prefill chunks that ride along
-    decode = roof.decode_step_s(n, kv_mid, mid)
-    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
-
-    def mixed_step(prefill: float, decodes: int) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
-        if prefill <= 0:
-            return roof.decode_step_s(decodes, kv_mid, mid) if decodes else 0.0
-        return roof.step_s(decodes + int(round(prefill)), decodes + 1, decodes * kv_mid, decodes * per_seq_attn + prefill / new * attn_one, cached + new)
-
-    # steady state: the other n - 1 requests decode while this prompt waits and prefills
-    others = n - 1
-    room = max(1, budget_tokens - others)  # prefill tokens a step beside their decodes
-    whole, rest = divmod(new, room)
-    full_step = mixed_step(room, others)  # a step whose budget is full of prefill
-    own = (whole * full_step + (mixed_step(rest, others) if rest else 0.0)) if others else one  # this prompt's prefill steps
-    service = new * full_step / room  # prefill budget one prompt takes while prompts queue
-    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)  # prefill tokens a step, on average
-    # a step carries a prompt's chunk now and then, not a sliver every step: the ITL blends decode-only
-    # steps with steps that carry ``chunk`` prefill tokens, a share mixed / chunk of them
+def _interference(mix: _Mix, n: int, generated: int, budget_tokens: int) -> _Interference:
+    """:class:`_Interference`: n x prompt / output prefill tokens a step on average, carried now and
+    then as a prompt's chunk (not a sliver every step), so the ITL blends decode-only steps with
+    steps carrying ``chunk0`` prefill tokens, a share mixed / chunk0 of them."""
+    new = mix.new
+    decode = mix.roof.decode_step_s(n, mix.kv_mid, mix.mid)
+    mixed = 0.0 if generated <= 1 else min(max(0, budget_tokens - n), n * new / generated)
     chunk0 = min(new, max(1, budget_tokens - n))
-    step0 = mixed_step(chunk0, n) if mixed else decode
-    itl0 = decode + min(1.0, mixed / chunk0) * (step0 - decode)
-    in_flight = itl0 / 2.0 if others else 0.0  # the rest of the step running when the prompt arrives
-    tail = max(0, generated - 1) * itl0
+    step0 = mix.step(chunk0, n) if mixed else decode
+    return _Interference(decode, mixed, chunk0, step0, decode + min(1.0, mixed / chunk0) * (step0 - decode))
+
+
+class _Wait(NamedTuple):
+    """A prompt's wait for the prefill budget in steady state (seconds)."""
+
+    wait_s: float  # mean
+    wait_p95_s: float
+    rho: float  # the budget's utilisation
+    queue_mean_s: float  # the M/D/1 queue alone
+    saturated: bool
+    arrivals_per_s: float  # prompts a second at this wait
+
+
+def _steady_wait(n: int, own: _OwnPrefill, burst: _Burst, mix_itl0: float, generated: int) -> _Wait:
+    """The steady-state wait of :func:`served`: the M/D/1 queue for the budget (service
+    ``own.service_s``), the rest of the step in flight on arrival and the slower own prefill,
+    at the arrival rate that wait allows (Little: n / end-to-end), solved as a fixed point."""
+    others, one, service = n - 1, burst.one_s, own.service_s
+    own_s = own.own_s if others else one
+    in_flight = mix_itl0 / 2.0 if others else 0.0  # the rest of the step running when the prompt arrives
+    tail = max(0, generated - 1) * mix_itl0
 
     def arrivals(w: float) -> float:  # prompts a second at this load when a request waits w (Little: n / end-to-end)
-        return n / (own + w + tail) if others and own + w + tail > 0 else 0.0
+        return n / (own_s + w + tail) if others and own_s + w + tail > 0 else 0.0
 
     def queue(w: float) -> tuple[float, float, float]:  # (rho, mean, p95) of the prefill queue
         rho = arrivals(w) * service
@@ -655,41 +735,77 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
     # the wait lengthens each request, which slows the arrivals: wait = d + queue(wait), d = (own - one)
     # + in flight. With rho = a / (T + w), a = n S, T = own + tail, the M/D/1 mean is a S / (2 (T + w - a)),
     # so x = T + w - a > 0 solves x^2 + (a - T - d) x - a S / 2 = 0 (its positive root)
-    burst_mean, burst_max = prefill_served - one, burst_last - one
-    fixed = (own - one) + in_flight
-    w = _steady_wait(n * service, service, own + tail, fixed, burst_mean) if others else 0.0
+    burst_mean, burst_max = burst.served_s - one, burst.last_s - one
+    fixed = (own_s - one) + in_flight
+    if others:
+        a, big_t = n * service, own_s + tail
+        b = a - big_t - fixed
+        x = (-b + math.sqrt(b * b + 2.0 * a * service)) / 2.0
+        w = min(max(0.0, x - big_t + a), max(0.0, burst_mean))
+    else:
+        w = 0.0
     rho, q_mean, q_p95 = queue(w)
     saturated = others > 0 and fixed + q_mean >= burst_mean
     wait = burst_mean if saturated else w
-    wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own - one) + 1.9 * in_flight + q_p95))
-    # a prefill step holds the arriving prompt and, on average, those queued behind it (Little: rate x wait)
-    queued = arrivals(wait) * (q_mean if math.isfinite(q_mean) else wait)
-    chunk_tokens = int(min(max(1, budget_tokens - n), new * (1.0 + queued)))
-    prefill_share = min(1.0, mixed / chunk_tokens) if mixed else 0.0
-    chunk_step = step0 if chunk_tokens == chunk0 or not mixed else mixed_step(chunk_tokens, n)
-    itl = decode + prefill_share * (chunk_step - decode)
-    itl_p95 = step_quantile(P95_Z, prefill_share, decode, chunk_step)
+    wait_p95 = burst_max if saturated else min(burst_max, max(wait, (own_s - one) + 1.9 * in_flight + q_p95))
+    return _Wait(wait, wait_p95, rho, q_mean, saturated, arrivals(wait))
+
+
+class _MixedItl(NamedTuple):
+    chunk_tokens: int  # a prefill step's tokens: the arriving prompt and those queued behind it
+    share: float  # of the steps that carry one
+    chunk_step_s: float
+    itl_s: float  # mean
+    itl_p95_s: float
+    itl_p99_s: float
+
+
+def _mixed_itl(mix: _Mix, n: int, budget_tokens: int, inter: _Interference, wait: _Wait) -> _MixedItl:
+    """The ITL of :func:`served`: a prefill step holds the arriving prompt and, on average, those
+    queued behind it (Little: rate x wait); that share of steps is long, and the p95 gap is such
+    a step when more than 5 % of steps are."""
+    queued = wait.arrivals_per_s * (wait.queue_mean_s if math.isfinite(wait.queue_mean_s) else wait.wait_s)
+    chunk_tokens = int(min(max(1, budget_tokens - n), mix.new * (1.0 + queued)))
+    share = min(1.0, inter.mixed / chunk_tokens) if inter.mixed else 0.0
+    chunk_step = inter.step0_s if chunk_tokens == inter.chunk0 or not inter.mixed else mix.step(chunk_tokens, n)
+    itl = inter.decode_s + share * (chunk_step - inter.decode_s)
+    return _MixedItl(chunk_tokens, share, chunk_step, itl, step_quantile(P95_Z, share, inter.decode_s, chunk_step), step_quantile(P99_TAIL, share, inter.decode_s, chunk_step))
+
+
+@_per_roofline
+def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requests: int, kv_mid: float, mid: int, budget_tokens: int = DEFAULT_BATCH_TOKENS) -> Served:
+    """:class:`Served` latency for ``requests`` concurrent requests on one replica: the burst
+    (:func:`_burst`), the prompt's own prefill beside the other decodes, the prefill chunks in the
+    decode steps (:func:`_interference`), the steady-state wait (:func:`_steady_wait`) and the ITL
+    those chunks give (:func:`_mixed_itl`)."""
+    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
+    n = max(1, requests)
+    burst = _burst(mix, n, budget_tokens, prompt_tokens)
+    own = mix.own_prefill(n - 1, budget_tokens)
+    inter = _interference(mix, n, generated, budget_tokens)
+    wait = _steady_wait(n, own, burst, inter.itl0_s, generated)
+    itl = _mixed_itl(mix, n, budget_tokens, inter, wait)
     return Served(
         requests=n,
         budget_tokens=budget_tokens,
-        prefill_one_ms=one * 1e3,
-        prefill_served_ms=prefill_served * 1e3,
-        wait_ms=wait * 1e3,
-        wait_p95_ms=wait_p95 * 1e3,
-        burst_wait_ms=burst_mean * 1e3,
-        burst_wait_max_ms=burst_max * 1e3,
-        prefill_utilisation=rho,
-        prefill_capacity_per_s=1.0 / max(service, 1e-12),
-        saturated=saturated,
-        steps=steps,
-        chunk_tokens=chunk_tokens,
+        prefill_one_ms=burst.one_s * 1e3,
+        prefill_served_ms=burst.served_s * 1e3,
+        wait_ms=wait.wait_s * 1e3,
+        wait_p95_ms=wait.wait_p95_s * 1e3,
+        burst_wait_ms=(burst.served_s - burst.one_s) * 1e3,
+        burst_wait_max_ms=(burst.last_s - burst.one_s) * 1e3,
+        prefill_utilisation=wait.rho,
+        prefill_capacity_per_s=1.0 / max(own.service_s, 1e-12),
+        saturated=wait.saturated,
+        steps=burst.steps,
+        chunk_tokens=itl.chunk_tokens,
         itl_one_ms=roof.decode_step_s(1, kv_mid, mid) * 1e3,
-        itl_decode_ms=decode * 1e3,
-        itl_ms=itl * 1e3,
-        itl_p95_ms=max(itl_p95, decode) * 1e3,
-        itl_p99_ms=max(step_quantile(P99_TAIL, prefill_share, decode, chunk_step), decode) * 1e3,
-        prefill_step_share=prefill_share,
-        mixed_prefill_tokens_per_step=mixed,
+        itl_decode_ms=inter.decode_s * 1e3,
+        itl_ms=itl.itl_s * 1e3,
+        itl_p95_ms=max(itl.itl_p95_s, inter.decode_s) * 1e3,
+        itl_p99_ms=max(itl.itl_p99_s, inter.decode_s) * 1e3,
+        prefill_step_share=itl.share,
+        mixed_prefill_tokens_per_step=inter.mixed,
     )
 
 
@@ -698,18 +814,28 @@ def served(roof: Roofline, prompt_tokens: int, cached: int, generated: int, requ
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
-def serving_efficiency(engine: str = "vllm") -> Efficiency:
-    """:data:`FITTED` with ``engine``'s own host overheads (``step_s``, ``seq_s``) where the fit had
-    runs of it (TensorRT-LLM's offline runs); SGLang, held out of the fit, uses vLLM's.
+# each engine's own fitted serving costs (SERVING_FIT keys), where the published runs had runs of it;
+# every other cost is vLLM's
+ENGINE_FIT_KEYS = {
+    "trtllm": {"step_s": "trtllm_step_s", "seq_s": "trtllm_seq_s"},
+    "sglang": {"api_s": "sglang_api_s", "step_s": "sglang_step_s", "seq_s": "sglang_seq_s"},
+}
+
+
+def serving_efficiency(engine: str = "vllm", fit: dict[str, float] | None = None) -> Efficiency:
+    """:data:`FITTED` with ``engine``'s own serving costs (:data:`ENGINE_FIT_KEYS`: TensorRT-LLM's
+    host work per step and sequence, SGLang's per-request overhead and host work); ``fit``: other
+    serving constants (SERVING_FIT keys, what scripts/fit_serving.py tries).
 
     Raises:
         PlannerError: an engine the model has no profile for.
     """
     if engine not in ENGINES:
         raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
-    if engine == "trtllm":
-        return replace(FITTED, step_s=SERVING_FIT["trtllm_step_s"], seq_s=SERVING_FIT["trtllm_seq_s"])
-    return FITTED
+    base = FITTED if fit is None else replace(FITTED, **{k: v for k, v in fit.items() if k in SERVING_FIELDS})
+    fit = SERVING_FIT if fit is None else fit
+    own = {name: fit[key] for name, key in ENGINE_FIT_KEYS.get(engine, {}).items() if key in fit}
+    return replace(base, **own) if own else base
 
 
 FP4_GENERATIONS = frozenset({"blackwell", "blackwell-ultra", "blackwell-rtx", "cdna4"})  # 4-bit float tensor cores
@@ -790,7 +916,9 @@ class RuntimeLimits(Result):
 
 
 def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_name: str = "") -> RuntimeLimits:
-    """The engine's default limits on this GPU.
+    """The engine's default limits on this GPU (kept for the callers that need an engine's defaults
+    without a plan: the disaggregated pools and the bench import; a plan takes vLLM's from
+    :func:`planner.engines.vllm_memory.batch_defaults`).
 
     * vLLM: the API server's defaults for this GPU as vLLM 0.11's own code picks them (the release
       the serving fit's runs are read against; :func:`planner.engines.vllm_memory.batch_defaults`:
@@ -815,6 +943,8 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
     if engine == "sglang":
         return RuntimeLimits(engine, 1 << 20, 8192, 256, "SGLang defaults: chunked_prefill_size 8192, running requests by memory (estimate)")
     raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
+
+
 
 
 def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:
@@ -860,7 +990,61 @@ class ClosedLoop(Result):
     prefill_step_share: float
     decoding: float  # sequences decoding in a step on average (the others are in their TTFT)
     saturated: bool  # the prefill budget cannot keep up: the rate is the budget's
+    ttft_p95_ms: float = 0.0  # the queue's p95 and the step in flight's for the means
+    tpot_p95_ms: float = 0.0  # the long step when more than 5 % of steps carry a prefill chunk
+    tpot_p99_ms: float = 0.0  # ... when more than 1 % do
     label: str = "closed loop"
+
+
+class _LoopState(NamedTuple):
+    """One pass of the closed loop's fixed point (seconds): what a request of the loop sees when
+    the others take ``ttft`` and ``tpot``."""
+
+    ttft_s: float
+    tpot_s: float
+    queue_s: float  # the wait for prefill budget behind the other clients' prompts
+    queue_p95_s: float
+    wait_s: float  # the rest of the step running when the request reaches the scheduler
+    wait_p95_s: float
+    own_s: float  # its own prefill steps
+    decode_s: float  # a decode-only step of the decoding sequences
+    chunk_step_s: float  # a step carrying another prompt's chunk
+    share: float  # of the steps that carry one
+    decoding: float  # sequences decoding in a step
+    saturated: bool
+
+
+def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> _LoopState:
+    """One update of :func:`closed_loop`'s fixed point from the current TTFT, TPOT and queue: the
+    other requests decoding beside an arriving prompt (their share of a cycle spent decoding),
+    its own prefill, the wait for the step in flight and for the budget, and the share of decode
+    steps that carry another prompt's chunk (dp times a rank's own under attention data parallelism:
+    every MoE layer waits for the slowest rank)."""
+    e2e = ttft + (out_tokens - 1) * tpot
+    frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
+    others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
+    decoding = 1.0 + others  # ... and in a step of a decoding request
+    own = mix.own_prefill(others, budget_tokens)
+    d_others = mix.step(0, others)
+    wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
+    wait_p95 = max(0.95 * d_others, d_others - pre) if others >= 0.5 else 0.0
+    unqueued = pre + wait + own.own_s + (out_tokens - 1) * tpot
+    service = own.service_s  # the budget's seconds per prompt
+    if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
+        saturated, queue_new = True, run * service - unqueued
+        queue_p95 = queue_new
+    else:  # the other clients' prompts queue for the budget (M/D/1): a lone client never waits
+        saturated = False
+        rho = (run - 1) / (unqueued + queue_s) * service
+        queue_new, queue_p95 = queue_wait(min(rho, 0.999), service)
+    rate_others = (run - 1) / max(unqueued + queue_new, 1e-12)  # other prompts a second
+    d = mix.step(0, decoding)
+    chunk_step = mix.step(min(mix.new, max(1, budget_tokens - int(round(decoding)))), decoding)
+    share = min(1.0, mix.roof.dp * rate_others * max(1, own.chunks) * tpot)
+    return _LoopState(pre + wait + queue_new + own.own_s, d + share * (chunk_step - d), queue_new, queue_p95, wait, wait_p95, own.own_s, d, chunk_step, share, decoding, saturated)
+
+
+CLOSED_LOOP_PASSES = 120  # most passes of the fixed point (where the prefill budget saturates the map can jump between two states: the last pass stands)
 
 
 @_per_roofline
@@ -875,61 +1059,52 @@ def closed_loop(
     budget_tokens: int = DEFAULT_BATCH_TOKENS,
     max_running: int | None = None,
     api_server: bool = True,
+    preprocess_s: float | None = None,
 ) -> ClosedLoop:
     """:class:`ClosedLoop` figures for ``clients`` concurrent clients on one replica (``kv_mid``:
     K/V bytes one sequence holds at the mean decode context ``mid``); ``max_running``: the engine's
     limit on running sequences (clients beyond it wait for a slot); ``api_server``: count the API
-    server's preprocessing (False for an offline benchmark that feeds the engine directly)."""
-    new = max(1, prompt_tokens - cached)
+    server's preprocessing (False for an offline benchmark that feeds the engine directly);
+    ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost.
+
+    The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass`."""
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
-    pre = api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0
-    attn_one = roof._attention_flops(new, cached)
-    per_seq_attn = 4.0 * roof.decode_span(mid) * roof.q_heads * roof.head_dim
+    pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
+    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre)
+    return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
 
-    def step(prefill: float, decodes: float) -> float:  # a step of ``decodes`` decodes and ``prefill`` prompt tokens
-        d = max(0, int(round(decodes)))
-        if prefill <= 0:
-            return roof.decode_step_s(d, kv_mid, mid) if d else 0.0
-        p = int(round(prefill))
-        return roof.step_s(d + p, d + 1, d * kv_mid, d * per_seq_attn + prefill / new * attn_one, cached + new)
 
-    ttft, tpot, queue_s = pre + roof.prefill_s(new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
-    for _ in range(60):
-        e2e = ttft + (out_tokens - 1) * tpot
-        frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
-        others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
-        decoding = 1.0 + others  # ... and in a step of a decoding request
-        room = max(1, budget_tokens - int(round(others)))
-        whole, rest = divmod(new, room)
-        full = step(room, others)
-        own = whole * full + (step(rest, others) if rest else 0.0)
-        d_others = step(0, others)
-        wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
-        service = new * full / room  # the budget's seconds per prompt
-        unqueued = pre + wait + own + (out_tokens - 1) * tpot
-        if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
-            saturated, queue_new = True, run * service - unqueued
-        else:  # the other clients' prompts queue for the budget (M/D/1): a lone client never waits
-            saturated = False
-            rho = (run - 1) / (unqueued + queue_s) * service
-            queue_new = queue_wait(min(rho, 0.999), service)[0]
-        rate_others = (run - 1) / max(unqueued + queue_new, 1e-12)  # other prompts a second
-        d = step(0, decoding)
-        chunk_step = step(min(new, max(1, budget_tokens - int(round(decoding)))), decoding)
-        # with attention data parallelism every MoE layer waits for the slowest rank: a prompt's
-        # chunk on any of the dp ranks lengthens the step of all of them
-        share = min(1.0, roof.dp * rate_others * max(1, whole + (1 if rest else 0)) * tpot)
-        tpot_new = d + share * (chunk_step - d)
-        ttft_new = pre + wait + queue_new + own
-        done = abs(ttft_new - ttft) <= 1e-9 * max(1.0, ttft) and abs(tpot_new - tpot) <= 1e-9 * max(1.0, tpot)
-        ttft, tpot, queue_s = 0.5 * (ttft + ttft_new), 0.5 * (tpot + tpot_new), queue_new
-        if done:
+@_per_roofline
+def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float) -> tuple:
+    """The converged pass of :func:`closed_loop` for ``run`` running requests, and its TTFT, TPOT
+    and queue. Memoised by the running count, not the clients: clients beyond the engine's limit
+    only wait for a slot, so a search that probes many loads above the limit solves it once."""
+    mix = _Mix(roof, prompt_tokens, cached, kv_mid, mid)
+    ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
+    damp, last = 1.0, math.inf  # plain iteration while it contracts; the step halves whenever a pass moves farther than the one before
+    for _ in range(CLOSED_LOOP_PASSES):
+        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s)
+        moved = max(abs(s.ttft_s - ttft) / max(1.0, ttft), abs(s.tpot_s - tpot) / max(1.0, tpot))
+        if moved <= 1e-9:
             break
+        if moved >= last:
+            damp = max(damp / 2.0, 1.0 / 16.0)
+        last = moved
+        ttft, tpot, queue_s = ttft + damp * (s.ttft_s - ttft), tpot + damp * (s.tpot_s - tpot), s.queue_s
+    return s, ttft, tpot, queue_s
+
+
+def _closed_result(s: _LoopState, n: int, run: int, out_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> ClosedLoop:
+    """The :class:`ClosedLoop` of the converged pass ``s``: clients beyond the running limit wait
+    for a slot (a whole end-to-end per running turn); the p95s swap the mean queue for its p95 and
+    the mean step for the long one when more than 5 % of steps carry a chunk."""
     e2e_run = ttft + (out_tokens - 1) * tpot
     slot_wait = e2e_run * (n - run) / run  # clients beyond the running limit wait for a slot
     rate = run / e2e_run
+    tpot_p95 = step_quantile(P95_Z, s.share, s.decode_s, s.chunk_step_s)
+    ttft_p95 = ttft + max(0.0, s.queue_p95_s - queue_s) + (s.wait_p95_s - s.wait_s)
     return ClosedLoop(
         clients=n,
         running=run,
@@ -939,15 +1114,18 @@ def closed_loop(
         requests_per_s=rate,
         output_tokens_per_s=rate * out_tokens,
         preprocess_ms=pre * 1e3,
-        wait_for_step_ms=wait * 1e3,
+        wait_for_step_ms=s.wait_s * 1e3,
         queue_ms=queue_s * 1e3,
         slot_wait_ms=slot_wait * 1e3,
-        prefill_ms=own * 1e3,
-        decode_step_ms=d * 1e3,
-        prefill_step_ms=chunk_step * 1e3,
-        prefill_step_share=share,
-        decoding=decoding,
-        saturated=saturated,
+        prefill_ms=s.own_s * 1e3,
+        decode_step_ms=s.decode_s * 1e3,
+        prefill_step_ms=s.chunk_step_s * 1e3,
+        prefill_step_share=s.share,
+        decoding=s.decoding,
+        saturated=s.saturated,
+        ttft_p95_ms=(ttft_p95 + slot_wait) * 1e3,
+        tpot_p95_ms=max(tpot_p95, s.decode_s) * 1e3,
+        tpot_p99_ms=max(step_quantile(P99_TAIL, s.share, s.decode_s, s.chunk_step_s), s.decode_s) * 1e3,
     )
 
 
@@ -989,6 +1167,80 @@ def offline(
         output_tokens_per_s=n * max(1, generated) / (duration / 1e3),
         ttft_ms=wave.ttft_ms,
         tpot_ms=wave.tpot_ms,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoop(Result):
+    """Poisson arrivals at ``rate_per_s`` requests a second on one replica (what a production
+    front end and the simulator send): the requests in flight follow from Little's law (rate x
+    end-to-end, solved with the served latency at that load, :func:`served`). Labelled "open loop
+    (Poisson)" (ms; rates per replica)."""
+
+    rate_per_s: float
+    in_flight: int  # requests in flight: the smallest n with n >= rate x end-to-end at n
+    sustainable: bool  # False: the rate needs more than ``max_in_flight`` requests in flight, or the prefill cannot keep up
+    ttft_ms: float  # preprocessing + the wait behind other prompts + the prefill
+    ttft_p95_ms: float
+    tpot_ms: float
+    tpot_p95_ms: float
+    e2e_ms: float
+    output_tokens_per_s: float
+    preprocess_ms: float
+    tpot_p99_ms: float = 0.0
+    label: str = "open loop (Poisson)"
+
+
+def open_loop(
+    roof: Roofline,
+    prompt_tokens: int,
+    cached: int,
+    generated: int,
+    rate_per_s: float,
+    kv_mid: float,
+    mid: int,
+    budget_tokens: int = DEFAULT_BATCH_TOKENS,
+    max_in_flight: int | None = None,
+    api_server: bool = True,
+    preprocess_s: float | None = None,
+) -> OpenLoop:
+    """:class:`OpenLoop` figures at ``rate_per_s`` on one replica: n = ceil(rate x end-to-end(n))
+    iterated from one request (the least fixed point; end-to-end grows with n), at most
+    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound)."""
+    out = max(1, generated)
+    pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
+    cap = max(1, max_in_flight or 10_000_000)
+    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre)
+    for _ in range(200):
+        need = max(1, math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9))
+        if need <= n or n >= cap:
+            break
+        n = min(cap, need)
+        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre)
+    sustainable = fig.sustainable and math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9) <= n
+    return replace(fig, rate_per_s=rate_per_s, sustainable=sustainable, output_tokens_per_s=rate_per_s * out if sustainable else fig.output_tokens_per_s)
+
+
+def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float) -> OpenLoop:
+    """:class:`OpenLoop` figures with ``in_flight`` requests in flight under Poisson arrivals
+    (:func:`served`; the rate is Little's, in flight / end-to-end): TTFT = preprocessing + the
+    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL."""
+    out = max(1, generated)
+    s = served(roof, prompt_tokens, cached, out, in_flight, kv_mid, mid, budget_tokens)
+    pre_ms = preprocess_s * 1e3
+    e2e = pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms
+    return OpenLoop(
+        rate_per_s=in_flight / (e2e / 1e3) if e2e > 0 else 0.0,
+        in_flight=max(1, in_flight),
+        sustainable=not s.saturated,
+        ttft_ms=pre_ms + s.wait_ms + s.prefill_one_ms,
+        ttft_p95_ms=pre_ms + s.wait_p95_ms + s.prefill_one_ms,
+        tpot_ms=s.itl_ms,
+        tpot_p95_ms=s.itl_p95_ms,
+        tpot_p99_ms=s.itl_p99_ms,
+        e2e_ms=e2e,
+        output_tokens_per_s=max(1, in_flight) * out / (e2e / 1e3) if e2e > 0 else 0.0,
+        preprocess_ms=pre_ms,
     )
 
 
@@ -1042,6 +1294,7 @@ TERM_LABELS = {
     "alltoall": "all-to-all",
     "other": "norms and activations",
     "runtime": "engine host work",
+    "pipeline": "pipeline hand-offs",
 }
 
 
@@ -1091,23 +1344,57 @@ def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[st
     )
     if e.step_s or e.seq_s:
         out.append(f"engine host work = ({e.step_s * 1e3:.3f} ms a step + {e.seq_s * 1e6:.2f} us x sequences producing a token){fs} (scheduling, input preparation, sampling, output processing; fitted to published runs, docs/serving_fit.md)")
+    return out + _load_lines(r, roof, at_n, terms)
+
+
+def _load_lines(r, roof: Roofline, at_n: str, terms) -> list[str]:
+    """formula_lines' second half: the deployment's shape, the steps at the load, the load model
+    (closed or open loop), speculation, throughput and the accuracy bands."""
+    e, out = roof.eff, []
+    if roof.dp > 1:
+        out.append(f"attention data parallel: {roof.dp} ranks of TP {roof.tp}, each with the dense and attention weights of its TP share and 1/{roof.ep} of the experts; every MoE layer serves the {roof.dp} ranks' tokens and waits for the slowest")
+    if roof.pp > 1:
+        out.append(
+            f"pipeline: {roof.pp} stages of {roof.layers} layers; a step's sequences run as {roof.pp} micro-batches, so a token's step = {roof.pp} stage steps of its micro-batch + {roof.pp - 1} hand-offs "
+            f"({roof.pp_link_latency_s * 1e6:g} us + micro-batch x {roof.hidden:,} x {roof.act_bytes} B / {roof.pp_link_bytes_s / 1e9:,g} GB/s)"
+        )
     out.append(f"prefill at 1 request = {terms(r.prefill_terms_ms)}")
     out.append(f"decode step {at_n} (T = {r.decode_concurrency:,}) = {terms(r.decode_terms_ms)}; at 1 request {r.itl_ms_at_1_request:,.3f} ms")
-    out.append(
-        f"wait behind other prompts {at_n} (steady state) = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
-        f"{r.max_batched_tokens:,}-token budget (utilisation {r.prefill_utilisation:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
-        f"= {r.prefill_wait_ms:,.1f} ms mean, {r.prefill_wait_p95_ms:,.1f} ms p95 (in the queue term of TTFT; p95 TTFT {r.ttft_p95_ms:,.1f} ms)"
-        + (" — SATURATED: the prefill cannot keep up, the burst figure stands" if r.prefill_saturated else "")
-    )
+    share = f"{r.prefill_step_share:.1%} of steps carry a prefill chunk" + (" (more than 5 % of steps are long: the p95 gap is such a step)" if r.prefill_step_share > 0.05 else " (at most 5 %: the p95 gap is a decode-only step)")
+    if r.load_kind == "closed loop":
+        out.append(
+            f"{at_n}: each client sends its next request when the last finishes; TTFT = API preprocessing (fitted, {e.api_s * 1e3:.2f} ms + {e.api_token_s * 1e6:.2f} us a prompt token, or the given) "
+            f"+ the rest of the step in flight + the M/D/1 wait for the {r.max_batched_tokens:,}-token budget behind the other clients' prompts + the own prefill beside their decodes "
+            f"(+ a slot when clients exceed the running limit): {r.prefill_wait_ms:,.1f} ms over the prefill alone, p95 TTFT {r.ttft_p95_ms:,.1f} ms"
+            + (" — SATURATED: the budget cannot keep up, requests arrive at its rate" if r.prefill_saturated else "")
+        )
+        out.append(f"TPOT {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and {share}: mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms")
+    else:
+        out.append(
+            f"{at_n}: Poisson arrivals, in flight = rate x end-to-end (Little); wait behind other prompts = own prefill beside the other decodes - prefill at 1 request + half a step in flight + M/D/1 queue for the "
+            f"{r.max_batched_tokens:,}-token budget (utilisation {r.prefill_utilisation:.2f}; mean rho S / (2 (1 - rho)), p95 (W / rho) ln(rho / 0.05)) "
+            f"= {r.prefill_wait_ms:,.1f} ms mean, {r.prefill_wait_p95_ms:,.1f} ms p95 (p95 TTFT {r.ttft_p95_ms:,.1f} ms)"
+            + (" — NOT SUSTAINABLE: the prefill cannot keep up with the arrivals" if r.prefill_saturated else "")
+        )
+        out.append(
+            f"ITL {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and {share} (N x prompt / output = {r.mixed_prefill_tokens_per_step:,.0f} prefill tokens a step over chunks of {r.prefill_chunk_tokens:,}): "
+            f"mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms"
+        )
     out.append(
         f"worst moment, all {r.decode_concurrency:,} prompts at once: {r.prefill_steps:,.2f} steps on average (mean ceil(k x prompt / budget), k = 1..N), "
         f"wait {r.burst_wait_ms:,.1f} ms mean, {r.burst_wait_max_ms:,.1f} ms for the last"
     )
+    if r.spec_method != "none":
+        out.append(
+            f"speculative decoding ({r.spec_method}, {r.spec_tokens} drafts a step, acceptance length {r.spec_acceptance_length:.2f}): a step drafts K tokens and verifies K + 1 per sequence, "
+            f"TPOT = (draft + verify) / acceptance length = {r.spec_speedup:.2f}x faster than plain decoding at this batch"
+        )
     out.append(
-        f"ITL {at_n} = decode-only step {r.itl_ms_decode_only:,.3f} ms, and in {r.prefill_step_share:.1%} of steps (N x prompt / output = {r.mixed_prefill_tokens_per_step:,.0f} prefill tokens a step "
-        f"over chunks of {r.prefill_chunk_tokens:,}) a step carrying a chunk: mean {r.itl_ms_at_concurrency:,.3f} ms, p95 {r.itl_p95_ms:,.3f} ms"
-        + (" (more than 5 % of steps are long)" if r.prefill_step_share > 0.05 else " (at most 5 % of steps are long)")
+        f"throughput {at_n}: {r.output_tokens_per_second:,.0f} output tokens/s ({r.output_tokens_per_second_per_gpu:,.1f} a GPU); "
+        f"{r.max_throughput_label}: {r.max_throughput_tokens_per_second_per_gpu:,.1f} a GPU (every admissible sequence running, no API server)"
     )
+    if r.accuracy:
+        out.append("accuracy on published runs like this one (planner / measured): " + "; ".join(f"{k} {v}" for k, v in r.accuracy.items()))
     return out
 
 

@@ -22,50 +22,51 @@ import dataclasses
 import math
 
 from planner.errors import PlannerError
+from planner.kv import InspectReport
 from planner.latency import Roofline
 from planner.results import Result
 from planner.units import GIB
 
 
-def expert_data_parallel(roof_tp: Roofline, dp: int, link_gb_s: float | None = None, link_latency_us: float | None = None) -> Roofline:
-    """The per-rank step model of attention data parallelism over ``dp`` ranks with expert
-    parallelism ``ep = dp``, from the tensor-parallel model of the same ``dp`` GPUs
-    (``roof_tp.tp == dp``, what a plan at ``tp = dp`` builds).
+def expert_data_parallel(roof_all: Roofline, dp: int, link_gb_s: float | None = None, link_latency_us: float | None = None) -> Roofline:
+    """The per-rank step model of attention data parallelism over ``dp`` ranks of ``tp`` GPUs each
+    with expert parallelism over all ``ep = dp x tp`` GPUs, from the tensor-parallel model of the
+    same GPUs (``roof_all.tp == dp x tp``, what a plan at tensor parallelism dp x tp builds).
 
-    Everything tensor parallelism split over the ``dp`` GPUs except the routed experts is whole on
-    each rank again: dense and attention weights and their FLOPs, the query heads, the LM head, the
-    norms' activation width. The experts stay split (1/dp of them per rank); each MoE layer serves
-    the tokens of all dp ranks (``Roofline.dp``); the only communication is the dispatch and
-    combine all-to-all over ``link_gb_s`` / ``link_latency_us`` (default: the TP model's link).
+    Everything tensor parallelism split over the dp x tp GPUs except the routed experts is split
+    over a rank's tp GPUs only: dense and attention weights and their FLOPs, the query heads, the
+    LM head (dp times the TP share). The experts stay split over all of them; each MoE layer serves
+    the tokens of all dp ranks (``Roofline.dp``); between ranks the only communication is the
+    dispatch and combine all-to-all over ``link_gb_s`` / ``link_latency_us`` (default: the TP
+    model's link).
 
     Raises:
-        PlannerError: ``dp`` below 1, a model without routed experts, or a TP model of another size.
+        PlannerError: ``dp`` below 1 or not dividing the TP model's GPUs, or a model without routed experts.
     """
     if dp < 1:
         raise PlannerError("dp", dp, "must be at least 1")
-    if not (roof_tp.num_experts and roof_tp.expert_bytes):
+    if not (roof_all.num_experts and roof_all.expert_bytes):
         raise PlannerError("dp", dp, "attention data parallelism with expert parallelism needs a mixture-of-experts model (a dense model replicates instead: use more replicas)")
-    if roof_tp.tp != dp:
-        raise PlannerError("dp", dp, f"build the rank's model from the tensor-parallel model over the same GPUs (its tp is {roof_tp.tp})")
-    tp = roof_tp.tp
-    dense_bytes = roof_tp.weights_bytes - roof_tp.expert_bytes
-    dense_params = roof_tp.active_params - roof_tp.expert_active_params
+    if roof_all.tp % dp:
+        raise PlannerError("dp", dp, f"build the rank's model from the tensor-parallel model over all dp x tp GPUs (its tp {roof_all.tp} is no multiple of dp)")
+    dense_bytes = roof_all.weights_bytes - roof_all.expert_bytes
+    dense_params = roof_all.active_params - roof_all.expert_active_params
     changes = dict(
-        weights_bytes=dense_bytes * tp + roof_tp.expert_bytes,
-        active_params=dense_params * tp + roof_tp.expert_active_params,
-        q_heads=roof_tp.q_heads * tp,
-        lm_head_params=roof_tp.lm_head_params * tp,
-        lm_head_bytes=roof_tp.lm_head_bytes * tp,
-        unread_bytes=roof_tp.unread_bytes * tp,
-        tp=1,
-        ep=dp,
+        weights_bytes=dense_bytes * dp + roof_all.expert_bytes,
+        active_params=dense_params * dp + roof_all.expert_active_params,
+        q_heads=roof_all.q_heads * dp,
+        lm_head_params=roof_all.lm_head_params * dp,
+        lm_head_bytes=roof_all.lm_head_bytes * dp,
+        unread_bytes=roof_all.unread_bytes * dp,
+        tp=roof_all.tp // dp,
+        ep=roof_all.tp,
         dp=dp,
     )
     if link_gb_s is not None:
         changes["link_bytes_s"] = link_gb_s * 1e9
     if link_latency_us is not None:
         changes["link_latency_s"] = link_latency_us * 1e-6
-    return dataclasses.replace(roof_tp, **changes)
+    return dataclasses.replace(roof_all, **changes)
 
 
 def rank_kv_bytes(specs: tuple, tokens: int, num_kv_heads: int) -> float:
@@ -121,26 +122,23 @@ class Pipeline(Result):
     kv_bytes_per_sequence_per_stage: float
 
 
-def pipeline(stage: Roofline, pp: int, sequences: int, kv_bytes_per_sequence: float, context: int, weights_bytes: float, link_gb_s: float, link_latency_us: float) -> Pipeline:
-    """Decode through ``pp`` stages: ``stage`` is the step model of one stage (its layers'
-    weights and work, layers / pp of them), ``sequences`` the running sequences split into pp
-    micro-batches (vLLM's and SGLang's pipeline schedule keeps one micro-batch in each stage).
+def pipeline(stage: Roofline, sequences: int, kv_bytes_per_sequence: float, context: int, weights_bytes: float) -> Pipeline:
+    """Decode through the stages of ``stage`` (:func:`pipeline_stage`: one stage's step model,
+    its layers' weights and work, with the link between stages): ``sequences`` running sequences
+    in ``stage.pp`` micro-batches (vLLM's and SGLang's pipeline schedule keeps one micro-batch in
+    each stage).
 
     A token's time per output token is pp stage steps of its micro-batch plus pp - 1 hand-offs
-    of hidden x act bytes per sequence over the link between stages (latency + bytes / bandwidth);
-    the stages work on different micro-batches at once, so the throughput is pp micro-batches per
-    token time. Each stage holds weights / pp and its layers' share of every sequence's K/V
-    (``kv_bytes_per_sequence`` / pp for a uniform stack).
-
-    Raises:
-        PlannerError: ``pp`` below 1.
-    """
-    if pp < 1:
-        raise PlannerError("pp", pp, "must be at least 1")
+    of hidden x act bytes per sequence over the link between stages (latency + bytes / bandwidth),
+    what ``stage.decode_step_s`` charges; the stages work on different micro-batches at once, so
+    the throughput is pp micro-batches per token time. Each stage holds weights / pp and its
+    layers' share of every sequence's K/V (``kv_bytes_per_sequence`` / pp for a uniform stack)."""
+    pp = stage.pp
     micro = max(1, math.ceil(sequences / pp))
-    step = stage.decode_step_s(micro, kv_bytes_per_sequence / pp, context)
-    handoff = link_latency_us * 1e-6 + micro * stage.hidden * stage.act_bytes / (link_gb_s * 1e9) if pp > 1 else 0.0
-    tpot = pp * step + (pp - 1) * handoff
+    one = dataclasses.replace(stage, pp=1)
+    step = one.decode_step_s(micro, kv_bytes_per_sequence / pp, context)
+    handoff = stage.pp_link_latency_s + micro * stage.hidden * stage.act_bytes / max(1.0, stage.pp_link_bytes_s) if pp > 1 else 0.0
+    tpot = stage.decode_step_s(sequences, kv_bytes_per_sequence / pp, context)
     return Pipeline(
         pp=pp,
         stage_step_s=step,
@@ -153,8 +151,10 @@ def pipeline(stage: Roofline, pp: int, sequences: int, kv_bytes_per_sequence: fl
     )
 
 
-def pipeline_stage(roof: Roofline, pp: int) -> Roofline:
-    """One stage's step model from the whole model's (same tp): layers, weights and work / pp.
+def pipeline_stage(roof: Roofline, pp: int, link_gb_s: float = 0.0, link_latency_us: float = 0.0) -> Roofline:
+    """One stage's step model from the whole model's (same tp): layers, weights and work / pp,
+    and the link between consecutive stages (``link_gb_s`` per direction, ``link_latency_us`` a
+    message) its steps hand their hidden states over.
 
     Raises:
         PlannerError: ``pp`` below 1 or above the layer count.
@@ -178,4 +178,28 @@ def pipeline_stage(roof: Roofline, pp: int) -> Roofline:
         moe_layers=round(roof.moe_layers * f),
         mla_layers=round(roof.mla_layers * f),
         windows=roof.windows[: round(len(roof.windows) * f)],
+        pp=pp,
+        pp_link_bytes_s=link_gb_s * 1e9,
+        pp_link_latency_s=link_latency_us * 1e-6,
+    )
+
+
+def stage_report(report: InspectReport, pp: int) -> InspectReport:
+    """The K/V layout of the busiest of ``pp`` pipeline stages: each layer group keeps
+    ceil(layers / pp) of its layers (stages split the stack evenly, vLLM's get_pp_indices; the
+    first stages take the remainder), the recurrent state likewise; ``report`` itself at pp 1."""
+    if pp <= 1:
+        return report
+    specs = tuple(s.model_copy(update={"num_layers": -(-s.num_layers // pp)}) for s in report.specs)
+    share = sum(s.num_layers for s in specs) / max(1, sum(s.num_layers for s in report.specs))
+    return report.model_copy(
+        update={
+            "specs": specs,
+            "kv_bytes_per_token": sum(s.bytes_per_token for s in specs if s.grows_per_token),
+            "kv_bytes_at_tokens": sum(s.bytes_at(report.tokens) for s in specs),
+            "state_bytes_per_sequence": -(-report.state_bytes_per_sequence // pp),
+            "cross_bytes_per_encoder_token": sum(s.bytes_per_token for s in specs if s.kind == "cross"),
+            "mha_equivalent_bytes_per_token": int(report.mha_equivalent_bytes_per_token * share),
+            "notes": (*report.notes, f"pipeline parallel {pp}: K/V of the busiest stage's layers (ceil(layers / {pp}) of each kind) per GPU"),
+        }
     )

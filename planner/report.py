@@ -185,7 +185,7 @@ def latency_chart(plan: Plan, width: float = 480, height: float = 150):
     reports = [plan.latency] if plan.latency.source == plan.estimate.source else [plan.latency, plan.estimate]
     d = Drawing(width, height)
     # each bar's load: an observation is one request, the estimate is timed at the plan's load
-    loads = "; ".join(f"{r.source}: one request" if r.source == "observed" else f"{r.source} {plan.roofline.load_label}" for r in reports)
+    loads = "; ".join(f"{r.source}: one request" if r.source == "observed" else f"{r.source}, {plan.roofline.load_label}" for r in reports)
     _title(d, f"{CHART_TITLES[2]} (ms, {loads})", width, height)
     bc = HorizontalBarChart()
     bc.x, bc.y, bc.width, bc.height = 100, 55, width - 120, 22 * len(reports) + 10
@@ -243,7 +243,7 @@ def _device_rows(plan: Plan) -> list[tuple[str, str]]:
         ("HBM bandwidth", f"{dev.bandwidth_gb_s:,g} GB/s"),
         ("Dense peak", peak),
         ("Figures from", dev.source or "(not stated)"),
-        ("GPUs, tensor parallel, replicas", f"{cap.gpu_count:,} GPU(s), tp {cap.tp}, {cap.replicas:,} replica(s)"),
+        ("GPUs, parallelism, replicas", f"{cap.gpu_count:,} GPU(s), tp {cap.tp}" + (f", dp {cap.dp}" if cap.dp > 1 else "") + (f", pp {cap.pp}" if cap.pp > 1 else "") + (f", ep {cap.ep}" if cap.ep > 1 else "") + f", {cap.replicas:,} replica(s)"),
     ]
 
 
@@ -296,9 +296,9 @@ def _cost_rows(plan: Plan) -> list[tuple[str, str]]:
 
 
 def _latency_rows(plan: Plan) -> list[list[str]]:
-    lat, est = plan.latency, plan.estimate
+    lat, est, r = plan.latency, plan.estimate, plan.roofline
     two = lat.source != est.source
-    head = ["Phase", lat.source] + (["roofline estimate"] if two else [])
+    head = ["Phase", lat.source if two else f"{lat.source}, {r.load_label}"] + ([f"roofline estimate, {r.load_label}"] if two else [])
     rows = [head]
     for label, attr, fmt in (
         ("queue", "queue_ms", fmt_ms_step),
@@ -313,10 +313,18 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
         ("output rate", "output_tokens_per_second", lambda v: f"{v:,.1f} tok/s"),
     ):
         rows.append([label, fmt(getattr(lat, attr))] + ([fmt(getattr(est, attr))] if two else []))
-    # the SLOs bound the 95th percentiles, which only the estimate's served-latency model gives
-    r = plan.roofline
+    # the SLOs bound the 95th percentiles, which only the estimate's load model gives
     for label, p95 in (("p95 TTFT (what a TTFT SLO bounds)", r.ttft_p95_ms), ("p95 ITL (what an ITL SLO bounds)", r.itl_p95_ms)):
         rows.append([label] + (["-", fmt_ms_step(p95)] if two else [fmt_ms_step(p95)]))
+    for label, value in (
+        ("output throughput a GPU", f"{r.output_tokens_per_second_per_gpu:,.1f} tok/s"),
+        (f"{r.max_throughput_label} a GPU", f"{r.max_throughput_tokens_per_second_per_gpu:,.1f} tok/s"),
+    ):
+        rows.append([label] + (["-", value] if two else [value]))
+    from planner.explain import band_texts  # here, not above: explain reads this module's formatters
+
+    for metric, text in band_texts(plan).items():  # how far published runs like this one landed from the model
+        rows.append([f"accuracy of {metric}"] + (["-", text] if two else [text]))
     return rows
 
 
@@ -553,17 +561,17 @@ def _headline(plan: Plan, ref: ModelRef) -> str:
     kv = plan.kv_cache
     verdict = "admitted" if kv.admitted else "REFUSED"
     text = (
-        f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}): "
+        f"{ref.label()} on {plan.capacity.gpu_count:,} x {plan.device.name} (TP {plan.inputs.tp}" + (f", DP {plan.inputs.dp}" if plan.inputs.dp > 1 else "") + (f", PP {plan.inputs.pp}" if plan.inputs.pp > 1 else "") + "): "
         f"at most {kv.admissible_sequences:,} concurrent sequences (bound by {_binding(plan)}; memory alone {kv.maximum_sequences_by_memory:,}); "
         f"{kv.requested_sequences:,} requested: {verdict}. TTFT {fmt_ms_step(plan.latency.time_to_first_token_ms)}, "
-        f"ITL {fmt_ms_step(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source})."
+        f"ITL {fmt_ms_step(plan.latency.mean_inter_token_latency_ms)} ({plan.latency.source}, {plan.roofline.load_label})."
     )
     if plan.cost.per_million_output_tokens is not None:
         text += f" Cost {fmt_money(plan.cost.deployment_per_hour)} per hour, {fmt_money(plan.cost.per_million_output_tokens)} per million output tokens."
     return text
 
 
-SIZING_COLUMNS = ("GPU", "TP", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "p95 TTFT ms", "p95 ITL ms", "req/s", "sim req/s")
+SIZING_COLUMNS = ("GPU", "shape", "reps", "GPUs", "KV", "max seqs", "$/h", "$/M tok", "p95 TTFT ms", "p95 ITL ms", "req/s", "sim req/s")
 
 
 def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
@@ -571,7 +579,8 @@ def sizing_rows(sizing, top: int = 12) -> list[list[str]]:
     rows = [list(SIZING_COLUMNS)]
     for r in sizing.recommendations[:top]:
         sim_rate = f"{r.capacity.max_rate_per_s:,.3g}" if r.capacity else "-"
-        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu + (" (SGLang)" if r.runtime == "sglang" else ""), str(r.tp), str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
+        shape = f"TP{r.tp}" + (f" DP{r.dp}" if r.dp > 1 else "") + (f" PP{r.pp}" if r.pp > 1 else "") + (f" EP{r.ep}" if r.ep > 1 else "")
+        rows.append([f"{r.gpu} (decode of P/D)" if r.disaggregated else r.gpu + (" (SGLang)" if r.runtime == "sglang" else ""), shape, str(r.replicas), str(r.gpu_count), r.kv_dtype, f"{r.max_num_seqs:,}", f"{r.cost_per_hour:,.2f}", f"{r.cost_per_million_tokens:,.2f}",
                      f"{r.ttft_p95_ms:,.0f}", f"{r.itl_p95_ms:,.1f}", f"{r.sustainable_rate:,.3g}", sim_rate])  # fmt: skip
     return rows
 
@@ -648,15 +657,15 @@ def _sizing_story(k: _Kit, sizing) -> list:
     searched = sizing.searched
     story.append(
         k.para(
-            f"Searched {searched['candidates']} GPU x TP x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
-            "p95 TTFT and ITL are the served-latency model's at the workload's concurrency (steady state: prompts arrive at users / end-to-end a second and queue for the prefill budget); 'sim req/s' is the simulator's capacity search where it ran. "
+            f"Searched {searched['candidates']} GPU x parallel shape x KV dtype candidates ({searched['feasible']} hold the workload), ranked by {searched['ranking']}. "
+            "p95 TTFT and ITL are the load model's at the workload (users: clients of a closed loop; a rate: Poisson arrivals), prompts queueing for the prefill budget; 'sim req/s' is the simulator's capacity search where it ran. "
             f"$/M tok: per million output tokens at {COST_BASIS_NAME}, as in the plan. Prices: planner/prices.py (sourced and dated) unless given.",
             k.small,
         )
     )
     for r in sizing.recommendations[:12]:
         if r.capacity:
-            story.append(k.para(f"Capacity search {r.gpu} TP {r.tp} x {r.replicas}: {r.capacity.note}", k.small))
+            story.append(k.para(f"Capacity search {r.gpu} TP {r.tp}{f' DP {r.dp}' if r.dp > 1 else ''}{f' PP {r.pp}' if r.pp > 1 else ''} x {r.replicas}: {r.capacity.note}", k.small))
     serve = [r for r in sizing.recommendations[:3] if r.serve_command]
     if serve:
         story.append(k.para("Start the top deployments (vLLM):", k.small))

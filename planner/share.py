@@ -38,6 +38,9 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     cps    chunked_prefill_size   pg    page_size
     own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
     names max_loras  max_lora_rank  (vLLM's start-up settings)
+    -- under their own names (no short key) --
+    dp     pp     serving_engine     request_rate     spec_method     (shape, load)
+    spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
     -- session workload and cache tiers (planner/cache) --
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib

@@ -13,9 +13,14 @@ the TTFT SLO and any runtime limit. The workload then fixes the replica count:
   is added to the p95 TTFT.
 
 The count is then checked with the whole deployment's plan and moved until it is minimal: the
-deployment holds the workload and one replica fewer does not. Deployments are ranked by cost per
-hour, then cost per million output tokens. For MoE models expert parallelism is
-searched too: EP 1 and EP = TP inside each replica (the latency model's all-to-all cost).
+deployment holds the workload and one replica fewer does not: ``users`` as a closed loop of that
+many clients, a ``rate`` as Poisson arrivals (the plan's open loop). Deployments are ranked by
+cost per hour, then cost per million output tokens. For MoE models the shapes served in
+production are searched too: EP 1 and EP = TP inside each replica, and attention data
+parallelism (DP = EP = N ranks of TP 1, SGLang's --enable-dp-attention, vLLM's data parallel
+with expert parallel, TensorRT-LLM's DEP). Where no single node of a GPU holds the weights, the
+search adds the deployments across two nodes: TP over both (the NICs between them), TP inside a
+node with two pipeline stages, and for MoE models attention DP over both.
 
 :func:`capacity_search` refines a recommendation with the simulator: the highest Poisson rate at
 which p95 TTFT and ITL stay inside the SLOs and the queue does not grow, by bisection.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,7 +55,7 @@ SIM_REPLICAS = 4  # the capacity search simulates at most this many replicas of 
 # Plan inputs the search sets itself; the rest of ``base`` passes through.
 # Observed latencies describe one measured deployment, not the candidates: they are dropped too.
 SEARCHED = (
-    "gpu", "tp", "ep", "gpu_count", "kv_dtype", "sequences", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
+    "gpu", "tp", "ep", "dp", "pp", "gpu_count", "kv_dtype", "sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
     "bench_calibration",  # one deployment's benchmark run: not carried to the sizer's candidates
 )  # fmt: skip
@@ -78,7 +84,9 @@ class Recommendation(BaseModel):
     tp: int
     replicas: int
     gpu_count: int
-    ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp)
+    ep: int = 1  # expert parallelism inside a replica (MoE models; divides tp, or dp x tp)
+    dp: int = 1  # attention data-parallel ranks a replica (MoE models)
+    pp: int = 1  # pipeline stages a replica
     kv_dtype: str
     runtime: str = "vllm"  # whose sizing and admission the plan follows (vllm or sglang; the search's engines)
     max_num_seqs: int  # admissible concurrency per replica (the engine setting)
@@ -124,6 +132,8 @@ class Refusal(BaseModel):
     kv_dtype: str
     reason: str
     ep: int = 1
+    dp: int = 1
+    pp: int = 1
     runtime: str = "vllm"
 
 
@@ -207,16 +217,52 @@ def slot_wait_p95_s(slots: int, offered: float, hold_s: float) -> float:
     return hold_s / (slots - offered) * math.log(c / 0.05) if c > 0.05 else 0.0
 
 
+class Shape(NamedTuple):
+    """One replica's parallelism: tp x dp x pp GPUs, experts over ep of them."""
+
+    tp: int
+    dp: int = 1
+    pp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    def label(self) -> str:
+        parts = [f"TP {self.tp}"] + ([f"DP {self.dp}"] if self.dp > 1 else []) + ([f"PP {self.pp}"] if self.pp > 1 else []) + ([f"EP {self.ep}"] if self.ep > 1 else [])
+        return ", ".join(parts)
+
+
+def shapes(model: PreparedModel, base: dict, gpu: str, tps: tuple[int, ...] | list[int]) -> list[Shape]:
+    """The replica shapes searched on ``gpu``: every TP; for MoE models EP = TP and attention data
+    parallelism over as many ranks; and, where the TPs reach a whole node of this GPU and no
+    single node holds the weights, two nodes (TP over both, TP and two pipeline stages, attention
+    DP over both)."""
+    weights = model.weights(base.get("weight_dtype", "auto"))
+    moe = bool(weights.num_experts)
+    out = []
+    for tp in tps:
+        out.append(Shape(tp))
+        if moe and tp > 1:
+            out += [Shape(tp, ep=tp), Shape(1, dp=tp, ep=tp)]
+    device = CATALOG[gpu]
+    node = device.node_gpus
+    # two nodes only where the searched TPs reach a whole node and one node cannot hold the weights
+    if max(tps, default=1) >= node and weights.bytes > node * device.memory_bytes * 0.9 and node * 2 <= 4096:
+        out += [Shape(2 * node), Shape(node, pp=2)] + ([Shape(2 * node, ep=2 * node), Shape(1, dp=2 * node, ep=2 * node)] if moe else [])
+    return out
+
+
 class _Candidate:
-    """One GPU x TP x KV dtype: plans one replica, then the replica count for the workload."""
+    """One GPU x replica shape x KV dtype: plans one replica, then the replica count for the workload."""
 
     def __init__(
         self,
         model: PreparedModel,
         base: dict,
         gpu: str,
-        tp: int,
-        ep: int,
+        shape: Shape,
         kv: str,
         price: float,
         price_source: str,
@@ -228,22 +274,34 @@ class _Candidate:
         cpu_gib: float | None = None,
     ) -> None:
         self.model = model
-        self.gpu, self.tp, self.ep, self.kv, self.price, self.price_source = gpu, tp, ep, kv, price, price_source
+        self.gpu, self.shape, self.kv, self.price, self.price_source = gpu, shape, kv, price, price_source
+        self.tp, self.ep = shape.tp, shape.ep
         self.users, self.rate, self.ttft_slo, self.itl_slo, self.tpot_slo = users, rate, ttft_slo, itl_slo, tpot_slo
         # with a session workload the TTFT SLO judges its turns (the cache section), not the plan's one request
         self.sessions = base.get("sessions_per_min") is not None
-        self.values = {**{k: v for k, v in base.items() if k not in SEARCHED}, "gpu": gpu, "tp": tp, "ep": ep, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": None if self.sessions else ttft_slo, "gpu_hour_price": price}
+        self.values = {
+            **{k: v for k, v in base.items() if k not in SEARCHED},
+            **{"gpu": gpu, "tp": shape.tp, "ep": shape.ep, "dp": shape.dp, "pp": shape.pp, "kv_dtype": kv, "itl_slo_ms": itl_slo, "ttft_slo_ms": None if self.sessions else ttft_slo, "gpu_hour_price": price},
+        }
         if self.sessions:
             self.values["cpu_tier_gib"] = cpu_gib
 
-    def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None) -> Plan:
-        return compute_plan(make_inputs(**self.values, gpu_count=self.tp * replicas, sequences=sequences, max_num_seqs=max_num_seqs), self.model)
+    def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None, rate: float | None = None) -> Plan:
+        """The deployment of ``replicas``: a closed loop of ``sequences`` clients, or Poisson arrivals at ``rate``;
+        ``max_num_seqs`` per replica (spread over its data-parallel ranks)."""
+        per_rank = None if max_num_seqs is None else max(1, max_num_seqs // self.shape.dp)
+        return compute_plan(make_inputs(**self.values, gpu_count=self.shape.gpus * replicas, sequences=sequences, max_num_seqs=per_rank, request_rate=rate), self.model)
+
+    def workload(self, replicas: int, limit: int) -> Plan:
+        """The deployment of ``replicas`` under the workload: its users as a closed loop, its rate as Poisson arrivals."""
+        return self.plan(replicas, self.users or 1, limit, self.rate)
 
     def evaluate(self) -> Recommendation | str:
         try:
-            one = self.plan(1, 1)
+            one = self.plan(1, 1, rate=self.rate)
         except PlannerError as exc:
             return exc.reason.split(";")[0]
+        self._ctx = one.context  # the context does not depend on the load: no plan of its own
         self.one = one  # the replica's plan at one sequence (the frontier's aggregated shape)
         kv = one.kv_cache
         limit, binding = kv.admissible_sequences, kv.binding_constraint
@@ -268,7 +326,7 @@ class _Candidate:
         little = limit / e2e_s if e2e_s > 0 else math.inf
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
-        gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s
+        gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s * self.shape.dp
         if self.sessions and plan_at_limit.cache.applies:  # cached turns prefill only their new tokens
             cache = plan_at_limit.cache
             gpu_bound *= plan_at_limit.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
@@ -282,12 +340,17 @@ class _Candidate:
             return exc.reason
         if isinstance(replicas, str):
             return replicas
-        load = self._load(replicas, per_replica_rate, limit)
-        final = self.plan(replicas, load, limit)
+        return self._recommend(self.workload(replicas, limit), replicas, limit, binding, per_replica_rate)
+
+    def _recommend(self, final: Plan, replicas: int, limit: int, binding: str, per_replica_rate: float) -> Recommendation:
+        """The :class:`Recommendation` of ``replicas`` replicas admitting ``limit`` sequences each, from
+        ``final``, the deployment's plan under the workload."""
+        load = final.kv_cache.requested_sequences
         queue_ms = self._slot_wait_ms(replicas, limit, final)
+        gpus = self.shape.gpus * replicas
         cache = final.cache if self.sessions and final.cache.applies else None
         tier_cost = cache.tier_cost_per_hour if cache is not None else None
-        gpu_per_hour = self.price * self.tp * replicas
+        gpu_per_hour = self.price * gpus
         per_hour = gpu_per_hour + (tier_cost or 0.0)
         # the plan's own cost section: one basis (COST_BASIS_NAME) on Plan, Compare and Size; a CPU
         # tier's cost scales it on the same basis
@@ -295,11 +358,13 @@ class _Candidate:
         per_million = plan_per_million * per_hour / gpu_per_hour if plan_per_million is not None and gpu_per_hour > 0 else math.inf
         return Recommendation(
             gpu=self.gpu,
-            tp=self.tp,
-            ep=self.ep,
+            tp=self.shape.tp,
+            ep=self.shape.ep,
+            dp=self.shape.dp,
+            pp=self.shape.pp,
             runtime=self.values.get("runtime", "vllm"),
             replicas=replicas,
-            gpu_count=self.tp * replicas,
+            gpu_count=gpus,
             kv_dtype=self.kv,
             max_num_seqs=limit,
             sequences_per_replica=-(-load // replicas),
@@ -311,7 +376,7 @@ class _Candidate:
             binding_constraint=binding,
             gpu_hour_price=self.price,
             price_source=self.price_source,
-            plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": self.tp * replicas, "sequences": load, "max_num_seqs": limit},
+            plan_values={**{k: v for k, v in self.values.items() if v is not None}, "gpu_count": gpus, "sequences": self.users or load, "max_num_seqs": max(1, limit // self.shape.dp), **({"request_rate": self.rate} if self.rate is not None else {})},
             serve_command=final.serve.command,
             cpu_tier_gib=self.values.get("cpu_tier_gib"),
             tier_cost_per_hour=tier_cost,
@@ -326,13 +391,6 @@ class _Candidate:
             self._ctx = self.plan(1, 1).context
         return self._ctx
 
-    def _load(self, replicas: int, per_replica_rate: float, limit: int) -> int:
-        """Concurrent sequences the workload puts on the deployment."""
-        if self.users is not None:
-            return self.users
-        e2e_s = self.plan(1, limit).latency.end_to_end_ms / 1e3
-        return max(1, min(replicas * limit, math.ceil(self.rate * e2e_s)))
-
     def _slot_wait_ms(self, replicas: int, limit: int, plan: Plan) -> float:
         """A request rate's p95 wait for one of a replica's ``limit`` slots (Erlang C); users
         hold their own slots, so they never wait for one."""
@@ -343,16 +401,17 @@ class _Candidate:
 
     def holds(self, replicas: int, limit: int, per_replica_rate: float) -> bool:
         """The deployment of ``replicas`` admits the load inside both SLOs (a request rate also
-        waits for a free slot: Erlang C over ``limit`` slots a replica)."""
+        waits for a free slot: Erlang C over ``limit`` slots a replica, and must be sustainable)."""
         if self.rate is not None and replicas * per_replica_rate < self.rate * (1 - 1e-9):
             return False
-        p = self.plan(replicas, self._load(replicas, per_replica_rate, limit), limit)
+        p = self.workload(replicas, limit)
         ttft, itl = _p95(p)
         if self.sessions and p.cache.applies:
             ttft = p.cache.ttft.p95_ms
         ttft += self._slot_wait_ms(replicas, limit, p)
+        sustainable = self.rate is None or not p.roofline.prefill_saturated
         tpot_ok = self.tpot_slo is None or p.latency.mean_inter_token_latency_ms <= self.tpot_slo
-        return p.kv_cache.admitted and tpot_ok and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
+        return p.kv_cache.admitted and sustainable and tpot_ok and (self.ttft_slo is None or ttft <= self.ttft_slo) and (self.itl_slo is None or itl <= self.itl_slo)
 
     def _minimal(self, replicas: int, limit: int, per_replica_rate: float) -> int | str:
         """The fewest replicas that hold the load, searched from the estimate ``replicas``: a
@@ -426,19 +485,12 @@ def size(
     _check_request(users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
     names, runtimes = _check_search(base, gpus, kv_dtypes, capacity_top, engines)
     price_of = resolve_prices(names, prices)
-    recs: list[Recommendation] = []
-    refused: list[Refusal] = []
     moe = bool(model.weights(base.get("weight_dtype", "auto")).num_experts)
-    combos = [(g, tp, ep, kv, rt) for rt in runtimes for g in names for tp in tps for ep in ((1, tp) if moe and tp > 1 else (1,)) for kv in kv_dtypes]
+    combos = [(g, shape, kv, rt) for rt in runtimes for g in names for shape in shapes(model, base, g, tps) for kv in kv_dtypes]
     # a session workload: each deployment also with CPU tiers of these sizes (GiB a replica)
     tiers = (base.pop("cpu_tier_gib", None),) if base.get("cpu_tier_gib") is not None else CPU_TIER_SEARCH if sessions is not None else (None,)
-    visited = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
-    for k, (g, tp, ep, kv, rt) in enumerate(combos):
-        if progress:
-            progress(k / max(1, len(combos)) * (0.5 if capacity_top else 1.0), f"{g}, TP {tp}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
-        for cpu_gib in tiers:
-            cand = _Candidate(model, {**base, "runtime": rt} if engines else base, g, tp, ep, kv, *price_of[g], users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms, cpu_gib=cpu_gib)
-            _collect(cand, cand.evaluate(), cpu_gib == tiers[0], rt, rt == runtimes[0], recs, refused, visited)
+    workload_args = (users, rate_per_s, ttft_p95_ms, itl_p95_ms, tpot_ms)
+    recs, refused, visited = _evaluate_all(model, base, combos, tiers, runtimes, bool(engines), price_of, workload_args, progress, 0.5 if capacity_top else 1.0)
     found = None
     if disagg or frontier:
         if progress:
@@ -446,10 +498,9 @@ def size(
         found = _pool_search(model, base, names, tps, kv_dtypes, price_of, moe, users, rate_per_s, (ttft_p95_ms, itl_p95_ms, tpot_ms), disagg, frontier, visited)
         recs.extend(_disagg_recommendation(cand, users, price_of) for cand in found.candidates)
         refused.extend(Refusal(gpu=g, tp=tp, ep=ep, kv_dtype=kv, reason=f"disaggregated decode pool: {why}") for g, tp, ep, kv, why in found.refused)
-    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
-    workload = f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s"
-    if sessions is not None:
-        workload += f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)"
+    recs.sort(key=lambda r: (r.cost_per_hour, r.cost_per_million_tokens, r.gpu_count, r.gpu, r.tp, r.dp, r.pp, r.ep, r.kv_dtype, r.disaggregated, r.runtime))
+    workload = (f"{users:,} concurrent users" if users is not None else f"{rate_per_s:,.4g} requests/s") + (
+        f" ({base['sessions_per_min']:,.4g} sessions/min x {sessions.turns} turns)" if sessions is not None else "")
     if not recs:
         wider = None
         if _fallback and gpus and set(names) != set(CATALOG):
@@ -459,21 +510,40 @@ def size(
     capacity_note = _capacity_searches(model, recs, capacity_top, ttft_p95_ms, itl_p95_ms, capacity_requests, progress) if capacity_top else None
     if progress:
         progress(1.0, "done")
+    answer, context_tokens = _answer(model, recs, workload, disagg)
+    workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": context_tokens}
+    searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
+    extras = {"engines": list(runtimes) if engines else None, "capacity_search": capacity_note,
+              "disaggregated": {"searched": disagg, **found.visited, "feasible": len(found.candidates)} if found is not None else None}
+    searched.update({k: v for k, v in extras.items() if v})
+    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+
+
+def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, runtimes: tuple, per_engine: bool, price_of: dict,
+                  workload: tuple, progress: Progress | None, progress_share: float) -> tuple[list[Recommendation], list[Refusal], list]:
+    """Every aggregated candidate (GPU x shape x KV dtype x engine, each CPU tier) evaluated:
+    (recommendations, refusals, the frontier's visited one-sequence plans)."""
+    recs: list[Recommendation] = []
+    refused: list[Refusal] = []
+    visited: list = []  # (candidate, its plan at one sequence, the most sequences it admits under the SLOs) for the frontier
+    for k, (g, shape, kv, rt) in enumerate(combos):
+        if progress:
+            progress(k / max(1, len(combos)) * progress_share, f"{g}, {shape.label()}, {kv}" + (f", {rt}" if len(runtimes) > 1 else ""))
+        for cpu_gib in tiers:
+            cand = _Candidate(model, {**base, "runtime": rt} if per_engine else base, g, shape, kv, *price_of[g], *workload, cpu_gib=cpu_gib)
+            _collect(cand, cand.evaluate(), cpu_gib == tiers[0], rt, rt == runtimes[0], recs, refused, visited)
+    return recs, refused, visited
+
+
+def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
+    """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context it plans."""
     best = recs[0]
     ctx = compute_plan(make_inputs(**best.plan_inputs()), model).context
     slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if disagg:
         answer += " " + _disagg_why(recs)
-    workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": ctx.reserved_total_tokens}
-    searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
-    if engines:
-        searched["engines"] = list(runtimes)
-    if capacity_note:
-        searched["capacity_search"] = capacity_note
-    if found is not None:
-        searched["disaggregated"] = {"searched": disagg, **found.visited, "feasible": len(found.candidates)}
-    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+    return answer, ctx.reserved_total_tokens
 
 
 def _pool_search(model: PreparedModel, base: dict, names, tps, kv_dtypes, price_of: dict, moe: bool, users, rate_per_s, slos: tuple, disagg: bool, frontier: bool, visited: list):
@@ -486,13 +556,15 @@ def _pool_search(model: PreparedModel, base: dict, names, tps, kv_dtypes, price_
 
 def _collect(cand: _Candidate, out, first_tier: bool, runtime: str, first_runtime: bool, recs: list, refused: list, visited: list) -> None:
     """One evaluated candidate into the search's lists: a recommendation, or a refusal (once, at
-    its first CPU tier); its one-sequence plan into ``visited`` for the frontier."""
-    if first_tier and first_runtime and hasattr(cand, "one"):
+    its first CPU tier); its one-sequence plan into ``visited`` for the frontier, whose shapes are
+    TP (and EP) only."""
+    shape = cand.shape
+    if first_tier and first_runtime and hasattr(cand, "one") and shape.dp == 1 and shape.pp == 1:
         visited.append((cand.values, cand.one, getattr(cand, "limit", 0)))
     if not isinstance(out, str):
         recs.append(out)
     elif first_tier:
-        refused.append(Refusal(gpu=cand.gpu, tp=cand.tp, ep=cand.ep, kv_dtype=cand.kv, reason=out, runtime=runtime))
+        refused.append(Refusal(gpu=cand.gpu, tp=shape.tp, ep=shape.ep, dp=shape.dp, pp=shape.pp, kv_dtype=cand.kv, reason=out, runtime=runtime))
 
 
 def _searched(names: list[str], tps, moe: bool, kv_dtypes, candidates: int, cpu_tiers: list | None, feasible: int, refused: int, workload: dict) -> dict:
@@ -500,7 +572,8 @@ def _searched(names: list[str], tps, moe: bool, kv_dtypes, candidates: int, cpu_
     return {
         "gpus": names,
         "tps": list(tps),
-        "eps": "1 and tp (MoE models)" if moe else "1 (dense model)",
+        "eps": "1 and tp, and attention DP = EP (MoE models)" if moe else "1 (dense model)",
+        "shapes": "TP; EP = TP and DP = EP ranks for MoE models; two nodes (TP over both, TP with PP 2, DP over both) where one node cannot hold the weights",
         "kv_dtypes": list(kv_dtypes),
         "candidates": candidates,
         "cpu_tiers_gib": cpu_tiers,
@@ -624,10 +697,9 @@ def _describe(r: Recommendation) -> str:
         p, d = r.prefill, r.decode
         return f"{r.gpu_count} GPUs disaggregated: {p.replicas} prefill × {p.gpu} TP {p.tp} + {d.replicas} decode × {d.gpu} TP {d.tp}, {r.kv_dtype} KV, ${r.cost_per_hour:,.2f}/h"
     reps = f"{r.replicas} replica" + ("s" if r.replicas != 1 else "")
-    ep = f", EP {r.ep}" if r.ep > 1 else ""
     engine = ", SGLang" if r.runtime == "sglang" else ""
     tier = f", {r.cpu_tier_gib:g} GiB CPU tier a replica" if r.cpu_tier_gib else ""
-    return f"{r.gpu_count} × {r.gpu}, TP {r.tp}{ep}{engine}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
+    return f"{r.gpu_count} × {r.gpu}, {Shape(r.tp, r.dp, r.pp, r.ep).label()}{engine}, {reps}, {r.kv_dtype} KV{tier}, ${r.cost_per_hour:,.2f}/h"
 
 
 def capacity_search(

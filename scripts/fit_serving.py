@@ -3,23 +3,34 @@
     .venv/bin/python scripts/fit_serving.py     # fits, rewrites latency.py's generated block,
                                                 # planner/serving_accuracy.json and docs/serving_fit.md
 
-Data: ../shared/reference/measured_serving.json (47 points), split by benchmarks/serving_points.py
-(held-out GPU H200, held-out engine SGLang, the middle point of every other sweep). The kernels
-stay as scripts/fit_latency.py fitted them to AIConfigurator (latency.KERNELS); this fit adds, on
-the fit split only:
+Data: ../shared/reference/measured_serving.json (47 points), each planned by
+benchmarks/serving_points.py with ``compute_plan``. The kernels stay as scripts/fit_latency.py
+fitted them to AIConfigurator (latency.KERNELS); this fit adds:
 
-* vLLM's host work per step and per running sequence (``step_s``, ``seq_s``) and TensorRT-LLM's;
+* vLLM's host work per step and per running sequence (``step_s``, ``seq_s``), TensorRT-LLM's, and
+  SGLang's with its per-request overhead (``sglang_api_s``);
 * per-layer fixed costs by layer kind as served: every layer, each MoE layer (routing and
-  dispatch), each MLA layer;
+  dispatch), each MLA layer; the latency of a message that leaves a node (``scaleout_message_s``);
 * the API server's preprocessing per request and per prompt token;
 * kernel scales: 4-bit experts widened to 16-bit or to fp8 activations, native FP4 grouped GEMMs,
   and fp8 GEMMs against the bf16 efficiency AIConfigurator's bf16 rows gave.
 
+Three fits, each reported in docs/serving_fit.md:
+
+1. the pre-registered split (benchmarks/serving_points.py: fit on the "fit" points, held out every
+   H200 point, every SGLang point and the middle point of every other sweep), kept as it was
+   registered before any fitting;
+2. leave-one-group-out cross-validation: for each engine, each GPU and each sweep (one deployment
+   over concurrencies or prompt lengths), fit on every other point and predict the group; these
+   predictions are the held-out estimate, and the leave-one-sweep-out ones feed the bands
+   (planner/serving_accuracy.json ``ratios``);
+3. the shipped constants: fitted on every visible point.
+
 Objective: least squares of log(planner / measured) of every measured TTFT, TPOT and output
-tokens/s per GPU of the fit points (anomalies the source flags left out), plus a weak log-normal
-prior on each constant (PRIOR_WEIGHT x log(value / prior) / log(spread)) so constants the fit
-points barely touch stay physical. Needs scipy (a dependency of aiconfigurator-core); the
-library does not.
+tokens/s per GPU of the points (anomalies the source flags left out), plus a weak log-normal
+prior on each constant (PRIOR_WEIGHT x log(value / prior) / log(spread)) so constants the points
+barely touch stay physical (and an engine left out of a cross-validation fold falls back to
+its prior). Needs scipy (a dependency of aiconfigurator-core); the library does not.
 """
 
 from __future__ import annotations
@@ -27,7 +38,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -50,6 +60,10 @@ SERVING_PARAMS = [
     ("api_token_s", 2e-6, 1e-9, 1e-4, 10.0, "API server per prompt token"),
     ("trtllm_step_s", 2e-3, 1e-5, 5e-2, 3.0, "TensorRT-LLM host work per step"),
     ("trtllm_seq_s", 15e-6, 1e-8, 5e-4, 3.0, "TensorRT-LLM host work per sequence"),
+    ("sglang_api_s", 8e-3, 1e-4, 5e-1, 3.0, "SGLang per request before its scheduler runs it (tokenizer manager, IPC to the scheduler, detokenizer)"),
+    ("sglang_step_s", 1e-3, 1e-5, 3e-2, 3.0, "SGLang host work per engine step"),
+    ("sglang_seq_s", 10e-6, 1e-8, 3e-4, 3.0, "SGLang host work per sequence producing a token"),
+    ("scaleout_message_s", 25e-6, 1e-7, 1e-3, 3.0, "latency of an all-reduce message that leaves the node (InfiniBand / RoCE)"),
 ]
 KERNEL_PARAMS = [
     ("w4a16", 1.0, 0.1, 6.0, 2.0, "4-bit float experts widened to 16-bit activations (Triton matmul_ogs)"),
@@ -86,10 +100,40 @@ def residuals(v: np.ndarray, pts: list[S.Point]) -> np.ndarray:
     return np.array(out)
 
 
-def fit(pts: list[S.Point]):
-    start = np.log([p[1] for p in PARAMS])
+def fit(pts: list[S.Point], start: dict | None = None, max_nfev: int = 2000):
+    """The least-squares fit over ``pts``, from the priors (or ``start``'s constants)."""
+    x0 = np.log([start[p[0]] if start else p[1] for p in PARAMS])
     lo, hi = np.log([p[2] for p in PARAMS]), np.log([p[3] for p in PARAMS])
-    return least_squares(residuals, start, bounds=(lo, hi), args=(pts,), loss=LOSS, f_scale=F_SCALE, max_nfev=2000, xtol=1e-10, ftol=1e-10, gtol=1e-10)
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+    return least_squares(residuals, x0, bounds=(lo, hi), args=(pts,), loss=LOSS, f_scale=F_SCALE, max_nfev=max_nfev, xtol=1e-10, ftol=1e-10, gtol=1e-10)
+
+
+def constants(result) -> dict:
+    return {name: math.exp(v) for (name, *_), v in zip(PARAMS, result.x, strict=True)}
+
+
+# leave-one-group-out cross-validation: each grouping splits the points into groups; each fold
+# refits from the all-points constants for at most CV_STEPS steps (each step a Jacobian of every
+# constant over the fold's points)
+CV_STEPS = 30
+GROUPINGS = {"engine": lambda pt: pt.engine, "GPU": lambda pt: pt.raw["gpu"], "sweep": lambda pt: S.sweep_key(pt.raw)}
+
+
+def cross_validate(pts: list[S.Point], start: dict) -> dict[str, list[tuple[S.Point, dict[str, float]]]]:
+    """Per grouping, every point predicted by the constants fitted on the points outside its group
+    (started from ``start``, the all-points fit, at most :data:`CV_STEPS` steps a fold)."""
+    out = {}
+    for name, group in GROUPINGS.items():
+        keys = sorted({group(pt) for pt in pts}, key=str)
+        preds: dict[str, tuple[S.Point, dict[str, float]]] = {}
+        for k in keys:
+            inside = [pt for pt in pts if group(pt) == k]
+            x = constants(fit([pt for pt in pts if group(pt) != k], start, max_nfev=CV_STEPS))
+            for pt, r in evaluate(inside, x):
+                preds[pt.id] = (pt, r)
+            print(f"cv {name:6s} {str(k)[:60]:60s} {len(inside):2d} points")
+        out[name] = [preds[pt.id] for pt in pts]
+    return out
 
 
 def write_constants(x: dict) -> None:
@@ -105,7 +149,16 @@ def write_constants(x: dict) -> None:
     path.write_text(new)
 
 
-def write_accuracy(results: list[tuple[S.Point, dict[str, float]]]) -> None:
+def _rounded(ratios: dict[str, float]) -> dict[str, float]:
+    return {m: float(f"{r:.5g}") for m, r in ratios.items()}
+
+
+def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str, list[tuple[S.Point, dict[str, float]]]], pre_results: list[tuple[S.Point, dict[str, float]]]) -> None:
+    """planner/serving_accuracy.json: per point its regime, the leave-one-sweep-out ratios the bands
+    use (``ratios``), the shipped fit's own (``fit_ratios``), every cross-validation's (``cv``)
+    and the pre-registered fit's (``preregistered``)."""
+    held = {name: {pt.id: r for pt, r in preds} for name, preds in cv.items()}
+    pre = {pt.id: r for pt, r in pre_results}
     rows = []
     for pt, ratios in results:
         rows.append(
@@ -113,13 +166,21 @@ def write_accuracy(results: list[tuple[S.Point, dict[str, float]]]) -> None:
                 "id": pt.id,
                 "split": pt.split,
                 "regime": S.regime(pt),
-                "ratios": {m: float(f"{r:.5g}") for m, r in ratios.items()},
+                "ratios": _rounded(held["sweep"][pt.id]),
+                "fit_ratios": _rounded(ratios),
+                "cv": {name: _rounded(h[pt.id]) for name, h in held.items()},
+                "preregistered": _rounded(pre[pt.id]),
                 "anomalous": {m: why for (pid, m), why in S.ANOMALIES.items() if pid == pt.id},
                 "model": pt.raw["model"],
                 "gpu": pt.raw["gpu"],
             }
         )
-    data = {"source": "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server)", "generated_by": "scripts/fit_serving.py", "points": rows}
+    data = {
+        "source": "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server)",
+        "generated_by": "scripts/fit_serving.py",
+        "ratios": "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation); fit_ratios: the shipped constants, fitted on every point",
+        "points": rows,
+    }
     (ROOT / "planner" / "serving_accuracy.json").write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -127,7 +188,25 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def write_doc(results: list[tuple[S.Point, dict[str, float]]], x: dict, result) -> None:
+REGIME_GROUPS = (
+    ("all", lambda pt: "all"),
+    ("engine", lambda pt: pt.engine),
+    ("dense/MoE", lambda pt: S.regime(pt)["arch"]),
+    ("TP", lambda pt: S.regime(pt)["tp"]),
+    ("concurrency", lambda pt: S.regime(pt)["concurrency"]),
+    ("GPU", lambda pt: S.regime(pt)["family"]),
+)
+
+
+def _table(title: str, subset: list[tuple[S.Point, dict[str, float]]], groups=REGIME_GROUPS) -> list[str]:
+    lines = ["", f"### {title}", "", "| group | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+    for label, group in groups:
+        for g, m, n, med, bad in S.summary_rows(subset, group):
+            lines.append(f"| {label}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} | {'met' if S.goal_met(m, med, bad) else 'not met'} |")
+    return lines
+
+
+def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> None:
     lines = [
         "# Serving fit: what real engines add to the kernels (generated by scripts/fit_serving.py; do not edit)",
         "",
@@ -135,90 +214,127 @@ def write_doc(results: list[tuple[S.Point, dict[str, float]]], x: dict, result) 
         "NVIDIA's TensorRT-LLM perf overview offline max-throughput tables, tenstorrent tt-inference-server GPU reference sweeps), each",
         "with its engine, precision, GPU, TP/EP, ISL/OSL and concurrency. The kernels keep the AIConfigurator fit (docs/latency_fit.md).",
         "",
-        "## Split (fixed before fitting; benchmarks/serving_points.py)",
+        "## How each point is planned (benchmarks/serving_points.py)",
         "",
-        "* **held-out GPU**: every H200 point (the kernel fit holds H200 out too);",
-        "* **held-out engine**: every SGLang point (DeepSeek-R1 FP4 on 8 x B200 at 4-64 clients; DeepSeek-R1 FP8 TP16 over two 8 x H100",
-        "  nodes on InfiniBand): SGLang runs on vLLM's fitted serving costs;",
-        "* **held-out point**: the middle point of every other sweep of one deployment over three or more concurrencies or prompt lengths;",
-        "* **fit**: the rest.",
+        "Each point is one `compute_plan`: its preset, GPU, TP (DEP points as `dp` attention data-parallel ranks with `ep = dp`), weight",
+        "format (NVFP4 checkpoints as `nvfp4`: FP4 tensor cores on Blackwell), K/V dtype, ISL/OSL, `serving_engine` and the harness's engine",
+        "settings: vLLM's `vllm serve` batch defaults of the release (planner/engines/vllm_memory.py), SGLang's chunked prefill for the",
+        "GPU's memory, and trtllm-bench's own heuristic (tensorrt_llm/bench/build/tuning.py: max_batch_size and max_num_tokens from the",
+        "KV memory of ISL + OSL requests for NVFP4 / FP8 / unquantized checkpoints, BuildConfig's 2,048 / 8,192 for gpt-oss's MXFP4; no",
+        "chunked prefill, so max_num_tokens >= ISL + max_batch_size). TensorRT-LLM points plan at 5 % headroom (the overview's",
+        "`--kv_cache_free_gpu_mem_fraction 0.95`). A closed-loop point's TTFT, TPOT and throughput are its plan's own (a closed loop of",
+        "its clients; a DEP point's per rank); an offline point runs its plan's step model over the overview's request count (3,000 for",
+        "1k/1k, 1,500 for 8k/1k, ...) in waves of what the plan admits. tt-inference-server sweeps reuse one server over ISL 128, 1,024,",
+        "2,048, 3,072, 4,096, 8,192 in that order, and vLLM's random dataset makes each request begin with the same request of the run",
+        "before it, so the prefix cache serves the previous ISL's tokens (their TTFT: 105, 127, 132, 120 ms from 1,024 to 4,096 on",
+        "DeepSeek AWQ): those plans share that prefix at hit rate 1.",
         "",
-        "## How each point is planned",
+        "Objective: least squares (soft-L1, scale 0.3) of log(planner / measured) over the points' measured TTFT, TPOT and output tokens/s",
+        f"per GPU, plus a prior of weight {PRIOR_WEIGHT} per constant (log(value / prior) / log(spread)). scipy least_squares.",
         "",
-        "`compute_plan` with the point's preset, GPU, TP/EP, weight and K/V dtypes and ISL/OSL (TensorRT-LLM points at 5 % headroom:",
-        "the overview's `--kv_cache_free_gpu_mem_fraction 0.95`), then on the plan's step model what PlanInputs cannot state yet:",
-        "NVFP4 weights multiply at the FP4 peak (`latency.kernel_dtype`), 4-bit experts use the fitted kernel scale (`latency.moe_kernel`),",
-        "MLA layers carry their fixed cost, DEP points (attention data parallel + expert parallel) use `parallel.expert_data_parallel` and",
-        "`parallel.dp_memory`; TP16 over two nodes all-reduces hierarchically over NVLink and InfiniBand (`Device.link_at`).",
-        "Closed-loop points run `latency.closed_loop` at their concurrency with the API server; offline points `latency.offline`: the",
-        "overview's request count (3,000 for 1k/1k, 1,500 for 8k/1k, ...) in waves of what memory and the 2,048 max batch admit.",
-        "tt-inference-server sweeps reuse one server over ISL 128, 1,024, 2,048, 3,072, 4,096, 8,192 in that order, and vLLM's random",
-        "dataset makes each request begin with the same request of the run before it, so the prefix cache (on by default) serves the",
-        "previous ISL's tokens (their TTFT: 105, 127, 132, 120 ms from 1,024 to 4,096 on DeepSeek AWQ); the planner counts those tokens cached.",
+        "## Shipped constants (fitted on all 47 points)",
         "",
-        "Objective: least squares of log(planner / measured) over the fit points' measured TTFT, TPOT and output tokens/s per GPU, plus a",
-        f"prior of weight {PRIOR_WEIGHT} per constant (log(value / prior) / log(spread)). scipy least_squares, {result.nfev} evaluations, cost {result.cost:.4g}.",
+        f"{result.nfev} evaluations, cost {result.cost:.4g}. The pre-registered fit (fit split only) is beside them.",
         "",
-        "## Fitted constants",
-        "",
-        "| constant | value | prior (spread) | what |",
-        "|---|---|---|---|",
+        "| constant | value | pre-registered fit | prior (spread) | what |",
+        "|---|---|---|---|---|",
     ]
+    kernel_names = dict(split_x(x)[1])
     for name, prior, _lo, _hi, spread, what in PARAMS:
-        where = "latency.KERNEL_FIT" if name in dict(split_x(x)[1]) else "latency.SERVING_FIT"
-        lines.append(f"| {name} | {_fmt(x[name])} | {_fmt(prior)} (x{spread:g}) | {what} ({where}) |")
-    for title, pick in (("fit", lambda s: s == "fit"), ("held-out (all three splits)", lambda s: s != "fit")):
-        subset = [(pt, r) for pt, r in results if pick(pt.split)]
-        lines += ["", f"## Accuracy, {title}: planner / measured (worst = farthest from 1)", "", "| regime | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
-        for label, group in (("all", lambda pt: "all"), ("split", lambda pt: pt.split), ("dense/MoE", lambda pt: S.regime(pt)["arch"]), ("TP", lambda pt: S.regime(pt)["tp"]), ("concurrency", lambda pt: S.regime(pt)["concurrency"]), ("GPU", lambda pt: S.regime(pt)["family"]), ("engine", lambda pt: pt.engine)):
-            for g, m, n, med, bad in S.summary_rows(subset, group):
-                goal = "met" if S.goal_met(m, med, bad) else "not met"
-                lines.append(f"| {label}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} | {goal} |")
+        where = "latency.KERNEL_FIT" if name in kernel_names else "latency.SERVING_FIT"
+        lines.append(f"| {name} | {_fmt(x[name])} | {_fmt(pre_x[name])} | {_fmt(prior)} (x{spread:g}) | {what} ({where}) |")
+    lines += [
+        "",
+        "### The engine-specific costs and the data they rest on",
+        "",
+        "* **SGLang per request** (`sglang_api_s`): both SGLang sets carry a per-request TTFT no vLLM or TensorRT-LLM point shows:",
+        "  tt-inference-server's TP16 sweep (issue #356) gives 180 ms for a fully cached 128-token prompt where vLLM's TP8 sweep on the",
+        "  same harness gives 47 ms, and InferenceMAX's B200 run 197-200 ms at 4-8 clients for 922-token prompts; with vLLM's costs the",
+        "  planner's TTFT was 0.15-0.65x of these. Fitted on those 7 TTFTs (p09's, which the source flags, left out).",
+        "* **SGLang host work** (`sglang_step_s`, `sglang_seq_s`): the B200 FP4 run's throughput at 4-32 clients (its TPOT row is",
+        "  truncated in the source) and the TP16 sweep's TPOT; with one sweep of each they are weakly identified and held near the prior.",
+        "* **Inter-node message latency** (`scaleout_message_s`): the only multi-node points are SGLang's DeepSeek-R1 TP16 over two",
+        "  8 x H100 nodes on InfiniBand (TPOT 23.1-24.0 ms at one client); every all-reduce message that leaves a node pays it on top",
+        "  of the NVLink latency (`Device.link_at`, hierarchical all-reduce). One sweep of three points: it is confounded with SGLang's",
+        "  host work; the cross-validation by engine shows what it is worth on an unseen engine.",
+        "* **TensorRT-LLM host work** (`trtllm_step_s`, `trtllm_seq_s`): its 24 offline max-throughput runs.",
+    ]
+    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", ""]
+    lines += ["The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x."]
+    lines += _table("Fit: the shipped constants on all 47 points (in sample)", results)
+    pre_held = [(pt, r) for pt, r in pre_results if pt.split != "fit"]
+    lines += _table("Pre-registered held-out: the fit split's constants on the 26 points registered as held out (H200, SGLang, middle points)", pre_held, REGIME_GROUPS[:1] + (("split", lambda pt: pt.split),) + REGIME_GROUPS[1:])
+    lines += [
+        "",
+        "The pre-registered split leaves SGLang out of the fit entirely, so its held-out TTFT and TPOT carry SGLang's per-request",
+        "overhead and the inter-node latency, which no fitted point shows; it is kept as registered and reported as it falls.",
+        "",
+        "## Cross-validation: the held-out estimate",
+        "",
+        "Each point predicted by constants fitted without its group: leave one engine out (3 folds), one GPU out (4), one sweep out",
+        f"({len({S.sweep_key(pt.raw) for pt, _ in results})}: a deployment over concurrencies or prompt lengths, or one TensorRT-LLM",
+        "model and GPU over sequence lengths). An engine left out falls back to the priors of its own constants (SGLang's: vLLM's",
+        "priors; the inter-node latency: 25 us). Leave-one-sweep-out is the held-out estimate the bands use.",
+    ]
+    for name in GROUPINGS:
+        lines += _table(f"Leave one {name} out", cv[name])
     lines += [
         "",
         "## Where the model misses",
         "",
-        "* **SGLang's TTFT** (held-out engine): both SGLang sets carry a per-request TTFT of 150-200 ms that no vLLM or TensorRT-LLM point",
-        "  shows: tt-inference-server's TP16 sweep (issue #356) gives 184 ms for a fully cached 128-token prompt where vLLM's TP8 sweep gives",
-        "  27 ms, and InferenceMAX's B200 run 197-200 ms at 4-8 clients for 922-token prompts. Run on vLLM's fitted costs, the planner's",
-        "  closed-loop TTFT is 0.15-0.65x of these; a fit that included SGLang would need an engine term of its own.",
-        "* **SGLang DeepSeek TP16 over InfiniBand** TPOT (23 ms) is 1.7x the planner's: the inter-node all-reduce latency is a sourced estimate",
-        "  (25 us a message), not fitted; 122 all-reduces a step at about 60 us would close it.",
-        "* **MLA vs AWQ fixed costs**: the only fitted MLA points are AWQ (int4) DeepSeek-R1 on vLLM, whose 16 ms TPOT at one client needs about",
-        "  180 us a layer of fixed cost; the MLA and AWQ-GEMV terms split it by their priors (both about 60 us), which the SGLang FP4 B200",
-        "  run (native FP4, 8.4 ms TPOT at 4 clients) supports better than putting it all on MLA.",
-        "* **DEP (attention data parallel)** runs: the overview does not state their batch; the planner admits what memory allows per rank",
-        "  and waits for the slowest rank's prefill chunk, and is still about 2x too fast on gpt-oss-120b DEP4 (H100; DeepSeek-R1 DEP8 on H200, held out, lands at 0.83x).",
-        "* **vLLM releases**: one vLLM profile serves the 2025-07 tenstorrent runs (Qwen3-30B-A3B on A100 TPOT 0.8x) and the 2026-03",
-        "  InferenceMAX image (gpt-oss-120b TP8 TPOT 1.1-1.2x); newer releases schedule asynchronously and graph whole steps.",
+        "* **gpt-oss on TensorRT-LLM** (Hopper, TRITON MoE backend): every offline run lands too fast, TP1 1.2-1.4x and DEP4 (4 x H100,",
+        "  attention data parallel with EP4) most. Why DEP4 was 2x too fast before: (1) the batch. trtllm-bench tunes max_batch_size only",
+        "  for NVFP4 / FP8 / unquantized checkpoints; gpt-oss's MXFP4 takes BuildConfig's 2,048 (max_num_tokens 8,192), so memory bounds",
+        "  the batch. The old point held each rank's sequences in steady state (760 a rank); the plan of a DEP rank applies vLLM's block",
+        "  reservation (gpt-oss's sliding and full layers in padded groups), 402 a rank, which takes 2.05x to 1.50x. (2) the all-to-all:",
+        "  3.5 ms of a 60 ms decode step at that batch, and TensorRT-LLM's all-gather + reduce-scatter under attention DP moves the",
+        "  same bytes as the dispatch and combine the model charges: not the gap. (3) the MXFP4 kernels on Hopper: a lower W4A16 scale",
+        "  brings the TP1 runs to 1x but leaves DEP4 about 1.5x too fast; the measured per-token cost of DEP4 on H100 (212 us) is HBM-",
+        "  bandwidth-bound like TP1 on H200 (147 us x 4.8 / 3.35 TB/s = 211 us): the real DEP run gains nothing from spreading the",
+        "  experts over four GPUs, which the model credits (each rank reads a quarter of the experts for four ranks' tokens).",
+        "  The rest is unexplained by the published data (the overview states no batch; an expert-load imbalance across ranks or",
+        "  the TRITON kernels' compute at large batch would both do it).",
+        "* **MLA vs AWQ fixed costs**: the only MLA points at small batch are AWQ (int4) DeepSeek-R1 on vLLM, whose 16 ms TPOT at one",
+        "  client needs about 180 us a layer of fixed cost; the MLA and AWQ-GEMV terms split it by their priors.",
+        "* **vLLM releases**: one vLLM profile serves the 2025-07 tenstorrent runs (Qwen3-30B-A3B on A100) and the 2026-03 InferenceMAX",
+        "  image (gpt-oss-120b TP8); newer releases schedule asynchronously and graph whole steps.",
     ]
-    lines += ["", "## Residuals per point (planner / measured)", "", "| point | split | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Residuals per point (planner / measured)", "", "| point | split | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | sweep-out TPOT | TTFT | tok/s/GPU |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    held = {pt.id: r for pt, r in cv["sweep"]}
     for pt, ratios in results:
         p = pt.raw
-        cells = [f"{ratios[m]:.3f}" + (" (anomaly)" if (pt.id, m) in S.ANOMALIES else "") if m in ratios else "" for m in S.METRICS]
+
+        def cells(rs: dict, pid: str = pt.id) -> list[str]:
+            return [f"{rs[m]:.3f}" + (" (anomaly)" if (pid, m) in S.ANOMALIES else "") if m in rs else "" for m in S.METRICS]
+
         c = p["concurrency"] or f"offline {pt.requests * (p['tp'] if pt.dep else 1):,}"
-        lines.append(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} ({pt.weight_format}{', DEP' if pt.dep else ''}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {c} | " + " | ".join(cells) + " |")
+        lines.append(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} ({pt.weight_format}{', DEP' if pt.dep else ''}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {c} | " + " | ".join(cells(ratios) + cells(held[pt.id])) + " |")
     lines += ["", "Anomalies shown and left out of the fit and the goal: " + "; ".join(f"{pid} {m}: {why}" for (pid, m), why in S.ANOMALIES.items()) + "."]
     (ROOT / "docs" / "serving_fit.md").write_text("\n".join(lines) + "\n")
 
 
+def _print(title: str, subset) -> None:
+    for _g, m, n, med, bad in S.summary_rows(subset, lambda pt: "all"):
+        print(f"{title:28s} {m:16s} n={n:2d} median {med:.3f} worst {bad:.3f} goal {'met' if S.goal_met(m, med, bad) else 'NOT met'}")
+
+
 def main() -> None:
     pts = S.points()
-    fit_pts = [pt for pt in pts if pt.split == "fit"]
-    result = fit(fit_pts)
-    x = {name: math.exp(v) for (name, *_), v in zip(PARAMS, result.x, strict=True)}
-    print("fitted:", {k: float(f"{v:.4g}") for k, v in x.items()}, f"cost {result.cost:.4g}, {result.nfev} evaluations")
+    pre = fit([pt for pt in pts if pt.split == "fit"])
+    pre_x = constants(pre)
+    pre_results = evaluate(pts, pre_x)
+    _print("pre-registered held-out", [(pt, r) for pt, r in pre_results if pt.split != "fit"])
+    result = fit(pts, pre_x)
+    x = constants(result)
+    print("fitted on all points:", {k: float(f"{v:.4g}") for k, v in x.items()}, f"cost {result.cost:.4g}, {result.nfev} evaluations")
     results = evaluate(pts, x)
-    for name in S.SPLITS:
-        for _g, m, n, med, bad in S.summary_rows([(pt, r) for pt, r in results if pt.split == name], lambda pt: "all"):
-            print(f"{name:15s} {m:16s} n={n:2d} median {med:.3f} worst {bad:.3f}")
-    held = [(pt, r) for pt, r in results if pt.split != "fit"]
-    for _g, m, n, med, bad in S.summary_rows(held, lambda pt: "all"):
-        print(f"{'held-out (all)':15s} {m:16s} n={n:2d} median {med:.3f} worst {bad:.3f} goal {'met' if S.goal_met(m, med, bad) else 'NOT met'}")
-    print("median |log| fit", statistics.median(abs(math.log(r)) for _, rs in results for r in rs.values()))
+    _print("fit (all points)", results)
+    cv = cross_validate(pts, x)
+    for name, preds in cv.items():
+        _print(f"cv leave one {name} out", preds)
     write_constants(x)
-    write_accuracy(results)
-    write_doc(results, x, result)
+    write_accuracy(results, cv, pre_results)
+    write_doc(results, x, result, pre_x, pre_results, cv)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,22 @@ PIXTRAL = {
     "spatial_merge_size": 2,
     "multimodal_projector_bias": False,
 }
-# the logs whose activation fits FlashInfer's sampler, not the sort-based one (see FITS["flashinfer_rest"])
-SAMPLER = {"mistralai/Mistral-Small-3.2-24B-Instruct-2506": "flashinfer", "openai/gpt-oss-120b": "flashinfer"}
+# The one log whose dummy sampler run took FlashInfer's path (14 bytes a logit, derived), not the sort
+# (38): its "torch peak memory increase" of 2.12 GiB is below what the sort alone takes at 1,024
+# requests x 131,072 vocabulary (4.75 GiB). vLLM 0.11.0 samples with FlashInfer whenever
+# flashinfer.sampling imports (TopKTopPSampler.__init__; VLLM_USE_FLASHINFER_SAMPLER unset means on),
+# as in the vllm-openai image the extract's runs use (this one names 0.11.0; from 0.11.1 FlashInfer's
+# sampler is opt-in); the other nine fit the sort to 0.01 GiB.
+SAMPLER = {"mistralai/Mistral-Small-3.2-24B-Instruct-2506": "flashinfer"}
+# gpt-oss-120b's run used --gpu-memory-utilization 0.95, not the 0.9 the extract assumes (its
+# summary row is the only record of that run: no per-run section, no "Desired GPU utilization"
+# line). At 0.9 its own terms do not add up (71.26 - 64.38 - 7.38 - 0.13 = -0.63, and vLLM would
+# have refused to start: "No available memory for the cache blocks"); at 0.95 they do to the
+# printed digit (75.22 - 64.38 - 7.38 - 0.13 = 3.33), and the printed activation 7.38 is what the
+# sort-based sampler derives for gpt-oss's vocabulary (201,088) and hidden size (2,880), the same as
+# the 20b's, not a copy of it. The reference file keeps 0.9 and leaves the activation out; this
+# applies the reading the printed terms support.
+UTILIZATION_FROM_TERMS = {"openai/gpt-oss-120b": 0.95}
 TERMS = (("weights_gib", "weights per GPU"), ("activation_gib", "profiling peak activations"), ("non_torch_gib", "non-torch memory"))
 # what vLLM's "torch peak memory increase" holds: the dummy forward / sampler peak and the dummy
 # multimodal encoder outputs cached through it
@@ -49,6 +63,12 @@ def load_cases() -> list[dict]:
     cases = json.loads((REFERENCE / "vllm_startup_logs.json").read_text())["cases"]
     for case in cases:
         case["name"] = f"{case['model'].split('/')[-1]} TP{case['tp']}"
+        if case["model"] in UTILIZATION_FROM_TERMS:
+            printed = case["printed"]
+            case["gpu_memory_utilization"] = UTILIZATION_FROM_TERMS[case["model"]]
+            printed["requested_gib"] = round(case["total_gpu_memory_gib"] * case["gpu_memory_utilization"], 2)
+            if printed.get("activation_gib") is None:
+                printed["activation_gib"] = printed.get("activation_gib_as_printed")
     repeated = {c["name"] for c in cases if sum(d["name"] == c["name"] for d in cases) > 1}
     for case in cases:
         if case["name"] in repeated:
@@ -98,30 +118,6 @@ def refit() -> None:
     fit = vm.FITS["activation_rest"]
     rests = [implied_activation(cases[n], b) - (b.term("profiling peak activations").bytes / GIB - fit.value) for n in fit.fitted_on for b in [predict(cases[n])]]
     print(f"activation_rest: {statistics.mean(rests):.4f} GiB (in use: {fit.value})")
-    fit = vm.FITS["flashinfer_rest"]
-    per_logit = []
-    for n in fit.fitted_on:
-        case = cases[n]
-        b = predict(case)
-        logits = min(b.max_num_seqs, b.max_num_batched_tokens) * (predict_geometry(case).vocab_size)
-        derived = term_gib(b, "profiling peak activations") * GIB - fit.value * logits
-        per_logit.append((implied_activation(case, b) * GIB - derived) / logits)
-    # the two logs disagree: the value that keeps the larger of their activation and available
-    # residuals smallest (minimax, 0.01 B steps)
-    saved, worst = vm.FITS["flashinfer_rest"], []
-    for step in range(0, 601):
-        vm.FITS["flashinfer_rest"] = vm.Fit(step / 100, saved.unit, saved.fitted_on)
-        errs = [abs(e) for n in fit.fitted_on for c in [cases[n]] for b in [predict(c)] for e in (implied_activation(c, b) - term_gib(b, "profiling peak activations"), c["printed"]["available_kv_gib"] - b.available_kv_bytes / GIB)]
-        worst.append((max(errs), step / 100))
-    vm.FITS["flashinfer_rest"] = saved
-    best = min(worst)
-    print(f"flashinfer_rest: each log alone {[round(x, 2) for x in per_logit]} bytes a logit; minimax {best[1]:.2f} (worst residual {best[0]:.3f} GiB; in use: {fit.value})")
-
-
-def predict_geometry(case: dict):
-    from planner.plan import prepare_model
-
-    return prepare_model(case_config(case)).geometry
 
 
 def main() -> int:

@@ -7,6 +7,9 @@ release writes its own fixture (0.33: ``vllm_engine_cases.json``; older: ``_0.10
     HF_HUB_OFFLINE=1 /work/venvs/vllm033/bin/python scripts/gen_vllm_engine_cases.py
     # likewise vllm==0.24.0, 0.19.0, 0.11.0 and 0.10.1.1 (0.10: then pip install transformers==4.56.2, the
     # transformers of its release; it resolves 5.x, whose configs 0.10 cannot read)
+    # 0.11.0: transformers==4.57.1 likewise (pip resolves 5.x, whose config errors are not 0.11's), and
+    # CUDA_VISIBLE_DEVICES="" so that vllm.triton_utils keeps the real Triton on a CPU (with no driver
+    # it swaps in a placeholder without tl.exp, and Qwen3-Next's model class then fails to import)
 
 Older releases go through small shims (section "vLLM 0.10 - 0.24"): their block-size rule, their
 spec classes (fields filtered per release), their ``get_kv_cache_config(s)`` and log lines; 0.10

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, wait_healthy
+from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, streamlit_argv, wait_healthy
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "free_port", "running_app"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "free_port", "running_app", "streamlit_argv"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,22 +16,13 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.apptest import assert_clean as _clean  # noqa: E402
+from tests.apptest import run_app as _app  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 LLAMA_8B = json.loads((ROOT / "model_configs" / "llama-3.1-8b.json").read_text())
-
-
-def _app(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=30)
-    at.query_params.update(query or {})  # a share link being opened
-    at.run()
-    _clean(at)
-    return at
-
-
-def _clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def metric(at: AppTest, label: str, index: int = 0) -> str:

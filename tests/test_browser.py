@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app, streamlit_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -30,9 +29,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 def server():
     port = free_port()
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with running_app(argv, port, env, "streamlit", 30) as url:
+    with running_app(streamlit_argv("app.py", port), port, env, "streamlit", 30) as url:
         yield url
 
 

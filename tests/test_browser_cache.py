@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app, streamlit_argv
 
 pytestmark = [
     pytest.mark.browser,
@@ -32,9 +31,7 @@ def _line(t_ms: int, ids: list[int], tenant: str) -> str:
 def page(tmp_path_factory):
     port = free_port()
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]  # fmt: skip
-    with running_app(argv, port, env, "streamlit", 30) as url, sync_api.sync_playwright() as p:
+    with running_app(streamlit_argv("app.py", port), port, env, "streamlit", 30) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             pg = browser.new_page(viewport={"width": 1280, "height": 1400})

@@ -13,23 +13,11 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from planner.plan import PlanInputs, compute_plan, make_inputs  # noqa: E402
 from planner.source import preset_ref  # noqa: E402
+from tests.apptest import assert_clean as _clean  # noqa: E402
+from tests.apptest import run_app as _app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-
-
-def _app(query: dict[str, str] | None = None, **session) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=30)
-    at.query_params.update(query or {})
-    for key, value in session.items():
-        at.session_state[key] = value
-    at.run()
-    _clean(at)
-    return at
-
-
-def _clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def metric(at: AppTest, label: str, index: int = 0):

@@ -13,19 +13,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.apptest import run_app as _app  # noqa: E402
 from tests.hostile import EVIL, MARKDOWN_LINK  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
 LLAMA_8B = json.loads((ROOT / "model_configs" / "llama-3.1-8b.json").read_text())
-
-
-def _app(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=30)
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _errors(at: AppTest) -> list[str]:

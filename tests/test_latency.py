@@ -28,7 +28,7 @@ def test_replicas_split_latency_like_memory(capsys):
     one_gpu_two = _plan_json(capsys, "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--sequences", "2")
     assert out["roofline"]["decode_concurrency"] == 2
     assert out["kv_cache"]["kv_bytes_at_requested"] == 2 * out["kv_cache"]["bytes_per_reserved_sequence"]
-    assert out["latency"]["requests_per_replica"] == 2 and out["latency"]["at"] == "at 2 requests"
+    assert out["latency"]["requests_per_replica"] == 2 and out["latency"]["at"] == "closed loop of 2 clients"
     assert out["latency"]["mean_inter_token_latency_ms"] == pytest.approx(one_gpu_two["latency"]["mean_inter_token_latency_ms"])
 
 
@@ -48,7 +48,7 @@ def test_prefill_counts_the_lm_head_for_the_last_token_only():
 def test_refused_load_reports_the_requested_load_marked_not_admitted(capsys):
     out = _plan_json(capsys, "--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", "64")
     assert out["kv_cache"]["admitted"] is False and out["kv_cache"]["admissible_sequences"] < 64
-    assert out["latency"]["requests_per_replica"] == 64 and out["latency"]["at"] == "at 64 requests"
+    assert out["latency"]["requests_per_replica"] == 64 and out["latency"]["at"] == "closed loop of 64 clients"
     assert out["latency"]["load_admitted"] is False and out["roofline"]["load_admitted"] is False
     assert out["roofline"]["decode_concurrency"] == 64
     limit = out["kv_cache"]["admissible_sequences"]
@@ -78,7 +78,8 @@ def test_served_ttft_and_itl_grow_with_load():
     plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=512, sequences=1), prepare_model(load_preset("llama-3.1-8b")))
     busy = compute_plan(plan.inputs.model_copy(update={"sequences": 32}), prepare_model(load_preset("llama-3.1-8b")))
     r1, r32 = plan.roofline, busy.roofline
-    assert r1.prefill_wait_ms == r1.prefill_wait_p95_ms == 0.0 and r1.load_label == "at 1 request"
+    # one client of a closed loop finds nothing ahead of it
+    assert r1.prefill_wait_ms == r1.prefill_wait_p95_ms == 0.0 and r1.load_label == "closed loop of 1 client"
     assert r1.ttft_p95_ms == pytest.approx(plan.latency.time_to_first_token_ms)
     # the burst (worst moment): 32 prompts of 2048 tokens at 8192 a step, less the (32 - 1) // 2 = 15
     # decodes running meanwhile: prompt k is done at step ceil(2048 k / 8177); the plain sum, next to
@@ -87,17 +88,22 @@ def test_served_ttft_and_itl_grow_with_load():
     assert 4.5 < r32.prefill_steps < 5.5
     assert r32.burst_wait_ms > 3 * r1.prefill_ms_at_1_request
     assert r32.burst_wait_max_ms > r32.burst_wait_ms
-    # steady state: prompts trickle in at 32 / end-to-end a second, a light queue, well below the burst
-    assert busy.estimate.queue_ms == pytest.approx(r32.prefill_wait_ms)
+    # steady state of 32 clients: each prompt waits for the step in flight and the others' prompts
+    # (a light queue, well below the burst); TTFT = queue + preprocessing + its prefill
+    lat = busy.latency
+    assert lat.time_to_first_token_ms == pytest.approx(lat.queue_ms + lat.preprocessing_ms + lat.prefill_ms)
     assert 0 < r32.prefill_wait_ms < r32.prefill_wait_p95_ms < r32.burst_wait_max_ms
     assert 0 < r32.prefill_utilisation < 1 and not r32.prefill_saturated
     assert busy.latency.time_to_first_token_ms < r32.ttft_p95_ms
-    # 32 sequences each bring a 2,048-token prompt per 512 outputs: 128 prefill tokens a step on
-    # average, carried in chunks of a whole prompt and those queued behind it, so in at most
-    # 128 / 2,048 = 6.25 % of steps; more than 5 % here, so the p95 gap is such a step
-    assert r32.mixed_prefill_tokens_per_step == pytest.approx(32 * 2048 / 512)
+    # Poisson arrivals at the same 32 in flight (latency.served): 32 sequences each bring a
+    # 2,048-token prompt per 512 outputs, 128 prefill tokens a step on average, carried in chunks of
+    # a whole prompt and those queued behind it, so in at most 128 / 2,048 = 6.25 % of steps
+    s = latency.served(busy.roof, 2048, 0, 512, 32, busy._load.kv_mid, busy._load.mid, 8192)
+    assert r32.mixed_prefill_tokens_per_step == pytest.approx(32 * 2048 / 512) == s.mixed_prefill_tokens_per_step
     assert 2048 <= r32.prefill_chunk_tokens <= 8192 - 32
-    assert r32.prefill_step_share == pytest.approx(128 / r32.prefill_chunk_tokens) and 0.05 < r32.prefill_step_share <= 0.0625
+    assert s.prefill_step_share == pytest.approx(128 / s.chunk_tokens) and 0.05 < s.prefill_step_share <= 0.0625
+    # the closed loop's own share is more than 5 % too, so the p95 gap is a chunk-carrying step
+    assert r32.prefill_step_share > 0.05
     assert r32.itl_p95_ms > r32.itl_ms_at_concurrency > r32.itl_ms_decode_only > r1.itl_ms_decode_only
 
 
@@ -224,12 +230,12 @@ def test_app_toggle_shows_measured_beside_roofline_or_says_why_not():
     at.run()
     assert not at.exception
     ttft = [m for m in at.metric if m.label == "TTFT"][0]
-    assert "at 8 requests" in (ttft.proto.delta or "")
+    assert "closed loop of 8 clients" in (ttft.proto.delta or "")
     assert not at.table  # off by default: AIConfigurator is never loaded for the first paint
     at.toggle(key="latency_model_measured").set_value(True).run()
     assert not at.exception
     table = at.table[0].value
-    assert list(table["figure"]) == ["Prefill, one prompt (at 1 request)", "ITL (at 1 request)", "ITL, static batch (at 8 requests)"]
+    assert list(table["figure"]) == ["Prefill, one prompt (at 1 request)", "ITL (at 1 request)", "ITL, static batch (closed loop of 8 clients)"]
     assert all(1 / 1.5 < float(x.rstrip("×")) < 1.5 for x in table["roofline ÷ measured"])
     at.selectbox(key="gpu").set_value("L4-24GB").run()
     assert not at.exception

@@ -395,9 +395,11 @@ def test_custom_device_bandwidth_drives_the_memory_bound_decode():
     e = latency.FITTED
     sequences = slow.roofline.decode_concurrency
     fixed_ms = (32 * (e.gemm_layer_s + e.attn_layer_s + e.layer_s + e.serve_layer_s) + e.step_s + sequences * e.seq_s) * 1e3
-    # (within 1e-4: the few steps that carry a prompt's chunk pay the host work of one more
-    # sequence, the prompt's first token)
-    assert fast.estimate.mean_inter_token_latency_ms - fixed_ms == pytest.approx((slow.estimate.mean_inter_token_latency_ms - fixed_ms) / 2, rel=1e-4)
+    # the decode-only step exactly; the mean ITL within 1e-3: the few steps that carry a prompt's
+    # chunk pay the host work of one more sequence, and in the closed loop (issue 21) their share
+    # of the steps moves with the step time (1.7e-4 here)
+    assert fast.roofline.itl_ms_decode_only - fixed_ms == pytest.approx((slow.roofline.itl_ms_decode_only - fixed_ms) / 2, rel=1e-9)
+    assert fast.estimate.mean_inter_token_latency_ms - fixed_ms == pytest.approx((slow.estimate.mean_inter_token_latency_ms - fixed_ms) / 2, rel=1e-3)
     assert fast.device.bandwidth_gb_s == 2000.0
 
 

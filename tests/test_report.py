@@ -136,7 +136,8 @@ def test_preset_report_identity_and_sliding_layers(gemma):
     # cdiv(min(4,095 + 16,384, 2,560), 16) + 1 = 161 sliding blocks: floor(19,455 / 321) = 60; steady
     # state floor(53,550,577,591 / 880,803,840) = 60 too
     assert "Maximum sequences by memory 60 (60 per replica x 1; vLLM 0.33 block reservation; steady state 60)" in text
-    assert "(roofline estimate)" in text
+    # every latency figure names the load it assumes: the requested sequences as clients of a closed loop
+    assert "(roofline estimate, closed loop of " in text and "accuracy of TTFT" in text
 
 
 def test_refused_plan_says_why(tmp_path):

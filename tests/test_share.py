@@ -84,6 +84,8 @@ def _value_strategy(name: str) -> st.SearchStrategy:
         strat = st.floats(min_value=lo, max_value=b["le"], exclude_min="gt" in b, allow_nan=False, allow_infinity=False)
     elif name == "bench_calibration":
         strat = CALIBRATION
+    elif base is str:  # a preset's name (spec_draft: the draft model)
+        strat = st.sampled_from(preset_names())
     else:
         raise AssertionError(f"no strategy for {name}: {ann}")
     default = PlanInputs.model_fields[name].default
@@ -100,14 +102,16 @@ FREE_TEXT = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", 
 def plan_inputs(draw) -> PlanInputs:
     values = {}
     for name in PlanInputs.model_fields:
-        if name in ("gpu", "gpu_count", "tp"):
+        if name in ("gpu", "gpu_count", "tp", "dp", "pp"):
             continue
         values[name] = draw(_value_strategy(name))
     if values["sessions_per_min"] is None:  # a session workload's details need its rate (the tiers stand alone)
         values.update(dict.fromkeys(WORKLOAD_DETAILS))
     tp = draw(st.one_of(st.just(1), st.integers(1, 4096)))
-    values["tp"] = tp
-    values["gpu_count"] = tp * draw(st.integers(1, 4096 // tp))  # gpu_count % tp == 0
+    dp = draw(st.one_of(st.just(1), st.integers(1, 4096 // tp)))
+    pp = draw(st.one_of(st.just(1), st.integers(1, min(512, 4096 // (tp * dp)))))
+    values.update(tp=tp, dp=dp, pp=pp)
+    values["gpu_count"] = tp * dp * pp * draw(st.integers(1, 4096 // (tp * dp * pp)))  # gpu_count % (tp x dp x pp) == 0
     # a catalog GPU; with a custom device size the name is free text
     values["gpu"] = draw(st.sampled_from(GPU_NAMES) if values["device_gib"] is None else st.one_of(st.sampled_from(GPU_NAMES), FREE_TEXT))
     return PlanInputs(**values)
@@ -154,7 +158,7 @@ def test_strategy_draws_a_non_default_value_for_every_field():
         default = PlanInputs.model_fields[name].default
         if name == "gpu":
             value = find(plan_inputs(), lambda p, d=default: p.gpu != d, settings=quick).gpu
-        elif name in ("gpu_count", "tp"):
+        elif name in ("gpu_count", "tp", "dp", "pp"):
             value = getattr(find(plan_inputs(), lambda p, n=name: getattr(p, n) != 1, settings=quick), name)
         else:
             value = find(_value_strategy(name), lambda v, d=default: v != d, settings=quick)

@@ -18,7 +18,10 @@ CONFIG = Path(__file__).resolve().parents[2] / "shared" / "reference" / "configs
 @pytest.mark.skipif(not CONFIG.exists(), reason="reference configs not present")
 def test_qwen3_32b_mean_above_the_p95_is_explained():
     model = prepare_model(json.loads(CONFIG.read_text()))
-    base = {"input_tokens": 8192, "gpu": "H100-SXM-80GB", "tp": 2, "kv_dtype": "fp8", "gpu_count": 8, "itl_slo_ms": 50}
+    # 2,048-token prompts: under the closed-loop model (issue 21) 100 clients prefill a prompt's chunk
+    # in about 1 step in 50, so the p95 is a decode step (18.2 ms) and the p99 a chunked step (116 ms);
+    # the mean (22.8 ms) sits between them (at 8,192 tokens the chunked steps pass 5 % and lift the p95)
+    base = {"input_tokens": 2048, "gpu": "H100-SXM-80GB", "tp": 2, "kv_dtype": "fp8", "gpu_count": 8, "itl_slo_ms": 50}
     plans = [compute_plan(make_inputs(**base, sequences=s), model) for s in (92, 96, 100)]
     assert all(p.roofline.itl_p99_ms >= p.roofline.itl_p95_ms for p in plans)
     at100 = plans[2]

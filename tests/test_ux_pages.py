@@ -10,20 +10,15 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.apptest import assert_clean as _clean  # noqa: E402
+from tests.apptest import run_app  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
 
 def _app(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query or {})
-    at.run()
-    _clean(at)
-    return at
-
-
-def _clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
+    return run_app(query, timeout_s=60)
 
 
 # --------------------------------------------------------------------------- 4. Simulate hides rejections

@@ -130,14 +130,14 @@ def test_latency_by_phase_names_the_load_it_is_timed_at(llama8b):
     from planner.source import preset_ref
 
     plan = compute_plan(make_inputs(max_context=4096, sequences=25), llama8b)
-    assert plan.roofline.load_label == "at 25 requests"
-    assert charts.title_of(charts.fig_waterfall(plan)) == "Latency by phase (roofline estimate at 25 requests)"
+    assert plan.roofline.load_label == "closed loop of 25 clients"  # the closed-loop model's label (issue 21)
+    assert charts.title_of(charts.fig_waterfall(plan)) == "Latency by phase (roofline estimate, closed loop of 25 clients)"
     ref, _ = preset_ref("llama-3.1-8b")
     with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
         f.write(build_pdf(plan, ref))
         f.flush()
         text = subprocess.run(["pdftotext", "-layout", f.name, "-"], capture_output=True, text=True, check=True).stdout
-    assert "Latency by phase (ms, roofline estimate at 25 requests)" in text
+    assert "Latency by phase (ms, roofline estimate, closed loop of 25 clients)" in " ".join(text.split())
     assert "one request)" not in text
 
 

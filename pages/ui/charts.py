@@ -302,7 +302,7 @@ def latency_load(plan: Plan) -> str:
     estimate at 25 requests"), an observation is one request; the title once said "one request"
     over the 25-request estimate."""
     lat = plan.latency
-    return f"{lat.source}, one request" if lat.source == "observed" else f"{lat.source} {plan.roofline.load_label}"
+    return f"{lat.source}, one request" if lat.source == "observed" else f"{lat.source}, {plan.roofline.load_label}"
 
 
 def fig_itl(plan: Plan, model: PreparedModel) -> go.Figure:

@@ -33,8 +33,9 @@ VLLM_STARTUP = ("entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_l
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
-    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens"),
+    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
+    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine"),
+    "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
     "observed": ("queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens", "bench_calibration"),
@@ -251,7 +252,12 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("gpu_count", err_key, err)
                 with b:
                     _num("tp", err_key, err)
-            _num("ep", err_key, err)
+            with _pair() as (a, b):
+                with a:
+                    _num("ep", err_key, err)
+                with b:
+                    _num("dp", err_key, err)
+            _num("pp", err_key, err)
             st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help=_help("headroom_bp"))
             _error_below("headroom_pct", err_key, err)
             _select("weight_dtype", err_key, err)
@@ -262,6 +268,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
     if opened(exp):
         with exp:
             _num("sequences", err_key, err)
+            render_control(CONTROLS["request_rate"], err_key, err)
             with _pair() as (a, b):
                 with a:
                     _num("itl_slo_ms", err_key, err, step=1.0, fmt="%.2f")
@@ -270,6 +277,13 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("ttft_slo_ms", err_key, err, step=10.0, fmt="%.1f")
                     _num("tenant_quota", err_key, err)
             _num("max_batched_tokens", err_key, err)
+            render_control(CONTROLS["serving_engine"], err_key, err)
+
+    exp = group("speculation", "Speculative decoding", ":material/fast_forward:", False)
+    if opened(exp):
+        with exp:
+            for name in GROUP_KEYS["speculation"]:
+                render_control(CONTROLS[name], err_key, err)
 
     exp = group("sharing", "Prefix sharing and cost", ":material/share:", False)
     if opened(exp):

@@ -331,6 +331,15 @@ def card_latency_models(r: Shown) -> None:
     )
 
 
+def card_serving(r: Shown) -> None:
+    """Throughput at the load and at most, the load the figures assume, their accuracy bands."""
+    if r.plan.latency.source == "observed":
+        return
+    from pages.ui.serving import render_serving
+
+    safe(render_serving, r.plan, what="the serving figures")
+
+
 def card_geometry(r: Shown) -> None:
     render_geometry(r.plan, r.ref, r.notes)
 
@@ -521,6 +530,7 @@ def render_results(r: Shown) -> None:
         card_geometry(r)
         card_export(r)
     with right:
+        card_serving(r)
         card_memory(r)
         card_chart_tabs(r)
         card_vllm_preview(r)

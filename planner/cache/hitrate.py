@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass
 
 from planner.cache.workload import SessionWorkload
+from planner.roots import illinois
 
 SOLVE_REL = 1e-7  # the characteristic time is solved to this relative occupancy
 MAX_T = 1e12  # seconds: beyond it a cache holds every segment that is ever reused
@@ -147,7 +148,7 @@ def fit_tier(w: SessionWorkload, unit: int, capacity_units: int, replicas: int =
 def solve_characteristic_time(occupancy, capacity: float, scale: float) -> float:
     """The T with occupancy(T) = capacity for an increasing ``occupancy`` with occupancy(0) = 0:
     0 for an empty cache, inf when everything fits; else bracketed by growing from ``scale``
-    and found by the Illinois variant of regula falsi."""
+    and found by the Illinois variant of regula falsi (:func:`planner.roots.illinois`)."""
     if capacity <= 0:
         return 0.0
     lo, f_lo = 0.0, -capacity
@@ -159,23 +160,7 @@ def solve_characteristic_time(occupancy, capacity: float, scale: float) -> float
         if hi > MAX_T:
             return math.inf
         f_hi = occupancy(hi) - capacity
-    side = 0
-    for _ in range(100):
-        t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        f = occupancy(t) - capacity
-        if abs(f) <= SOLVE_REL * capacity or hi - lo <= SOLVE_REL * hi:
-            return t
-        if f < 0:
-            lo, f_lo = t, f
-            if side == -1:
-                f_hi /= 2.0
-            side = -1
-        else:
-            hi, f_hi = t, f
-            if side == 1:
-                f_lo /= 2.0
-            side = 1
-    return t
+    return illinois(lambda t: occupancy(t) - capacity, lo, hi, f_lo, f_hi, f_tol=SOLVE_REL * capacity, x_rel=SOLVE_REL, iterations=100)
 
 
 def hit_rate(w: SessionWorkload, fit: TierFit) -> float:

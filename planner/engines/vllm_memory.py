@@ -64,14 +64,7 @@ FITS: dict[str, Fit] = {
     "non_torch_tp2": Fit(0.55, "GiB", ("Llama-3.3-70B-Instruct-FP8-dynamic TP2",), ("Qwen3-32B TP2",), "one TP-2 log to fit; larger TP sizes are assumed to hold the same"),
     # the profiling step's torch peak beyond the tensors counted (derived) in _activation_terms: the
     # caching allocator's rounding and the dummy run's small buffers
-    "activation_rest": Fit(0.036, "GiB", ("Qwen3-0.6B TP1 len 16000", "Qwen3-32B TP1", "gpt-oss-20b TP1", "Llama-3.3-70B-Instruct-FP8-dynamic TP2"), ("Llama-3.1-8B-Instruct TP1", "Qwen3-32B TP2", "Qwen3-0.6B TP1 len 32000", "Llama-3.3-70B-Instruct-FP8-dynamic TP1")),
-    # FlashInfer's top-k/top-p path beyond the 14 bytes a logit it is derived to hold: the two logs
-    # whose activation is far below the sort-based path's (gpt-oss-120b: implied by its own total,
-    # its printed activation being a copy of the 20b run's)
-    "flashinfer_rest": Fit(
-        2.82, "bytes per logit", ("Mistral-Small-3.2-24B-Instruct-2506 TP1", "gpt-oss-120b TP1"), (),
-        "minimax over the two logs, residuals of opposite sign (0.27 GiB each): with the multimodal encoder cache counted, Mistral alone fits 0.6 B and gpt-oss-120b alone 4.2 B",
-    ),
+    "activation_rest": Fit(0.036, "GiB", ("Qwen3-0.6B TP1 len 16000", "Qwen3-32B TP1", "gpt-oss-20b TP1", "Llama-3.3-70B-Instruct-FP8-dynamic TP2"), ("Llama-3.1-8B-Instruct TP1", "Qwen3-32B TP2", "Qwen3-0.6B TP1 len 32000", "Llama-3.3-70B-Instruct-FP8-dynamic TP1", "gpt-oss-120b TP1", "Mistral-Small-3.2-24B-Instruct-2506 TP1")),
     # device memory in use before vLLM's start-up snapshot: 'Free memory on device (78.57/79.18 GiB)' at TP 1, (77.64/79.18) at TP 2
     "startup_used_tp1": Fit(0.61, "GiB", _TP1),
     "startup_used_tp2": Fit(1.54, "GiB", ("Llama-3.3-70B-Instruct-FP8-dynamic TP2", "Qwen3-32B TP2")),
@@ -100,7 +93,10 @@ _LARGE = {"vllm serve": (8192, 1024), "LLM class": (16384, 1024)}
 _TIERS = ((70.0, True, _LARGE), (0.0, False, _SMALL))
 _PRE_021 = "graphs are captured in compile_or_warm_up_model, after the KV cache is sized: outside the budget"
 _FROM_021 = "profile_cudagraph_memory's estimate is subtracted (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, the default since 0.21)"
-_TORCH_SAMPLER = "apply_top_k_top_p sorts the fp32 logits (FlashInfer's sampler only where FlashInfer is installed: not in the pip wheel)"
+_TORCH_SAMPLER = (
+    "apply_top_k_top_p sorts the fp32 logits; TopKTopPSampler takes FlashInfer's path instead whenever flashinfer.sampling "
+    "imports (the vllm-openai image ships it, the pip wheel only as the [flashinfer] extra: --sampler flashinfer)"
+)
 RELEASE_MEMORY = {
     "0.10": ReleaseMemory("0.10", _TIERS, "torch", _TORCH_SAMPLER, False, _PRE_021),
     "0.11": ReleaseMemory("0.11", _TIERS, "torch", _TORCH_SAMPLER, False, _PRE_021),
@@ -297,13 +293,16 @@ def _activation_terms(config: dict, geo: ModelGeometry, tokens: int, seqs: int, 
     * "torch" (0.10 / 0.11 without FlashInfer): bf16 logits (2 B) and their fp32 copy (4), and
       ``logits.sort`` in ``apply_top_k_top_p``: values (4) and int64 indices (8) out, an int64 iota
       in (8), and cub's radix-sort double buffers (4 + 8): 38 bytes a logit;
-    * "flashinfer" (0.10 / 0.11 with FlashInfer): 2 + 4, ``top_k_mask_logits`` (4), softmax (4): 14;
+    * "flashinfer" (0.10 / 0.11.0 where ``flashinfer.sampling`` imports, ``TopKTopPSampler.__init__``):
+      2 + 4, then ``forward_cuda`` -> ``flashinfer_sample``: the dummy metadata sets both top_k
+      (vocab - 1) and top_p (0.9), so ``top_k_top_p_sampling_from_logits``: ``top_k_mask_logits``
+      out (4) and its softmax (4), both live until the sample is drawn: 14;
     * "triton" (0.19+): 2 + 4, softmax (4), exponential noise (4): 14, plus the kernel's
       SMs x vocab fp32 buffer.
     """
     reqs = min(seqs, tokens)
     vocab = geo.vocab_size or 32000
-    per_logit = {"torch": 38.0, "flashinfer": 14.0 + FITS["flashinfer_rest"].value, "triton": 14.0}[sampler]
+    per_logit = {"torch": 38.0, "flashinfer": 14.0, "triton": 14.0}[sampler]
     logits = reqs * vocab * per_logit
     if sampler == "triton":
         logits += _lookup(SM_COUNT, device, 132) * vocab * 4

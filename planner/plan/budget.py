@@ -59,7 +59,7 @@ def vllm_budget(inputs: PlanInputs, model: PreparedModel, device: Device, limits
     tp = tp or inputs.tp
     key = (
         model.geometry.config_hash, json.dumps(model.quantization, sort_keys=True) if model.quantization else "", tuple(sorted((model.parameter_counts or {}).items())),
-        device.name, device.memory_gib, device.cuda_memory_gib, inputs.weight_dtype, inputs.model_resident_gib, inputs.workspace_gib, inputs.headroom_bp, tp, inputs.vllm_version, inputs.entry_point, inputs.enforce_eager,
+        device.name, device.memory_gib, device.cuda_memory_gib, inputs.weight_dtype, inputs.model_resident_gib, inputs.workspace_gib, inputs.headroom_bp, tp, inputs.dp, inputs.pp, inputs.vllm_version, inputs.entry_point, inputs.enforce_eager,
         limits.tokens, limits.seqs, max_model_len, inputs.limit_mm_per_prompt, inputs.enable_lora, inputs.max_loras, inputs.max_lora_rank,
     )  # fmt: skip
     hit = _BUDGETS.get(key)
@@ -67,7 +67,9 @@ def vllm_budget(inputs: PlanInputs, model: PreparedModel, device: Device, limits
         if inputs.model_resident_gib is not None:
             weights, source = int(inputs.model_resident_gib * GIB), "given (model resident per GPU)"
         else:
-            weights, source = vllm_weights_bytes(model.config, model.geometry, device, tp=tp, release=inputs.vllm_version, weights=model.weights(inputs.weight_dtype), quantization=model.quantization)
+            estimate = model.weights(inputs.weight_dtype)
+            weights, source = vllm_weights_bytes(model.config, model.geometry, device, tp=tp, release=inputs.vllm_version, weights=estimate, quantization=model.quantization)
+            weights, source = _shaped(weights, source, estimate, tp, inputs.dp, inputs.pp)
         hit = predict_memory(
             model.config, model.geometry, device, gpu_memory_utilization=utilization(inputs), tp=tp, max_model_len=max_model_len, max_num_batched_tokens=limits.tokens,
             max_num_seqs=limits.seqs, release=inputs.vllm_version, entry_point=ENTRY_POINTS[inputs.entry_point], enforce_eager=inputs.enforce_eager, weights_bytes=weights,
@@ -76,6 +78,20 @@ def vllm_budget(inputs: PlanInputs, model: PreparedModel, device: Device, limits
         )  # fmt: skip
         _BUDGETS.put(key, hit)
     return hit  # type: ignore[return-value]
+
+
+def _shaped(per_tp: int, source: str, estimate, tp: int, dp: int, pp: int) -> tuple[int, str]:
+    """vLLM's weights on one GPU of a ``tp`` replica, on the busiest GPU of a DP / PP shape:
+    attention data parallelism splits the routed experts over ep = dp x tp GPUs instead of tp
+    (planner.plan.stages.resident_weights), pipeline stages a uniform stack / pp."""
+    if dp > 1 and estimate.num_experts:
+        experts = estimate.expert_bytes
+        per_tp -= -(-experts // tp) - -(-experts // (tp * dp))
+        source += f", experts / ep {tp * dp}"
+    if pp > 1:
+        per_tp = -(-per_tp // pp)
+        source += f", / pp {pp} stages"
+    return per_tp, source
 
 
 _BUDGETS = ByteBudgetCache(4 << 20, sizer=size_of)  # predicted budgets by everything they read, bounded in bytes

@@ -63,7 +63,15 @@ class PlanInputs(BaseModel):
     device_bf16_tflops: float | None = Field(default=None, ge=limits.MIN_TFLOPS, le=100_000)  # custom device dense peak
     gpu_count: int = Field(default=1, ge=1, le=4096)
     tp: int = Field(default=1, ge=1, le=4096)
-    ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only)
+    ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only): divides tp, or dp x tp with attention data parallelism
+    dp: int = Field(default=1, ge=1, le=4096)  # attention data-parallel ranks of tp GPUs each in a replica (MoE only; experts over ep = dp x tp GPUs)
+    pp: int = Field(default=1, ge=1, le=512)  # pipeline-parallel stages of a replica (consecutive layers each)
+    serving_engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"  # whose serving costs the latency uses (auto: the runtime's; vLLM's for transformers)
+    request_rate: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)  # open loop: Poisson requests a second to the deployment (None: sequences are clients in a closed loop)
+    spec_method: Literal["none", "mtp", "eagle3", "draft"] = "none"  # speculative decoding
+    spec_tokens: int | None = Field(default=None, ge=1, le=16)  # drafts per step (None: the method's default)
+    spec_acceptance: float | None = Field(default=None, ge=1, le=17, allow_inf_nan=False)  # measured acceptance length (None: the method's published figure)
+    spec_draft: str | None = Field(default=None, min_length=1, max_length=200)  # the draft model's preset (spec_method draft)
     max_batched_tokens: int | None = Field(default=None, ge=1, le=1 << 24)  # scheduler token budget per step; None: the engine's default
     headroom_bp: int = Field(default=1000, ge=0, le=9999)
     model_resident_gib: float | None = Field(default=None, ge=0, le=100_000)  # None: weights estimate / tp
@@ -110,10 +118,15 @@ class PlanInputs(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> PlanInputs:
-        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp) or _workload_problem({name: getattr(self, name) for name in ("sessions_per_min", *WORKLOAD_DETAILS)})
+        problem = _cross_field_problem(self.gpu, self.device_gib, self.gpu_count, self.tp, self.dp, self.pp) or _workload_problem({name: getattr(self, name) for name in ("sessions_per_min", *WORKLOAD_DETAILS)})
         if problem:
             raise ValueError(f"{problem[0]}={problem[1]!r}: {problem[2]}")
         return self
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """tp x dp x pp: the GPUs one replica of the deployment uses."""
+        return self.tp * self.dp * self.pp
 
     @property
     def observed(self) -> bool:
@@ -121,9 +134,11 @@ class PlanInputs(BaseModel):
         return any(v is not None for v in (self.prefill_ms, self.first_decode_ms, self.remaining_decode_ms))
 
 
-def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp: object) -> tuple[str, object, str] | None:
-    if isinstance(gpu_count, int) and isinstance(tp, int) and tp >= 1 and gpu_count % tp:
-        return "gpu_count", gpu_count, f"must be a multiple of tp {tp} (each replica uses tp GPUs)"
+def _cross_field_problem(gpu: object, device_gib: object, gpu_count: object, tp: object, dp: object = 1, pp: object = 1) -> tuple[str, object, str] | None:
+    if all(isinstance(v, int) and v >= 1 for v in (gpu_count, tp, dp, pp)) and gpu_count % (tp * dp * pp):
+        if dp == 1 and pp == 1:
+            return "gpu_count", gpu_count, f"must be a multiple of tp {tp} (each replica uses tp GPUs)"
+        return "gpu_count", gpu_count, f"must be a multiple of tp x dp x pp = {tp * dp * pp} (each replica uses {tp} x {dp} x {pp} GPUs)"
     if device_gib is None and str(gpu).lower() not in {k.lower() for k in CATALOG}:
         return "gpu", gpu, f"unknown GPU; known: {', '.join(CATALOG)} (or give a custom device size)"
     return None
@@ -155,7 +170,7 @@ def make_inputs(**values: object) -> PlanInputs:
     except ValidationError as exc:
         err = exc.errors()[0]
         if not err.get("loc"):  # the cross-field check: every field alone was valid, so int() is safe
-            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1))) or _workload_problem(values)
+            problem = _cross_field_problem(values.get("gpu", DEFAULT_GPU), values.get("device_gib"), int(values.get("gpu_count", 1)), int(values.get("tp", 1)), int(values.get("dp", 1)), int(values.get("pp", 1))) or _workload_problem(values)
             if problem:
                 raise PlannerError(*problem) from None
         field = ".".join(str(p) for p in err.get("loc", ())) or "inputs"

@@ -28,6 +28,20 @@ class PreparedModel(BaseModel):
         """(KV dtype, source): ``requested``, or what ``"auto"`` resolves to for this checkpoint."""
         return resolve_kv_dtype(requested, self.config, self.quantization)
 
+    def weight_format(self, weight_dtype: str) -> str:
+        """The weight format the kernels run (what :func:`planner.latency.kernel_dtype` takes):
+        ``weight_dtype`` when chosen, else the checkpoint's quantization format ("mxfp4", "nvfp4",
+        "int4" for AWQ / GPTQ / 4-bit integer schemes, "fp8") or "bf16"."""
+        if weight_dtype != "auto":
+            return {"fp16": "bf16", "fp32": "bf16"}.get(weight_dtype, weight_dtype)
+        key = (self.geometry.config_hash, "format", config_hash(self.quantization) if self.quantization else "")
+        hit = _WEIGHTS_CACHE.get(key)
+        if hit is None:
+            label = estimate_weights(self.config, self.geometry, "auto", self.quantization).dtype_label.lower()
+            hit = next((fmt for fmt, marks in FORMAT_MARKS if any(m in label for m in marks)), "bf16")
+            _WEIGHTS_CACHE.put(key, hit)
+        return hit  # type: ignore[return-value]
+
     def weights(self, weight_dtype: str) -> WeightsEstimate:
         key = (self.geometry.config_hash, weight_dtype, tuple(sorted((self.parameter_counts or {}).items())))
         hit = _WEIGHTS_CACHE.get(key)
@@ -40,6 +54,8 @@ class PreparedModel(BaseModel):
 
 
 _WEIGHTS_CACHE = ByteBudgetCache(4 << 20)  # bounded in bytes (planner/limits.py)
+# the kernel format a checkpoint's weights label names (planner/weights.py labels), first match
+FORMAT_MARKS = (("mxfp4", ("mxfp4",)), ("nvfp4", ("nvfp4",)), ("int4", ("int4", "awq", "gptq", "nf4", "bitsandbytes fp4")), ("fp8", ("fp8",)))
 
 # bytes per element of safetensors dtypes (packed 4-bit formats are stored in U8/I32 containers,
 # so element counts x container size are the exact stored bytes)

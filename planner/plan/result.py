@@ -17,7 +17,7 @@ from planner.context import ContextBudget
 from planner.engines.vllm_memory import MemoryBudget
 from planner.hardware import Device
 from planner.kv import INTEGER_DTYPES, InspectReport
-from planner.plan import sections
+from planner.plan import sections, serving
 from planner.plan.budget import Batching
 from planner.plan.engine_view import EngineView
 from planner.plan.inputs import PlanInputs
@@ -35,7 +35,9 @@ class Memory(NamedTuple):
     workspace: int
     fixed: int  # resident + workspace
     available: int  # usable - fixed: the K/V pool
-    replicas: int  # gpu_count / tp
+    replicas: int  # gpu_count / (tp x dp x pp)
+    ranks: int  # K/V pools that hold sequences of their own: replicas x dp (attention data-parallel ranks)
+    draft: int = 0  # a speculative proposer's weights on this GPU
     budget: MemoryBudget | None = None  # runtime vllm: vLLM's predicted start-up budget, term by term
 
 
@@ -70,16 +72,29 @@ class Admission(NamedTuple):
     limit: int
     binding: str
     error: str | None
+    requested: int = 0  # sequences the load puts on the deployment (the requested, or an open loop's in flight)
 
 
 class Load(NamedTuple):
-    """The requested load on the busiest replica and the served-latency model there."""
+    """The requested load on the busiest rank and its figures (:mod:`planner.plan.serving`)."""
 
     generated: int  # tokens a request generates
     mid: int  # context halfway through the generation (the mean decode step's)
-    kv_mid: int  # K/V one sequence holds there
-    concurrency: int  # requests on the busiest replica
-    served: latency.Served
+    kv_mid: float  # K/V one sequence holds there
+    concurrency: int  # requests on the busiest rank
+    figures: serving.LoadFigures  # closed loop, or open loop at the request rate
+    setup: serving.Setup  # what the figures are computed from (the offline figure and a benchmark redo them)
+
+
+class Draft(NamedTuple):
+    """A speculative proposer's share of a GPU and its step model (a draft model's)."""
+
+    method: str  # mtp, eagle3 or draft
+    what: str  # "MTP layer", "EAGLE-3 head", "draft model llama-3.2-1b"
+    weights_bytes: int
+    kv_per_token: int  # its K/V per token of a sequence (the MTP layers' are in the K/V layout)
+    roof: latency.Roofline | None  # the draft model's step model
+    tokens: int  # drafts a step
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,7 @@ class Plan(Result):
     _ceiling: Ceiling
     _admission: Admission
     _load: Load
+    _weight_format: str = "bf16"  # what the kernels run (PreparedModel.weight_format)
     _batching: Batching | None = None  # the scheduler's token budget and sequence limit (given or the engine's defaults)
     model_name: str = "MODEL"  # the repo id the serve line names
     _built: dict = field(default_factory=dict, repr=False, compare=False)  # sections read so far
@@ -190,6 +206,8 @@ class Plan(Result):
             terms.add("prefix_sharing")
         if self.inspect.kv_dtype in INTEGER_DTYPES:
             terms.add("quantization_scales")
+        if self._memory.draft or res.draft_bytes:
+            terms.add("draft_model")
         budget = self._memory.budget
         if budget is not None:  # runtime vllm: the terms of vLLM's start-up budget this plan computed
             names = {t.name for t in budget.terms}
@@ -225,7 +243,7 @@ class Plan(Result):
             "cost": self.cost.to_json(),
             "work": self.work.to_json(),
             "weights": self.weights.model_dump(),
-            "device": self.device.model_dump(),
+            "device": {**self.device.model_dump(), "scaleout_latency_us": self.device.scaleout_us},  # the fitted figure where the entry has none
             "geometry": {k: v for k, v in self.inspect.model_dump(mode="json").items() if k != "specs"},
             "notes": list(self.notes),
             "inputs": self.inputs.model_dump(exclude_none=True),

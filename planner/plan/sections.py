@@ -7,10 +7,11 @@ stages refused every bad input already) and no figure depends on when it is buil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from planner import latency
+from planner import accuracy, latency, speculative
+from planner.plan import serving
 from planner.results import Result
 from planner.units import MIB
 
@@ -67,7 +68,7 @@ def at_requests(n: int) -> str:
 
 
 def _kv_at_requested(plan: Plan) -> int:
-    """K/V bytes the requested load holds on the busiest replica (shared prefix blocks once)."""
+    """K/V bytes the requested load holds on the busiest rank (shared prefix blocks once)."""
     return plan._sharing.per_replica_load * plan.reservation.total_bytes - plan._sharing.saved_per_replica
 
 
@@ -141,7 +142,7 @@ def kv_cache_section(plan: Plan) -> KVCacheSection:
         paged_waste_bytes=res.waste_bytes if res.mode == "paged" else 0,
         static_waste_bytes=res.waste_bytes if res.mode == "static" else 0,
         blocks_per_layer=res.blocks,
-        requested_sequences=plan.inputs.sequences,
+        requested_sequences=adm.requested or plan.inputs.sequences,
         maximum_sequences_by_memory=ceiling.memory_max,
         admissible_sequences=adm.limit,
         binding_constraint=adm.binding,
@@ -175,7 +176,8 @@ class CapacitySection(Section):
     workspace_bytes: int
     fixed_bytes: int
     available_for_kv_bytes: int
-    # replicas and the sequences each holds at the reserved length
+    # replicas and the sequences each holds at the reserved length (per rank: an attention
+    # data-parallel rank holds its own sequences, a pipeline stage its layers of all of them)
     gpu_count: int
     tp: int
     replicas: int
@@ -185,6 +187,13 @@ class CapacitySection(Section):
     # the requested load on the busiest replica
     kv_bytes_at_requested_load: int
     free_bytes_at_requested_load: int
+    # the deployment's shape: data-parallel ranks and pipeline stages a replica, and a speculative proposer's weights
+    dp: int = 1
+    pp: int = 1
+    ep: int = 1
+    ranks: int = 1  # replicas x dp: the K/V pools the sequences spread over
+    gpus_per_replica: int = 1
+    draft_weights_bytes: int = 0
     # runtime vllm: vLLM's start-up budget term by term (each with its source), and the utilization
     gpu_memory_utilization: float | None = None
     budget: MemoryBudget | None = None
@@ -222,6 +231,12 @@ def capacity_section(plan: Plan) -> CapacitySection:
         max_concurrency_at_reserved_tokens=round(mem.available / plan.reservation.total_bytes, 2),
         kv_bytes_at_requested_load=at_requested,
         free_bytes_at_requested_load=mem.available - at_requested,
+        dp=inputs.dp,
+        pp=inputs.pp,
+        ep=inputs.ep,
+        ranks=mem.ranks,
+        gpus_per_replica=inputs.gpus_per_replica,
+        draft_weights_bytes=mem.draft,
         gpu_memory_utilization=(10_000 - inputs.headroom_bp) / 10_000 if budget is not None else None,
         budget=budget,
     )
@@ -229,8 +244,11 @@ def capacity_section(plan: Plan) -> CapacitySection:
 
 @dataclass(frozen=True, slots=True)
 class RooflineSection(Section):
-    """The step-time model's figures: the device's roof, the requested load on the busiest
-    replica (``load_label``: "at N requests") beside one request alone, and the p95s the SLOs bound."""
+    """The step-time model's figures: the requested load on the busiest rank, labelled by what it
+    assumes (``load_label``: "closed loop of 8 clients", "open loop (Poisson) at 2 requests/s (12 in
+    flight)"), beside one request alone, the p95s the SLOs bound, the deployment's throughput at
+    the load and at most (max throughput, offline), and how far such figures landed from
+    published runs (``accuracy``: a band per figure, or the warning that none covers it)."""
 
     # the roof: efficiency factors, peak and bandwidth, and the arithmetic intensities under it
     mfu: float
@@ -252,7 +270,7 @@ class RooflineSection(Section):
     itl_ms_at_concurrency: float
     itl_ms_at_1_request: float
     itl_ms_decode_only: float
-    # prefill: alone, the wait behind other prompts (steady state and the all-at-once burst), the budget
+    # prefill: alone, the wait the load adds (mean, p95), the all-at-once burst, the budget
     prefill_ms_at_1_request: float
     prefill_wait_ms: float
     prefill_wait_p95_ms: float
@@ -263,7 +281,7 @@ class RooflineSection(Section):
     prefill_saturated: bool
     prefill_step_share: float
     prefill_chunk_tokens: int
-    # the 95th percentiles the TTFT and ITL SLOs bound
+    # the 95th percentiles the TTFT and ITL SLOs bound (of the load's kind)
     ttft_p95_ms: float
     itl_p95_ms: float
     prefill_steps: float
@@ -280,18 +298,46 @@ class RooflineSection(Section):
     decode_tokens_per_second: float
     prefill_tokens_per_second: float
     ttft_slo_met: bool | None
+    # the load model, the deployment's throughput under it and at most, the serving engine
+    load_kind: str = serving.CLOSED
+    request_rate: float | None = None
+    output_tokens_per_second: float = 0.0  # the deployment at the load (requests' whole cycles)
+    output_tokens_per_second_per_gpu: float = 0.0
+    max_throughput_tokens_per_second_per_gpu: float = 0.0  # max throughput (offline): every admissible sequence running
+    max_throughput_label: str = ""
+    serving_engine: str = "vllm"
+    weight_format: str = "bf16"
+    compute_dtype: str = "bf16"
+    # the shape: attention data-parallel ranks and pipeline stages a replica
+    dp: int = 1
+    pp: int = 1
+    # speculative decoding (method "none": off)
+    spec_method: str = "none"
+    spec_tokens: int = 0
+    spec_acceptance_length: float = 1.0
+    spec_acceptance_source: str = ""
+    spec_speedup: float = 1.0
+    # planner / measured on published runs like this one: {"tpot"|"ttft"|"throughput": band text or the warning}
+    accuracy: dict[str, str] = field(default_factory=dict)
     itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
 def roofline_section(plan: Plan) -> RooflineSection:
     inputs, device, roof, est, lat, ctx = plan.inputs, plan.device, plan.roof, plan.estimate, plan.latency, plan.context
-    load, served, cached = plan._load, plan._load.served, plan._sharing.cached
+    load, fig, setup, cached = plan._load, plan._load.figures, plan._load.setup, plan._sharing.cached
     concurrency = load.concurrency
+    served = latency.served(roof, setup.prompt, setup.cached, max(1, setup.generated), fig.per_rank, setup.kv_mid, setup.mid, setup.budget)
     peak = roof.peak_flops  # the device's peak in the compute dtype (build_roofline)
     prefill_ai = roof.prefill_intensity(ctx.input_tokens)
     decode_ai = roof.decode_intensity(concurrency, load.kv_mid, load.mid)
-    # the estimate's p95 swaps the mean wait for its p95 (an observed TTFT is one measurement: the SLO judges it as it is)
-    ttft_p95 = est.time_to_first_token_ms - served.wait_ms + served.wait_p95_ms
+    queue = inputs.queue_ms or 0.0
+    ttft_p95 = queue + fig.ttft_p95_ms  # an observed TTFT is one measurement: the SLO judges it as it is
+    added = fig.ttft_ms - fig.preprocess_ms - served.prefill_one_ms  # what the load adds to a prompt's own prefill alone
+    mem = plan._memory
+    gpus = plan.inputs.gpu_count
+    out_tps = fig.output_tokens_per_s * mem.ranks
+    best = _max_throughput(plan)
+    spec = setup.spec
     return RooflineSection(
         mfu=inputs.mfu,
         mbu=inputs.mbu,
@@ -305,27 +351,27 @@ def roofline_section(plan: Plan) -> RooflineSection:
         prefill_attainable_tflops=min(peak, prefill_ai * device.bandwidth_bytes_s) / 1e12,
         decode_attainable_tflops=min(peak, decode_ai * device.bandwidth_bytes_s) / 1e12,
         decode_concurrency=concurrency,
-        load_label=at_requests(concurrency),
+        load_label=serving.label(fig, inputs.request_rate),
         load_admitted=plan._admission.admitted,
         itl_ms_at_concurrency=est.mean_inter_token_latency_ms,
         itl_ms_at_1_request=served.itl_one_ms,
-        itl_ms_decode_only=served.itl_decode_ms,
+        itl_ms_decode_only=fig.decode_step_ms,
         prefill_ms_at_1_request=served.prefill_one_ms,
-        prefill_wait_ms=served.wait_ms,
-        prefill_wait_p95_ms=served.wait_p95_ms,
+        prefill_wait_ms=max(0.0, added),
+        prefill_wait_p95_ms=max(0.0, added + fig.ttft_p95_ms - fig.ttft_ms),
         burst_wait_ms=served.burst_wait_ms,
         burst_wait_max_ms=served.burst_wait_max_ms,
         prefill_utilisation=served.prefill_utilisation,
         prefill_capacity_per_s=served.prefill_capacity_per_s,
-        prefill_saturated=served.saturated,
-        prefill_step_share=served.prefill_step_share,
+        prefill_saturated=fig.saturated,
+        prefill_step_share=fig.step_share,
         prefill_chunk_tokens=served.chunk_tokens,
         ttft_p95_ms=ttft_p95,
-        itl_p95_ms=served.itl_p95_ms,
-        itl_p99_ms=served.itl_p99_ms,
+        itl_p95_ms=fig.tpot_p95_ms,
+        itl_p99_ms=fig.tpot_p99_ms,
         prefill_steps=served.steps,
         mixed_prefill_tokens_per_step=served.mixed_prefill_tokens_per_step,
-        max_batched_tokens=plan.batching.tokens,
+        max_batched_tokens=setup.budget,
         ep=roof.ep,
         decode_terms_ms={k: v * 1e3 for k, v in roof.decode_terms(concurrency, load.kv_mid, load.mid).items()},
         prefill_terms_ms={k: v * 1e3 for k, v in roof.prefill_terms(max(1, ctx.input_tokens - int(cached)), int(cached)).items()},
@@ -335,13 +381,58 @@ def roofline_section(plan: Plan) -> RooflineSection:
         decode_tokens_per_second=_decode_tokens_per_second(plan),
         prefill_tokens_per_second=est.prefill_tokens_per_second,
         ttft_slo_met=None if inputs.ttft_slo_ms is None else (lat.time_to_first_token_ms if inputs.observed else ttft_p95) <= inputs.ttft_slo_ms,
+        load_kind=fig.kind,
+        request_rate=inputs.request_rate,
+        output_tokens_per_second=out_tps,
+        output_tokens_per_second_per_gpu=out_tps / gpus if gpus else 0.0,
+        max_throughput_tokens_per_second_per_gpu=best.output_tokens_per_s * mem.ranks / gpus if best and gpus else 0.0,
+        max_throughput_label=serving.label(best) if best else f"{serving.OFFLINE}: memory admits no sequence",
+        serving_engine=serving.serving_engine(inputs.runtime, inputs.serving_engine),
+        weight_format=plan._weight_format,
+        compute_dtype=latency.kernel_dtype(plan._weight_format, device.generation, serving.serving_engine(inputs.runtime, inputs.serving_engine)),
+        dp=inputs.dp,
+        pp=inputs.pp,
+        spec_method=inputs.spec_method,
+        spec_tokens=spec.tokens if spec else 0,
+        spec_acceptance_length=_spec_result(plan).acceptance_length if spec else 1.0,
+        spec_acceptance_source=_spec_result(plan).acceptance_source if spec else "",
+        spec_speedup=fig.speedup,
+        accuracy=_accuracy(plan),
     )
+
+
+def _max_throughput(plan: Plan) -> serving.LoadFigures | None:
+    """Every sequence memory (and the runtime's limit) admits on a rank running at once, no API server."""
+    per_rank = plan._ceiling.per_replica
+    if plan.inputs.max_num_seqs is not None:
+        per_rank = min(per_rank, plan.inputs.max_num_seqs)
+    return serving.offline(plan._load.setup, per_rank) if per_rank >= 1 else None
+
+
+def _spec_result(plan: Plan):
+    """Speculative decoding's step at the requested load (its acceptance length and source)."""
+    s, setup = plan._load.setup.spec, plan._load.setup
+    return speculative.speculative(setup.roof, s.method, plan._load.concurrency, setup.kv_mid, setup.mid, s.tokens, s.acceptance, s.draft_roof, s.draft_kv_mid)
+
+
+def _accuracy(plan: Plan) -> dict[str, str]:
+    """Per figure, the accuracy band of published runs in this plan's regime, or the warning that
+    none covers it (:mod:`planner.accuracy`)."""
+    inputs, device = plan.inputs, plan.device
+    moe = bool(plan.weights.num_experts and plan.weights.experts_per_token)
+    engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
+    reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus)
+    out = {}
+    for metric in ("tpot", "ttft", "throughput"):
+        b = accuracy.band(metric, reg)
+        out[metric] = b.text if b is not None else accuracy.warning(metric, reg)
+    return out
 
 
 def _decode_tokens_per_second(plan: Plan) -> float:
     """Output tokens a second of the whole deployment at the requested load (the estimate's ITL)."""
     itl = plan.estimate.mean_inter_token_latency_ms
-    return plan._load.concurrency * plan._memory.replicas * 1000.0 / itl if itl else 0.0
+    return plan._load.concurrency * plan._memory.ranks * 1000.0 / itl if itl else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +462,7 @@ def prefix_section(plan: Plan) -> PrefixSection:
         shared_prefix_tokens=inputs.shared_prefix_tokens,
         shared_blocks=sharing.shared_blocks,
         bytes_saved_per_extra_sequence=sharing.saved,
-        memory_saved_at_requested_bytes=sharing.saved_per_replica * plan._memory.replicas,
+        memory_saved_at_requested_bytes=sharing.saved_per_replica * plan._memory.ranks,
         applies=sharing.applies,
         maximum_sequences_with_sharing=ceiling.shared_max,
         extra_sequences=ceiling.shared_max - ceiling.memory_max,
@@ -423,7 +514,7 @@ def cost_section(plan: Plan) -> CostSection:
         return CostSection(gpu_hour_price=None)
     per_hour = price * inputs.gpu_count
     out_tps = _decode_tokens_per_second(plan)
-    in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.replicas
+    in_tps = plan.estimate.prefill_tokens_per_second * plan._memory.ranks
     return CostSection(
         gpu_hour_price=price,
         deployment_per_hour=per_hour,

@@ -2,38 +2,57 @@
 
 from __future__ import annotations
 
+import dataclasses
 from operator import attrgetter
 
-from planner import capacity, latency
+from planner import capacity, latency, parallel, speculative
 from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry
 from planner.hardware import Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
+from planner.plan import serving
 from planner.plan.budget import Batching, batching, fixed_memory_advice, refusal_error, taken_bytes, vllm_budget
 from planner.plan.engine_view import engine_view
 from planner.plan.inputs import PlanInputs, resolve_device
 from planner.plan.model import PreparedModel
-from planner.plan.result import Admission, Ceiling, Load, Memory, Plan, Sharing
+from planner.plan.result import Admission, Ceiling, Draft, Load, Memory, Plan, Sharing
 from planner.plan.sglang_view import SglangView, sglang_memory, sglang_view
 from planner.units import GIB
 from planner.weights import WeightsEstimate
 
 
-def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, specs: tuple, device: Device, resident: int, compute_dtype: str = "bf16") -> latency.Roofline:
-    """The per-GPU step-time model of this plan (every term of :class:`latency.Roofline`)."""
-    tp = inputs.tp
+def build_roofline(
+    inputs: PlanInputs,
+    geo: ModelGeometry,
+    weights: WeightsEstimate,
+    specs: tuple,
+    device: Device,
+    resident: int,
+    weight_format: str = "bf16",
+    engine: str = "vllm",
+    tp: int | None = None,
+    ep: int | None = None,
+) -> latency.Roofline:
+    """The per-GPU step-time model of a tensor-parallel replica of this plan over ``tp`` GPUs
+    (default ``inputs.tp``; every term of :class:`latency.Roofline`): the tensor cores the weight
+    format multiplies in on this GPU (:func:`latency.kernel_dtype`) and their efficiency, the MoE
+    kernel of the format (:func:`latency.moe_kernel`), the format's per-layer cost, the fixed
+    cost of every MLA layer, the software stack's fixed-cost scale (AMD), and ``engine``'s
+    serving costs (:func:`latency.serving_efficiency`)."""
+    tp = inputs.tp if tp is None else tp
     per_param = resident * tp / weights.total_params if weights.total_params else 2.0
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
     link_gb_s, link_us = device.link_at(tp)
-    fields = dict(  # every field but the layer layout (below) and eff (FITTED)
+    dtype = latency.kernel_dtype(weight_format, device.generation, engine)
+    fields = dict(  # every field but the layer layout (below)
         weights_bytes=resident,
         active_params=weights.active_params / tp,
         q_heads=max(1, geo.num_attention_heads // tp),
         head_dim=geo.head_dim,
-        peak_flops=device.peak_flops(compute_dtype),
+        peak_flops=device.peak_flops(dtype),
         bandwidth_bytes_s=device.bandwidth_bytes_s,
         mfu=inputs.mfu,
         mbu=inputs.mbu,
@@ -49,50 +68,32 @@ def build_roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstim
         hidden=geo.hidden_size,
         layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
         tp=tp,
-        ep=inputs.ep if moe else 1,
+        ep=(inputs.ep if ep is None else ep) if moe else 1,
         link_bytes_s=link_gb_s * 1e9,
         link_latency_s=link_us * 1e-6,
         moe_scale=device.moe_efficiency,
-        compute_scale=device.compute_efficiency,
+        compute_scale=device.compute_efficiency * latency.compute_scale(dtype),
+        moe_kernel=latency.moe_kernel(weight_format, device.generation, engine)[0] if moe else 1.0,
+        fixed_scale=device.fixed_cost_scale,
+        format_layer_s=latency.format_layer_cost(weight_format),
+        eff=latency.serving_efficiency(engine),
     )
     # one Roofline per distinct set of field values: plans that differ only in the load or the
     # context share it, and with it its memo of the steps already computed. The attention layers
     # and the window of each windowed layer are functions of the specs' (kind, window, layers).
     layout = tuple((sp.kind, sp.window, sp.num_layers) for sp in specs)
-    key = (layout, *fields.values())
+    key = (layout, bool(geo.mla), *fields.values())
     roof = _ROOFLINES.get(key)
     if roof is None:
         attn_layers = sum(s.num_layers for s in specs if s.kind != "cross")
         windows = tuple(sp.window for sp in specs if sp.kind in ("sliding", "chunked") and sp.window for _ in range(sp.num_layers))
-        roof = latency.Roofline(**fields, attn_layers=attn_layers, windows=windows, eff=latency.FITTED)
+        roof = latency.Roofline(**fields, attn_layers=attn_layers, windows=windows, mla_layers=geo.num_layers if geo.mla else 0)
         _ROOFLINES.put(key, roof)
     return roof  # type: ignore[return-value]
 
 
 # step models by their field values; each is charged its worst-case memo (latency.MEMO_BYTES)
 _ROOFLINES = ByteBudgetCache(16 << 20, sizer=lambda roof: size_of(roof) + latency.MEMO_BYTES)
-
-
-def _ttft_limit(inputs: PlanInputs, roof, ctx, kv_at, limit_memory: int, replicas: int, cached: int, load_at=None) -> int:
-    """Most sequences (all replicas) whose time to first token meets the TTFT SLO.
-
-    Observed latencies are one measurement: the SLO admits everything or nothing. The roofline's
-    TTFT grows with concurrency through the first decode step, so the limit is the largest
-    per-replica concurrency c with queue + preprocessing + prefill + first decode(c) <= SLO.
-    """
-    slo = inputs.ttft_slo_ms
-    fixed = (inputs.queue_ms or 0.0) + (inputs.preprocessing_ms or 0.0)
-    if inputs.observed:
-        ttft = fixed + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
-        return 0 if ttft > slo else limit_memory
-    base = fixed + roof.prefill_s(ctx.input_tokens - cached, cached) * 1000.0
-    first_kv = kv_at(ctx.input_tokens + 1)
-
-    def ttft_ms(c: int) -> float:  # p95, with the wait behind the other prompts at c requests
-        wait = load_at(c).wait_p95_ms if load_at else 0.0
-        return base + wait + roof.decode_step_s(c, first_kv, ctx.input_tokens + 1) * 1000.0
-
-    return capacity.largest_within(ttft_ms, slo, max(1, limit_memory // max(1, replicas))) * replicas  # the first decode step grows with c
 
 
 _COMPONENTS_OF = attrgetter(*COMPONENTS)
@@ -121,34 +122,36 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     device = resolve_device(inputs)
     limits = batching(inputs, device)
     report, weights, res = reserve(inputs, model, ctx)
+    check_parallel(inputs, weights, geo)
+    draft = draft_model(inputs, model, report, device, weights, ctx)
+    res = with_draft(res, draft, ctx)
     if inputs.runtime == "sglang":  # SGLang's own budget and token pool (planner/plan/sglang_view.py)
         budget = None
         view, memory = sglang_stage(inputs, model, ctx, report, res)
     else:  # runtime vllm: vLLM's predicted start-up budget (planner/plan/budget.py)
         budget = vllm_budget(inputs, model, device, limits, ctx.maximum_context_tokens) if inputs.runtime == "vllm" else None
-        view, memory = None, memory_per_gpu(inputs, device, weights, budget)
-    sharing = prefix_sharing(inputs, ctx, report.specs, memory.replicas)
-    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
-    if view is not None:
-        ceiling = sglang_ceiling(ceiling, view, memory.replicas)
+        view, memory = None, memory_per_gpu(inputs, device, weights, draft, budget)
     # the step model reads the decoder's weights (an engine's resident figure holds a vision tower too)
     engine_sized = view is not None or budget is not None
-    read = -(-weights.bytes // inputs.tp) if engine_sized and inputs.model_resident_gib is None else memory.resident
-    roof = roofline(inputs, geo, weights, report.specs, device, read)
+    read = resident_weights(inputs, weights)[0] if engine_sized and inputs.model_resident_gib is None else memory.resident
+    roof = roofline(inputs, geo, weights, model, report, device, read)
     kv_at = kv_held(report, res)
     generated = inputs.generated_tokens or inputs.output_tokens
     mid = ctx.input_tokens + generated // 2
-    kv_mid = kv_at(mid)
-    cached = int(sharing.cached)
-
-    def load_at(c: int) -> latency.Served:
-        return latency.served(roof, ctx.input_tokens, cached, generated, c, kv_mid, mid, limits.tokens)
-
-    admission = admit(inputs, roof, ctx, ceiling.limit_memory, memory.replicas, kv_at, load_at, cached, limits)
-    # latency at the requested load on the busiest replica (the same ceil split as memory), even
+    kv_mid = kv_at(mid) + (draft.kv_per_token * mid if draft else 0)
+    cached = int(prefix_sharing(inputs, ctx, report.specs, memory.ranks).cached)
+    setup = load_setup(inputs, roof, ctx, cached, generated, kv_mid, mid, memory.ranks, draft, limits)
+    requested = inputs.sequences if setup.rate is None else serving.open_at_rate(setup).per_rank * memory.ranks
+    sharing = prefix_sharing(inputs, ctx, report.specs, memory.ranks, requested)
+    ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
+    if view is not None:
+        ceiling = sglang_ceiling(ceiling, view, memory.ranks)
+    admission = admit(inputs, setup, ceiling.limit_memory, memory.ranks, requested, limits)
+    # latency at the requested load on the busiest rank (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
-    load = Load(generated, mid, kv_mid, sharing.per_replica_load, load_at(sharing.per_replica_load))
-    est, lat = latency_at_load(inputs, roof, ctx, sharing.cached, load, kv_at)
+    figures = serving.open_at_rate(setup) if setup.rate is not None else serving.closed(setup, sharing.per_replica_load)
+    load = Load(generated, mid, kv_mid, sharing.per_replica_load, figures, setup)
+    est, lat = latency_at_load(inputs, ctx, sharing.cached, load)
     return Plan(
         inputs=inputs,
         device=device,
@@ -165,6 +168,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         _ceiling=ceiling,
         _admission=admission,
         _load=load,
+        _weight_format=model.weight_format(inputs.weight_dtype),
         _batching=limits,
         model_name=model.repo_id or "MODEL",
     )
@@ -186,47 +190,69 @@ def plan_context(inputs: PlanInputs, geo: ModelGeometry) -> ContextBudget:
 
 
 def reserve(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget) -> tuple[InspectReport, WeightsEstimate, capacity.SequenceReservation]:
-    """The K/V layout per GPU (in the resolved KV dtype), the weights, and what one sequence reserves."""
+    """The K/V layout per GPU (in the resolved KV dtype; of the busiest stage under pipeline
+    parallelism), the weights, and what one sequence reserves."""
     kv_dtype, kv_source = model.kv_dtype(inputs.kv_dtype)
-    report = inspect_geometry(model.geometry, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp, kv_source)
+    report = inspect_geometry(model.geometry, kv_dtype, inputs.tp, ctx.reserved_total_tokens, inputs.runtime, inputs.mtp or inputs.spec_method == "mtp", kv_source)
+    report = parallel.stage_report(report, inputs.pp)  # the busiest pipeline stage's layers
     weights = model.weights(inputs.weight_dtype)
     res = capacity.reserve(report.specs, inputs.reservation, ctx.reserved_total_tokens, ctx.maximum_context_tokens, inputs.block_tokens, report.state_bytes_per_sequence, inputs.encoder_tokens)
     return report, weights, res
 
 
-def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, budget=None) -> Memory:
-    """Usable memory after the headroom, less the weights and workspace: the K/V pool of one GPU.
-    Under runtime vllm (``budget``): vLLM's predicted start-up budget, term by term.
+def memory_per_gpu(inputs: PlanInputs, device: Device, weights: WeightsEstimate, draft: Draft | None = None, budget=None) -> Memory:
+    """Usable memory after the headroom, less the weights (and a speculative draft's) and
+    workspace: the K/V pool of one GPU. Under runtime vllm (``budget``): vLLM's predicted start-up
+    budget, term by term (under DP / PP its weights term is the busiest GPU's share; a draft's
+    weights come out of its K/V pool).
 
     Raises:
         PlannerError: fixed memory above usable memory, or (runtime vllm) vLLM would refuse to start.
     """
-    replicas = inputs.gpu_count // inputs.tp
+    replicas = inputs.gpu_count // inputs.gpus_per_replica
+    draft_bytes = draft.weights_bytes if draft else 0
     if budget is not None:
         if budget.refusal:
             raise refusal_error(budget, inputs, device)
         weights_term = budget.term("weights per GPU")
-        resident = weights_term.bytes
+        resident, source = weights_term.bytes, weights_term.source
         workspace = taken_bytes(budget) - resident
-        return Memory(budget.requested_bytes, resident, weights_term.source, workspace, resident + workspace, budget.available_kv_bytes, replicas, budget)
+        available = budget.available_kv_bytes
+        available -= draft_bytes
+        if available <= 0:
+            raise PlannerError("gpu_count", inputs.gpu_count, f"vLLM's budget leaves {available / GIB:,.2f} GiB for K/V once the {draft.what if draft else 'weights'} are loaded; use more GPUs or a larger device")
+        return Memory(budget.requested_bytes, resident, source, workspace, resident + workspace + draft_bytes, available, replicas, replicas * inputs.dp, draft_bytes, budget)
     usable = capacity.usable_bytes(device.memory_bytes, inputs.headroom_bp)
     if inputs.model_resident_gib is not None:
         resident = int(inputs.model_resident_gib * GIB)
         resident_source = "given"
     else:
-        resident = -(-weights.bytes // inputs.tp)
-        resident_source = f"weights estimate ({weights.source}) / tp {inputs.tp}"
+        resident, resident_source = resident_weights(inputs, weights)
     workspace = int((1.0 if inputs.workspace_gib is None else inputs.workspace_gib) * GIB)
-    fixed = resident + workspace
+    fixed = resident + workspace + draft_bytes
     if fixed > usable:
         culprit = ("workspace_gib", workspace / GIB) if workspace > usable else ("model_resident_gib", round(resident / GIB, 3))
         advice = fixed_memory_advice(workspace, resident)
+        extra = f" + {draft.what} {draft_bytes / GIB:,.2f}" if draft_bytes else ""
         raise PlannerError(
             *culprit,
-            f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}) exceeds usable {usable / GIB:,.2f} GiB "
+            f"fixed memory {fixed / GIB:,.2f} GiB (model {resident / GIB:,.2f} + workspace {workspace / GIB:,.2f}{extra}) exceeds usable {usable / GIB:,.2f} GiB "
             f"({device.name} {device.memory_gib:g} GiB less {inputs.headroom_bp / 100:g} % headroom); {advice}",
         )
-    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas)
+    return Memory(usable, resident, resident_source, workspace, fixed, usable - fixed, replicas, replicas * inputs.dp, draft_bytes)
+
+
+def resident_weights(inputs: PlanInputs, weights: WeightsEstimate) -> tuple[int, str]:
+    """(weight bytes on one GPU, what they are): weights / tp; under attention data parallelism
+    the dense and attention weights / tp and the routed experts / ep (= dp x tp); under pipeline
+    parallelism the busiest stage's share, / pp (a uniform stack)."""
+    tp, dp, pp = inputs.tp, inputs.dp, inputs.pp
+    if dp == 1 and pp == 1:
+        return -(-weights.bytes // tp), f"weights estimate ({weights.source}) / tp {tp}"
+    experts = weights.expert_bytes if weights.num_experts else 0
+    per_gpu = -(-(weights.bytes - experts) // tp) + -(-experts // (tp * dp))
+    what = f"dense and attention / tp {tp}, experts / ep {tp * dp}" if dp > 1 else f"/ tp {tp}"
+    return -(-per_gpu // pp), f"weights estimate ({weights.source}) {what}" + (f", / pp {pp} stages" if pp > 1 else "")
 
 
 def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, report: InspectReport, res: capacity.SequenceReservation) -> tuple[SglangView, Memory]:
@@ -241,7 +267,7 @@ def sglang_stage(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, r
     view = sglang_view(inputs, model, res.tokens, windows)
     total, source = view.weights_bytes, view.weights_source
     per_gpu = int(inputs.model_resident_gib * GIB) if inputs.model_resident_gib is not None else -(-total // inputs.tp)
-    return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp))
+    return view, Memory(*sglang_memory(view, per_gpu, source if inputs.model_resident_gib is not None else f"{source} / tp {inputs.tp}", inputs.gpu_count // inputs.tp), ranks=inputs.gpu_count // inputs.tp * inputs.dp)
 
 
 def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling:
@@ -252,14 +278,15 @@ def sglang_ceiling(ceiling: Ceiling, view: SglangView, replicas: int) -> Ceiling
     return ceiling._replace(per_replica=per_replica, memory_max=total, shared_max=total, limit_memory=total, sglang=view)
 
 
-def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int) -> Sharing:
-    """A paged engine (runtime vllm) holds whole shared blocks once per tenant and replica; a
-    static cache or transformers' eager cache shares nothing."""
+def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replicas: int, sequences: int | None = None) -> Sharing:
+    """A paged engine (runtime vllm) holds whole shared blocks once per tenant and replica (rank:
+    each attention data-parallel rank has its own pool); a static cache or transformers' eager
+    cache shares nothing. ``sequences``: the requested load (default the requested sequences)."""
     if inputs.shared_prefix_tokens > ctx.input_tokens:
         raise PlannerError("shared_prefix_tokens", inputs.shared_prefix_tokens, f"the shared prefix cannot exceed the input ({ctx.input_tokens:,} tokens)")
     applies = bool(inputs.shared_prefix_tokens) and inputs.reservation != "static" and inputs.runtime == "vllm"
     shared_blocks, saved = capacity.shared_prefix_bytes(specs, inputs.shared_prefix_tokens, inputs.block_tokens) if applies else (0, 0)
-    per_replica_load = -(-inputs.sequences // replicas)  # the requested load, spread over the replicas
+    per_replica_load = -(-(inputs.sequences if sequences is None else sequences) // replicas)  # the requested load, spread over the replicas
     copies = min(inputs.tenants, per_replica_load)  # each replica holds each of its tenants' prefix once
     # prefill skips the cached whole blocks (never the last prompt token, which yields the first logits)
     cached = inputs.prefix_hit_rate * min(shared_blocks * inputs.block_tokens, ctx.input_tokens - 1) if applies else 0.0
@@ -268,13 +295,14 @@ def prefix_sharing(inputs: PlanInputs, ctx: ContextBudget, specs: tuple, replica
 
 def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget, per_seq: int, memory: Memory, sharing: Sharing, device: Device | None = None, limits: Batching | None = None) -> Ceiling:
     """The most sequences memory holds: steady state, with prefix sharing, and (runtime vllm) as
-    vLLM admits them, reserving a request's blocks for all its reserved tokens."""
-    available, replicas, saved = memory.available, memory.replicas, sharing.saved
+    vLLM admits them, reserving a request's blocks for all its reserved tokens (not under pipeline
+    parallelism: a stage's blocks are the steady-state figure of its layers). Per rank, times the ranks."""
+    available, replicas, saved = memory.available, memory.ranks, sharing.saved
     per_replica = capacity.max_sequences(available, per_seq)
     memory_max = steady_max = per_replica * replicas
     shared_max = capacity.max_sequences_shared(available, per_seq, saved, min(inputs.tenants, per_replica or 1)) * replicas if saved else memory_max
     # a static reservation is an explicit non-paged allocator: vLLM's block admission does not apply
-    engine = engine_view(model, inputs, ctx, available, device, limits) if inputs.runtime == "vllm" and inputs.reservation != "static" else None
+    engine = engine_view(model, inputs, ctx, available, device, limits) if inputs.runtime == "vllm" and inputs.reservation != "static" and inputs.pp == 1 else None
     if engine is not None and engine.applies and engine.refusal:
         per_replica = memory_max = shared_max = 0
     elif engine is not None and engine.applies:
@@ -285,12 +313,97 @@ def memory_ceiling(inputs: PlanInputs, model: PreparedModel, ctx: ContextBudget,
     return Ceiling(per_replica, memory_max, shared_max, shared_max if saved else memory_max, steady_max, engine)
 
 
-def roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, specs: tuple, device: Device, resident: int) -> latency.Roofline:
-    """The step-time model, in fp8 where the weights are fp8 (their GEMMs run at the fp8 peak)."""
-    compute_dtype = "fp8" if inputs.weight_dtype == "fp8" or "fp8" in weights.dtype_label else "bf16"
-    if weights.num_experts and inputs.tp % inputs.ep:
-        raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs)")
-    return build_roofline(inputs, geo, weights, specs, device, resident, compute_dtype)
+def check_parallel(inputs: PlanInputs, weights: WeightsEstimate, geo: ModelGeometry) -> None:
+    """The deployment's shape: expert parallelism divides tp, or spreads the experts over all
+    dp x tp GPUs of attention data-parallel ranks; data parallelism needs routed experts; every
+    pipeline stage gets a layer.
+
+    Raises:
+        PlannerError: the first of these a shape breaks.
+    """
+    moe = bool(weights.num_experts)
+    if inputs.dp > 1:
+        if not moe:
+            raise PlannerError("dp", inputs.dp, "attention data parallelism spreads a mixture-of-experts model's experts over its ranks; a dense model replicates instead: use more GPUs (gpu_count)")
+        if inputs.ep != inputs.dp * inputs.tp:
+            raise PlannerError("ep", inputs.ep, f"with {inputs.dp} attention data-parallel ranks of tp {inputs.tp} the experts spread over ep = dp x tp = {inputs.dp * inputs.tp} GPUs (vLLM --enable-expert-parallel, SGLang --ep-size, TensorRT-LLM DEP)")
+    elif moe and inputs.tp % inputs.ep:
+        raise PlannerError("ep", inputs.ep, f"expert parallelism must divide tp {inputs.tp} (the experts of one replica spread over ep of its GPUs), or equal dp x tp with attention data parallelism")
+    if inputs.pp > geo.num_layers:
+        raise PlannerError("pp", inputs.pp, f"more pipeline stages than the model's {geo.num_layers} layers")
+
+
+def roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, model: PreparedModel, report: InspectReport, device: Device, resident: int) -> latency.Roofline:
+    """One rank's step model: the weight format's kernels on this GPU, the serving engine's
+    costs, and the deployment's shape (attention data parallelism and pipeline stages,
+    :func:`serving.shaped`, from the tensor-parallel model over a rank's dp x tp GPUs)."""
+    fmt = model.weight_format(inputs.weight_dtype)
+    engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
+    tp, dp, pp = inputs.tp, inputs.dp, inputs.pp
+    if dp == 1 and pp == 1:
+        return build_roofline(inputs, geo, weights, report.specs, device, resident, fmt, engine)
+    full = inspect_geometry(geo, report.kv_dtype, tp * dp, report.tokens, inputs.runtime, inputs.mtp or inputs.spec_method == "mtp", report.kv_dtype_source)
+    base = build_roofline(inputs, geo, weights, full.specs, device, -(-weights.bytes // (tp * dp)), fmt, engine, tp=tp * dp, ep=tp * dp if dp > 1 else inputs.ep)
+    return serving.shaped(base, device, dp, pp, tp)
+
+
+def draft_model(inputs: PlanInputs, model: PreparedModel, report: InspectReport, device: Device, weights: WeightsEstimate, ctx: ContextBudget) -> Draft | None:
+    """What speculative decoding adds to a GPU: the proposer's weights and its K/V per token of a
+    sequence (:func:`speculative.draft_memory`: an MTP layer, whose K/V the MTP layers of the
+    K/V layout already hold; an EAGLE-3 head; a draft model's own weights and K/V, planned from
+    its preset), and the draft model's step model.
+
+    Raises:
+        PlannerError: ``spec_draft`` missing or unknown for a draft model, or given without one.
+    """
+    if inputs.spec_method == "none":
+        if inputs.spec_draft or inputs.spec_tokens or inputs.spec_acceptance:
+            field = "spec_draft" if inputs.spec_draft else ("spec_tokens" if inputs.spec_tokens else "spec_acceptance")
+            raise PlannerError(field, getattr(inputs, field), "needs speculative decoding on (spec_method mtp, eagle3 or draft)")
+        return None
+    geo, tp = model.geometry, inputs.tp
+    k = serving.spec_tokens(inputs.spec_method, inputs.spec_tokens)
+    if inputs.spec_acceptance is not None and not 1 <= inputs.spec_acceptance <= k + 1:
+        raise PlannerError("spec_acceptance", inputs.spec_acceptance, f"the acceptance length is between 1 and drafts + 1 = {k + 1} tokens a step")
+    full_kv = next((s for s in report.specs if s.kind == "full" and s.cache in ("kv", "latent")), None)
+    per_layer_kv = full_kv.bytes_per_token_per_layer if full_kv else 0
+    if inputs.spec_method == "draft":
+        if not inputs.spec_draft:
+            raise PlannerError("spec_draft", None, "a draft model needs its preset (e.g. llama-3.2-1b drafting for llama-3.1-8b)")
+        from planner.plan.model import prepare_model
+        from planner.presets import load_preset
+
+        dm = prepare_model(load_preset(inputs.spec_draft))
+        dw = dm.weights("auto")
+        d_report = inspect_geometry(dm.geometry, report.kv_dtype, tp, ctx.reserved_total_tokens, inputs.runtime, False, report.kv_dtype_source)
+        d_resident = -(-dw.bytes // tp)
+        d_roof = build_roofline(inputs.model_copy(update={"ep": 1}), dm.geometry, dw, d_report.specs, device, d_resident, dm.weight_format("auto"), serving.serving_engine(inputs.runtime, inputs.serving_engine))
+        return Draft("draft", f"draft model {inputs.spec_draft}", d_resident, d_report.kv_bytes_per_token, d_roof, k)
+    if inputs.spec_method == "mtp":
+        if not geo.mtp_layers:
+            raise PlannerError("spec_method", "mtp", "the config has no next-token-prediction layers (num_nextn_predict_layers): choose eagle3 or a draft model")
+        layer = (weights.bytes - 2 * (geo.vocab_size or 0) * geo.hidden_size * weights.bits_per_param / 8) / max(1, geo.num_layers)
+        wb, _ = speculative.draft_memory("mtp", geo.hidden_size, geo.intermediate_size or 4 * geo.hidden_size, geo.vocab_size or 0, -(-int(layer) // tp), per_layer_kv, 2.0, tp)
+        return Draft("mtp", "MTP layer", int(wb), 0, None, k)  # its K/V: the MTP layers the K/V layout holds
+    wb, kv = speculative.draft_memory("eagle3", geo.hidden_size, geo.intermediate_size or 4 * geo.hidden_size, geo.vocab_size or 0, 0.0, per_layer_kv, 2.0, tp)
+    return Draft("eagle3", "EAGLE-3 head", int(wb), int(kv), None, k)
+
+
+def with_draft(res: capacity.SequenceReservation, draft: Draft | None, ctx: ContextBudget) -> capacity.SequenceReservation:
+    """The reservation with the draft's K/V of the reserved tokens (EAGLE-3 head, draft model)."""
+    if draft is None or not draft.kv_per_token:
+        return res
+    return dataclasses.replace(res, draft_bytes=draft.kv_per_token * res.tokens)
+
+
+def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, cached: int, generated: int, kv_mid: float, mid: int, ranks: int, draft: Draft | None, limits: Batching) -> serving.Setup:
+    """What the load figures are computed from on one rank: the engine's token budget and running
+    limit, the measured preprocessing if given, the rank's share of a request rate, speculation."""
+    spec = None
+    if draft is not None:
+        spec = serving.Spec(draft.method, draft.tokens, inputs.spec_acceptance, draft.roof, draft.kv_per_token * mid if draft.roof else 0.0)
+    pre = inputs.preprocessing_ms / 1e3 if inputs.preprocessing_ms is not None else None
+    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec)
 
 
 def kv_held(report: InspectReport, res: capacity.SequenceReservation):
@@ -303,40 +416,42 @@ def kv_held(report: InspectReport, res: capacity.SequenceReservation):
     return kv_at
 
 
-def admit(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, limit_memory: int, replicas: int, kv_at, load_at, cached: int, scheduler: Batching | None = None) -> Admission:
+def admit(inputs: PlanInputs, setup: serving.Setup, limit_memory: int, ranks: int, requested: int, scheduler: Batching | None = None) -> Admission:
     """Every limit on concurrent sequences (memory, the p95 ITL and TTFT SLOs, the runtime's
-    maximum, the tenant quota) and the verdict on the requested load."""
-
-    def itl_ms(c: int) -> float:  # p95 of the gaps between tokens (an SLO is a percentile)
-        return load_at(c).itl_p95_ms
-
+    maximum, the tenant quota) and the verdict on the requested load. The SLOs judge the p95s of
+    the load the plan assumes (:func:`serving.at`: a closed loop of that many clients a rank, or
+    Poisson arrivals with that many in flight); observed latencies are one measurement, so a TTFT
+    SLO admits everything or nothing by them."""
     limits = {"memory": limit_memory}
+    top = max(1, limit_memory // max(1, ranks))
+    queue = inputs.queue_ms or 0.0
+    seen: dict[int, serving.LoadFigures] = {}  # both SLO searches probe the same loads first
+
+    def at(c: int) -> serving.LoadFigures:
+        if c not in seen:
+            seen[c] = serving.at(setup, c)
+        return seen[c]
+
     if inputs.itl_slo_ms is not None:
-        limits["latency_slo"] = capacity.largest_within(itl_ms, inputs.itl_slo_ms, max(1, limit_memory)) * replicas
+        limits["latency_slo"] = capacity.largest_within_galloping(lambda c: at(c).tpot_p95_ms, inputs.itl_slo_ms, top) * ranks
     if inputs.ttft_slo_ms is not None:
-        limits["ttft_slo"] = _ttft_limit(inputs, roof, ctx, kv_at, limit_memory, replicas, cached, load_at)
+        if inputs.observed:
+            ttft = queue + (inputs.preprocessing_ms or 0.0) + (inputs.prefill_ms or 0.0) + (inputs.first_decode_ms or 0.0)
+            limits["ttft_slo"] = 0 if ttft > inputs.ttft_slo_ms else limit_memory
+        else:
+            limits["ttft_slo"] = capacity.largest_within_galloping(lambda c: queue + at(c).ttft_p95_ms, inputs.ttft_slo_ms, top) * ranks
     seqs = inputs.max_num_seqs if scheduler is None else scheduler.seqs
     if seqs is not None:
-        limits["runtime"] = seqs * replicas
+        limits["runtime"] = seqs * ranks
     if inputs.tenant_quota is not None:
         limits["tenant_quota"] = inputs.tenant_quota
-    return Admission(limits, *capacity.admission(inputs.sequences, limits))
+    return Admission(limits, *capacity.admission(requested, limits), requested)
 
 
-def latency_at_load(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, cached: float, load: Load, kv_at) -> tuple[latency.LatencyReport, latency.LatencyReport]:
-    """(the roofline estimate, the latency the plan shows): the estimate, or the observed phases
-    when they are given (then every phase must be)."""
-    est = latency.estimate(
-        roof,
-        ctx.input_tokens,
-        cached,
-        load.generated,
-        load.concurrency,
-        kv_at,
-        queue_ms=inputs.queue_ms or 0.0,
-        preprocessing_ms=inputs.preprocessing_ms or 0.0,
-        load=load.served,
-    )
+def latency_at_load(inputs: PlanInputs, ctx: ContextBudget, cached: float, load: Load) -> tuple[latency.LatencyReport, latency.LatencyReport]:
+    """(the roofline estimate, the latency the plan shows): the estimate at the load's figures, or
+    the observed phases when they are given (then every phase must be)."""
+    est = serving.report(load.figures, ctx.input_tokens, cached, load.generated, inputs.queue_ms or 0.0)
     if not inputs.observed:
         return est, est
     generated = load.generated

@@ -103,7 +103,7 @@ def layout_for(config: dict, geo: ModelGeometry, key: SettingsKey) -> Layout:
 
 
 def _build_layout(config: dict, geo: ModelGeometry, settings: VllmSettings) -> Layout:
-    rules = check_architecture(geo, settings.version, config.get("model_type"))
+    rules = check_architecture(geo, settings.version, config.get("model_type"), config)
     planner_dtype = _checked_settings(config, geo, settings, rules)
     if geo.compressed is not None:
         return _dsv4_layout(geo, rules, settings, planner_dtype)

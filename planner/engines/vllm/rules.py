@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from planner.engines.common import EngineRefusal
 from planner.errors import PlannerError
-from planner.geometry import ModelGeometry
+from planner.geometry import ModelGeometry, text_config
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on an 80 GB-class GPU
 
@@ -89,6 +89,9 @@ class Rules:
     # model types whose derived maximum length vLLM prints as an integer: config _get_and_verify_max_len
     # multiplies by the RoPE scaling factor (a float) only where the loaded config has RoPE parameters
     int_max_len_types: frozenset[str] = frozenset()
+    # (model type, key, config class): keys the release's transformers derives (a read-only
+    # property), so a config.json that sets them cannot be loaded
+    read_only_config_keys: tuple[tuple[str, str, str], ...] = ()
 
 
 RULES: dict[str, Rules] = {
@@ -103,7 +106,12 @@ RULES: dict[str, Rules] = {
         version="0.11", tokens_from_concurrency=False, concurrent_batches=1, hybrid_prefix_caching=False, reserve_null_block=False, one_log_line=False,
         group_near_max=False, unify_pages=False, fit_check_per_layer=True, chunked_as_full=True, wording="0.10", float_max_len_when_scaled=True, nemotron_ssm_dtype="float16", config_ssm_dtype=False,
         unknown_model_types=frozenset({"deepseek_ref", "deepseek_v4", "gemma4", "glm_moe_dsa", "kimi_k2", "kimi_k3", "minimax_m3", "qwen3_5", "qwen3_5_moe"}),
-        int_max_len_types=frozenset({"deepseek_v2"}),
+        # vLLM 0.11 reads deepseek_v3 / deepseek_v32 with its own DeepseekV3Config
+        # (transformers_utils/config.py), which keeps the integer YaRN factor: 4,096 x 40 prints as 163840
+        int_max_len_types=frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32"}),
+        # transformers 4.57 (the release's): NemotronHConfig.layers_block_type is a property derived
+        # from hybrid_override_pattern; Nemotron 3 Ultra's config.json (written by transformers 5) sets it
+        read_only_config_keys=(("nemotron_h", "layers_block_type", "NemotronHConfig"),),
     ),
     "0.19": Rules(
         version="0.19", tokens_from_concurrency=False, concurrent_batches=1, reserve_null_block=False, one_log_line=False,
@@ -134,7 +142,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def check_architecture(geo: ModelGeometry, version: str, top_model_type: str | None = None) -> Rules:
+def check_architecture(geo: ModelGeometry, version: str, top_model_type: str | None = None, config: dict | None = None) -> Rules:
     """The release's rules, once vLLM has resolved the architecture (before anything else):
     dropped ones are refused first.
 
@@ -154,6 +162,11 @@ def check_architecture(geo: ModelGeometry, version: str, top_model_type: str | N
     if unknown_type is not None:
         arch = (geo.architectures or (geo.model_type,))[0]
         raise EngineRefusal("model", arch, f"vLLM {rules.version} cannot load a config of model type `{unknown_type}` (its transformers or vLLM does not know it yet)")
+    cfg = text_config(config or {})
+    for model_type, key, cls in rules.read_only_config_keys:
+        if cfg.get("model_type") == model_type and key in cfg:
+            arch = (geo.architectures or (geo.model_type,))[0]
+            raise EngineRefusal("model", arch, f"vLLM {rules.version} cannot load this config: property '{key}' of '{cls}' object has no setter (its transformers derives {key}; the config.json sets it)")
     unknown = [arch for arch in geo.architectures if arch in NOT_REGISTERED]
     if unknown and len(unknown) == len(geo.architectures):
         # vllm/model_executor/models/registry.py: _raise_for_unsupported (the supported list is left out)

@@ -1,0 +1,245 @@
+"""Issue 21 in the plan: closed-loop, open-loop and offline figures labelled by their load, the
+deployment's shape (attention data parallelism, pipeline stages, TP over two nodes), 4-bit float
+weights, speculative decoding in memory and latency, and the accuracy band beside each figure.
+
+The issue's examples are here with the published figure each is checked against, named beside it
+(../shared/reference/measured_serving.json holds the points); the bounds are the accuracy the
+committed fit reaches on them (docs/serving_fit.md), so a change that breaks the wiring fails."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from benchmarks import serving_points as S
+from planner import latency, speculative
+from planner.errors import PlannerError
+from planner.plan import compute_plan, make_inputs, prepare_model
+from planner.plan import serving as load_model
+from planner.presets import load_preset
+
+
+def _model(name: str):
+    return prepare_model(load_preset(name))
+
+
+# --------------------------------------------------------------------------- load kinds
+
+
+def test_requested_sequences_are_clients_of_a_closed_loop():
+    # the plan's TTFT and TPOT are latency.closed_loop's for its clients (what load generators at a
+    # fixed concurrency measure), and every figure says so
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=1024, output_tokens=256), _model("llama-3.1-8b"))
+    s = plan._load.setup
+    cl = latency.closed_loop(plan.roof, 1024, 0, 256, 8, s.kv_mid, s.mid, s.budget, None, True)
+    assert plan.latency.time_to_first_token_ms == pytest.approx(cl.ttft_ms)
+    assert plan.latency.mean_inter_token_latency_ms == pytest.approx(cl.tpot_ms)
+    assert plan.roofline.load_label == "closed loop of 8 clients" and plan.roofline.load_kind == "closed loop"
+    assert plan.summary()["latency"]["at"] == "closed loop of 8 clients"
+    # the last prefill step emits the first token: TTFT = queue + preprocessing + prefill
+    lat = plan.latency
+    assert lat.first_decode_ms == 0 and lat.time_to_first_token_ms == pytest.approx(lat.queue_ms + lat.preprocessing_ms + lat.prefill_ms)
+    # preprocessing: the fitted API server, 4.04 ms + 0.78 us a prompt token (or what is given)
+    assert lat.preprocessing_ms == pytest.approx(latency.api_preprocess_s(plan.roof.eff, 1024) * 1e3)
+    given = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=1024, output_tokens=256, preprocessing_ms=1.0), _model("llama-3.1-8b"))
+    assert given.latency.preprocessing_ms == pytest.approx(1.0)
+    # throughput: 8 clients x 256 tokens / end-to-end, on one GPU
+    assert plan.roofline.output_tokens_per_second_per_gpu == pytest.approx(8 * 256 / (cl.e2e_ms / 1e3))
+
+
+def test_a_request_rate_is_an_open_loop_with_littles_law():
+    model = _model("llama-3.1-8b")
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", gpu_count=2, request_rate=10.0, input_tokens=1024, output_tokens=256), model)
+    r, lat = plan.roofline, plan.latency
+    assert r.load_kind == "open loop (Poisson)" and r.load_label.startswith("open loop (Poisson) at 10 requests/s (")
+    # each of the 2 replicas takes 5 requests/s; in flight n = ceil(5 x end-to-end) (Little)
+    n = plan._load.figures.per_rank
+    assert n == math.ceil(5.0 * lat.end_to_end_ms / 1e3 - 1e-9)
+    assert plan.kv_cache.requested_sequences == 2 * n
+    # the requests delivered: 10 a second x 256 tokens over 2 GPUs
+    assert r.output_tokens_per_second_per_gpu == pytest.approx(10.0 * 256 / 2)
+
+
+def test_slo_admission_judges_the_loads_own_p95s():
+    model = _model("llama-3.1-8b")
+    base = dict(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=256)
+    loose = compute_plan(make_inputs(**base, sequences=1), model)
+    slo = 1.5 * loose.roofline.itl_p95_ms
+    plan = compute_plan(make_inputs(**base, sequences=1, itl_slo_ms=slo), model)
+    limit = plan.kv_cache.limits["latency_slo"]
+    assert limit >= 1
+    # the limit is the largest closed loop whose p95 TPOT meets the SLO
+    at = compute_plan(make_inputs(**base, sequences=limit), model).roofline.itl_p95_ms
+    above = compute_plan(make_inputs(**base, sequences=limit + 1), model).roofline.itl_p95_ms
+    assert at <= slo < above
+
+
+def test_max_throughput_is_offline_with_every_admissible_sequence():
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=4, input_tokens=1024, output_tokens=1024), _model("llama-3.1-8b"))
+    r = plan.roofline
+    running = plan.kv_cache.admissible_sequences
+    best = load_model.offline(plan._load.setup, running)
+    assert r.max_throughput_label == f"max throughput (offline), {running:,} running"
+    assert r.max_throughput_tokens_per_second_per_gpu == pytest.approx(best.output_tokens_per_s)
+    assert r.max_throughput_tokens_per_second_per_gpu > 4 * r.output_tokens_per_second_per_gpu
+
+
+# --------------------------------------------------------------------------- the issue's examples
+
+
+def test_deepseek_dep8_on_h200_holds_each_ranks_latents_and_approaches_trtllm():
+    # TensorRT-LLM perf overview (docs/source/developer-guide/perf-overview.md, DeepSeek R1 0528,
+    # H200 DEP8 FP8, 1024/1024): 1,620 output tok/s/GPU. TP8 replicates the MLA latent on every
+    # GPU (709 sequences); DEP8 ranks hold their own, so the deployment holds far more
+    model = _model("deepseek-v3")
+    base = dict(gpu="H200-141GB", gpu_count=8, input_tokens=1024, output_tokens=1024, kv_dtype="fp8", headroom_bp=500, serving_engine="trtllm")
+    tp8 = compute_plan(make_inputs(**base, tp=8, ep=8), model)
+    dep8 = compute_plan(make_inputs(**base, tp=1, dp=8, ep=8), model)
+    assert dep8.capacity.ranks == 8 and dep8.capacity.replicas == 1 and dep8.roof.dp == 8 and dep8.roof.ep == 8
+    assert dep8.kv_cache.maximum_sequences_by_memory > 5 * tp8.kv_cache.maximum_sequences_by_memory
+    # a rank holds the dense and attention weights whole and 1/8 of the experts
+    w = dep8.weights
+    # runtime vllm: vLLM's weights-per-GPU term (planner.engines.vllm_memory) is the estimate plus
+    # 20,971,520 B it counts beside the checkpoint at tp 1; the routed experts then split over ep 8
+    assert dep8.capacity.model_resident_bytes == (w.bytes - w.expert_bytes) + -(-w.expert_bytes // 8) + 20_971_520
+    # trtllm-bench runs 384 a rank at 2,048 tokens a step (its heuristic for this checkpoint): within the fit's accuracy
+    heuristic = compute_plan(make_inputs(**base, tp=1, dp=8, ep=8, max_num_seqs=384, max_batched_tokens=2048), model)
+    tps = heuristic.roofline.max_throughput_tokens_per_second_per_gpu
+    assert 1620 / 1.5 < tps < 1620 * 1.5, tps
+    with pytest.raises(PlannerError, match="ep = dp x tp = 8"):
+        compute_plan(make_inputs(**base, tp=1, dp=8, ep=1), model)
+    with pytest.raises(PlannerError, match="dense model replicates"):
+        compute_plan(make_inputs(gpu="H100-SXM-80GB", gpu_count=2, dp=2, ep=2), _model("llama-3.1-8b"))
+
+
+def test_tp16_over_infiniband_pays_the_fitted_inter_node_latency():
+    # tt-inference-server issue #356: SGLang, DeepSeek-R1-0528 FP8 over two 8 x H100 nodes (TP16 on
+    # InfiniBand), 128 / 128 at one client: TPOT 23.1 ms, TTFT 179.7 ms
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=16, gpu_count=16, input_tokens=128, output_tokens=128, kv_dtype="bf16", serving_engine="sglang", sequences=1), _model("deepseek-v3"))
+    h100 = plan.device
+    assert plan.roofline.link_latency_us == pytest.approx(h100.link_latency_us + latency.SERVING_FIT["scaleout_message_s"] * 1e6)
+    assert 23.1 / 1.25 < plan.latency.mean_inter_token_latency_ms < 23.1 * 1.25
+    assert 179.7 / 1.5 < plan.latency.time_to_first_token_ms < 179.7 * 1.5  # SGLang's fitted per-request overhead
+    # the same plan on vLLM's costs comes out far shorter: the engine's own overhead is the difference
+    vllm = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=16, gpu_count=16, input_tokens=128, output_tokens=128, kv_dtype="bf16", sequences=1), _model("deepseek-v3"))
+    assert vllm.latency.time_to_first_token_ms < plan.latency.time_to_first_token_ms / 2
+
+
+def test_fp4_weights_on_b200_multiply_at_the_fp4_peak():
+    # TensorRT-LLM perf overview: Qwen3-30B-A3B FP4 on one B200, 1024/1024: 26,611 output tok/s/GPU
+    model = _model("qwen3-30b-a3b")
+    base = dict(gpu="B200-180GB", input_tokens=1024, output_tokens=1024, kv_dtype="fp8", headroom_bp=500, serving_engine="trtllm")
+    fp4 = compute_plan(make_inputs(**base, weight_dtype="nvfp4", max_num_seqs=1792, max_batched_tokens=3584), model)
+    assert fp4.roofline.weight_format == "nvfp4" and fp4.roofline.compute_dtype == "fp4"
+    assert fp4.roof.peak_flops == 9000e12  # HGX B200 dense FP4: 72 PFLOPS / 8
+    assert fp4.weights.bits_per_param == pytest.approx(4.5, rel=0.02)  # 4 bits + an fp8 scale per 16
+    tps = fp4.roofline.max_throughput_tokens_per_second_per_gpu
+    assert 26611 / 1.5 < tps < 26611 * 1.5, tps
+    # on Hopper, without FP4 tensor cores, the same weights widen to 16 bits
+    h100 = compute_plan(make_inputs(gpu="H100-SXM-80GB", weight_dtype="nvfp4"), model)
+    assert h100.roofline.compute_dtype == "bf16"
+    # gpt-oss's MXFP4 checkpoint is read as its format: fp8 activations on Blackwell, Triton W4A16 on Hopper
+    oss = _model("gpt-oss-120b")
+    assert compute_plan(make_inputs(gpu="B200-180GB"), oss).roofline.compute_dtype == "fp8"
+    assert compute_plan(make_inputs(gpu="H100-SXM-80GB"), oss).roof.moe_kernel == latency.KERNEL_FIT["w4a16"]
+
+
+def test_deepseek_fp4_on_b200_under_sglang():
+    # InferenceMAX issue #870: SGLang 0.5.6, DeepSeek-R1-0528 NVFP4 on 8 x B200, 922 / 922 at 4
+    # clients: 59.7 output tok/s/GPU, TTFT 199.6 ms
+    plan = compute_plan(make_inputs(gpu="B200-180GB", tp=8, gpu_count=8, ep=8, weight_dtype="nvfp4", kv_dtype="fp8", input_tokens=922, output_tokens=922, sequences=4, serving_engine="sglang", max_batched_tokens=16384), _model("deepseek-v3"))
+    assert plan.roof.mla_layers == 61 and plan.roof.moe_kernel == latency.KERNEL_FIT["fp4"]
+    assert 59.7 / 1.5 < plan.roofline.output_tokens_per_second_per_gpu < 59.7 * 1.5
+    assert 199.6 / 1.5 < plan.latency.time_to_first_token_ms < 199.6 * 1.5
+
+
+# --------------------------------------------------------------------------- the deployment's shape
+
+
+def test_pipeline_stages_halve_memory_and_add_hand_offs():
+    model = _model("llama-3.1-70b")
+    base = dict(gpu="H100-SXM-80GB", input_tokens=2048, output_tokens=512, sequences=8)
+    tp8 = compute_plan(make_inputs(**base, tp=8, gpu_count=8), model)
+    pp2 = compute_plan(make_inputs(**base, tp=8, pp=2, gpu_count=16), model)
+    # each stage: 40 of the 80 layers' weights and K/V
+    assert pp2.capacity.model_resident_bytes == -(-tp8.capacity.model_resident_bytes // 2)
+    assert pp2.kv_cache.bytes_per_token_per_sequence == tp8.kv_cache.bytes_per_token_per_sequence // 2
+    assert pp2.roof.pp == 2 and pp2.roof.layers == 40
+    terms = pp2.roofline.decode_terms_ms
+    # 16 GPUs on two nodes: the stages hand off over the NIC (50 GB/s, NVLink latency + the fitted inter-node latency)
+    handoff = pp2.device.link_latency_us * 1e-6 + latency.SERVING_FIT["scaleout_message_s"] + 4 * 8192 * 2 / 50e9
+    assert terms["pipeline"] == pytest.approx(handoff * 1e3)
+    assert pp2.capacity.gpus_per_replica == 16 and pp2.kv_cache.engine is None  # vLLM's reservation is not applied per stage
+    with pytest.raises(PlannerError, match="multiple of tp x dp x pp = 16"):
+        make_inputs(**base, tp=8, pp=2, gpu_count=8)
+
+
+# --------------------------------------------------------------------------- speculative decoding
+
+
+def test_mtp_speculation_adds_its_layer_to_memory_and_shortens_tpot():
+    model = _model("deepseek-v3")
+    base = dict(gpu="H200-141GB", tp=8, gpu_count=8, input_tokens=1024, output_tokens=1024, sequences=8)
+    plain = compute_plan(make_inputs(**base), model)
+    mtp = compute_plan(make_inputs(**base, spec_method="mtp"), model)
+    # the MTP layer's weights are a named memory term, its K/V the MTP layer the layout caches
+    assert mtp.capacity.draft_weights_bytes > 0 and "draft_model" in mtp.memory_terms()
+    assert mtp.capacity.available_for_kv_bytes == plain.capacity.available_for_kv_bytes - mtp.capacity.draft_weights_bytes
+    assert mtp.kv_cache.bytes_per_token_per_sequence > plain.kv_cache.bytes_per_token_per_sequence
+    # 1 draft at 0.875 acceptance (DeepSeek-V3 report): 1.875 tokens a step
+    r = mtp.roofline
+    assert r.spec_tokens == 1 and r.spec_acceptance_length == pytest.approx(1.875) and "2412.19437" in r.spec_acceptance_source
+    assert r.spec_speedup > 1.2 and mtp.latency.mean_inter_token_latency_ms < plain.latency.mean_inter_token_latency_ms
+    assert mtp.latency.mean_inter_token_latency_ms == pytest.approx(plain.latency.mean_inter_token_latency_ms / r.spec_speedup, rel=0.05)
+
+
+def test_eagle3_and_draft_models_in_the_budget():
+    model = _model("llama-3.1-8b")
+    base = dict(gpu="H100-SXM-80GB", input_tokens=1024, output_tokens=512, sequences=8)
+    eagle = compute_plan(make_inputs(**base, spec_method="eagle3"), model)
+    geo = model.geometry
+    head, _ = speculative.draft_memory("eagle3", geo.hidden_size, geo.intermediate_size, geo.vocab_size, 0.0, 0.0)
+    assert eagle.capacity.draft_weights_bytes == int(head)
+    assert eagle.reservation.draft_bytes == eagle.reservation.tokens * 4096  # one layer of 8 K/V heads x 128 x 2 x 2 B a token
+    assert eagle.roofline.spec_acceptance_length == pytest.approx(2.60)  # vLLM PR #32030, 3 drafts
+    draft = compute_plan(make_inputs(**base, spec_method="draft", spec_draft="llama-3.2-1b", spec_tokens=4, spec_acceptance=2.5), model)
+    assert draft.capacity.draft_weights_bytes == _model("llama-3.2-1b").weights("auto").bytes
+    assert draft.roofline.spec_acceptance_length == pytest.approx(2.5) and draft.roofline.spec_acceptance_source == "measured (given)"
+    for values, field in (({"spec_method": "draft"}, "spec_draft"), ({"spec_tokens": 3}, "spec_tokens"), ({"spec_method": "mtp"}, "spec_method"), ({"spec_method": "eagle3", "spec_acceptance": 9.0}, "spec_acceptance")):
+        with pytest.raises(PlannerError) as exc:
+            compute_plan(make_inputs(**base, **values), model)
+        assert exc.value.field == field
+
+
+# --------------------------------------------------------------------------- bands and the benchmark's consistency
+
+
+def test_every_figure_carries_its_band_or_the_warning():
+    moe = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=8, gpu_count=8, sequences=16), _model("gpt-oss-120b"))
+    for metric in ("tpot", "ttft", "throughput"):
+        assert "on points like this one, n=" in moe.roofline.accuracy[metric], metric
+    amd = compute_plan(make_inputs(gpu="MI355X-288GB"), _model("llama-3.1-8b"))
+    assert "outside every measured regime" in amd.roofline.accuracy["tpot"]
+    from planner.explain import summary_lines
+
+    assert any(line.startswith("accuracy") and "n=" in line for line in summary_lines(moe))
+
+
+def test_the_benchmark_reads_the_plans_own_figures():
+    # a closed-loop point's prediction is its plan's figures, and the fit's step model with the
+    # shipped constants is the plan's own (so the fit fits what the plan computes)
+    for pt in S.points():
+        assert S.with_fit(pt, latency.SERVING_FIT, latency.KERNEL_FIT) == pt.roof, pt.id
+        if not pt.requests:
+            pred = S.predict(pt)
+            assert pred["ttft_mean_ms"] == pytest.approx(pt.plan.latency.time_to_first_token_ms - (pt.plan.inputs.queue_ms or 0.0)), pt.id
+            assert pred["tpot_mean_ms"] == pytest.approx(pt.plan.latency.mean_inter_token_latency_ms), pt.id
+
+
+def test_the_fit_moves_only_its_constants():
+    pt = next(p for p in S.points() if p.id == "p54-tenstorrent")
+    fitted = S.with_fit(pt, {**latency.SERVING_FIT, "scaleout_message_s": 1e-6}, latency.KERNEL_FIT)
+    assert fitted.link_latency_s == pytest.approx((pt.intra_latency_us + 1.0) * 1e-6)
+    assert dataclasses.replace(fitted, link_latency_s=pt.roof.link_latency_s) == pt.roof
