@@ -253,7 +253,7 @@ def test_compare_shows_two_plans_with_differences():
     assert metric(at, "KV bytes / token", 0) == "128 KiB"  # Plan A: the Plan page's plan
     assert metric(at, "KV bytes / token", 1) == "64 KiB"  # Plan B: fp8
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 2
-    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe) == 1
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 1  # one figure per panel (Max sequences, MiB per sequence, ITL)
     at.segmented_control(key="cmp_n").set_value(3).run()
     _clean(at)
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 3
