@@ -27,8 +27,8 @@ def render_serving(plan: Plan) -> None:
         for col, (title, value, delta, what) in zip(
             st.columns(2),
             (
-                ("Throughput per GPU", r.output_tokens_per_second_per_gpu, r.load_label, f"Output tokens a second per GPU at the requested load ({r.load_label}): every request's whole cycle, TTFT included."),
-                ("Max throughput per GPU", r.max_throughput_tokens_per_second_per_gpu, r.max_throughput_label, "Every sequence memory and the runtime's limit admit running at once, fed directly (no API server): an offline benchmark's figure."),
+                ("Throughput per GPU", r.output_tokens_per_second_per_gpu, r.load_label + ("" if r.load_admitted else " (not admitted)"), f"Output tokens a second per GPU at the requested load ({r.load_label}): every request's whole cycle, TTFT included."),
+                ("Max throughput per GPU", r.max_throughput_tokens_per_second_per_gpu, r.max_throughput_label, "Every sequence memory and the runtime's limit admit running at once, fed directly (no API server): an offline benchmark's figure, or the requested load's when its steady state does better than one offline wave."),
             ),
             strict=True,
         ):
