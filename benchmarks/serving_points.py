@@ -112,6 +112,7 @@ class Point:
     gpus: int  # GPUs one rank uses (tp)
     multi_node: bool  # tensor parallelism across nodes (the fitted inter-node message latency applies)
     intra_latency_us: float  # the all-reduce's latency inside a node
+    recv_interval: int = 1  # decode steps between the scheduler's polls for new requests, as the harness launched it (harness_recv_interval)
 
     @property
     def id(self) -> str:
@@ -123,7 +124,9 @@ class Point:
 
     @property
     def setup(self):
-        return self.plan._load.setup
+        """The plan's load setup with the harness's launch flags the plan's inputs do not carry (the receive interval)."""
+        setup = self.plan._load.setup
+        return setup._replace(recv_interval=self.recv_interval) if self.recv_interval != 1 else setup
 
 
 def harness_cached_tokens(p: dict) -> int:
@@ -133,6 +136,22 @@ def harness_cached_tokens(p: dict) -> int:
         return 0
     i = TT_SWEEP.index(p["isl"])
     return TT_SWEEP[i - 1] if i else 0
+
+
+# InferenceMAX's SGLang recipe for DeepSeek-R1 FP4 on B200 (SemiAnalysisAI/InferenceX
+# benchmarks/dsr1_fp4_b200.sh, unchanged while its config ran the lmsysorg/sglang:v0.5.6 image,
+# 2025-12-31 to 2026-03-25) launches the server with --scheduler-recv-interval 10 below 16 clients
+# and 30 from 16 (beside --chunked-prefill-size 16384, --disable-radix-cache, --stream-interval 10,
+# no speculative decoding). SGLang's SchedulerRecvSkipper then polls for new requests once every
+# that many decode steps (an extend step counts 1,000, an idle loop 1: both poll at once).
+INFERENCEX_SGLANG_RECV = ((16, 10), (math.inf, 30))  # (clients below, interval)
+
+
+def harness_recv_interval(p: dict) -> int:
+    """Decode steps between the scheduler's polls for new requests in the point's harness (1: every step, the engines' default)."""
+    if p["source"] == "inferencex" and p["engine"] == "sglang":
+        return next(interval for below, interval in INFERENCEX_SGLANG_RECV if p["concurrency"] < below)
+    return 1
 
 
 def trt_requests(p: dict) -> int:
@@ -246,6 +265,7 @@ def point(index: int) -> Point:
         gpus=tp,
         multi_node=p["tp"] > device.node_gpus,
         intra_latency_us=intra,
+        recv_interval=harness_recv_interval(p) if closed else 1,
     )
 
 

@@ -237,7 +237,7 @@ def main() -> None:
         st.caption("GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'; 'open as plan' opens its decode pool.")
     disaggregated = next((r for r in recs if r.disaggregated), None)
     if disaggregated is not None:
-        pools_box(model, disaggregated)
+        pools_box(model, disaggregated, ttft, itl)
     if result.frontier:
         frontier_box(result, itl, root, ref, upload_config)
     st.plotly_chart(pareto_figure(recs), width="stretch", key="size_pareto")
@@ -285,25 +285,20 @@ def main() -> None:
             st.dataframe([r.model_dump() for r in result.refused], hide_index=True, width="stretch")
 
 
-def pools_box(model, rec: sizing.Recommendation) -> None:
-    """The best disaggregated deployment's two pools, its KV transfer and whether it pays."""
+def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float | None) -> None:
+    """The best disaggregated deployment's two pools, its KV transfer and whether it pays, judged
+    against the page's SLOs (the recommendation's plan values do not carry them: the sizer searched under them)."""
     from planner import disagg
 
     try:
-        d = disagg.plan_disagg(model, rec.plan_values, rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
+        d = disagg.plan_disagg(model, {**rec.plan_values, "ttft_slo_ms": ttft, "itl_slo_ms": itl}, rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
     except PlannerError as exc:
         st.warning(state.error_sentence(exc))
         return
     with st.container(border=True, key="size_pools"):
         st.markdown(f"**Disaggregated pools: {rec.disagg}**")
         st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table")
-        t = d.kv_transfer
-        st.caption(
-            f"KV transfer per request: {t.bytes_per_request / 2**20:,.0f} MiB over the {t.link} ({t.link_gb_s:g} GB/s), {t.descriptors_per_gpu:,} NIXL descriptors a GPU at "
-            f"{t.block_tokens}-token blocks: {t.ms:,.1f} ms added to TTFT. TTFT p95 {d.ttft_p95_ms:,.0f} ms = "
-            + " + ".join(f"{k.replace('_', ' ')} {v:,.0f}" for k, v in d.ttft_terms_ms.items())
-            + f" ms. Balanced pools: {d.balanced_prefill_per_decode:.2f} prefill replicas per decode replica. {d.verdict[:1].upper() + d.verdict[1:]}."
-        )
+        st.caption(disagg.describe(d))
 
 
 def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref, upload_config) -> None:

@@ -177,7 +177,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- plan
 
-METAVARS = {"headroom_bp": "BP", "gpu": "NAME"}
+METAVARS = {"headroom_bp": "BP", "gpu": "NAME", "disagg": "POOLS"}
 
 
 def control_type(control):
@@ -296,8 +296,39 @@ def plan_summary(plan, comparison=None) -> str:
     return "\n".join(lines)
 
 
+def disagg_text(d) -> str:
+    """A disaggregated plan (:class:`planner.disagg.DisaggPlan`) as ``plan --disagg`` prints it: both pools, then :func:`planner.disagg.describe`."""
+    from planner.disagg import describe, pool_rows
+
+    lines = [f"disaggregated pools {d.spec}: {d.gpus} GPUs, {d.sequences:,} concurrent requests, {d.requests_per_s:,.3g} requests/s"]
+    for r in pool_rows(d):
+        lines.append(
+            f"  {r['pool']:8} {r['replicas']} x {r['GPU']} TP {r['TP']} ({r['GPUs']} GPUs, {r['KV']} KV, ${r['$/h']:,.2f}/h): weights {r['weights GiB/GPU']:g} GiB/GPU, "
+            f"KV pool {r['KV pool GiB/GPU']:g} GiB/GPU, {r['seqs/replica']:g} seqs/replica, {r['utilisation']} busy, step {r['step ms']:g} ms; {r['SLO']}"
+        )
+    cost = f", ${d.cost_per_million_tokens:,.3f} per M tokens" if d.cost_per_million_tokens is not None else ""
+    lines.append(f"  TTFT p95 {d.ttft_p95_ms:,.0f} ms (KV transfer {d.kv_transfer_ms:,.1f} ms), TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h{cost}")
+    lines.append("  " + describe(d))
+    return "\n".join(lines)
+
+
+def calibrated_text(cal) -> str:
+    """A kept calibration (:class:`planner.benchimport.calibrate.Calibrated`) as ``plan`` prints it: the label, then each figure beside the model's."""
+    if not cal.applied:
+        return f"calibration  {cal.label}"
+    units = {"output_tokens_per_s": " tok/s"}
+    parts = [f"{k.split('_')[0].upper() if k != 'output_tokens_per_s' else 'output'} {v:,.4g}{units.get(k, ' ms')} (model {m:,.4g})" for k, (m, v) in cal.figures.items()]
+    return f"calibration  {cal.label}\n             " + "; ".join(parts)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     plan, model, source = plan_from_args(args)
+    from planner.disagg import plan_of
+
+    pools = plan_of(plan, model)  # --disagg: the same workload on disaggregated pools, beside the plan
+    from planner.benchimport.calibrate import calibrate
+
+    calibrated = calibrate(plan, model)  # --bench-calibration: its ratios beside the model's figures, when the run was this deployment
     comparison = None
     if args.latency_model == "measured":
         from planner import measured
@@ -309,6 +340,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out["latency_model"] = args.latency_model or "roofline"
         if comparison is not None:
             out["measured"] = {**comparison.model_dump(), "roofline_over_measured": comparison.difference()}
+        if pools is not None:
+            out["disagg"] = pools.model_dump(mode="json")
+        if calibrated is not None:
+            out["calibrated"] = calibrated.model_dump(mode="json")
         if args.explain:
             from planner.explain import explain
 
@@ -321,6 +356,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         emit(plan_summary(plan, comparison))
+        if calibrated is not None:
+            emit(calibrated_text(calibrated))
+        if pools is not None:
+            emit(disagg_text(pools))
         if args.explain:
             from planner.explain import explain
 
@@ -349,12 +388,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    if text is not None:
-        requests = sim.parse_trace_csv(text)
-    elif args.lengths:
-        requests = sim.profile_requests(args.rate, args.requests, args.lengths, seed=args.seed, max_tokens=min(plan.context.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST))
-    else:
-        requests = sim.poisson_requests(args.rate, args.requests, plan.context.input_tokens, plan.context.reserved_output_tokens, seed=args.seed)
+    requests = sim.plan_requests(plan.context, args.rate, args.requests, lengths=args.lengths, trace_text=text, seed=args.seed)
     cfg = sim.plan_config(
         plan,
         blocks,
@@ -696,13 +730,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         if state.ref is None:
             raise CLIError(f"--plan {args.plan}: the file names no usable model" + (f" ({state.warnings[0]})" if state.warnings else ""))
         plan, ref, upload = _plan_from_state(state), state.ref, state.upload_config
+        model = _model_from_state(state)
         for warning in state.warnings:  # only once the plan stands: a refusal stays one line
             emit(f"warning: {warning}", file=sys.stderr)
     else:
         plan, model, source = plan_from_args(args)
         ref, upload = _ref_from_source(source, model)
     link = share_url(args.share_base, encode_query(ref, plan.inputs, upload))
-    pdf = build_pdf(plan, ref, link)
+    pdf = build_pdf(plan, ref, link, model=model)
     out = Path(args.out)
     try:
         out.write_bytes(pdf)
@@ -714,7 +749,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- launch, bench-import
 
-_OWN_FLAGS = ("plan", "out", "share_base", "func", "command", "disagg", "what", "rate", "json", "file", "format", "target")
+_OWN_FLAGS = ("plan", "out", "share_base", "func", "command", "what", "rate", "json", "file", "format", "target")
 
 
 def _plan_or_file(args: argparse.Namespace):
@@ -739,14 +774,6 @@ def _plan_or_file(args: argparse.Namespace):
     return plan.inputs, model
 
 
-def _disagg_arg(text: str) -> str:
-    from planner.disagg import DISAGG_FORMAT, POOLS_RE
-
-    if len(text) > 200 or not POOLS_RE.match(text):
-        raise argparse.ArgumentTypeError(f"{safe_text(text[:60])!r}: write the pools as {DISAGG_FORMAT}")
-    return text
-
-
 def cmd_launch(args: argparse.Namespace) -> int:
     """The commands that launch the plan's deployment (per pool with ``--disagg``) and the benchmark that checks it."""
     from planner.launch.bench import bench_commands
@@ -755,11 +782,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     inputs, model = _plan_or_file(args)
     values = inputs.model_dump(exclude_defaults=True) | {"gpu": inputs.gpu, "tp": inputs.tp, "ep": inputs.ep, "gpu_count": inputs.gpu_count}
-    if args.disagg:
-        from planner.disagg import parse_pools
+    if inputs.disagg:
+        from planner.pools import parse_pools
 
-        parse_pools(args.disagg, inputs.gpu)  # a bad GPU name or count: one line, before any artifact
-        values["disagg"] = args.disagg
+        parse_pools(inputs.disagg, inputs.gpu)  # a pool on the plan's custom device: one line, before any artifact
     out: dict = {}
     if args.what in ("all", "vllm"):
         out["vllm"] = serve_lines(model, values, "vllm").model_dump()
@@ -802,18 +828,18 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_import(args: argparse.Namespace) -> int:
-    """A benchmark result (vllm bench serve JSON, guidellm JSON, a /metrics scrape) beside the plan's prediction for that run."""
+    """A benchmark result (vllm bench serve JSON, guidellm JSON, aiperf's export JSON, a /metrics scrape) beside the plan's prediction for that run."""
     from planner.benchimport import compare, read_result
     from planner.benchimport.readers import MAX_JSON_BYTES
 
     data = _read_capped(args.file, "FILE", MAX_JSON_BYTES, "a benchmark result is at most tens of MiB")
     measured = read_result(data, args.format)
-    if args.disagg:
-        from planner.disagg import parse_pools
-
-        parse_pools(args.disagg, "H100-SXM-80GB")
     inputs, model = _plan_or_file(args)
-    c = compare(measured, inputs, model, disagg=args.disagg)
+    if inputs.disagg:
+        from planner.pools import parse_pools
+
+        parse_pools(inputs.disagg, inputs.gpu)
+    c = compare(measured, inputs, model)  # the plan's --disagg pools, when it has them
     if args.json:
         print_json(c.summary())
         return 0
@@ -944,7 +970,6 @@ def _add_launch(sub) -> None:
     p = sub.add_parser("launch", help="serve lines per pool, llm-d Helm values and the benchmark command for a plan's deployment")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
-    p.add_argument("--disagg", type=_disagg_arg, metavar="xP:TP[@GPU],yD:TP[@GPU]", help="disaggregated pools, e.g. 2P:4@H200-141GB,1D:8@B200-180GB (default: aggregated replicas of the plan)")
     p.add_argument("--what", choices=["all", "vllm", "sglang", "llmd", "bench"], default="all", help="which artifacts (default: %(default)s)")
     p.add_argument("--rate", type=bounded("size_rate"), help="the benchmark offers this Poisson request rate instead of the plan's concurrent sequences (default: none)")
     p.add_argument("--out", metavar="PATH", help="write the llm-d values file here (default: printed)")
@@ -957,11 +982,10 @@ def _add_bench_import(sub) -> None:
     from planner.benchimport import FORMATS
 
     p = sub.add_parser("bench-import", help="a benchmark result beside the plan's prediction for that run (measured, predicted, ratio, calibration)")
-    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report or a text scrape of vLLM's /metrics (required; no default)")
+    p.add_argument("file", metavar="FILE", help="vllm bench serve --save-result JSON, guidellm run's JSON report, aiperf's profile_export_aiperf.json or a text scrape of vLLM's /metrics (required; no default)")
     add_plan_options(p)
     p.add_argument("--plan", metavar="FILE", help="a plan file (JSON) saved from the app; replaces the plan options (default: none)")
     p.add_argument("--format", choices=list(FORMATS), help="the file's format (default: detected)")
-    p.add_argument("--disagg", type=_disagg_arg, metavar="xP:TP[@GPU],yD:TP[@GPU]", help="the run's deployment was these disaggregated pools (default: the plan's aggregated replicas)")
     p.add_argument("--json", action="store_true", help="print measured and predicted side by side as JSON (default: off)")
     p.set_defaults(func=cmd_bench_import)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -38,9 +37,10 @@ from pydantic import BaseModel, ConfigDict
 
 from planner import capacity, latency
 from planner.errors import PlannerError
-from planner.hardware import Device, get_device
+from planner.hardware import Device
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, serving
 from planner.plan.stages import kv_held
+from planner.pools import DISAGG_FORMAT, MAX_POOL_REPLICAS, POOLS_RE, PoolSpec, format_pools, parse_pools  # noqa: F401 - the pools text, read in planner.pools
 from planner.roots import illinois
 
 # NIXL's cost per transfer descriptor (one block of one layer's K or V on one GPU). vLLM's RFC
@@ -58,56 +58,7 @@ NIXL_SOURCE = (
 HANDOVER_STEPS = 2
 HANDOVER_SOURCE = "vLLM NixlConnector handover (RFC #50913, PR #51919): the step in flight plus one step that recomputes the first token, and a second API hop at the decode server"
 PREFILL_MAX_UTILISATION = 0.9  # without a TTFT SLO the prefill queue is still kept short of saturation
-MAX_POOL_REPLICAS = 1024
 RATIO_DECODE_REPLICAS = 16  # integer pool ratios x:y are searched with y up to this many decode replicas
-POOLS_RE = re.compile(r"^\s*(\d{1,4})\s*[pP]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*,\s*(\d{1,4})\s*[dD]\s*:\s*(\d{1,4})(?:\s*@\s*([A-Za-z0-9._-]{1,40}))?\s*$")
-DISAGG_FORMAT = "xP:TP[@GPU],yD:TP[@GPU], e.g. 2P:4@H200-141GB,1D:8@B200-180GB"
-
-
-class PoolSpec(BaseModel):
-    """One pool of a disaggregated deployment: ``replicas`` replicas of ``tp`` GPUs of kind ``gpu``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    role: str  # "prefill" or "decode"
-    gpu: str
-    tp: int
-    replicas: int
-    ep: int = 1
-
-    @property
-    def gpu_count(self) -> int:
-        return self.tp * self.replicas
-
-    def label(self) -> str:
-        ep = f", EP {self.ep}" if self.ep > 1 else ""
-        return f"{self.replicas} × {self.gpu} TP {self.tp}{ep}"
-
-
-def parse_pools(text: str, default_gpu: str) -> tuple[PoolSpec, PoolSpec]:
-    """``"2P:4@H200-141GB,1D:8@B200-180GB"`` -> (prefill pool, decode pool); a pool without
-    ``@GPU`` runs on ``default_gpu``.
-
-    Raises:
-        PlannerError: the text is not in that form, a count is 0 or above the limits, or a GPU is unknown.
-    """
-    m = POOLS_RE.match(str(text)[:200])
-    if not m:
-        raise PlannerError("disagg", text, f"write the pools as {DISAGG_FORMAT}")
-    out = []
-    for role, (count, tp, gpu) in (("prefill", m.group(1, 2, 3)), ("decode", m.group(4, 5, 6))):
-        replicas, size = int(count), int(tp)
-        if not 1 <= replicas <= MAX_POOL_REPLICAS:
-            raise PlannerError("disagg", text, f"the {role} pool needs 1 to {MAX_POOL_REPLICAS:,} replicas, not {replicas}")
-        if not 1 <= size <= 64:
-            raise PlannerError("disagg", text, f"the {role} pool's tensor parallelism must be 1 to 64, not {size}")
-        out.append(PoolSpec(role=role, gpu=get_device(gpu or default_gpu).name, tp=size, replicas=replicas))
-    return out[0], out[1]
-
-
-def format_pools(prefill: PoolSpec, decode: PoolSpec) -> str:
-    """The :func:`parse_pools` text of two pools (what share links and plan files carry)."""
-    return f"{prefill.replicas}P:{prefill.tp}@{prefill.gpu},{decode.replicas}D:{decode.tp}@{decode.gpu}"
 
 
 # --------------------------------------------------------------------------- one replica of each pool
@@ -586,7 +537,9 @@ class DisaggPlan(BaseModel):
     cost_per_hour: float
     cost_per_million_tokens: float | None
     balanced_prefill_per_decode: float  # prefill replicas per decode replica that balance the rates (rho* applied)
-    meets_slo: bool | None
+    meets_slo: bool | None  # None: the plan sets neither SLO
+    ttft_slo_ms: float | None = None  # the SLOs it was judged against (the plan's)
+    itl_slo_ms: float | None = None
     aggregated: dict | None  # the same GPUs as aggregated replicas of the decode shape, at the same load
     verdict: str  # does disaggregation pay here, and why
     notes: list[str]
@@ -602,19 +555,63 @@ def _report(pool: PoolModel, spec: PoolSpec, utilisation: float, capacity: float
     )  # fmt: skip
 
 
+def pool_slo(plan: DisaggPlan, role: str) -> str:
+    """The SLO verdict of one pool: the prefill pool answers for TTFT (its queue and prefill, the
+    transfer and the handover), the decode pool for ITL and its sequence limit; a dash and the
+    reason when the plan sets no such SLO."""
+    if role == "prefill":
+        if plan.prefill.utilisation >= 1:
+            return f"saturated ({plan.prefill.utilisation:.0%} busy): TTFT unbounded"
+        if plan.ttft_slo_ms is None:
+            return f"— no TTFT SLO (TTFT p95 {plan.ttft_p95_ms:,.0f} ms)"
+        ok = plan.ttft_p95_ms <= plan.ttft_slo_ms
+        return f"{'meets' if ok else 'misses'} TTFT {plan.ttft_slo_ms:,.0f} ms (p95 {plan.ttft_p95_ms:,.0f})"
+    if plan.decode.utilisation > 1:
+        return f"over its sequence limit ({plan.decode.utilisation:.0%})"
+    if plan.itl_slo_ms is None:
+        return f"— no ITL SLO (ITL {plan.itl_p95_ms:,.1f} ms)"
+    ok = plan.itl_p95_ms <= plan.itl_slo_ms
+    return f"{'meets' if ok else 'misses'} ITL {plan.itl_slo_ms:,.4g} ms (p95 {plan.itl_p95_ms:,.1f})"
+
+
 def pool_rows(plan: DisaggPlan) -> list[dict]:
-    """One row per pool of a disaggregated plan, as the Size page, the PDF and the CLI show them."""
+    """One row per pool of a disaggregated plan, as the Size page, the Plan page, the PDF and the CLI show them."""
     rows = []
     for r in (plan.prefill, plan.decode):
         rows.append(
             {
-                "pool": r.role, "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "$/h": round(r.gpu_hour_price * r.gpu_count, 2),
+                "pool": r.role, "SLO": pool_slo(plan, r.role), "GPU": r.gpu, "TP": r.tp, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "$/h": round(r.gpu_hour_price * r.gpu_count, 2),
                 "weights GiB/GPU": round(r.model_resident_bytes / 2**30, 1), "KV pool GiB/GPU": round(r.available_for_kv_bytes / 2**30, 1),
                 "seqs/replica": round(r.sequences_per_replica, 1), "utilisation": f"{r.utilisation:.0%}",
                 "step ms": round(r.step_ms, 1), "req/s/replica": round(r.requests_per_s_capacity, 3),
             }
         )  # fmt: skip
     return rows
+
+
+def describe(plan: DisaggPlan) -> str:
+    """The transfer, TTFT's terms, the balancing ratio and the verdict in one paragraph (the Size
+    page's and the Plan page's caption under the pool table, the CLI's text after it)."""
+    t = plan.kv_transfer
+    verdict = plan.verdict[:1].upper() + plan.verdict[1:]
+    return (
+        f"KV transfer per request: {t.bytes_per_request / 2**20:,.0f} MiB over the {t.link} ({t.link_gb_s:g} GB/s), {t.descriptors_per_gpu:,} NIXL descriptors a GPU at "
+        f"{t.block_tokens}-token blocks: {t.ms:,.1f} ms added to TTFT. TTFT p95 {plan.ttft_p95_ms:,.0f} ms = "
+        + " + ".join(f"{k.replace('_', ' ')} {v:,.0f}" for k, v in plan.ttft_terms_ms.items())
+        + f" ms. Balanced pools: {plan.balanced_prefill_per_decode:.2f} prefill replicas per decode replica. {verdict}."
+    )
+
+
+def plan_of(plan: Plan, model: PreparedModel) -> DisaggPlan | None:
+    """The disaggregated deployment a plan's ``disagg`` input names, at the plan's workload
+    (its sequences, context and SLOs); None when the plan has none.
+
+    Raises:
+        PlannerError: a pool that cannot run (its weights do not fit), or a pool without a GPU on a custom device.
+    """
+    if plan.inputs.disagg is None:
+        return None
+    return plan_disagg(model, plan.inputs.model_dump(), plan.inputs.disagg)
 
 
 def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec, PoolSpec], prices: dict[str, float] | None = None) -> DisaggPlan:
@@ -692,6 +689,8 @@ def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, pri
         cost_per_million_tokens=per_hour / (out_tps * 3600) * 1e6 if out_tps else None,
         balanced_prefill_per_decode=ratio,
         meets_slo=slo,
+        ttft_slo_ms=ttft_slo,
+        itl_slo_ms=itl_slo,
         aggregated=agg,
         verdict=verdict(op, agg, inputs),
         notes=notes,

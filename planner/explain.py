@@ -160,7 +160,7 @@ PHENOMENA: tuple[Phenomenon, ...] = (
     Phenomenon("Prefix-cache eviction", frozenset({"prefix_eviction"}), lambda p: p.prefix.applies, "shared blocks are assumed to stay resident; eviction under memory pressure is not modelled (give a session workload for the LRU model of it)."),
     # latency
     Phenomenon("Tensor-parallel all-reduce", frozenset({"allreduce"}), lambda p: p.inputs.tp > 1, "the all-reduces between tensor-parallel GPUs are not timed."),
-    Phenomenon("Expert-parallel all-to-all", frozenset({"alltoall"}), lambda p: _is_moe(p) and p.roofline.ep > 1, "the dispatch and combine between expert-parallel GPUs are not timed."),
+    Phenomenon("Expert-parallel all-to-all", frozenset({"alltoall"}), lambda p: _is_moe(p) and p.roofline.ep > 1 and p.inputs.dp > 1, "the dispatch and combine between expert-parallel GPUs are not timed."),
     Phenomenon("Kernel launches", frozenset({"fixed_per_layer"}), _always, "kernel launch and tail costs per layer are not timed."),
     Phenomenon("Prefill queue", frozenset({"prefill_queue"}), _always, "the wait of a prompt behind the others for the prefill budget is not timed."),
     Phenomenon("Prefill/decode interference", frozenset({"mixed_prefill_decode_steps"}), _always, "prefill chunks that share steps with decodes (and lengthen them) are not timed."),

@@ -70,6 +70,10 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "first_decode_ms": ("Observed first decode", "ms", "measured first decode step"),
     "remaining_decode_ms": ("Observed remaining decode", "ms", "measured time of the decode steps after the first (0 only for one generated token)"),
     "generated_tokens": ("Generated tokens", "tokens", "tokens the observed request generated; empty: the output reserve"),
+    "disagg": (
+        "Disaggregated pools", "", "also serve this workload on separate prefill and decode pools, xP:TP[@GPU],yD:TP[@GPU] (e.g. 2P:4@H100-SXM-80GB,1D:8@H200-141GB; "
+        "a pool without @GPU runs on the plan's GPU): both pools' memory and latency, the KV transfer and whether the split pays; empty: none"
+    ),
     "bench_calibration": (
         "Benchmark calibration", "", "a benchmark run of this deployment, measured/predicted: src=TOOL;ttft_ms=M/P;tpot_ms=M/P;output_tokens_per_s=M/P (bench-import writes it); empty: none"
     ),
@@ -88,6 +92,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
 # the Plan page; a field without one shows no help there). The runtime and reservation helps are
 # the library's own tables (planner.kv.RUNTIMES, the page's reservation sentences).
 DETAILS: dict[str, str] = {
+    "disagg": "Prefill on xP replicas of TP GPUs, decode on yD replicas (vLLM NixlConnector, SGLang PD, llm-d, Dynamo): 2P:4@H100-SXM-80GB,1D:8@H200-141GB. A pool without @GPU runs on the plan's GPU. The plan's own figures stay its aggregated replicas'; the pools' figures are shown beside them, with whether the split pays.",
     "bench_calibration": "Kept from a benchmark result uploaded under 'Measured beside predicted': the run's TTFT, TPOT and output tokens/s beside the plan's prediction for that run. It changes no figure of the plan; the plan file and the share link carry it.",
     "output_tokens": "Tokens reserved for the answer.",
     "input_tokens": "Leave empty to add up the parts above.",
@@ -105,7 +110,7 @@ DETAILS: dict[str, str] = {
     "device_bf16_tflops": "Dense bf16 peak of the custom device (prefill, TTFT); empty: 100 TFLOP/s.",
     "gpu_count": "A multiple of TP x DP x PP; each replica uses TP x DP x PP GPUs.",
     "tp": "Must divide the attention heads (and divide or be a multiple of the KV heads).",
-    "ep": "MoE models only: GPUs of a replica the experts spread over (dispatch and combine by all-to-all); divides TP, or equals DP x TP with attention data parallelism. 1: experts split by TP.",
+    "ep": "MoE models only: GPUs of a replica the experts spread over (inside a TP group their outputs are all-reduced as TP's; between attention data-parallel ranks, dispatch and combine by all-to-all); divides TP, or equals DP x TP with attention data parallelism. 1: experts split by TP.",
     "dp": "MoE models only: attention data-parallel ranks of TP GPUs each; every rank holds its own sequences' K/V (or MLA latents) and the experts spread over EP = DP x TP GPUs (SGLang --enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel, TensorRT-LLM DEP).",
     "pp": "Pipeline stages of a replica, each holding consecutive layers and their K/V; a step's sequences pass through them as micro-batches, with a hand-off between stages (over the NICs when a replica spans nodes).",
     "serving_engine": "Whose fitted serving costs (host work per step and sequence, per-request overhead) the latency uses. auto: the runtime's (vLLM's for transformers).",

@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0006327,
-    "seq_s": 6.528e-06,
-    "serve_layer_s": 8.353e-06,
-    "serve_moe_layer_s": 1.631e-05,
-    "mla_layer_s": 4.976e-05,
-    "api_s": 0.003961,
-    "api_token_s": 7.016e-07,
-    "trtllm_step_s": 0.002677,
-    "trtllm_seq_s": 1.666e-05,
-    "sglang_api_s": 0.1579,
-    "sglang_step_s": 0.0007085,
-    "sglang_seq_s": 1.002e-05,
-    "scaleout_message_s": 0.0001078,
+    "step_s": 0.0005924,
+    "seq_s": 6.532e-06,
+    "serve_layer_s": 8.77e-06,
+    "serve_moe_layer_s": 1.782e-05,
+    "mla_layer_s": 5.364e-05,
+    "api_s": 0.004121,
+    "api_token_s": 8.735e-07,
+    "trtllm_step_s": 0.002638,
+    "trtllm_seq_s": 1.651e-05,
+    "sglang_api_s": 0.12,
+    "sglang_step_s": 0.0007984,
+    "sglang_seq_s": 1.065e-05,
+    "scaleout_message_s": 0.0001064,
 }
-KERNEL_FIT = {"w4a16": 1.185, "int4": 0.7929, "w4a8": 1, "fp4": 0.8746, "moe_fp8": 1.155, "gemm_fp8": 0.8046, "int4_layer_s": 7.38e-05}
+KERNEL_FIT = {"w4a16": 1.19, "int4": 0.8011, "w4a8": 1, "fp4": 0.8742, "moe_fp8": 1.042, "gemm_fp8": 0.8034, "int4_layer_s": 6.938e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
@@ -223,10 +223,14 @@ class Roofline(Result):
       its FLOPs, plus a fixed cost per attention layer;
     * ``allreduce``: two ring all-reduces per layer under tensor parallelism,
       latency + 2 (tp - 1) / tp x T x hidden x 2 bytes / link bandwidth each (all-to-all dispatch
-      and combine instead of the MoE one under expert parallelism);
-    * ``alltoall``: under expert parallelism each token's k copies leave for the GPUs holding their
-      experts and come back (dispatch and combine); with attention data parallelism (``dp`` ranks,
-      tp 1 each) this is the only communication, and each MoE layer serves dp x T tokens;
+      and combine instead of the MoE one under attention data parallelism). Expert parallelism
+      inside a tensor-parallel group keeps the MoE all-reduce: every GPU holds every token after
+      attention's all-reduce, runs its own experts on the tokens routed to them and the outputs
+      are summed (vLLM uses its all-to-all kernels only when dp > 1, FusedMoEParallelConfig;
+      SGLang's DeepSeek MoE all-reduces the experts' output unless an all-to-all backend is chosen);
+    * ``alltoall``: under attention data parallelism (``dp`` ranks, expert parallelism over all of
+      them) each token's k copies leave for the GPUs holding their experts and come back
+      (dispatch and combine); each MoE layer serves dp x T tokens;
     * ``other``: norms and activations, a fixed cost per layer plus their activation traffic;
     * ``runtime``: the engine's host work per step and per sequence producing a token (serving
       costs; absent from :data:`KERNELS`).
@@ -483,7 +487,7 @@ class _StepConstants:
         self.allreduce = bool(r.tp > 1 and r.link_bytes_s and r.layers)
         self.link = r.link_bytes_s * e.link_efficiency
         self.ring = 2.0 * (r.tp - 1) / r.tp
-        self.moe_allreduces = r.moe_layers if r.ep > 1 else 0
+        self.moe_allreduces = r.moe_layers if r.ep > 1 and r.dp > 1 else 0  # all-to-all instead of the MoE all-reduce: only between attention data-parallel ranks
         self.alltoall = bool(self.moe_allreduces and r.link_bytes_s and self.moe)
         self.allreduces = 2 * r.layers - self.moe_allreduces
         self.other_fixed = r.layers * e.layer_s + r.layers * (e.serve_layer_s + r.format_layer_s) * fs
@@ -962,7 +966,7 @@ class ClosedLoop(Result):
     per replica).
 
     * TTFT = API preprocessing + the rest of the step running when the request reaches the
-      scheduler + the wait for prefill budget behind other prompts (M/D/1, as :func:`served`; where
+      scheduler (or the decode steps until its next poll, under a receive interval) + the wait for prefill budget behind other prompts (M/D/1, as :func:`served`; where
       the budget cannot keep up, the wait that makes arrivals equal the budget's rate, Little's law)
       + the request's own prefill steps beside the running decodes + the wait for a free slot when
       clients exceed the engine's max running sequences;
@@ -1014,20 +1018,28 @@ class _LoopState(NamedTuple):
     saturated: bool
 
 
-def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float) -> _LoopState:
+def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float, recv: int = 1) -> _LoopState:
     """One update of :func:`closed_loop`'s fixed point from the current TTFT, TPOT and queue: the
     other requests decoding beside an arriving prompt (their share of a cycle spent decoding),
-    its own prefill, the wait for the step in flight and for the budget, and the share of decode
-    steps that carry another prompt's chunk (dp times a rank's own under attention data parallelism:
-    every MoE layer waits for the slowest rank)."""
+    its own prefill, the wait for the scheduler to look for it (the step in flight, or the
+    ``recv`` decode steps between its polls) and for the budget, and the share of decode steps
+    that carry another prompt's chunk (dp times a rank's own under attention data parallelism:
+    every MoE layer waits for the slowest rank).
+
+    A request reaches the scheduler ``pre`` after the step that ended its client's last request.
+    A scheduler that polls every step (recv 1) takes it when the step in flight ends: d - pre
+    later while ``pre`` is shorter than a step d, else half a step on average. One that polls
+    every ``recv`` decode steps (SGLang's ``--scheduler-recv-interval``, whose counter a finished
+    request leaves at any phase) waits a further 0..recv - 1 steps, (recv - 1) / 2 on average."""
     e2e = ttft + (out_tokens - 1) * tpot
     frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
     others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
     decoding = 1.0 + others  # ... and in a step of a decoding request
     own = mix.own_prefill(others, budget_tokens)
     d_others = mix.step(0, others)
-    wait = max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
-    wait_p95 = max(0.95 * d_others, d_others - pre) if others >= 0.5 else 0.0
+    polls = (recv - 1) * d_others  # the steps between two polls beyond the step in flight
+    wait = polls / 2.0 + max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
+    wait_p95 = 0.95 * polls + max(0.95 * d_others, d_others - pre) if others >= 0.5 else 0.0
     unqueued = pre + wait + own.own_s + (out_tokens - 1) * tpot
     service = own.service_s  # the budget's seconds per prompt
     if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
@@ -1060,24 +1072,27 @@ def closed_loop(
     max_running: int | None = None,
     api_server: bool = True,
     preprocess_s: float | None = None,
+    recv_interval: int = 1,
 ) -> ClosedLoop:
     """:class:`ClosedLoop` figures for ``clients`` concurrent clients on one replica (``kv_mid``:
     K/V bytes one sequence holds at the mean decode context ``mid``); ``max_running``: the engine's
     limit on running sequences (clients beyond it wait for a slot); ``api_server``: count the API
     server's preprocessing (False for an offline benchmark that feeds the engine directly);
-    ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost.
+    ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost;
+    ``recv_interval``: decode steps between the scheduler's polls for new requests (1: every step,
+    the engines' default; SGLang's ``--scheduler-recv-interval``).
 
     The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass`."""
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
-    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre)
+    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre, max(1, recv_interval))
     return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
 
 
 @_per_roofline
-def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float) -> tuple:
+def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float, recv: int = 1) -> tuple:
     """The converged pass of :func:`closed_loop` for ``run`` running requests, and its TTFT, TPOT
     and queue. Memoised by the running count, not the clients: clients beyond the engine's limit
     only wait for a slot, so a search that probes many loads above the limit solves it once."""
@@ -1085,7 +1100,7 @@ def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tok
     ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
     damp, last = 1.0, math.inf  # plain iteration while it contracts; the step halves whenever a pass moves farther than the one before
     for _ in range(CLOSED_LOOP_PASSES):
-        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s)
+        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s, recv)
         moved = max(abs(s.ttft_s - ttft) / max(1.0, ttft), abs(s.tpot_s - tpot) / max(1.0, tpot))
         if moved <= 1e-9:
             break
@@ -1331,9 +1346,9 @@ def formula_lines(roofline, roof: Roofline, calibrated: bool = False) -> list[st
     )
     if roof.tp > 1:
         out.append(
-            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
+            f"all-reduce = {2 * roof.layers - (roof.moe_layers if roof.ep > 1 and roof.dp > 1 else 0)} x ({r.link_latency_us:g} us + 2 x ({roof.tp} - 1) / {roof.tp} x T x {roof.hidden:,} x {roof.act_bytes} B / (link x {e.link_efficiency:g}))"
         )
-    if roof.ep > 1 and roof.expert_bytes:
+    if roof.ep > 1 and roof.dp > 1 and roof.expert_bytes:
         out.append(
             f"all-to-all = 2 x {roof.moe_layers} x ({r.link_latency_us:g} us + T x {roof.experts_per_token} x {roof.hidden:,} x {roof.act_bytes} B x ({roof.ep} - 1) / {roof.ep} / (link x {e.link_efficiency:g}))"
         )

@@ -689,11 +689,13 @@ def _sizing_story(k: _Kit, sizing) -> list:
     return story
 
 
-def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None, sizing=None) -> bytes:
+def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: datetime | None = None, sizing=None, model=None) -> bytes:
     """The sizing report as PDF bytes (A4, vector charts, no browser).
 
     ``sizing`` (a :class:`planner.sizing.SizingResult`) adds a "Sizing" section after the
     headline: the answer and the ranked alternatives; ``plan`` is then the recommended deployment's.
+    ``model`` (the plan's :class:`~planner.plan.PreparedModel`) adds what needs it: the plan's
+    disaggregated pools (its ``disagg`` input) and its kept calibration applied (planner.benchimport.calibrate).
     """
     from reportlab.lib.units import mm
     from reportlab.platypus import KeepTogether, Spacer
@@ -717,7 +719,8 @@ def build_pdf(plan: Plan, ref: ModelRef, share_link: str | None = None, *, now: 
         *_sglang_story(k, plan),
         *_startup_story(k, plan),
         KeepTogether([para("Latency by phase", k.h2), k.grid_table(latency_rows, [70 * mm] + [(width - 70 * mm) / (len(latency_rows[0]) - 1)] * (len(latency_rows[0]) - 1))]),
-        *_calibration_story(k, plan),
+        *_calibration_story(k, plan, model),
+        *_pools_story(k, plan, model),
         *_cache_story(k, plan),
         KeepTogether([para("Charts", k.h2), memory_chart(plan, width=width)]),
         Spacer(1, 8),
@@ -746,19 +749,52 @@ def calibration_table(plan: Plan) -> list[list[str]] | None:
     return [["Figure", "Measured", "Predicted", "Measured / predicted"]] + [[r["figure"], f"{r['measured']:,.4g}", f"{r['predicted']:,.4g}", f"{r['ratio']:.2f}x"] for r in rows]
 
 
-def _calibration_story(k: _Kit, plan: Plan) -> list:
+def _calibration_story(k: _Kit, plan: Plan, model=None) -> list:
     from reportlab.platypus import KeepTogether
 
     table = calibration_table(plan)
     if table is None:
         return []
     source = plan.inputs.bench_calibration.split(";", 1)[0].removeprefix("src=")
+    parts = [
+        k.para("Measured beside predicted", k.h2),
+        k.grid_table(table, [k.width * 0.4] + [k.width * 0.2] * 3),
+        k.para(f"A {source} run of this deployment, kept as the plan's calibration: predicted at the run's own load, as the plan stood when it was measured.", k.small),
+    ]
+    if model is not None:
+        from planner.benchimport.calibrate import SHORT, calibrate
+
+        cal = calibrate(plan, model)
+        text = cal.label[:1].upper() + cal.label[1:] + "."
+        if cal.applied:
+            text += " " + "; ".join(f"{SHORT.get(f, f)} {v:,.4g} (model {m:,.4g})" for f, (m, v) in cal.figures.items()) + ". The figures above stay the model's."
+        parts.append(k.para(text, k.small))
+    return [KeepTogether(parts)]
+
+
+def _pools_story(k: _Kit, plan: Plan, model) -> list:
+    """The plan's workload on its disaggregated pools (``disagg``): the pool table and the transfer paragraph."""
+    if model is None or not plan.inputs.disagg:
+        return []
+    from reportlab.platypus import KeepTogether
+
+    from planner import disagg
+    from planner.errors import PlannerError
+
+    try:
+        d = disagg.plan_of(plan, model)
+    except PlannerError as exc:
+        return [k.para(f"Disaggregated pools {plan.inputs.disagg}: {exc.reason}", k.small)]
+    rows = disagg.pool_rows(d)
+    cols = ("pool", "SLO", "GPU", "TP", "replicas", "KV pool GiB/GPU", "seqs/replica", "utilisation", "step ms")
+    table = [list(cols)] + [[str(r[c]) for c in cols] for r in rows]
     return [
         KeepTogether(
             [
-                k.para("Measured beside predicted", k.h2),
-                k.grid_table(table, [k.width * 0.4] + [k.width * 0.2] * 3),
-                k.para(f"A {source} run of this deployment, kept as the plan's calibration: predicted at the run's own load, as the plan stood when it was measured.", k.small),
+                k.para(f"Disaggregated prefill / decode: {d.spec}", k.h2),
+                k.para(f"The same {d.sequences:,} concurrent requests on {d.gpus:,} GPUs: TTFT p95 {d.ttft_p95_ms:,.0f} ms, TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h."),
+                k.grid_table(table, [k.width * w for w in (0.08, 0.22, 0.17, 0.05, 0.09, 0.1, 0.1, 0.1, 0.09)]),
+                k.para(disagg.describe(d), k.small),
             ]
         )
     ]

@@ -46,6 +46,7 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib
     disk   disk_tier_gib          cpubw cpu_link_gb_s        diskbw disk_gb_s
     cal    bench_calibration (src=TOOL;figure=measured/predicted;...)
+    pools  disagg (xP:TP[@GPU],yD:TP[@GPU]: disaggregated prefill / decode pools)
     A field without a short key here (a new PlanInputs field) is written under its own name.
     Version 2 made kv_dtype default to "auto"; in a version-1 link or plan file an absent kvd
     still means bf16. Version 3 made workspace_gib and max_batched_tokens default to None (vLLM's
@@ -139,6 +140,7 @@ SHORT_KEYS: dict[str, str] = {
     "generated_tokens": "gen",
     "mtp": "mtp",
     "bench_calibration": "cal",
+    "disagg": "pools",
     "sessions_per_min": "spm",
     "turns": "turns",
     "think_time_s": "think",

@@ -58,6 +58,7 @@ SEARCHED = (
     "gpu", "tp", "ep", "dp", "pp", "gpu_count", "kv_dtype", "sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "gpu_hour_price", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops",
     "max_num_seqs", "queue_ms", "preprocessing_ms", "prefill_ms", "first_decode_ms", "remaining_decode_ms", "generated_tokens",
     "bench_calibration",  # one deployment's benchmark run: not carried to the sizer's candidates
+    "disagg",  # one deployment's pools: size searches its own (size --disagg)
 )  # fmt: skip
 
 Progress = Callable[[float, str], None]

@@ -1,7 +1,8 @@
 """Generate the benchmark-result fixtures the importers are tested on, with the tools themselves.
 
 The files under ``tests/data/bench/`` are real outputs of ``vllm bench serve`` (vLLM 0.33.0),
-``guidellm run`` (guidellm 0.8.1) and a ``/metrics`` scrape whose text vLLM's own
+``guidellm run`` (guidellm 0.8.1), ``aiperf profile`` (aiperf 0.13.0: its ``profile_export_aiperf.json``)
+and a ``/metrics`` scrape whose text vLLM's own
 Prometheus logger (``vllm.v1.metrics.loggers.PrometheusStatLogger``) wrote, all run against a small
 fake OpenAI-compatible server this script starts on 127.0.0.1. CI never installs these tools:
 the files are committed; this script is how they were made.
@@ -17,7 +18,10 @@ Run (each tool in its own throw-away venv, outside the repo)::
 
     python3 -m venv VLLM_VENV && VLLM_VENV/bin/pip install vllm==0.33.0
     python3 -m venv GUIDELLM_VENV && GUIDELLM_VENV/bin/pip install guidellm==0.8.1
-    VLLM_VENV/bin/python scripts/gen_bench_fixtures.py --guidellm GUIDELLM_VENV/bin/guidellm --out tests/data/bench
+    python3 -m venv AIPERF_VENV && AIPERF_VENV/bin/pip install aiperf==0.13.0
+    VLLM_VENV/bin/python scripts/gen_bench_fixtures.py --guidellm GUIDELLM_VENV/bin/guidellm --aiperf AIPERF_VENV/bin/aiperf --out tests/data/bench
+
+``--only aiperf`` runs aiperf alone and leaves the other files as they are (how its file was added).
 
 (guidellm 0.8 pulls a CUDA torch build: about 6 GB in its venv.)
 
@@ -243,6 +247,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="tests/data/bench")
     ap.add_argument("--guidellm", help="the guidellm executable of its venv (skipped when absent)")
+    ap.add_argument("--aiperf", help="the aiperf executable of its venv (skipped when absent)")
+    ap.add_argument("--only", choices=["aiperf"], help="run this tool alone, keeping the other files (default: every tool)")
     ap.add_argument("--port", type=int, default=18731)
     args = ap.parse_args()
     out = Path(args.out).resolve()
@@ -257,6 +263,14 @@ def main() -> int:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
         log = out / "generate.log"
         log.write_text("")
+        if args.aiperf:
+            run_aiperf(args.aiperf, base, tok, out, env, log)
+        if args.only:
+            server.shutdown()
+            versions = json.loads((out / "versions.json").read_text()) | {"aiperf": _tool_version(args.aiperf, "aiperf")}
+            (out / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
+            print(json.dumps(versions))
+            return 0
         vllm = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai", "--base-url", base, "--model", MODEL, "--tokenizer", str(tok),
                 "--dataset-name", "random", "--input-len", str(ISL), "--output-len", str(OSL), "--ignore-eos", "--save-result", "--result-dir", str(out),
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,95,99", "--seed", "0"]  # fmt: skip
@@ -272,7 +286,7 @@ def main() -> int:
                   "--constraint", "kind=max_requests,count=32", "--output", f"kind=json,path={out / 'guidellm_rate4.json'}", "--disable-progress"]  # fmt: skip
             run(gl, env, log)
     server.shutdown()
-    versions = {"vllm": _version("vllm"), "guidellm": _guidellm_version(args.guidellm), "isl": ISL, "osl": OSL, "model": MODEL}
+    versions = {"vllm": _version("vllm"), "guidellm": _tool_version(args.guidellm, "guidellm"), "aiperf": _tool_version(args.aiperf, "aiperf"), "isl": ISL, "osl": OSL, "model": MODEL}
     (out / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
     print(json.dumps(versions))
     return 0
@@ -284,11 +298,31 @@ def _version(name: str) -> str:
     return version(name)
 
 
-def _guidellm_version(exe: str | None) -> str | None:
+def _tool_version(exe: str | None, name: str) -> str | None:
+    """The version of ``name`` in the venv of its executable ``exe`` (None when not run)."""
     if not exe:
         return None
     py = Path(exe).with_name("python")
-    return subprocess.run([str(py), "-c", "from importlib.metadata import version; print(version('guidellm'))"], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run([str(py), "-c", f"from importlib.metadata import version; print(version({name!r}))"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def run_aiperf(exe: str, base: str, tok: Path, out: Path, env: dict, log: Path) -> None:
+    """``aiperf profile`` at 4 concurrent streamed chat requests, 32 of them; its
+    ``profile_export_aiperf.json`` is kept as ``aiperf_c4.json`` (the CSV, JSONL records and logs are not), its
+    temporary folders' paths replaced by ``TOKENIZER_DIR`` and ``ARTIFACT_DIR``."""
+    with tempfile.TemporaryDirectory() as art:
+        cmd = [exe, "profile", "--model", MODEL, "--url", base, "--endpoint-type", "chat", "--streaming", "--tokenizer", str(tok),
+               "--isl", str(ISL), "--isl-stddev", "0", "--osl", str(OSL), "--extra-inputs", "ignore_eos:true", "--concurrency", "4", "--request-count", "32",
+               "--random-seed", "0", "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry", "--artifact-dir", art]  # fmt: skip
+        # aiperf 0.13 reads HF_HUB_OFFLINE=1 as "a Hub repo id in the cache" and refuses a local tokenizer folder;
+        # online it loads the folder as a path: point the Hub at a closed loopback port so nothing leaves the machine
+        run(cmd, {k: v for k, v in env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")} | {"HF_ENDPOINT": "http://127.0.0.1:9"}, log)
+        found = sorted(Path(art).rglob("profile_export_aiperf.json"))
+        if not found:
+            raise SystemExit(f"aiperf wrote no profile_export_aiperf.json under {art}")
+        # the run's temporary folders (tokenizer, artifacts) are the only paths of the machine in it: placeholders instead
+        text = found[0].read_text(encoding="utf-8").replace(str(tok), "TOKENIZER_DIR").replace(art, "ARTIFACT_DIR")
+        (out / "aiperf_c4.json").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

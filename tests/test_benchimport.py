@@ -1,7 +1,7 @@
 """Benchmark results read back and put beside the plan's prediction.
 
 The files under tests/data/bench/ are real outputs of vLLM 0.33.0's ``vllm bench serve``, guidellm
-0.8.1's ``guidellm run`` and vLLM's own Prometheus logger, all run against a fake OpenAI server on
+0.8.1's ``guidellm run``, aiperf 0.13.0's ``aiperf profile`` (tests/test_bench_aiperf.py) and vLLM's own Prometheus logger, all run against a fake OpenAI server on
 127.0.0.1 (scripts/gen_bench_fixtures.py made them; versions.json says which tools). The measured
 figures expected below are read from each file's own keys, not from the reader under test.
 """
@@ -39,7 +39,7 @@ def raw(name: str) -> bytes:
 
 def test_fixtures_come_from_the_tools():
     versions = json.loads(raw("versions.json"))
-    assert versions == {"vllm": "0.33.0", "guidellm": "0.8.1", "isl": 512, "osl": 64, "model": "fake/planner-bench-model"}
+    assert versions == {"vllm": "0.33.0", "guidellm": "0.8.1", "isl": 512, "osl": 64, "model": "fake/planner-bench-model", "aiperf": "0.13.0"}
 
 
 @pytest.mark.parametrize("name", ["vllm_bench_c8.json", "vllm_bench_rate8.json"])
@@ -156,8 +156,8 @@ def test_calibration_round_trips_and_refuses_bad_text(llama):
         if r.figure in ratios:
             assert ratios[r.figure] == (float(f"{r.measured:.4g}"), float(f"{r.predicted:.4g}"))
     gl = compare(read_result(raw("guidellm_rate4.json")), make_inputs(**PLAN), llama)
-    assert gl.calibration == "src=guidellm;ttft_ms=51.38/31.48;tpot_ms=8.263/8.272;output_tokens_per_s=249.7/256"  # the file's means beside the plan's
-    assert format_calibration("vllm-bench", c.rows) == c.calibration
+    assert gl.calibration == "src=guidellm;ttft_ms=51.38/31.67;tpot_ms=8.263/8.245;output_tokens_per_s=249.7/256;at=r4"  # the file's means beside the plan's
+    assert format_calibration("vllm-bench", c.rows, "c8") == c.calibration  # the run's 8 clients last
     for bad, why in (("ttft_ms=1/2", "src="), ("src=nope;ttft_ms=1/2", "source"), ("src=guidellm;evil=1/2", "figure="), ("src=guidellm;ttft_ms=0/2", "positive"), ("x" * 129, "at most")):
         with pytest.raises(PlannerError) as exc:
             parse_calibration(bad)
@@ -206,4 +206,4 @@ def test_cli_bench_import_against_a_plan_file(capsys, tmp_path, llama):
     assert "running requests" in out and "calibration: src=prometheus" in out
     assert main(["bench-import", str(DATA / "versions.json"), "--plan", str(plan)]) == 2  # a JSON that is no benchmark result: one line
     err = capsys.readouterr().err
-    assert "neither a vllm bench serve result" in err and len(err.strip().splitlines()) == 1
+    assert "is not a vllm bench serve result" in err and "an aiperf export" in err and len(err.strip().splitlines()) == 1

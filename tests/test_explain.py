@@ -35,7 +35,8 @@ CLAIMS = {
 # (preset, plan inputs, terms the plan must compute, so the check below is not empty)
 CASES = (
     ("llama-3.1-70b", {"gpu": "H100-SXM-80GB", "tp": 4, "gpu_count": 4, "sequences": 16}, {"allreduce", "fixed_per_layer", "block_rounding"}),
-    ("qwen3-30b-a3b", {"gpu": "H100-SXM-80GB", "tp": 4, "gpu_count": 4, "ep": 4, "sequences": 8}, {"allreduce", "alltoall", "moe"}),
+    ("qwen3-30b-a3b", {"gpu": "H100-SXM-80GB", "tp": 4, "gpu_count": 4, "ep": 4, "sequences": 8}, {"allreduce", "moe"}),
+    ("qwen3-30b-a3b", {"gpu": "H100-SXM-80GB", "tp": 1, "dp": 4, "gpu_count": 4, "ep": 4, "sequences": 8}, {"alltoall", "moe"}),
     ("jamba-v0.1", {"gpu": "H100-SXM-80GB", "tp": 2, "gpu_count": 2, "reservation": "paged"}, {"recurrent_state", "block_rounding"}),
     ("llama-3.2-11b-vision", {"gpu": "H100-SXM-80GB", "encoder_tokens": 1601}, {"encoder_kv"}),
     ("llama-3.1-8b", {"gpu": "A100-SXM-80GB", "kv_dtype": "int8", "runtime": "transformers"}, {"quantization_scales"}),

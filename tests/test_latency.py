@@ -148,9 +148,31 @@ def test_terms_are_all_shown_and_sum_to_the_step():
     assert set(r.decode_terms_ms) == {"dense_gemm", "lm_head", "moe", "attention", "allreduce", "other", "runtime"}
     assert sum(r.decode_terms_ms.values()) == pytest.approx(r.itl_ms_decode_only)
     assert sum(r.prefill_terms_ms.values()) == pytest.approx(r.prefill_ms_at_1_request)
-    # expert parallelism swaps the MoE all-reduce for an all-to-all dispatch and combine
-    ep = compute_plan(plan.inputs.model_copy(update={"ep": 4}), prepare_model(load_preset("qwen3-30b-a3b")))
-    assert "alltoall" in ep.roofline.decode_terms_ms and ep.roofline.decode_terms_ms["allreduce"] < r.decode_terms_ms["allreduce"]
+    # expert parallelism inside the TP group keeps the MoE all-reduce (every GPU holds every token;
+    # vLLM's all-to-all kernels need dp > 1, SGLang all-reduces the experts' output); between
+    # attention data-parallel ranks an all-to-all dispatch and combine replaces it
+    model = prepare_model(load_preset("qwen3-30b-a3b"))
+    ep = compute_plan(plan.inputs.model_copy(update={"ep": 4}), model)
+    assert "alltoall" not in ep.roofline.decode_terms_ms and ep.roofline.decode_terms_ms["allreduce"] == pytest.approx(r.decode_terms_ms["allreduce"])
+    dep = compute_plan(plan.inputs.model_copy(update={"tp": 1, "dp": 4, "ep": 4}), model)
+    assert "alltoall" in dep.roofline.decode_terms_ms and "allreduce" not in dep.roofline.decode_terms_ms
+
+
+def test_a_receive_interval_waits_for_the_schedulers_poll():
+    # SGLang's --scheduler-recv-interval R: the scheduler looks for new requests every R decode
+    # steps (SchedulerRecvSkipper: a decode step counts 1 towards R), so beyond the step in flight
+    # (R = 1: max(d / 2, d - pre), d - pre while the preprocessing is shorter than a step) a request
+    # waits 0..R - 1 further steps, (R - 1) / 2 on average, 0.95 (R - 1) at the p95
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", input_tokens=512, output_tokens=1024, sequences=2), prepare_model(load_preset("llama-3.1-8b")))
+    s = plan._load.setup
+    every = latency.closed_loop(s.roof, s.prompt, s.cached, s.generated, 2, s.kv_mid, s.mid, s.budget, s.max_running, True)
+    polled = latency.closed_loop(s.roof, s.prompt, s.cached, s.generated, 2, s.kv_mid, s.mid, s.budget, s.max_running, True, None, 10)
+    d = s.roof.decode_step_s(1, s.kv_mid, s.mid)  # the other client decoding (it decodes > 99 % of its cycle)
+    pre = every.preprocess_ms / 1e3
+    assert every.wait_for_step_ms == pytest.approx(max(d / 2, d - pre) * 1e3)
+    assert polled.wait_for_step_ms == pytest.approx((4.5 * d + max(d / 2, d - pre)) * 1e3)
+    assert polled.ttft_ms - every.ttft_ms == pytest.approx(polled.wait_for_step_ms - every.wait_for_step_ms, rel=0.01)
+    assert polled.ttft_p95_ms - polled.ttft_ms == pytest.approx((0.95 * 9 * d - 4.5 * d + max(0.95 * d, d - pre) - max(d / 2, d - pre)) * 1e3, rel=0.01)
 
 
 def test_all_reduce_is_the_ring_formula():

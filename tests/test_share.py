@@ -65,6 +65,21 @@ def _calibration(draw) -> str:
 CALIBRATION = _calibration()
 
 
+@st.composite
+def _pools(draw) -> str:
+    """A disaggregated pools text (planner.pools): replicas, TP and an optional catalog GPU per pool."""
+    from planner.pools import MAX_POOL_REPLICAS, MAX_POOL_TP
+
+    def one(role: str) -> str:
+        gpu = draw(st.one_of(st.just(""), st.sampled_from(sorted(CATALOG)).map(lambda g: "@" + g)))
+        return f"{draw(st.integers(1, MAX_POOL_REPLICAS))}{role}:{draw(st.integers(1, MAX_POOL_TP))}{gpu}"
+
+    return f"{one('P')},{one('D')}"
+
+
+POOLS = _pools()
+
+
 def _value_strategy(name: str) -> st.SearchStrategy:
     """Valid values of one PlanInputs field from its own annotation and Field bounds."""
     ann = PlanInputs.model_fields[name].annotation
@@ -84,6 +99,8 @@ def _value_strategy(name: str) -> st.SearchStrategy:
         strat = st.floats(min_value=lo, max_value=b["le"], exclude_min="gt" in b, allow_nan=False, allow_infinity=False)
     elif name == "bench_calibration":
         strat = CALIBRATION
+    elif name == "disagg":
+        strat = POOLS
     elif base is str:  # a preset's name (spec_draft: the draft model)
         strat = st.sampled_from(preset_names())
     else:

@@ -129,6 +129,9 @@ def test_size_page_disaggregated_pools_frontier_and_launch():
     assert q["gpu"] == [dis.iloc[0]["GPU"]] and int(q["seq"][0]) <= int(dis.iloc[0]["max_num_seqs"]) * int(dis.iloc[0]["replicas"])
     pools = next(df.value for df in at.dataframe if "pool" in df.value.columns)
     assert list(pools["pool"]) == ["prefill", "decode"]
+    # each pool's verdict against the page's SLOs (TTFT 2 s, ITL 50 ms), never None: the recommendation's
+    # plan values carry no SLOs (the sizer searched under them), the page passes its own
+    assert pools["SLO"].notna().all() and pools["SLO"].str.match(r"^(meets|misses) TTFT 2,000 ms").iloc[0] and pools["SLO"].str.match(r"^(meets|misses) ITL 50 ms").iloc[1], list(pools["SLO"])
     codes = [c.value for c in at.code]
     if table.iloc[0]["pools"] != "aggregated":  # the launch box is the first row's: per-pool serve lines
         assert any("--kv-transfer-config" in c and "NixlConnector" in c for c in codes)  # vLLM serve lines per pool

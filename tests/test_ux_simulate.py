@@ -83,3 +83,18 @@ def test_cli_lengths_profile_and_rejections_in_the_verdict():
     flat = " ".join(helptext.split())  # the help's numbers are the library's
     for shape in sim.LENGTH_PROFILES.values():
         assert f"{shape.name} {shape.prompt_p50:,}/{shape.prompt_p95:,} + {shape.output_p50:,}/{shape.output_p95:,}" in flat, shape.name
+
+
+def test_plan_requests_is_what_the_cli_and_the_page_replay():
+    """One choice of requests for a plan's simulation (the CLI capped a profile's draws at the
+    context, the page also at 2 tokens or more): a trace wins, then a length profile, then the plan's lengths."""
+    from types import SimpleNamespace
+
+    ctx = SimpleNamespace(maximum_context_tokens=300, input_tokens=100, reserved_output_tokens=20)
+    plain = sim.plan_requests(ctx, 2.0, 5, seed=1)
+    assert [(r.prompt_tokens, r.output_tokens) for r in plain] == [(100, 20)] * 5
+    assert [r.arrival_s for r in plain] == [r.arrival_s for r in sim.poisson_requests(2.0, 5, 100, 20, seed=1)]
+    drawn = sim.plan_requests(ctx, 2.0, 200, lengths="rag", seed=1)
+    assert max(r.prompt_tokens + r.output_tokens for r in drawn) <= 300  # the context caps the profile (RAG's p50 prompt is longer)
+    traced = sim.plan_requests(ctx, 2.0, 5, lengths="rag", trace_text="arrival_s,prompt_tokens,output_tokens\n0,7,3\n", seed=1)
+    assert [(r.prompt_tokens, r.output_tokens) for r in traced] == [(7, 3)]

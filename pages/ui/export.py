@@ -36,7 +36,7 @@ def base_url() -> str:
 _PDF_CACHE = ByteBudgetCache(16 << 20)  # recent reports, bounded in bytes (planner/limits.py)
 
 
-def pdf_report(plan: Plan, ref: ModelRef, link: str) -> bytes:
+def pdf_report(plan: Plan, ref: ModelRef, link: str, model=None) -> bytes:
     """The PDF sizing report of a plan (built on demand, cached by model, inputs, link and date)."""
     from planner.report import build_pdf
 
@@ -44,7 +44,7 @@ def pdf_report(plan: Plan, ref: ModelRef, link: str) -> bytes:
     hit = _PDF_CACHE.get(key)
     if hit is not None:
         return hit  # type: ignore[return-value]
-    data = build_pdf(plan, ref, link)
+    data = build_pdf(plan, ref, link, model=model)
     _PDF_CACHE.put(key, data)
     return data
 
@@ -56,7 +56,7 @@ def _file_stem(ref) -> str:
     return f"kv-plan-{stem[:60]}"
 
 
-def render_share(plan: Plan, ref, config: dict | None) -> None:
+def render_share(plan: Plan, ref, config: dict | None, model=None) -> None:
     """Share link (the address bar holds the same), PDF report, plan file download and upload."""
     link = share_url(base_url(), share_params(ref, plan.inputs, config))
     with st.container(border=True, key="share_box"):
@@ -71,7 +71,7 @@ def render_share(plan: Plan, ref, config: dict | None) -> None:
         stem = _file_stem(ref)
         st.download_button(
             "Download PDF sizing report",
-            data=lambda: pdf_report(plan, ref, link),  # built only when clicked
+            data=lambda: pdf_report(plan, ref, link, model),  # built only when clicked
             file_name=f"{stem}.pdf",
             mime="application/pdf",
             key="pdf_download",

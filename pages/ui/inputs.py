@@ -33,7 +33,7 @@ VLLM_STARTUP = ("entry_point", "enforce_eager", "limit_mm_per_prompt", "enable_l
 GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
-    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
+    "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "disagg", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
     "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine"),
     "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
@@ -258,6 +258,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                 with b:
                     _num("dp", err_key, err)
             _num("pp", err_key, err)
+            render_control(CONTROLS["disagg"], err_key, err)  # its pools' card is under the results
             st.slider(LABELS["headroom_pct"], 0.0, S.WIDGET_RANGES["headroom_bp"][1] / 100, step=0.5, format="%.1f%%", key="headroom_pct", help=_help("headroom_bp"))
             _error_below("headroom_pct", err_key, err)
             _select("weight_dtype", err_key, err)

@@ -15,6 +15,7 @@ from pages.ui.safe_text import md
 from pages.ui.state import Shown, error_sentence
 from planner.bench_calibration import calibration_rows
 from planner.benchimport import compare, read_result
+from planner.benchimport.calibrate import SHORT, calibrate
 from planner.benchimport.readers import MAX_JSON_BYTES
 from planner.errors import PlannerError
 
@@ -34,9 +35,9 @@ def _table(rows: list[dict]) -> list[dict]:
 def render(r: Shown) -> None:
     """The upload, the comparison table for it and the calibration this plan keeps."""
     kept = r.plan.inputs.bench_calibration
-    with st.expander("Measured beside predicted" + (" · calibrated" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
+    with st.expander("Measured beside predicted" + (" · calibration kept" if kept else ""), icon=":material/speed:", expanded=bool(kept), key="bench_box", on_change="ignore"):
         st.caption(
-            "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, "
+            "Upload the result of the benchmark that checks this plan (`vllm bench serve --save-result` JSON, a guidellm report JSON, aiperf's `profile_export_aiperf.json`, "
             "or a Prometheus text scrape of vLLM's /metrics): each figure is put beside the plan's prediction for that run's load."
         )
         uploaded = st.file_uploader("Benchmark result", type=["json", "txt", "prom"], key=UPLOAD_KEY, help=f"At most {min(MAX_JSON_BYTES >> 20, int(st.get_option('server.maxUploadSize')))} MiB.")
@@ -64,6 +65,27 @@ def render(r: Shown) -> None:
             except PlannerError as exc:  # the input validated it; kept for safety
                 st.error(md(error_sentence(exc)), icon=":material/error:")
                 return
-            st.markdown("**Kept calibration** (the plan file and the share link carry it; it changes no figure above)")
+            st.markdown("**Kept calibration** (the plan file and the share link carry it; the figures above stay the model's)")
             st.dataframe(_table(rows), hide_index=True, width="stretch", key="bench_calibration_table")
             st.caption(f"{md(kept)} · predicted as the plan stood when it was measured. Clear it under Observed latency → Benchmark calibration.")
+            _calibrated(r)
+
+
+def _calibrated(r: Shown) -> None:
+    """The plan's figures with the kept run's ratios applied, labelled, when the run was this deployment."""
+    try:
+        cal = calibrate(r.plan, r.model)
+    except PlannerError as exc:
+        st.caption(md(error_sentence(exc)))
+        return
+    if cal is None:
+        return
+    if not cal.applied:
+        st.info(md(cal.label[:1].upper() + cal.label[1:]) + ".", icon=":material/info:")
+        return
+    st.markdown(f"**{md(cal.label[:1].upper() + cal.label[1:])}**")
+    cols = st.columns(len(cal.figures) or 1)
+    for col, (k, (model_value, value)) in zip(cols, cal.figures.items(), strict=False):
+        unit = " tok/s" if k == "output_tokens_per_s" else " ms"
+        col.metric(f"{SHORT.get(k, k)}, calibrated", f"{value:,.4g}{unit}", f"model {model_value:,.4g}{unit}", delta_color="off", delta_arrow="off")
+    st.caption("The run was predicted again from this plan at its load and came back the same, so it measured this deployment; the ratios scale the plan's own figures at its own load.")

@@ -13,7 +13,7 @@ import streamlit as st
 from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.sglang_card import card_sglang_preview
-from pages.ui.state import Shown
+from pages.ui.state import Shown, error_sentence
 from planner import settings
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled, pool_figures
@@ -345,7 +345,7 @@ def card_geometry(r: Shown) -> None:
 
 
 def card_export(r: Shown) -> None:
-    safe(export.render_share, r.plan, r.ref, r.config, what="the share and export controls")
+    safe(export.render_share, r.plan, r.ref, r.config, r.model, what="the share and export controls")
 
 
 def card_memory(r: Shown) -> None:
@@ -504,6 +504,40 @@ def _render_cache(r: Shown) -> None:
                 st.code(f"python -m sglang.launch_server ... {cache.sglang_flags}", language="bash", wrap_lines=True)
 
 
+def card_disagg(r: Shown) -> None:
+    """The plan's workload on the disaggregated pools its ``disagg`` input names (Hardware and
+    memory): both pools, the KV transfer, TTFT with it, and whether the split pays."""
+    spec = r.plan.inputs.disagg
+    if not spec:
+        return
+    with st.expander(f"Disaggregated prefill / decode: {md(spec)}", icon=":material/call_split:", expanded=True, key="disagg_box"):
+        safe(_render_disagg, r, what="the disaggregated pools")
+
+
+def _render_disagg(r: Shown) -> None:
+    from planner import disagg
+
+    memo_key = (r.plan.inputs.model_dump_json(), id(r.model))
+    memo = st.session_state.get("_disagg_memo")
+    if memo is not None and memo[0] == memo_key:
+        d = memo[1]
+    else:
+        try:
+            d = disagg.plan_of(r.plan, r.model)
+        except PlannerError as exc:
+            st.warning(error_sentence(exc), icon=":material/warning:")
+            return
+        st.session_state["_disagg_memo"] = (memo_key, d)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("TTFT p95", fmt_ms(d.ttft_p95_ms), help="Prefill queue and prefill, the KV transfer, the handover steps and the decode server's API hop.")
+    c2.metric("KV transfer", fmt_ms(d.kv_transfer_ms), help=f"{d.kv_transfer.bytes_per_request / 2**20:,.0f} MiB a request over the {d.kv_transfer.link}.")
+    c3.metric("TPOT", fmt_ms(d.tpot_ms), help="The decode pool's step: no prefill chunks in its steps, so mean and p95 are one.")
+    c4.metric("Cost", fmt_money(d.cost_per_hour) + "/h", help=f"{d.gpus:,} GPUs: {d.prefill.gpu_count:,} prefill, {d.decode.gpu_count:,} decode.")
+    st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="disagg_pools_table")
+    st.caption(md(disagg.describe(d), limit=2000))  # the library's own text: the pools were checked by the parser
+    st.caption(f"The plan's own figures above are its aggregated replicas'; these are the same {d.sequences:,} concurrent requests on the pools.")
+
+
 def card_assumptions(r: Shown) -> None:
     with st.expander("Assumptions and omissions", icon=":material/info:"):
         safe(render_assumptions, r.plan, what="the assumptions")
@@ -536,6 +570,7 @@ def render_results(r: Shown) -> None:
         card_vllm_preview(r)
         card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
+    safe(card_disagg, r, what="the disaggregated pools")
     safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)

@@ -117,12 +117,7 @@ def traffic_controls(plan) -> Traffic | None:
 def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: str):
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
-    if traffic.trace_text:
-        requests = sim.parse_trace_csv(traffic.trace_text)
-    elif traffic.lengths:
-        requests = sim.profile_requests(traffic.rate, traffic.requests, traffic.lengths, seed=traffic.seed, max_tokens=max(2, min(ctx.maximum_context_tokens, sim.MAX_TOKENS_PER_REQUEST)))
-    else:
-        requests = sim.poisson_requests(traffic.rate, traffic.requests, ctx.input_tokens, ctx.reserved_output_tokens, seed=traffic.seed)
+    requests = sim.plan_requests(ctx, traffic.rate, traffic.requests, lengths=traffic.lengths, trace_text=traffic.trace_text or None, seed=traffic.seed)
     cfg = sim.plan_config(
         _plan,
         blocks,

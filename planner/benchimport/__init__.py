@@ -1,6 +1,6 @@
 """Benchmark results read back: what a run measured, beside what the plan predicted for that load.
 
-* :mod:`planner.benchimport.readers`  the formats (``vllm bench serve`` result JSON, guidellm's
+* :mod:`planner.benchimport.readers`  the formats (``vllm bench serve`` result JSON, guidellm's and aiperf's
   benchmark report JSON, a Prometheus text scrape of vLLM's ``/metrics``), each to :class:`Measured`;
 * :mod:`planner.benchimport.compare`  :func:`compare`: the plan's figures at the run's load, the
   ratios, and the calibration string a plan file and a share link keep.

@@ -24,7 +24,7 @@ import math
 from pydantic import BaseModel, ConfigDict
 
 from planner import latency
-from planner.bench_calibration import LABELS, MAX_CALIBRATION_CHARS, SOURCES, format_calibration, parse_calibration  # noqa: F401 - re-exported
+from planner.bench_calibration import LABELS, MAX_CALIBRATION_CHARS, SOURCES, format_calibration, load_text, parse_calibration  # noqa: F401 - re-exported
 from planner.benchimport.readers import Measured
 from planner.errors import PlannerError
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
@@ -189,4 +189,4 @@ def compare(measured: Measured, inputs, model: PreparedModel, disagg: str | None
     for r in rows:
         if not 0.2 <= r.ratio <= 5.0:
             warnings.append(f"{r.label}: measured {r.measured:,.4g} is {r.ratio:.2f}x the prediction; check the run matches the plan (GPU, TP, load, prefix caching)")
-    return Comparison(tool=measured.tool, source=measured.source, load=load, rows=rows, warnings=warnings, calibration=format_calibration(measured.source, rows), measured=measured)
+    return Comparison(tool=measured.tool, source=measured.source, load=load, rows=rows, warnings=warnings, calibration=format_calibration(measured.source, rows, None if values.get("disagg") else load_text(measured.max_concurrency, measured.request_rate)), measured=measured)

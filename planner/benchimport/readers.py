@@ -9,6 +9,14 @@
   distributions (``time_to_first_token_ms``, ``time_per_output_token_ms``, ``inter_token_latency_ms``,
   ``request_latency`` in s, ``output_tokens_per_second``, ``requests_per_second``,
   ``prompt_token_count``, ``output_token_count``), each ``{"successful": {"mean", "percentiles": {"p95"}}}``;
+* aiperf's ``profile_export_aiperf.json`` (aiperf 0.13 ``aiperf/common/models/export_models.py``
+  ``JsonExportData``, schema 1.4, GenAI-Perf's shape): one object per metric,
+  ``{"unit": "ms", "avg", "p50", "p95", ...}``: ``time_to_first_token``, ``inter_token_latency``
+  (per request, (latency - TTFT) / (tokens - 1): vLLM's TPOT), ``inter_chunk_latency`` (the gaps
+  between streamed chunks: vLLM's ITL), ``request_latency``, ``output_token_throughput``,
+  ``request_throughput``, ``input_sequence_length``, ``output_sequence_length``, ``request_count``,
+  ``benchmark_duration`` (sec); the load from ``input_config.phases`` (the profiling phase's
+  ``concurrency`` or Poisson / constant ``rate``);
 * a Prometheus text scrape of vLLM's ``/metrics`` (vLLM 0.33 ``vllm/v1/metrics/loggers.py``):
   gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``
   and histograms ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``,
@@ -34,7 +42,7 @@ MAX_LINE_CHARS = 64 * 1024
 MAX_DEPTH = 64
 MAX_SECONDS = 5.0  # reading one file stops with a refusal after this long
 MAX_MS = 1e9
-FORMATS = ("vllm-bench", "guidellm", "prometheus")
+FORMATS = ("vllm-bench", "guidellm", "aiperf", "prometheus")
 
 
 class Measured(BaseModel):
@@ -43,7 +51,7 @@ class Measured(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     source: str  # one of FORMATS
-    tool: str  # "vllm bench serve", "guidellm", "vLLM /metrics"
+    tool: str  # "vllm bench serve", "guidellm", "aiperf", "vLLM /metrics"
     requests: int | None = None
     duration_s: float | None = None
     request_rate: float | None = None  # the offered Poisson rate; None: as fast as the concurrency allows
@@ -111,10 +119,12 @@ def detect(data: bytes) -> str:
             return "guidellm"
         if isinstance(doc, dict) and ("mean_ttft_ms" in doc or "completed" in doc):
             return "vllm-bench"
-        raise PlannerError("file", "JSON", "is neither a vllm bench serve result (no mean_ttft_ms) nor a guidellm report (no benchmarks)")
+        if isinstance(doc, dict) and ("aiperf_version" in doc or isinstance(doc.get("time_to_first_token"), dict)):
+            return "aiperf"
+        raise PlannerError("file", "JSON", "is not a vllm bench serve result (no mean_ttft_ms), a guidellm report (no benchmarks) or an aiperf export (no time_to_first_token)")
     if b"vllm:" in head or head.startswith(b"# HELP") or head.startswith(b"# TYPE"):
         return "prometheus"
-    raise PlannerError("file", head[:40].decode("utf-8", "replace"), "is not a vllm bench serve result, a guidellm report or a Prometheus scrape")
+    raise PlannerError("file", head[:40].decode("utf-8", "replace"), "is not a vllm bench serve result, a guidellm report, an aiperf export or a Prometheus scrape")
 
 
 def read_result(data: bytes, kind: str | None = None) -> Measured:
@@ -132,6 +142,8 @@ def read_result(data: bytes, kind: str | None = None) -> Measured:
         return vllm_bench(_json(bytes(data)))
     if kind == "guidellm":
         return guidellm(_json(bytes(data)))
+    if kind == "aiperf":
+        return aiperf(_json(bytes(data)))
     if kind == "prometheus":
         return prometheus(bytes(data))
     raise PlannerError("format", kind, f"must be one of {', '.join(FORMATS)}")
@@ -229,6 +241,77 @@ def guidellm(doc: object, index: int = 0) -> Measured:
         source="guidellm", tool="guidellm", requests=requests, duration_s=duration, request_rate=rate, max_concurrency=conc,
         input_tokens_mean=figures.pop("_in", None) or None, output_tokens_mean=figures.pop("_out", None) or None,
         figures={k: v for k, v in figures.items() if not k.startswith("_")},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- aiperf
+
+_AIPERF_SCALE = {"ms": 1.0, "sec": 1e3, "s": 1e3, "us": 1e-3, "ns": 1e-6}  # to milliseconds
+# metric -> (mean figure, p95 figure); times in the export's unit, rates and counts as they are
+_AIPERF_TIMES = {
+    "time_to_first_token": ("ttft_ms", "ttft_p95_ms"), "inter_token_latency": ("tpot_ms", None),
+    "inter_chunk_latency": ("itl_ms", "itl_p95_ms"), "request_latency": ("e2e_ms", None),
+}  # fmt: skip
+_AIPERF_RATES = {"output_token_throughput": "output_tokens_per_s", "request_throughput": "requests_per_s"}
+
+
+def _aiperf_metric(doc: dict, key: str) -> dict | None:
+    block = doc.get(key)
+    if block is None:
+        return None
+    if not isinstance(block, dict) or not isinstance(block.get("unit"), str):
+        raise PlannerError(key, type(block).__name__, "an aiperf metric is an object with a unit")
+    return block
+
+
+def _aiperf_load(doc: dict) -> tuple[float | None, int | None]:
+    """(offered rate, concurrency) of the run's profiling phase (``input_config.phases``)."""
+    cfg = doc.get("input_config")
+    phases = cfg.get("phases") if isinstance(cfg, dict) else None
+    if not isinstance(phases, list):
+        return None, None
+    for i, ph in enumerate(phases):
+        if isinstance(ph, dict) and ph.get("kind", "profiling") == "profiling":
+            rate = _num(f"input_config.phases[{i}].rate", ph.get("rate"), lo=1e-9, hi=1e7) if ph.get("type") in ("poisson", "constant", "gamma") else None
+            conc = _count(f"input_config.phases[{i}].concurrency", ph.get("concurrency"))
+            return rate, conc
+    return None, None
+
+
+def aiperf(doc: object) -> Measured:
+    """An aiperf ``profile_export_aiperf.json`` (see the module docstring)."""
+    if not isinstance(doc, dict):
+        raise PlannerError("file", type(doc).__name__, "an aiperf export is a JSON object")
+    figures = {}
+    for key, (mean_name, p95_name) in _AIPERF_TIMES.items():
+        m = _aiperf_metric(doc, key)
+        if m is None:
+            continue
+        scale = _AIPERF_SCALE.get(m["unit"])
+        if scale is None:
+            raise PlannerError(f"{key}.unit", m["unit"], f"must be one of {', '.join(_AIPERF_SCALE)}")
+        for stat, name in (("avg", mean_name), ("p95", p95_name)):
+            v = _num(f"{key}.{stat}", m.get(stat), hi=MAX_MS / scale) if name else None
+            if v is not None:
+                figures[name] = v * scale
+    for key, name in _AIPERF_RATES.items():
+        m = _aiperf_metric(doc, key)
+        v = _num(f"{key}.avg", m.get("avg"), hi=1e9) if m else None
+        if v is not None:
+            figures[name] = v
+    if "ttft_ms" not in figures:
+        raise PlannerError("time_to_first_token", None, "an aiperf export of a streamed run carries time_to_first_token")
+    means = {}
+    for key in ("request_count", "input_sequence_length", "output_sequence_length", "benchmark_duration"):
+        m = _aiperf_metric(doc, key)
+        means[key] = _num(f"{key}.avg", m.get("avg"), hi=1e12) if m else None
+    requests = means["request_count"]
+    if requests is not None and (requests < 1 or requests != int(requests)):
+        raise PlannerError("request_count.avg", requests, "the run completed no request" if requests < 1 else "must be a whole number")
+    rate, conc = _aiperf_load(doc)
+    return Measured(
+        source="aiperf", tool="aiperf", requests=int(requests) if requests is not None else None, duration_s=means["benchmark_duration"], request_rate=rate,
+        max_concurrency=conc, input_tokens_mean=means["input_sequence_length"], output_tokens_mean=means["output_sequence_length"], figures=figures,
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from planner import bench_calibration, latency, limits
+from planner import bench_calibration, latency, limits, pools
 from planner.errors import PlannerError
 from planner.hardware import CATALOG, DEFAULT_GPU, Device, custom_device, get_device
 
@@ -25,6 +25,16 @@ EXAMPLE_CONFIG: dict = {
     "max_position_embeddings": 4096,
     "torch_dtype": "bfloat16",
 }
+
+
+def _checked(check, value: object) -> object:
+    """``value`` when ``check`` (a text field's own reader) accepts it or it is None; its reason as pydantic's ValueError otherwise."""
+    if value is not None:
+        try:
+            check(value)
+        except PlannerError as exc:
+            raise ValueError(exc.reason) from None
+    return value
 
 
 class PlanInputs(BaseModel):
@@ -66,6 +76,14 @@ class PlanInputs(BaseModel):
     ep: int = Field(default=1, ge=1, le=4096)  # expert parallelism within a replica (MoE only): divides tp, or dp x tp with attention data parallelism
     dp: int = Field(default=1, ge=1, le=4096)  # attention data-parallel ranks of tp GPUs each in a replica (MoE only; experts over ep = dp x tp GPUs)
     pp: int = Field(default=1, ge=1, le=512)  # pipeline-parallel stages of a replica (consecutive layers each)
+    # disaggregated prefill / decode pools serving this plan's workload (planner.pools text, e.g. 2P:4@H100-SXM-80GB,1D:8);
+    # None: none. The plan's own figures stay its aggregated replicas'; planner.disagg.plan_of adds the pools' beside them
+    disagg: str | None = Field(default=None, max_length=pools.MAX_POOLS_CHARS)
+
+    @field_validator("disagg", mode="before")  # before the length limit: one sentence with the form for any bad text
+    @classmethod
+    def _check_disagg(cls, value: object) -> object:
+        return _checked(pools.check_pools, value)
     serving_engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"  # whose serving costs the latency uses (auto: the runtime's; vLLM's for transformers)
     request_rate: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)  # open loop: Poisson requests a second to the deployment (None: sequences are clients in a closed loop)
     spec_method: Literal["none", "mtp", "eagle3", "draft"] = "none"  # speculative decoding
@@ -99,12 +117,7 @@ class PlanInputs(BaseModel):
     @field_validator("bench_calibration")
     @classmethod
     def _check_calibration(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                bench_calibration.parse_calibration(value)
-            except PlannerError as exc:
-                raise ValueError(exc.reason) from None
-        return value
+        return _checked(bench_calibration.parse_calibration, value)
     # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
     sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
     turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1

@@ -62,6 +62,7 @@ class Setup(NamedTuple):
     preprocess_s: float | None  # a measured preprocessing time (None: the engine's fitted API server)
     rate: float | None  # open loop: requests a second on this rank (None: a closed loop)
     spec: Spec | None
+    recv_interval: int = 1  # decode steps between the scheduler's polls for new requests (SGLang's --scheduler-recv-interval; 1: every step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttf
 def closed(setup: Setup, clients: int) -> LoadFigures:
     """The closed loop of ``clients`` clients on one rank."""
     r = setup
-    cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s)
+    cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s, r.recv_interval)
     parts = (cl.preprocess_ms, cl.wait_for_step_ms + cl.queue_ms + cl.slot_wait_ms, cl.prefill_ms)
     f = _spec_factor(setup, cl.decoding)
     return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms, tpot_p99=cl.tpot_p99_ms, decoding=cl.decoding)

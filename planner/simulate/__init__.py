@@ -72,13 +72,13 @@ from planner.simulate.model import (
 )
 from planner.simulate.stats import percentiles, weighted_percentiles
 from planner.simulate.verdict import verdict_label
-from planner.simulate.workload import LENGTH_PROFILES, MAX_TRACE_BYTES, TRACE_COLUMNS, LengthProfile, parse_trace_csv, poisson_requests, profile_requests, read_trace
+from planner.simulate.workload import LENGTH_PROFILES, MAX_TRACE_BYTES, TRACE_COLUMNS, LengthProfile, parse_trace_csv, plan_requests, poisson_requests, profile_requests, read_trace
 
 __all__ = [
     "AllocatorError", "BlockAllocator", "CANCEL_STAGES", "Cancellation", "CancelStage", "DEFAULT_TIME_BUDGET_S", "DoubleFreeError",
     "KV_SAMPLES", "LENGTH_PROFILES", "LengthProfile", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
     "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "REJECTION_REASONS", "ROUTERS", "Rejection", "ReplicaSummary", "Request", "RequestRecord",
     "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "build", "compare_batching",
-    "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "poisson_requests", "profile_requests", "read_trace",
+    "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "plan_requests", "poisson_requests", "profile_requests", "read_trace",
     "simulate", "verdict_label", "weighted_percentiles",
 ]  # fmt: skip

@@ -150,6 +150,18 @@ def profile_requests(rate_per_s: float, n: int, profile: str, seed: int = 0, max
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
+def plan_requests(context, rate_per_s: float, n: int, *, lengths: str | None = None, trace_text: str | None = None, seed: int = 0) -> list[Request]:
+    """The requests a simulation of a plan replays, the same on the CLI and the Simulate page: a
+    CSV trace's rows, else ``n`` Poisson arrivals at ``rate_per_s`` with a length profile's draws
+    (prompt + output capped at the plan's context and at least 2 tokens), else with the plan's
+    own prompt and output. ``context`` is the plan's context section."""
+    if trace_text is not None:
+        return parse_trace_csv(trace_text)
+    if lengths:
+        return profile_requests(rate_per_s, n, lengths, seed=seed, max_tokens=max(2, min(context.maximum_context_tokens, MAX_TOKENS_PER_REQUEST)))
+    return poisson_requests(rate_per_s, n, context.input_tokens, context.reserved_output_tokens, seed=seed)
+
+
 def parse_trace_csv(text: str, max_rows: int = MAX_REQUESTS) -> list[Request]:
     """Parse an untrusted trace: a header naming ``arrival_s,prompt_tokens,output_tokens``
     (any order, other columns ignored) and one request per row. Rows are numbered as in a
