@@ -21,6 +21,8 @@ from pages.ui import style
 # The favicon is a file the server itself serves: a ":material/...:" page icon makes every browser
 # fetch it from a third party (fonts.gstatic.com). Nav and widget icons use the bundled font.
 FAVICON = str(Path(__file__).resolve().parent / "assets" / "favicon.png")
+# (It costs a fresh server about 0.4 s of numpy and PIL imports before the first metric; an emoji
+# favicon costs as much, loading Streamlit's emoji catalog, and none means the third-party fetch.)
 st.set_page_config(page_title="KV Capacity Planner", page_icon=FAVICON, layout="wide")
 style.apply()
 

@@ -51,7 +51,7 @@ def main() -> None:
         urlstate.sync_query_params(params)
         link = share_url(export.base_url(), params)
     if any(p is not None for _, p, _ in shown):
-        results.safe(lambda: st.plotly_chart(comparison.comparison_chart(shown), config={"displaylogo": False}, key="cmp_chart"), what="the comparison chart")
+        results.safe(comparison.render_comparison_charts, shown, what="the comparison chart")
         results.safe(comparison.comparison_table, shown, what="the comparison table")
         if link:
             st.caption("The address bar holds this comparison: share it to reopen the same plans.")

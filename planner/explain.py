@@ -415,6 +415,40 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def pool_figures(plan: Plan) -> str:
+    """What the KV pool holds, in tokens and in sequences, with each sequence count named: the
+    sequences admitted at arrival (the memory limit behind Max sequences), the steady-state count
+    (what the same memory holds when a running sequence keeps only what it uses) and, for vLLM,
+    its log line's concurrency at the full context. Issue 27 item 8: "KV pool 1,899,303 tokens ·
+    38 sequences" beside "steady state 57" with no sentence tying them together."""
+    kv, cap, engine = plan.kv_cache, plan.capacity, plan.kv_cache.engine
+    per = " per replica" if cap.replicas > 1 else ""
+    behind = f"the memory limit behind Max sequences ({kv.maximum_sequences_by_memory:,} over {cap.replicas:,} replicas)" if cap.replicas > 1 else "the memory limit behind Max sequences"
+    admitted, steady = cap.sequences_per_replica, kv.steady_state_sequences // max(1, cap.replicas)
+    reserved = f"{kv.reserved_tokens_per_sequence:,} reserved tokens"
+    if plan.sglang is not None:
+        v = plan.sglang
+        out = (
+            f"The KV pool holds {v.capacity.max_total_num_tokens:,} tokens{per} (SGLang's token pool). At most {v.max_sequences_per_replica:,} sequences run at once{per}: "
+            f"SGLang's pools at {v.tokens_per_request:,} tokens a request, {behind}."
+        )
+    elif engine is not None and engine.applies and not engine.refusal and engine.startup_kv_cache_tokens:
+        out = (
+            f"The KV pool holds {engine.startup_kv_cache_tokens:,} tokens{per} (vLLM's GPU KV cache size). At most {admitted:,} sequences run at once{per}: "
+            f"vLLM lets a request in only when blocks for all its {reserved} are free, {behind}."
+        )
+    elif cap.pool_kv_tokens is not None:
+        out = f"The KV pool holds {cap.pool_kv_tokens:,} tokens{per}. At most {admitted:,} sequences run at once{per}, each reserving {reserved}: {behind}."
+    else:
+        out = f"At most {admitted:,} sequences run at once{per}, each reserving {reserved}: {behind}."
+    if steady != admitted:
+        more = "more than admission lets in" if steady > admitted else "fewer than admission lets in, since blocks are rounded"
+        out += f" In steady state the same memory would hold {steady:,}{per} ({more}): that count charges a running sequence only what it holds, a sliding layer its window."
+    if engine is not None and engine.applies and engine.startup_max_concurrency is not None and engine.serve_max_model_len:
+        out += f" vLLM's start-up log counts requests of the full {engine.serve_max_model_len:,}-token context instead: {engine.startup_max_concurrency:,.2f}x."
+    return out
+
+
 def band_texts(plan: Plan) -> dict[str, str]:
     """Per figure ("TTFT", "TPOT", "throughput"), how far published runs like this plan landed from
     the model ("±18 % on points like this one, n=12"), or the warning that none covers it."""

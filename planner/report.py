@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from planner.capacity import LIMIT_LABELS
+from planner.explain import pool_figures
 from planner.hardware import GIB
 from planner.labels import label as input_label
 from planner.limits import safe_text
@@ -264,6 +265,7 @@ def _result_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Workspace per GPU", fmt_bytes_exact(cap.workspace_bytes)),
         ("Available for K/V per GPU", fmt_bytes_exact(cap.available_for_kv_bytes)),
         ("Maximum sequences by memory", f"{kv.maximum_sequences_by_memory:,} ({cap.sequences_per_replica:,} per replica x {cap.replicas:,}; {memory_basis(plan)})"),
+        ("KV pool, in words", pool_figures(plan)),  # the Plan page's sentence under its memory chart
     ]
     if plan.prefix.shared_blocks:
         rows.append(("With prefix sharing", f"{plan.prefix.maximum_sequences_with_sharing:,} sequences ({plan.prefix.shared_blocks:,} shared blocks, {fmt_bytes_exact(plan.prefix.bytes_saved_per_extra_sequence)} saved per extra sequence)"))
@@ -395,21 +397,64 @@ class _Kit:
 
         return Paragraph(_safe(text), style or self.body)
 
+    def cell_para(self, text: object, width: float):
+        """A table cell ``width`` points wide: its lines are broken where :func:`wrap_cell` breaks
+        them (at spaces, else after a hyphen, slash or @), never mid-word as reportlab does when a
+        word is wider than the cell ("GB200-NVL72-186 / GB")."""
+        from reportlab.platypus import Paragraph
+
+        lines = wrap_cell(_safe_plain(text), width - CELL_PADDING, self.cell.fontName, self.cell.fontSize)
+        return Paragraph("<br/>".join(escape(line) for line in lines), self.cell)
+
     def kv_table(self, rows: list[tuple[str, str]]):
         from reportlab.lib.units import mm
 
-        t = self._table([[self.para(k, self.cell), self.para(v, self.cell)] for k, v in rows], colWidths=[48 * mm, self.width - 48 * mm])
+        widths = [48 * mm, self.width - 48 * mm]
+        t = self._table([[self.cell_para(k, widths[0]), self.cell_para(v, widths[1])] for k, v in rows], colWidths=widths)
         t.setStyle(self.grid)
         return t
 
     def grid_table(self, rows: list[list[str]], widths: list[float], shade: list[tuple[int, int]] = ()):
         from reportlab.lib import colors
 
-        t = self._table([[self.para(c, self.cell) for c in row] for row in rows], colWidths=widths, repeatRows=1)
+        t = self._table([[self.cell_para(c, w) for c, w in zip(row, widths, strict=True)] for row in rows], colWidths=widths, repeatRows=1)
         t.setStyle(self.head_grid)
         for col, row in shade:
             t.setStyle([("BACKGROUND", (col, row), (col, row), colors.HexColor("#D9EED5"))])
         return t
+
+
+CELL_PADDING = 12.0  # reportlab's Table: 6 pt of padding left and right of every cell
+_BREAK_AFTER = "-/@_"
+
+
+def wrap_cell(text: str, width: float, font: str = "Helvetica", size: float = 8) -> list[str]:
+    """``text`` in lines at most ``width`` points wide in ``font``: words fill lines greedily, a word
+    wider than a line is broken after its last hyphen, slash, @ or underscore that fits, and only a
+    run with no such place left is broken between characters."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    def fits(part: str) -> bool:
+        return stringWidth(part, font, size) <= width
+
+    lines: list[str] = []
+    line = ""
+    for word in text.split():  # any run of white space is one space, as in a Paragraph
+        joined = f"{line} {word}" if line else word
+        if fits(joined):
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        while not fits(word):
+            cut = max((i + 1 for i, ch in enumerate(word[:-1]) if ch in _BREAK_AFTER and fits(word[: i + 1])), default=0)
+            if not cut:  # no separator fits: as many characters as fit
+                cut = max((i for i in range(1, len(word)) if fits(word[:i])), default=1)
+            lines.append(word[:cut])
+            word = word[cut:]
+        line = word
+    lines.append(line)
+    return lines
 
 
 def _document(buf, title: str, subject: str, footer_text: str):
@@ -472,7 +517,7 @@ def build_comparison_pdf(entries: list[tuple[str, Plan, ModelRef]], share_link: 
         if plan.serve.applies:
             story.append(k.para(serve_text(plan), k.mono))
     story.append(k.para("Side by side", k.h2))
-    label_w, better_w = 42 * mm, 34 * mm
+    label_w, better_w = (42 * mm, 34 * mm) if len(entries) < 4 else (34 * mm, 27 * mm)  # four plans: each gets 28 mm, not 24
     col_w = (k.width - label_w - better_w) / len(entries)
     table = [["", *names, "Better"]] + [[r.label, *r.cells, r.verdict(names)] for r in rows]
     shade = [(1 + j, 1 + i) for i, r in enumerate(rows) for j in r.best]

@@ -70,7 +70,7 @@ def test_plan_page_opens_on_default_preset():
     assert "335,544,320 B" in text and "76,516,989,861" in text
     codes = [c.value for c in at.code]
     assert any(c.startswith("GPU KV cache size: 441,216 tokens") for c in codes), codes
-    assert any("KV pool 441,216 tokens (vLLM's GPU KV cache size)" in c.value for c in at.caption)  # the memory card says the same
+    assert any("The KV pool holds 441,216 tokens (vLLM's GPU KV cache size)" in c.value for c in at.caption)  # the memory card says the same
     assert any("Available KV cache memory: 53.86 GiB per GPU, term by term" in e for e in expanders), expanders
 
 
@@ -253,7 +253,7 @@ def test_compare_shows_two_plans_with_differences():
     assert metric(at, "KV bytes / token", 0) == "128 KiB"  # Plan A: the Plan page's plan
     assert metric(at, "KV bytes / token", 1) == "64 KiB"  # Plan B: fp8
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 2
-    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe) == 1
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 1  # one figure per panel (Max sequences, MiB per sequence, ITL)
     at.segmented_control(key="cmp_n").set_value(3).run()
     _clean(at)
     assert len([m for m in at.metric if m.label == "Max sequences"]) == 3

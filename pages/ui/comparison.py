@@ -7,9 +7,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
-from pages.ui import models, state
+from pages.ui import charts, models, state
 from pages.ui.results import admission_badge
 from pages.ui.safe_text import md
 from planner.compare import CURRENT, ENGINE_SIZING, FIELDS, LETTERS, Column, compare_rows, letter_of
@@ -130,25 +129,34 @@ def comparison_table(results: list[tuple[str, Plan | None, str]]) -> None:
         st.markdown("**Why the engines' pools differ**\n\n" + "\n".join(f"- **{md(name)}**: {md(text)}" for name, text in zip(names, sizing.cells, strict=True)))
 
 
-def comparison_chart(results: list[tuple[str, Plan | None, str]]) -> go.Figure:
+# The shared chart's panels: title, value, label. One figure each, side by side in columns that
+# Streamlit stacks on a phone; three subplots in one figure had their titles run into each other
+# at 390 px ("Max sequencesMiB per sequence").
+CHART_PANELS = (
+    ("Max sequences", lambda p: p.kv_cache.admissible_sequences, lambda v: f"{v:,}"),
+    ("MiB per sequence", lambda p: p.kv_cache.mib_per_reserved_sequence, fmt_num),
+    ("ITL (ms)", lambda p: p.latency.mean_inter_token_latency_ms, lambda v: f"{v:,.2f}"),
+)
+
+
+def comparison_charts(results: list[tuple[str, Plan | None, str]]) -> list[go.Figure]:
+    """One bar figure per panel, each titled inside itself (charts.titled: clear of the toolbar)."""
     ok = [(n, p) for n, p, _ in results if p is not None]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("Max sequences", "MiB per sequence", "ITL (ms)"))
-    for col, (getter, fmt) in enumerate(
-        (
-            (lambda p: p.kv_cache.admissible_sequences, lambda v: f"{v:,}"),
-            (lambda p: p.kv_cache.mib_per_reserved_sequence, fmt_num),
-            (lambda p: p.latency.mean_inter_token_latency_ms, lambda v: f"{v:,.2f}"),
-        ),
-        start=1,
-    ):
+    figs = []
+    for title, getter, fmt in CHART_PANELS:
         ys = [getter(p) for _, p in ok]
-        fig.add_trace(
-            go.Bar(x=[letter_of(n) for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(letter_of(n))] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, customdata=[n for n, _ in ok], hovertemplate="%{customdata}: %{text}<extra></extra>"),
-            row=1,
-            col=col,
+        fig = go.Figure(
+            go.Bar(x=[letter_of(n) for n, _ in ok], y=ys, marker_color=[COLORS[LETTERS.index(letter_of(n))] for n, _ in ok], text=[fmt(v) for v in ys], textposition="auto", showlegend=False, customdata=[n for n, _ in ok], hovertemplate="%{customdata}: %{text}<extra></extra>")
         )
-    fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10})
-    return fig
+        fig.update_layout(charts.titled(title), height=260)
+        figs.append(fig)
+    return figs
+
+
+def render_comparison_charts(results: list[tuple[str, Plan | None, str]]) -> None:
+    for i, (box, fig) in enumerate(zip(st.columns(len(CHART_PANELS)), comparison_charts(results), strict=True)):
+        with box:
+            st.plotly_chart(fig, config=charts.PLOT_CONFIG, key=f"cmp_chart_{i}")
 
 
 def comparison_pdf_button(results: list[tuple[str, Plan | None, str]], refs: list, link: str) -> None:

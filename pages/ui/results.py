@@ -8,8 +8,6 @@ error in one card from breaking the page.
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from pages.ui import charts, export, measured
@@ -18,7 +16,7 @@ from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown, error_sentence
 from planner import settings
 from planner.errors import PlannerError
-from planner.explain import assumptions, formula_steps, metric_help, not_modelled
+from planner.explain import assumptions, formula_steps, metric_help, not_modelled, pool_figures
 from planner.geometry import config_hash
 from planner.limits import ByteBudgetCache
 from planner.plan import Plan
@@ -73,20 +71,42 @@ def size_link(plan: Plan) -> None:
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
 
 
-def first_paint_pause() -> None:
-    """On a session's first run, give the browser time to paint the headline numbers before the
-    charts arrive: loading plotly.js blocks the page's first paint for about a second otherwise.
+# Mounted right after the headline on a session's first run: two animation frames after it mounts
+# the browser has painted what came before it, and it asks for the rest of the page (a rerun).
+# A hidden tab runs no animation frames: the timer sends the request anyway.
+_PAINTED_JS = """
+export default function (component) {
+    const { data, setTriggerValue } = component;
+    let sent = false;
+    const send = () => { if (!sent) { sent = true; setTriggerValue("painted", true); } };
+    requestAnimationFrame(() => requestAnimationFrame(send));
+    setTimeout(send, data.fallback_ms);
+}
+"""
+_painted = st.components.v2.component("kvp_first_paint", js=_PAINTED_JS)
 
-    Measured in headless Chromium on 2 cores (benchmarks/bench_app.py): page open to the first
-    metric 3.9 s -> 2.0 s with a fresh browser profile, 2.7 s -> 1.2 s with a warm one; the charts
-    follow 0.3 s later. ``KVP_FIRST_PAINT_PAUSE_S`` sets the pause (0 turns it off; tests use 0).
+
+def first_paint_pause() -> None:
+    """On a session's first run, stop after the headline numbers; the browser asks for the rest
+    (charts, cards, the sidebar's inputs) once it has painted them.
+
+    Sending the whole page at once made a fresh browser build every element (plotly, tables, some
+    forty inputs) before it painted the first metric: 13-31 s at load 10 against 3 s for a
+    one-metric page; stopping after the headline took it to 3.5-4 s (benchmarks/bench_app.py).
+    ``KVP_FIRST_PAINT_PAUSE_S`` is the longest the browser waits for its paint before it asks
+    anyway (0 turns the headline-first run off; tests use 0).
     """
     if st.session_state.get("_first_paint_done"):
         return
-    st.session_state["_first_paint_done"] = True
+    st.session_state["_first_paint_done"] = True  # any later run, whatever starts it, draws the whole page
     pause = settings.kvp_first_paint_pause_s()
     if 0 < pause <= 2:
-        time.sleep(pause)
+        _painted(key="first_paint", data={"fallback_ms": round(pause * 1000)}, on_painted_change=_noop, height=0)
+        st.stop()
+
+
+def _noop() -> None:
+    """The handshake's callback: its trigger only has to start a rerun."""
 
 
 # --------------------------------------------------------------------------- results
@@ -332,19 +352,14 @@ def card_memory(r: Shown) -> None:
     """The memory stack of one GPU and the pool figures under it."""
     plan = r.plan
     _chart(charts.fig_memory, plan, key="chart_memory", what="the memory chart", shown=r)
-    cap = plan.capacity
+    st.caption(pool_figures(plan))  # tokens, sequences admitted, steady state: each figure named
     extra = []
-    engine = plan.kv_cache.engine
-    if engine is not None and engine.startup_kv_cache_tokens:  # runtime vllm: whole blocks, as the start-up card's log line
-        extra.append(f"KV pool {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)")
-    elif cap.pool_kv_tokens is not None:
-        extra.append(f"KV pool {cap.pool_kv_tokens:,} tokens")
-    extra.append(f"{cap.sequences_per_replica:,} sequences per replica at the reserved length" if cap.replicas > 1 else f"{cap.sequences_per_replica:,} sequences at the reserved length")
     if plan.prefix.extra_sequences:
         extra.append(f"prefix sharing adds {plan.prefix.extra_sequences:,} sequences")
     if plan.cost.per_million_output_tokens is not None:
         extra.append(f"{fmt_money(plan.cost.per_million_output_tokens)} per million output tokens")
-    st.caption(" · ".join(extra))
+    if extra:
+        st.caption(" · ".join(extra))
 
 
 def card_vllm_preview(r: Shown) -> None:
@@ -394,7 +409,7 @@ def _render_vllm_preview(r: Shown) -> None:
     batching = f"{serve.max_num_batched_tokens:,} tokens a step" + (f", {serve.max_num_seqs:,} sequences a replica" if serve.max_num_seqs else "")
     st.caption(f"Batching: {batching} ({md(serve.batching_source)}).")
     if engine is not None and engine.why:
-        st.caption(f"Admission: {engine.why} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; vLLM's reservation: {plan.kv_cache.maximum_sequences_by_memory:,}.")
+        st.caption(f"Admission: {engine.why} The caption under the memory chart above names each count.")
     if preview.command:
         st.code(preview.command, language="bash" if plan.inputs.entry_point == "serve" else "python", wrap_lines=True)
 
@@ -542,8 +557,8 @@ def render_results(r: Shown) -> None:
     To add a card, write a ``card_*`` function above and call it here where it belongs.
     """
     card_headline(r)
+    first_paint_pause()  # a session's first run ends here: the headline numbers, then the rest
     safe(card_latency_models, r, what="the measured-kernel comparison")
-    first_paint_pause()  # headline numbers first, then the charts
     left, right = st.columns([5, 7])
     with left:
         card_geometry(r)

@@ -44,5 +44,5 @@ def _render(plan) -> None:
     lines.append(f"- **= KV budget** **{budget:,.2f} GiB** · the token pool is sized from this")
     with st.expander(f"KV budget: {budget:,.2f} GiB per GPU, term by term"):
         st.markdown("\n".join(lines))
-    st.caption(f"Admission: {md(v.why)} Steady state: {plan.kv_cache.steady_state_sequences:,} sequences; SGLang's pools: {plan.kv_cache.maximum_sequences_by_memory:,}.")
+    st.caption(f"Admission: {md(v.why)} The caption under the memory chart above names each count.")
     st.code(v.command, language="bash", wrap_lines=True)
