@@ -497,3 +497,20 @@ def test_sessions_longer_than_the_context_are_not_modelled(llama8b):
     # vLLM refuses such a request
     plan = compute_plan(make_inputs(sessions_per_min=60, turns=200, cpu_tier_gib=512, **{**CHAT, "user_tokens": 512, "output_tokens": 512}), llama8b)
     assert plan.summary()["cache"] == {"applies": False, "reason": "turn 200's prompt and answer are 206,848 tokens, more than the 131,072-token maximum context: fewer turns or shorter messages"}
+
+
+def test_a_vanishing_session_rate_is_refused_in_one_line():
+    # found by the link fuzzer (spm=5e-324): 5e-324 sessions a minute / 60 underflows to 0 sessions
+    # a second, which the session model refused with a pydantic traceback; the input's floor is
+    # 0.001 a minute (1.4 sessions a day)
+    from planner.errors import PlannerError
+    from planner.plan import make_inputs
+    from planner.share import decode_query
+
+    with pytest.raises(PlannerError) as err:
+        make_inputs(sessions_per_min=5e-324)
+    assert str(err.value).startswith("sessions_per_min=5e-324") and "0.001" in str(err.value) and "\n" not in str(err.value)
+    assert make_inputs(sessions_per_min=0.001).sessions_per_min == 0.001
+    decoded = decode_query({"spm": "5e-324"})  # a link: the value is dropped with a note, the plan has no session workload
+    assert decoded.inputs.sessions_per_min is None
+    assert any(n.key == "sessions_per_min (spm)" and "must be >= 0.001" in n.why for n in decoded.notes)

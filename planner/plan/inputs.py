@@ -119,7 +119,7 @@ class PlanInputs(BaseModel):
     def _check_calibration(cls, value: str | None) -> str | None:
         return _checked(bench_calibration.parse_calibration, value)
     # a multi-turn session workload (planner/cache): gives the plan its ``cache`` section; all None: none
-    sessions_per_min: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)
+    sessions_per_min: float | None = Field(default=None, ge=0.001, le=1e7, allow_inf_nan=False)  # 0.001: 1.4 a day; below, sessions/s underflows (5e-324 / 60 = 0)
     turns: int | None = Field(default=None, ge=1, le=1000)  # None: 1
     think_time_s: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)  # None: 30 s
     doc_catalog: int | None = Field(default=None, ge=1, le=10_000_000)  # documents the retrieved context comes from; None: each session's own
