@@ -336,13 +336,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
     mem = plan._memory
     gpus = plan.inputs.gpu_count
     out_tps = fig.output_tokens_per_s * mem.ranks
-    best = _max_throughput(plan)
-    best_label = serving.label(best) if best else f"{serving.OFFLINE}: memory admits no sequence"
-    if plan._admission.admitted and best is not None and fig.output_tokens_per_s > best.output_tokens_per_s * 1.001:
-        # an admitted load's steady state (prefill chunks riding in the decode steps) beats one
-        # offline wave (every prompt prefilled, then every sequence decoded): the most is the load's
-        # (not for a tie, as prefill-bound loads give, nor for a load memory does not admit)
-        best, best_label = fig, f"{serving.label(fig, inputs.request_rate)}: steady state beats one offline wave"
+    best, best_label = _most_throughput(plan, fig)
     spec = setup.spec
     return RooflineSection(
         mfu=inputs.mfu,
@@ -405,6 +399,19 @@ def roofline_section(plan: Plan) -> RooflineSection:
         spec_speedup=fig.speedup,
         accuracy=_accuracy(plan),
     )
+
+
+def _most_throughput(plan: Plan, fig: serving.LoadFigures) -> tuple[serving.LoadFigures | None, str]:
+    """The max-throughput figures and their label: one offline wave (:func:`_max_throughput`),
+    or an admitted load's ``fig`` when its steady state (prefill chunks riding in the decode
+    steps) beats that wave, which prefills every prompt before decoding any (not for a tie, as
+    prefill-bound loads give, nor for a load memory does not admit)."""
+    best = _max_throughput(plan)
+    if best is None:
+        return None, f"{serving.OFFLINE}: memory admits no sequence"
+    if plan._admission.admitted and fig.output_tokens_per_s > best.output_tokens_per_s * 1.001:
+        return fig, f"{serving.label(fig, plan.inputs.request_rate)}: steady state beats one offline wave"
+    return best, serving.label(best)
 
 
 def _max_throughput(plan: Plan) -> serving.LoadFigures | None:
