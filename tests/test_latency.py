@@ -175,6 +175,29 @@ def test_a_receive_interval_waits_for_the_schedulers_poll():
     assert polled.ttft_p95_ms - polled.ttft_ms == pytest.approx((0.95 * 9 * d - 4.5 * d + max(0.95 * d, d - pre) - max(d / 2, d - pre)) * 1e3, rel=0.01)
 
 
+def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
+    # recv_interval 10 under runtime sglang: the closed loop's wait for the scheduler's poll is
+    # (10 - 1) / 2 = 4.5 decode steps of the other client more (hand arithmetic, as above); the
+    # queue behind the budget moves by < 1 % of that (its M/D/1 load follows the longer cycle)
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    shape = dict(gpu="H100-SXM-80GB", input_tokens=512, output_tokens=1024, sequences=2)
+    every, polled = (compute_plan(make_inputs(runtime="sglang", recv_interval=r, **shape), model) for r in (1, 10))
+    s = every._load.setup
+    d = s.roof.decode_step_s(1, s.kv_mid, s.mid)
+    assert (every._load.setup.recv_interval, polled._load.setup.recv_interval) == (1, 10)
+    extra = polled.latency.time_to_first_token_ms - every.latency.time_to_first_token_ms
+    assert extra == pytest.approx(4.5 * d * 1e3, rel=0.01)
+    assert any("--scheduler-recv-interval 10" in n and "(R - 1) / 2 = 4.5 decode steps" in n for n in polled.notes)
+    assert polled.sglang.command.endswith("--scheduler-recv-interval 10") and "recv" not in every.sglang.command
+    # vLLM's scheduler takes new requests every step: the input changes nothing there but a note
+    plain, ignored = (compute_plan(make_inputs(recv_interval=r, **shape), model) for r in (1, 10))
+    assert ignored.latency == plain.latency and ignored._load.setup.recv_interval == 1
+    assert any("not used under vllm's serving costs" in n for n in ignored.notes)
+    # SGLang's serving costs chosen for another runtime's memory (as the accuracy benchmark plans SGLang runs) use it
+    chosen = compute_plan(make_inputs(serving_engine="sglang", recv_interval=10, **shape), model)
+    assert chosen._load.setup.recv_interval == 10
+
+
 def test_all_reduce_is_the_ring_formula():
     # 2 layers, tp 4, 1 token of hidden 1000 in bf16 over 100 GB/s at efficiency 1 and 5 us a message:
     # 4 all-reduces x (5 us + 2 x 3/4 x 2000 B / 1e11 B/s) = 4 x 5.03 us

@@ -162,7 +162,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         reservation=res,
         latency=lat,
         estimate=est,
-        notes=plan_notes(inputs, report, device, ctx, sharing.applies),
+        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, figures),
         roof=roof,
         _memory=memory,
         _sharing=sharing,
@@ -428,7 +428,14 @@ def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, c
     if draft is not None:
         spec = serving.Spec(draft.method, draft.tokens, inputs.spec_acceptance, draft.roof, draft.kv_per_token * mid if draft.roof else 0.0)
     pre = inputs.preprocessing_ms / 1e3 if inputs.preprocessing_ms is not None else None
-    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec)
+    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec, recv_interval(inputs))
+
+
+def recv_interval(inputs: PlanInputs) -> int:
+    """The decode steps between the scheduler's polls for new requests the latency uses: the
+    input under SGLang's serving costs (its ``--scheduler-recv-interval``), 1 for every other
+    engine (vLLM and TensorRT-LLM take new requests every step)."""
+    return inputs.recv_interval if serving.serving_engine(inputs.runtime, inputs.serving_engine) == "sglang" else 1
 
 
 def kv_held(report: InspectReport, res: capacity.SequenceReservation):
@@ -497,6 +504,22 @@ def latency_at_load(inputs: PlanInputs, ctx: ContextBudget, cached: float, load:
         remaining_decode_ms=inputs.remaining_decode_ms or 0.0,
     )
     return est, latency.observe(obs)
+
+
+def recv_notes(inputs: PlanInputs, figures: serving.LoadFigures) -> tuple[str, ...]:
+    """What a receive interval other than 1 does to this plan's figures (nothing outside SGLang's serving costs)."""
+    r = inputs.recv_interval
+    if r == 1:
+        return ()
+    if recv_interval(inputs) == 1:
+        return (f"receive interval {r}: SGLang's --scheduler-recv-interval, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs (its scheduler takes new requests every step)",)
+    if figures.kind != serving.CLOSED:
+        return (f"SGLang --scheduler-recv-interval {r}: the poll wait is timed in the closed loop only; the {figures.kind} figures take new requests every step",)
+    steps = (r - 1) / 2
+    return (
+        f"SGLang --scheduler-recv-interval {r}: the scheduler polls for new requests once every {r} decode steps (SchedulerRecvSkipper), "
+        f"so a new request waits (R - 1) / 2 = {steps:g} decode steps more on average before its prefill, about {steps * figures.decode_step_ms:,.1f} ms in the TTFT's queue at this load",
+    )
 
 
 def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: ContextBudget, sharing: bool) -> tuple[str, ...]:
