@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0005924,
-    "seq_s": 6.532e-06,
-    "serve_layer_s": 8.77e-06,
-    "serve_moe_layer_s": 1.782e-05,
-    "mla_layer_s": 5.364e-05,
-    "api_s": 0.004121,
-    "api_token_s": 8.735e-07,
-    "trtllm_step_s": 0.002638,
-    "trtllm_seq_s": 1.651e-05,
-    "sglang_api_s": 0.12,
-    "sglang_step_s": 0.0007984,
-    "sglang_seq_s": 1.065e-05,
-    "scaleout_message_s": 0.0001064,
+    "step_s": 0.0005948,
+    "seq_s": 6.487e-06,
+    "serve_layer_s": 8.772e-06,
+    "serve_moe_layer_s": 1.785e-05,
+    "mla_layer_s": 5.418e-05,
+    "api_s": 0.003976,
+    "api_token_s": 7.522e-07,
+    "trtllm_step_s": 0.00266,
+    "trtllm_seq_s": 1.663e-05,
+    "sglang_api_s": 0.1211,
+    "sglang_step_s": 0.0007975,
+    "sglang_seq_s": 1.07e-05,
+    "scaleout_message_s": 0.0001069,
 }
-KERNEL_FIT = {"w4a16": 1.19, "int4": 0.8011, "w4a8": 1, "fp4": 0.8742, "moe_fp8": 1.042, "gemm_fp8": 0.8034, "int4_layer_s": 6.938e-05}
+KERNEL_FIT = {"w4a16": 1.194, "int4": 0.7786, "w4a8": 1, "fp4": 0.9422, "moe_fp8": 1.032, "gemm_fp8": 0.8016, "int4_layer_s": 7.025e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.

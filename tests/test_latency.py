@@ -198,6 +198,21 @@ def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
     assert chosen._load.setup.recv_interval == 10
 
 
+def test_moe_fixed_costs_count_only_the_layers_with_experts():
+    # DeepSeek-R1's config: first_k_dense_replace 3 of num_hidden_layers 61, so 58 MoE layers and 3
+    # with the dense MLP (intermediate_size 18,432); Jamba: expert_layer_period 2 (offset 1) of 32,
+    # 16 and 16; Nemotron-3-Ultra: 48 "moe" of its 108 layers_block_type, the rest mixer-only
+    cases = {"deepseek-r1": (58, 3), "jamba-v0.1": (16, 16), "nemotron-3-ultra": (48, 0), "qwen3-30b-a3b": (48, 0), "llama-3.1-8b": (0, 32)}
+    for name, layout in cases.items():
+        assert prepare_model(load_preset(name)).mlp_layers() == layout, name
+    plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, weight_dtype="fp8"), prepare_model(load_preset("deepseek-r1")))
+    roof, e = plan.roof, plan.roof.eff
+    assert (roof.layers, roof.mla_layers, roof.moe_layers) == (61, 61, 58)
+    # routing and dispatch on the 58 MoE layers only; a dense layer's MLP widens the mean activation width
+    assert roof._k.moe_fixed == pytest.approx(58 * (e.moe_layer_s + e.serve_moe_layer_s * roof.fixed_scale))
+    assert roof.layer_width == pytest.approx(7168 + 18432 / 8 * 3 / 61)
+
+
 def test_all_reduce_is_the_ring_formula():
     # 2 layers, tp 4, 1 token of hidden 1000 in bf16 over 100 GB/s at efficiency 1 and 5 us a message:
     # 4 all-reduces x (5 us + 2 x 3/4 x 2000 B / 1e11 B/s) = 4 x 5.03 us
