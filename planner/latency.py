@@ -1218,31 +1218,38 @@ def open_loop(
     max_in_flight: int | None = None,
     api_server: bool = True,
     preprocess_s: float | None = None,
+    recv_interval: int = 1,
 ) -> OpenLoop:
     """:class:`OpenLoop` figures at ``rate_per_s`` on one replica: n = ceil(rate x end-to-end(n))
     iterated from one request (the least fixed point; end-to-end grows with n), at most
-    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound)."""
+    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound);
+    ``recv_interval`` as in :func:`poisson_at`."""
     out = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
     cap = max(1, max_in_flight or 10_000_000)
-    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre)
+    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre, recv_interval)
     for _ in range(200):
         need = max(1, math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9))
         if need <= n or n >= cap:
             break
         n = min(cap, need)
-        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre)
+        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre, recv_interval)
     sustainable = fig.sustainable and math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9) <= n
     return replace(fig, rate_per_s=rate_per_s, sustainable=sustainable, output_tokens_per_s=rate_per_s * out if sustainable else fig.output_tokens_per_s)
 
 
-def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float) -> OpenLoop:
+def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float, recv_interval: int = 1) -> OpenLoop:
     """:class:`OpenLoop` figures with ``in_flight`` requests in flight under Poisson arrivals
     (:func:`served`; the rate is Little's, in flight / end-to-end): TTFT = preprocessing + the
-    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL."""
+    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL.
+    ``recv_interval`` R: decode steps between the scheduler's polls for new requests (SGLang's
+    ``--scheduler-recv-interval``); an arrival while the others decode waits (R - 1) / 2 of their
+    steps more on average (0.95 (R - 1) at the p95), as in :func:`closed_loop`."""
     out = max(1, generated)
     s = served(roof, prompt_tokens, cached, out, in_flight, kv_mid, mid, budget_tokens)
     pre_ms = preprocess_s * 1e3
+    polls_ms = (recv_interval - 1) * roof.decode_step_s(in_flight - 1, kv_mid, mid) * 1e3 if recv_interval > 1 and in_flight > 1 else 0.0
+    s = replace(s, wait_ms=s.wait_ms + polls_ms / 2.0, wait_p95_ms=s.wait_p95_ms + 0.95 * polls_ms) if polls_ms else s
     e2e = pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms
     return OpenLoop(
         rate_per_s=in_flight / (e2e / 1e3) if e2e > 0 else 0.0,

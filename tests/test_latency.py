@@ -193,6 +193,14 @@ def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
     plain, ignored = (compute_plan(make_inputs(recv_interval=r, **shape), model) for r in (1, 10))
     assert ignored.latency == plain.latency and ignored._load.setup.recv_interval == 1
     assert any("not used under vllm's serving costs" in n for n in ignored.notes)
+    # Poisson arrivals wait for the poll too: at 8 in flight, (10 - 1) / 2 steps of the 7 others decoding more, 0.95 x 9 at the p95
+    from planner.plan import serving
+
+    s10 = s._replace(recv_interval=10)
+    a, b = serving.poisson(s, 8), serving.poisson(s10, 8)
+    d7 = s.roof.decode_step_s(7, s.kv_mid, s.mid)
+    assert b.ttft_ms - a.ttft_ms == pytest.approx(4.5 * d7 * 1e3) and b.ttft_p95_ms - a.ttft_p95_ms == pytest.approx(0.95 * 9 * d7 * 1e3)
+    assert b.tpot_ms == a.tpot_ms and serving.poisson(s._replace(recv_interval=10), 1).ttft_ms == serving.poisson(s, 1).ttft_ms  # a lone request finds the scheduler idle
     # SGLang's serving costs chosen for another runtime's memory (as the accuracy benchmark plans SGLang runs) use it
     chosen = compute_plan(make_inputs(serving_engine="sglang", recv_interval=10, **shape), model)
     assert chosen._load.setup.recv_interval == 10

@@ -523,8 +523,6 @@ def recv_notes(inputs: PlanInputs, figures: serving.LoadFigures) -> tuple[str, .
         return ()
     if recv_interval(inputs) == 1:
         return (f"receive interval {r}: SGLang's --scheduler-recv-interval, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs (its scheduler takes new requests every step)",)
-    if figures.kind != serving.CLOSED:
-        return (f"SGLang --scheduler-recv-interval {r}: the poll wait is timed in the closed loop only; the {figures.kind} figures take new requests every step",)
     steps = (r - 1) / 2
     return (
         f"SGLang --scheduler-recv-interval {r}: the scheduler polls for new requests once every {r} decode steps (SchedulerRecvSkipper), "
