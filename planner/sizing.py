@@ -291,12 +291,18 @@ class _Candidate:
         }
         if self.sessions:
             self.values["cpu_tier_gib"] = cpu_gib
+        self._plans: dict[tuple, Plan] = {}
 
     def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None, rate: float | None = None) -> Plan:
         """The deployment of ``replicas``: a closed loop of ``sequences`` clients, or Poisson arrivals at ``rate``;
-        ``max_num_seqs`` per replica (spread over its data-parallel ranks)."""
-        per_rank = None if max_num_seqs is None else max(1, max_num_seqs // self.shape.dp)
-        return compute_plan(make_inputs(**self.values, gpu_count=self.shape.gpus * replicas, sequences=sequences, max_num_seqs=per_rank, request_rate=rate), self.model)
+        ``max_num_seqs`` per replica (spread over its data-parallel ranks). Memoised by these four
+        (the candidate's other inputs are fixed): the margin check, the replica count's search and
+        the recommendation ask for some of the same deployments."""
+        key = (replicas, sequences, max_num_seqs, rate)
+        if key not in self._plans:
+            per_rank = None if max_num_seqs is None else max(1, max_num_seqs // self.shape.dp)
+            self._plans[key] = compute_plan(make_inputs(**self.values, gpu_count=self.shape.gpus * replicas, sequences=sequences, max_num_seqs=per_rank, request_rate=rate), self.model)
+        return self._plans[key]
 
     def workload(self, replicas: int, limit: int) -> Plan:
         """The deployment of ``replicas`` under the workload: its users as a closed loop, its rate as Poisson arrivals."""
