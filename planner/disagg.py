@@ -615,8 +615,8 @@ def plan_of(plan: Plan, model: PreparedModel) -> DisaggPlan | None:
 
 
 def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec, PoolSpec], prices: dict[str, float] | None = None) -> DisaggPlan:
-    """The plan's workload (``values["sequences"]`` concurrent requests over the deployment, its
-    context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``). A ``disagg``
+    """The plan's workload (``values["request_rate"]`` requests a second when it has one, else
+    ``values["sequences"]`` concurrent requests over the deployment; its context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``). A ``disagg``
     key in ``values`` (a size recommendation's ``plan_values``) is ignored: ``pools`` says them.
 
     Raises:
@@ -628,7 +628,7 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
     spec_p, spec_d = parse_pools(pools, inputs.gpu) if isinstance(pools, str) else pools
     kv = inputs.kv_dtype
     price_of = resolve_prices(sorted({spec_p.gpu, spec_d.gpu}), prices if prices is not None else inputs.gpu_hour_price)
-    base = {k: v for k, v in values.items() if k not in _POOL_FIELDS}
+    base = {k: v for k, v in values.items() if k not in _POOL_FIELDS and k != "request_rate"}  # each pool's replica is planned without the load (as size --disagg plans it)
     built = []
     for spec in (spec_p, spec_d):
         pool = pool_model(model, base, spec.role, spec.gpu, spec.tp, spec.ep, kv, price_of[spec.gpu][0])
@@ -636,7 +636,10 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
             raise PlannerError("disagg", format_pools(spec_p, spec_d), f"the {spec.role} pool ({spec.label()}) cannot run: {pool}")
         built.append(pool)
     prefill, decode = built
-    op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
+    if inputs.request_rate is not None:  # Poisson arrivals at the rate: every request through both pools
+        op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.request_rate)
+    else:
+        op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
     return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
 
 

@@ -120,6 +120,25 @@ class Recommendation(BaseModel):
     decode: PoolShape | None = None
     kv_transfer_ms: float | None = None
     disagg: str | None = None
+    requests_per_s: float | None = None  # disaggregated: the requests a second it serves at the workload (every request passes through both pools)
+
+    def pool_inputs(self, role: str, ttft_slo_ms: float | None = None, itl_slo_ms: float | None = None) -> dict:
+        """Plan inputs that open one pool (``role`` prefill or decode) of a disaggregated
+        deployment: that pool's GPU, TP, EP and GPU count (replicas x TP), the deployment's load as
+        its request rate (both pools serve every request) and its requests in flight, the pools
+        (``disagg``: the plan's pools card shows both pools at this load, as
+        :func:`planner.disagg.plan_disagg` planned them here) and the SLOs it was searched under.
+        Table prices (what the search used) price both pools."""
+        if not self.disaggregated:
+            raise PlannerError("role", role, "only a disaggregated deployment has pools")
+        pool = {"prefill": self.prefill, "decode": self.decode}.get(role)
+        if pool is None:
+            raise PlannerError("role", role, "must be prefill or decode")
+        values = {k: v for k, v in self.plan_values.items() if k not in ("gpu_hour_price", "max_num_seqs")}
+        values |= {"gpu": pool.gpu, "tp": pool.tp, "ep": pool.ep, "gpu_count": pool.replicas * pool.tp, "request_rate": self.requests_per_s, "disagg": self.disagg}
+        if role == "decode":
+            values["max_num_seqs"] = self.max_num_seqs
+        return values | {k: v for k, v in (("ttft_slo_ms", ttft_slo_ms), ("itl_slo_ms", itl_slo_ms)) if v is not None}
 
     def plan_inputs(self) -> dict:
         """Plan inputs :func:`planner.plan.compute_plan` takes for this deployment: ``plan_values``
@@ -684,7 +703,7 @@ def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommend
         ttft_p95_ms=op.ttft_ms, itl_p95_ms=op.tpot_ms, sustainable_rate=sustainable, binding_constraint=binding, gpu_hour_price=d.price, price_source=price_of[d.gpu][1],
         plan_values={**{k: v for k, v in d.values.items() if v is not None}, "gpu_count": y * d.tp, "sequences": sequences, "max_num_seqs": c, "disagg": spec},
         disaggregated=True, prefill=PoolShape(gpu=p.gpu, tp=p.tp, replicas=x, ep=p.ep, gpu_hour_price=p.price),
-        decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec,
+        decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec, requests_per_s=op.rate,
     )  # fmt: skip
 
 

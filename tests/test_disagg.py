@@ -290,3 +290,26 @@ def _pools(model, rec):
     p = disagg.pool_model(model, {**BASE}, "prefill", rec.prefill.gpu, rec.prefill.tp, rec.prefill.ep, rec.kv_dtype, rec.prefill.gpu_hour_price)
     d = disagg.pool_model(model, {**BASE}, "decode", rec.decode.gpu, rec.decode.tp, rec.decode.ep, rec.kv_dtype, rec.decode.gpu_hour_price)
     return p, d, rec.prefill.replicas, rec.decode.replicas
+
+
+def test_each_pool_opens_as_a_plan_at_the_deployments_request_rate(qwen):
+    # issue 25 leftover: a disaggregated recommendation opens pool by pool. Each pool's plan inputs
+    # carry that pool's shape (GPU count = replicas x TP) and the deployment's request rate, and the
+    # plan's pools card (disagg.plan_of: Poisson arrivals at that rate) gives back the
+    # recommendation's TTFT and TPOT. For a rate workload the rate is the one sized exactly (at the
+    # Little sequences the old link carried, TTFT came back a few ms off: 6.5 ms on Llama-3.1-70B)
+    for load in ({"users": 256}, {"rate_per_s": 5.0}):
+        r = size(qwen, BASE, **load, ttft_p95_ms=2000, itl_p95_ms=50, gpus=["H200-141GB", "MI300X-192GB"], kv_dtypes=("fp8",), disagg=True)
+        for rec in [x for x in r.recommendations if x.disaggregated][:3]:
+            if "rate_per_s" in load:
+                assert rec.requests_per_s == 5.0
+            for role, shape in (("prefill", rec.prefill), ("decode", rec.decode)):
+                values = rec.pool_inputs(role, 2000, 50)
+                assert (values["gpu"], values["tp"], values["gpu_count"], values["disagg"]) == (shape.gpu, shape.tp, shape.replicas * shape.tp, rec.disagg)
+                assert values["request_rate"] == rec.requests_per_s and (values["ttft_slo_ms"], values["itl_slo_ms"]) == (2000, 50)
+                d = disagg.plan_of(compute_plan(make_inputs(**values), qwen), qwen)
+                assert d.requests_per_s == rec.requests_per_s and d.meets_slo is True
+                assert d.ttft_p95_ms == pytest.approx(rec.ttft_p95_ms, rel=1e-9) and d.tpot_ms == pytest.approx(rec.itl_p95_ms, rel=1e-9)
+    agg = next(x for x in r.recommendations if not x.disaggregated)
+    with pytest.raises(PlannerError, match="only a disaggregated deployment has pools"):
+        agg.pool_inputs("prefill")
