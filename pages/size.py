@@ -251,9 +251,9 @@ def main() -> None:
     first = [k for k in ("plan", "prefill pool", "decode pool") if k not in empty]
     rows = [{**{k: r[k] for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]  # the links first: always on screen
     st.subheader("Alternatives")
-    links = {"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan", width="small"),
-             "prefill pool": st.column_config.LinkColumn("prefill pool", display_text="open prefill pool", width="small"),
-             "decode pool": st.column_config.LinkColumn("decode pool", display_text="open decode pool", width="small")}  # fmt: skip
+    links = {"plan": st.column_config.LinkColumn("plan", display_text="open", width="small", help="Opens this deployment on the Plan page."),
+             "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
+             "decode pool": st.column_config.LinkColumn("decode", display_text="open", width="small", help="Opens this deployment's decode pool on the Plan page at the deployment's request rate.")}  # fmt: skip
     st.dataframe(rows, hide_index=True, width="stretch", column_config={**{k: links[k] for k in first},
                  **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
     if disagg:

@@ -602,6 +602,16 @@ def describe(plan: DisaggPlan) -> str:
     )
 
 
+def own_figures_note(plan: DisaggPlan, inputs) -> str:
+    """What the figures of a plan with pools are beside its pools (the Plan page's pools card):
+    the plan's own GPUs serving the whole workload aggregated, named as the pool whose shape they
+    are (a Size row's pool link opens that pool), and the load both pools serve."""
+    load = f"{plan.requests_per_s:,.4g} requests/s" + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+    shape = next((p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)), None)
+    own = f"the {shape.role} pool's {shape.gpu_count:,} GPUs ({shape.replicas:,} × {shape.gpu} TP {shape.tp}) serving the whole workload aggregated" if shape is not None else "its aggregated replicas'"
+    return f"The plan's own figures above are {own}; the pools in this card serve {load}, every request through both."
+
+
 def plan_of(plan: Plan, model: PreparedModel) -> DisaggPlan | None:
     """The disaggregated deployment a plan's ``disagg`` input names, at the plan's workload
     (its sequences, context and SLOs); None when the plan has none.
