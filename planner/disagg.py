@@ -150,10 +150,16 @@ class PoolModel:
 class PrefillModel(PoolModel):
     """A prefill replica: prompts a second and the p95 TTFT at a utilisation."""
 
+    # a session workload's cache (planner.cache.section.prefill_speedup): times fewer prompt
+    # tokens a request prefills, and the share of prompt tokens the cache serves (None: no sessions)
+    speedup: float = 1.0
+    cache_hit_rate: float | None = None
+
     @cached_property
     def service_s(self) -> float:
-        """Seconds of the token budget one prompt takes (1 / prompts a second at most)."""
-        return 1.0 / max(self.plan.roofline.prefill_capacity_per_s, 1e-12)
+        """Seconds of the token budget one prompt takes (1 / prompts a second at most): a session
+        workload's turns prefill only their uncached tokens."""
+        return 1.0 / max(self.plan.roofline.prefill_capacity_per_s * self.speedup, 1e-12)
 
     @cached_property
     def prefill_s(self) -> float:
@@ -222,8 +228,16 @@ def pool_model(model: PreparedModel, base: dict, role: str, gpu: str, tp: int, e
         return exc.reason.split(";")[0]
     if plan.kv_cache.maximum_sequences_by_memory < 1:
         return f"one sequence's K/V ({plan.kv_cache.mib_per_reserved_sequence:,} MiB) does not fit next to the weights"
-    cls = PrefillModel if role == "prefill" else DecodeModel
-    return cls(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values)
+    if role == "decode":
+        return DecodeModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values)
+    cache = {}
+    if base.get("sessions_per_min") is not None:  # the sessions' cache on this pool's GPUs: planned with the turns' real answers (the prefill plan has one token)
+        from planner.cache.section import prefill_speedup
+
+        whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        if whole.cache.applies:
+            cache = {"speedup": prefill_speedup(whole), "cache_hit_rate": whole.cache.hit_rate}
+    return PrefillModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values, **cache)
 
 
 # --------------------------------------------------------------------------- the transfer

@@ -359,9 +359,10 @@ class _Candidate:
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
         gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s * self.shape.dp
-        if self.sessions and plan_at_limit.cache.applies:  # cached turns prefill only their new tokens
-            cache = plan_at_limit.cache
-            gpu_bound *= plan_at_limit.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
+        if self.sessions:  # cached turns prefill only their new tokens
+            from planner.cache.section import prefill_speedup
+
+            gpu_bound *= prefill_speedup(plan_at_limit)
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
@@ -704,6 +705,7 @@ def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommend
         plan_values={**{k: v for k, v in d.values.items() if v is not None}, "gpu_count": y * d.tp, "sequences": sequences, "max_num_seqs": c, "disagg": spec},
         disaggregated=True, prefill=PoolShape(gpu=p.gpu, tp=p.tp, replicas=x, ep=p.ep, gpu_hour_price=p.price),
         decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec, requests_per_s=op.rate,
+        cache_hit_rate=p.cache_hit_rate,
     )  # fmt: skip
 
 
@@ -713,6 +715,13 @@ def _disagg_why(recs: list[Recommendation]) -> str:
     dis = next((r for r in recs if r.disaggregated), None)
     if dis is None:
         return "No disaggregated deployment holds the workload under the SLOs."
+    cache = (f" Its prefill pool prefills only the turns' uncached prompt tokens: the session cache on its GPUs serves {dis.cache_hit_rate:.0%} of them."
+             if dis.cache_hit_rate is not None else "")  # fmt: skip
+    return _disagg_verdict(agg, dis) + cache
+
+
+def _disagg_verdict(agg: Recommendation | None, dis: Recommendation) -> str:
+    """Whether the best disaggregated deployment ``dis`` beats the best aggregated one ``agg``, and why."""
     if agg is None:
         return f"Only disaggregated pools hold it: no aggregated replica meets the SLOs (a decode pool runs {dis.max_num_seqs:,} sequences a replica with no prefill chunks in its steps)."
     saving = 1 - dis.cost_per_hour / agg.cost_per_hour if agg.cost_per_hour else 0.0
