@@ -347,7 +347,7 @@ def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref,
         )
         if chosen and 0 <= chosen[0] < len(points):
             p = points[chosen[0]]
-            st.markdown(f"{p.label()}: {p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h — [open as plan]({_plan_link(root, ref, p.plan_values, upload_config)})")
+            st.markdown(f"{p.label()}: {p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h — [open as plan]({_plan_link(root, ref, p.plan_values, upload_config, pools=p.disaggregated)})")  # a pools card for a disaggregated point
 
 
 def launch_box(model, rec: sizing.Recommendation, rate: float | None) -> None:
