@@ -305,7 +305,34 @@ def test_plan_without_workload_has_no_cache(llama8b):
 
 def test_cache_needs_a_paged_engine(llama8b):
     plan = compute_plan(make_inputs(sessions_per_min=60, runtime="transformers", **CHAT), llama8b)
-    assert plan.summary()["cache"] == {"applies": False, "reason": "a prefix cache needs a paged engine (runtime vllm, dynamic or paged reservation)"}
+    assert plan.summary()["cache"] == {"applies": False, "reason": "a prefix cache needs a paged engine (runtime vllm with a dynamic or paged reservation, or runtime sglang)"}
+
+
+def test_sglang_radix_cache_and_hicache_tiers(llama8b):
+    """Runtime sglang: the GPU tier is the radix cache over SGLang's token pool (page 1), the CPU tier
+    its HiCache host pool. Hand arithmetic (SGLang 0.5.23 mem_cache/pool_host/base.py): 128 GiB on one
+    rank = 137.4e9 B -> --hicache-size 137 (whole GB) -> 137e9 // 131,072 B a token = 1,045,227 tokens."""
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, runtime="sglang", **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    gpu, cpu = cache["tiers"]
+    assert gpu["unit_tokens"] == 1 and gpu["capacity_tokens"] == plan.kv_cache.sglang.capacity.max_total_num_tokens
+    assert cpu["unit_tokens"] == 1 and cpu["capacity_tokens"] == 1_045_227
+    assert cache["connector"] == "hicache" and cache["vllm_flags"] == []
+    assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-size 137"
+    assert 0 < cache["hit_rate_gpu_only"] < cache["hit_rate"] < 1
+    assert cache["ttft"]["mean_ms"] < cache["ttft_gpu_only"]["mean_ms"] < cache["ttft_no_cache"]["mean_ms"]
+    # without a session workload the section says why, and a hybrid pool is refused in one line
+    assert compute_plan(make_inputs(runtime="sglang", **CHAT), llama8b).cache.applies is False
+
+
+def test_hicache_host_pool_below_one_gb_is_a_ratio():
+    """0.5 GiB on one rank is under 1 GB: --hicache-ratio of the device pool, two decimals; 4,096
+    tokens over a 414,757-token pool round to the 0.01 floor -> int(414,757 x 0.01) = 4,147 tokens."""
+    from planner.cache.tiers import hicache_host_tokens
+
+    assert hicache_host_tokens(0.5, 1, 131_072, 1, 414_757) == 4_147
+    assert hicache_host_tokens(0.5, 1, 131_072, 64, 414_757) == 4_096  # whole 64-token pages
+    assert sglang_hicache_flags(0.5, 0.0, tp=1, device_tokens=414_757, host_tokens=4_147) == "--enable-hierarchical-cache --hicache-ratio 0.01"
 
 
 def test_not_modelled_loses_offload_with_a_tier(llama8b):

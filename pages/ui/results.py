@@ -495,12 +495,13 @@ def _render_cache(r: Shown) -> None:
         st.markdown("\n".join(f"- **{md(part)}**: {md(who)}" for part, who in cache.shareable))
     if cache.vllm_flags or cache.sglang_flags:
         with st.expander("Engine flags for these tiers"):
-            flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
-            env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
-            st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
-            st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
+            if cache.vllm_flags:
+                flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
+                env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+                st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
+                st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
             if cache.sglang_flags:
-                st.markdown("SGLang hierarchical cache:")
+                st.markdown("SGLang hierarchical cache" + (", to add to the start-up command above:" if r.plan.inputs.runtime == "sglang" else ":"))
                 st.code(f"python -m sglang.launch_server ... {cache.sglang_flags}", language="bash", wrap_lines=True)
 
 
