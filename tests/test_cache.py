@@ -411,7 +411,7 @@ def test_replay_plan_through_a_cpu_tier_by_hand(llama8b):
     from planner.cache.runs import replay_plan, trace_setup
 
     plan = compute_plan(make_inputs(cpu_tier_gib=128, **CHAT), llama8b)
-    tiers, _, replicas = trace_setup(plan)
+    tiers, _, replicas, _ = trace_setup(plan)
     assert [t.name for t in tiers] == ["gpu", "cpu"] and replicas == 1
     # tenant a sends blocks 1-4 twice, tenant b the same ids once: b finds nothing (keys carry the
     # tenant); a's second request finds its 4 blocks: 2,048 of 3 x 2,049 prompt tokens
@@ -420,6 +420,29 @@ def test_replay_plan_through_a_cpu_tier_by_hand(llama8b):
     assert r.requests == 3 and r.sessions == 2
     assert r.hit_rate == pytest.approx(2048 / (3 * 2049))
     assert r.tiers[0].tokens_served == 2048  # held by the GPU pool: nothing loads from the CPU
+
+
+def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
+    """Issue 26 leftover: a trace's turns were timed at the plan's load (its sequences), not at the
+    trace's. 3 requests at 0, 1,000 and 2,000 ms arrive at 2 gaps / 2 s = 1 request/s: the replay's
+    ITL is the plan's own open loop at request_rate 1 (the same plan with that input); a trace
+    whose timestamps are all one is timed at the plan's load and says so."""
+    from planner.cache.runs import replay_plan, sim_lines, trace_rate, trace_setup
+
+    plan = compute_plan(make_inputs(cpu_tier_gib=128, sequences=64, **CHAT), llama8b)
+    spread = parse_mooncake("\n".join(_trace_line(t, [1, 2], "a") for t in (0, 1000, 2000)))
+    assert trace_rate(spread) == (1.0, 2.0)
+    _, timing, _, timed_at = trace_setup(plan, spread)
+    at_rate = compute_plan(make_inputs(cpu_tier_gib=128, sequences=64, request_rate=1.0, **CHAT), llama8b).estimate
+    assert timing.itl_s == pytest.approx(at_rate.mean_inter_token_latency_ms / 1e3, rel=1e-12)
+    assert timing.itl_s < plan.estimate.mean_inter_token_latency_ms / 1e3  # 1 request/s is lighter than 64 clients
+    assert timed_at.startswith("the trace's own arrival rate, 1 requests/s over 2 s")
+    r = replay_plan(plan, spread)
+    assert r.timed_at == timed_at and any(line.strip() == f"timed at {timed_at}" for line in sim_lines(r))
+    still = parse_mooncake("\n".join(_trace_line(0, [1, 2], "a") for _ in range(3)))
+    _, timing, _, timed_at = trace_setup(plan, still)
+    assert trace_rate(still) is None and timing.itl_s == pytest.approx(plan.estimate.mean_inter_token_latency_ms / 1e3)
+    assert timed_at.startswith("the plan's load (") and timed_at.endswith("the trace's timestamps span no time")
 
 
 def test_replay_stops_at_its_time_budget(llama8b):

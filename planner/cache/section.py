@@ -47,6 +47,17 @@ MODEL = (
 )
 
 
+def prefill_speedup(plan: Plan) -> float:
+    """How many times fewer prompt tokens a request prefills under the plan's session cache: the
+    plan's prompt over a turn's uncached tokens (its mean prompt less the share a cache serves);
+    1 without a session workload. A prefill budget's requests a second scale by it (size's
+    aggregated replicas and its disaggregated prefill pools)."""
+    cache = plan.cache
+    if not cache.applies:
+        return 1.0
+    return plan.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
+
+
 def workload_of(inputs) -> SessionWorkload | None:
     """The session workload a plan's inputs give (None without ``sessions_per_min``)."""
     if inputs.sessions_per_min is None:
