@@ -249,7 +249,8 @@ def main() -> None:
     empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows)),
                                  ("prefill pool", all(r["prefill pool"] is None for r in rows)), ("decode pool", all(r["decode pool"] is None for r in rows))) if unused]  # fmt: skip
     first = [k for k in ("plan", "prefill pool", "decode pool") if k not in empty]
-    rows = [{**{k: r[k] for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]  # the links first: always on screen
+    # the links first (always on screen); a row without a link has an empty cell, not "None"
+    rows = [{**{k: r[k] or "" for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]
     st.subheader("Alternatives")
     links = {"plan": st.column_config.LinkColumn("plan", display_text="open", width="small", help="Opens this deployment on the Plan page."),
              "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
