@@ -335,6 +335,17 @@ def test_hicache_host_pool_below_one_gb_is_a_ratio():
     assert sglang_hicache_flags(0.5, 0.0, tp=1, device_tokens=414_757, host_tokens=4_147) == "--enable-hierarchical-cache --hicache-ratio 0.01"
 
 
+def test_a_disk_tier_alone_sets_no_hicache_ratio(llama8b):
+    """--hicache-ratio sizes SGLang's host pool (host / device tokens); a disk tier alone gives no
+    CPU tier, so no ratio (it printed the disk tier's 819,200 tokens over the 414,757-token device
+    pool as '--hicache-ratio 1.98')."""
+    assert sglang_hicache_flags(0.0, 100.0, tp=1, device_tokens=414_757, host_tokens=0) == "--enable-hierarchical-cache --hicache-storage-backend file"
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, disk_tier_gib=100, runtime="sglang", **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    assert [t["name"] for t in cache["tiers"]] == ["gpu", "disk"]
+    assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-storage-backend file"
+
+
 def test_not_modelled_loses_offload_with_a_tier(llama8b):
     from planner.explain import explain
 
