@@ -454,6 +454,13 @@ def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
     _, timing, _, timed_at = trace_setup(plan, still)
     assert trace_rate(still) is None and timing.itl_s == pytest.approx(plan.estimate.mean_inter_token_latency_ms / 1e3)
     assert timed_at.startswith("the plan's load (") and timed_at.endswith("the trace's timestamps span no time")
+    # 3 requests 1 ms apart: 1,000 requests/s is more than one H100 serves; the line says so (it
+    # read as a plain rate at the engine's 1,024 in flight)
+    burst = parse_mooncake("\n".join(_trace_line(t, [1, 2], "a") for t in (0, 0.5, 1)))
+    _, timing, _, timed_at = trace_setup(plan, burst)
+    assert timed_at.startswith("the trace's own arrival rate, 2,000 requests/s over 0.001 s (1,024 in flight a replica")
+    assert timed_at.endswith("; not sustainable on the plan's 1 replica(s): timed at the engine's limit, further requests queue")
+    assert "not sustainable" not in trace_setup(plan, spread)[3]
 
 
 def test_replay_stops_at_its_time_budget(llama8b):
