@@ -616,13 +616,20 @@ def describe(plan: DisaggPlan) -> str:
     )
 
 
+def rate_text(requests_per_s: float) -> str:
+    """The request rate a disaggregated deployment's pools serve, as the Size page's pools box and
+    the Plan page's pools card both show it."""
+    return f"{requests_per_s:,.4g} requests/s"
+
+
 def own_figures_note(plan: DisaggPlan, inputs) -> str:
     """What the figures of a plan with pools are beside its pools (the Plan page's pools card):
     the plan's own GPUs serving the whole workload aggregated, named as the pool whose shape they
     are (a Size row's pool link opens that pool), and the load both pools serve."""
-    load = f"{plan.requests_per_s:,.4g} requests/s" + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
-    shape = next((p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)), None)
-    own = f"the {shape.role} pool's {shape.gpu_count:,} GPUs ({shape.replicas:,} × {shape.gpu} TP {shape.tp}) serving the whole workload aggregated" if shape is not None else "its aggregated replicas'"
+    load = rate_text(plan.requests_per_s) + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+    shapes = [p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)]
+    whose = "each pool's" if len(shapes) == 2 else f"the {shapes[0].role} pool's" if shapes else ""  # two pools of one shape: either link opens these figures
+    own = f"{whose} {shapes[0].gpu_count:,} GPUs ({shapes[0].replicas:,} × {shapes[0].gpu} TP {shapes[0].tp}) serving the whole workload aggregated" if shapes else "its aggregated replicas'"
     return f"The plan's own figures above are {own}; the pools in this card serve {load}, every request through both."
 
 

@@ -362,3 +362,21 @@ def test_size_disagg_sizes_the_prefill_pool_for_the_uncached_tokens():
     assert best.prefill.replicas == math.ceil(80 * s * mean_prompt * (1 - h) / 2000 / disagg.PREFILL_MAX_UTILISATION) == 3
     assert best.decode == plain.decode and best.cost_per_hour < plain.cost_per_hour
     assert f"the session cache on its GPUs serves {h:.0%} of them" in with_cache.answer and "session cache" not in without.answer
+
+
+def test_the_pools_cards_note_names_the_pool_the_plans_own_figures_are(qwen):
+    # the Plan page's pools card says whose GPUs the plan's own figures are: the pool with the
+    # plan's GPU, TP and GPU count; two pools of one shape (2 x H200 TP 1 each) are each pool's,
+    # where it named the prefill pool for the decode link too. The rate reads as the Size page's
+    # pools box writes it (rate_text: 4 significant digits; the box wrote 3)
+    values = {**BASE, "gpu": "H200-141GB", "tp": 1, "gpu_count": 2, "request_rate": 1.23456}
+    both = disagg.plan_disagg(qwen, values, "2P:1@H200-141GB,2D:1@H200-141GB")
+    inputs = make_inputs(**values)
+    assert disagg.rate_text(1.23456) == "1.235 requests/s"
+    assert disagg.own_figures_note(both, inputs) == (
+        "The plan's own figures above are each pool's 2 GPUs (2 × H200-141GB TP 1) serving the whole workload aggregated; "
+        "the pools in this card serve 1.235 requests/s, every request through both."
+    )
+    one = disagg.plan_disagg(qwen, values, "2P:1@H200-141GB,1D:2@H200-141GB")
+    assert "are the prefill pool's 2 GPUs (2 × H200-141GB TP 1)" in disagg.own_figures_note(one, inputs)
+    assert "are its aggregated replicas'" in disagg.own_figures_note(one, make_inputs(**{**values, "gpu_count": 4}))
