@@ -667,17 +667,23 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
             raise PlannerError("disagg", format_pools(spec_p, spec_d), f"the {spec.role} pool ({spec.label()}) cannot run: {pool}")
         built.append(pool)
     prefill, decode = built
+    held = None
     if inputs.request_rate is not None:  # Poisson arrivals at the rate: every request through both pools
         op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.request_rate)
+        if not op.sequences <= decode.max_sequences:  # more than the decode pool admits (past its capacity Little's count has no fixed point): it runs at its limit, the rest queue
+            held = spec_d.replicas * decode.max_sequences / decode_time_s(decode, decode.max_sequences, op.transfer.ms)
+            op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, held, sequences=decode.max_sequences)  # timed at the rate it serves
     else:
         op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
-    return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
+    return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of, held)
 
 
 _POOL_FIELDS = ("gpu", "tp", "ep", "gpu_count", "gpu_hour_price", "disagg", "sequences", "max_num_seqs")
 
 
-def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of) -> DisaggPlan:
+def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of, over: float | None = None) -> DisaggPlan:
+    """``over``: the request rate is more than the decode pool admits; the requests a second it
+    serves at its limit, which ``op`` is timed at."""
     rho = op.prefill_utilisation
     ttft = op.ttft_ms
     itl_slo, ttft_slo = inputs.itl_slo_ms, inputs.ttft_slo_ms
@@ -686,13 +692,18 @@ def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, pri
     ratio, _rho_star = balanced_ratio(prefill, decode, min(max(1, seq_cap), c) if seq_cap else c, ttft_slo, op.gpus)
     slo = None
     if itl_slo is not None or ttft_slo is not None:
-        slo = (ttft_slo is None or ttft <= ttft_slo) and (itl_slo is None or op.tpot_ms <= itl_slo) and c <= decode.max_sequences and rho < 1
+        slo = (ttft_slo is None or ttft <= ttft_slo) and (itl_slo is None or op.tpot_ms <= itl_slo) and c <= decode.max_sequences and rho < 1 and over is None
     out_tps = op.output_tokens_per_s
     per_hour = op.cost_per_hour
     notes = [HANDOVER_SOURCE, op.transfer.source]
     if c > decode.max_sequences:
         notes.append(
             f"the decode pool runs {c:,} sequences per replica, above its limit of {decode.max_sequences:,} (memory {decode.memory_sequences:,}, vLLM's max_num_seqs {decode.runtime_sequences:,}): add decode replicas"
+        )
+    if over is not None:
+        notes.append(
+            f"the decode pool cannot keep up with {rate_text(inputs.request_rate)}: at its limit of {decode.max_sequences:,} sequences per replica (memory {decode.memory_sequences:,}, "
+            f"vLLM's max_num_seqs {decode.runtime_sequences:,}) it serves {rate_text(over)}; the pools are timed at that rate and the rest queue without bound: add decode replicas"
         )
     if rho >= 1:
         notes.append(f"the prefill pool is saturated (utilisation {rho:.0%}): its queue grows without bound; add prefill replicas")

@@ -380,3 +380,27 @@ def test_the_pools_cards_note_names_the_pool_the_plans_own_figures_are(qwen):
     one = disagg.plan_disagg(qwen, values, "2P:1@H200-141GB,1D:2@H200-141GB")
     assert "are the prefill pool's 2 GPUs (2 × H200-141GB TP 1)" in disagg.own_figures_note(one, inputs)
     assert "are its aggregated replicas'" in disagg.own_figures_note(one, make_inputs(**{**values, "gpu_count": 4}))
+
+
+def test_a_request_rate_past_the_decode_pools_limit_is_timed_at_the_limit():
+    # plan_disagg times a plan's request_rate (s4-size); past the decode pool's capacity Little's
+    # count has no fixed point: at 100 requests/s on 1P:1,1D:1 H100 it showed an ITL of
+    # 1.19e30 ms and an infinite TTFT. The pool now runs at its limit (max_sequences a replica),
+    # timed at the rate that serves: limit / (the pull + handover steps + other tokens) at it
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    values = {**BASE, "gpu": "H100-SXM-80GB", "tp": 1, "gpu_count": 2, "ttft_slo_ms": 5000, "itl_slo_ms": 200}
+    pools = "1P:1@H100-SXM-80GB,1D:1@H100-SXM-80GB"
+    fine = disagg.plan_disagg(model, {**values, "request_rate": 1.0}, pools)
+    assert fine.requests_per_s == 1.0 and not any("cannot keep up" in n for n in fine.notes)
+    d = disagg.plan_disagg(model, {**values, "request_rate": 100.0}, pools)
+    dec = disagg.pool_model(model, {k: v for k, v in values.items() if k not in ("gpu", "tp", "gpu_count", "ttft_slo_ms", "itl_slo_ms")}, "decode", "H100-SXM-80GB", 1, 1, "bf16", 2.95)
+    limit = dec.max_sequences
+    cap = limit / disagg.decode_time_s(dec, limit, d.kv_transfer_ms)
+    assert d.decode.sequences_per_replica == limit and d.requests_per_s == pytest.approx(cap, rel=1e-12) and cap < 100
+    assert d.tpot_ms == pytest.approx(dec.step_at(limit) * 1e3) and d.tpot_ms < 1e3 and math.isfinite(d.ttft_p95_ms)
+    assert d.meets_slo is False and d.output_tokens_per_s == pytest.approx(cap * 1000)
+    (note,) = [n for n in d.notes if "cannot keep up" in n]
+    assert note.startswith(f"the decode pool cannot keep up with 100 requests/s: at its limit of {limit:,} sequences per replica (memory ")
+    assert note.endswith(f") it serves {disagg.rate_text(cap)}; the pools are timed at that rate and the rest queue without bound: add decode replicas")
