@@ -622,11 +622,18 @@ def rate_text(requests_per_s: float) -> str:
     return f"{requests_per_s:,.4g} requests/s"
 
 
+def load_text(plan: DisaggPlan, inputs) -> str:
+    """The load a disaggregated plan's pools serve, in words (the Plan page's pools card, the CLI
+    and the PDF): the request rate, and the concurrent requests it came from when the plan gives
+    clients, not a rate (:func:`plan_disagg` times a rate as given)."""
+    return rate_text(plan.requests_per_s) + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+
+
 def own_figures_note(plan: DisaggPlan, inputs) -> str:
     """What the figures of a plan with pools are beside its pools (the Plan page's pools card):
     the plan's own GPUs serving the whole workload aggregated, named as the pool whose shape they
     are (a Size row's pool link opens that pool), and the load both pools serve."""
-    load = rate_text(plan.requests_per_s) + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+    load = load_text(plan, inputs)
     shapes = [p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)]
     whose = "each pool's" if len(shapes) == 2 else f"the {shapes[0].role} pool's" if shapes else ""  # two pools of one shape: either link opens these figures
     own = f"{whose} {shapes[0].gpu_count:,} GPUs ({shapes[0].replicas:,} × {shapes[0].gpu} TP {shapes[0].tp}) serving the whole workload aggregated" if shapes else "its aggregated replicas'"
