@@ -462,6 +462,9 @@ def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
     assert timed_at.startswith("the trace's own arrival rate, 2,000 requests/s over 0.001 s (1,024 in flight a replica")
     assert timed_at.endswith("; not sustainable on the plan's 1 replica(s): timed at the engine's limit, further requests queue")
     assert "not sustainable" not in trace_setup(plan, spread)[3]
+    # under attention data parallelism the open loop's count is a rank's (the rate is split over replicas x dp)
+    dp2 = compute_plan(make_inputs(cpu_tier_gib=64, dp=2, ep=2, gpu_count=2, **CHAT), prepare_model(load_preset("qwen3-30b-a3b")))
+    assert "(1,024 in flight a rank, 2 ranks a replica, the plan's context lengths)" in trace_setup(dp2, burst)[3]
 
 
 def test_replay_stops_at_its_time_budget(llama8b):
