@@ -234,7 +234,10 @@ def pool_model(model: PreparedModel, base: dict, role: str, gpu: str, tp: int, e
     if base.get("sessions_per_min") is not None:  # the sessions' cache on this pool's GPUs: planned with the turns' real answers (the prefill plan has one token)
         from planner.cache.section import prefill_speedup
 
-        whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        try:
+            whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        except PlannerError as exc:  # the turns' real answers may not fit where one token does: why it cannot run, as above
+            return exc.reason.split(";")[0]
         if whole.cache.applies:
             cache = {"speedup": prefill_speedup(whole), "cache_hit_rate": whole.cache.hit_rate}
     return PrefillModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values, **cache)

@@ -404,3 +404,14 @@ def test_a_request_rate_past_the_decode_pools_limit_is_timed_at_the_limit():
     (note,) = [n for n in d.notes if "cannot keep up" in n]
     assert note.startswith(f"the decode pool cannot keep up with 100 requests/s: at its limit of {limit:,} sequences per replica (memory ")
     assert note.endswith(f") it serves {disagg.rate_text(cap)}; the pools are timed at that rate and the rest queue without bound: add decode replicas")
+
+
+def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
+    # pool_model returns why a pool cannot run; its session-cache plan (the turns' real answers)
+    # raised instead when the answer did not fit in max_context where the prefill's one token did
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    base = {**SESSIONS_BASE, "sessions_per_min": 6, "turns": 2, "think_time_s": 1.0, "max_context": 2500}
+    why = disagg.pool_model(model, base, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95)
+    assert why == "reserved total 3,000 tokens (input 2,000 + output 1,000) exceeds the maximum context you set, 2,500"
