@@ -23,6 +23,9 @@ What is done ahead, once a process, in this order:
   every frame to a module through ``inspect``'s cache of ``sys.modules``, built on first use with
   a ``realpath`` a module file (0.2 s quiet, over 1 s at load 6, with the app's ~1,000 modules);
   building it here leaves the first session a lookup;
+* Streamlit's material icon table, when the app script names a ``:material/...:`` icon;
+* Streamlit's compiled copies of the app script and its default page (its script cache: read,
+  magic commands added, compiled; once a process);
 * the caches of :data:`WARM_UP` whose module the app imported (the preset list, 48 files read).
 The thread starts from Streamlit's own server-start step, so modules that register components
 (``st.components.v2``) register them with the running server, as a script run would.
@@ -87,17 +90,27 @@ def first_run_modules(main_script: Path) -> list[str]:
     return list(dict.fromkeys([m for s in scripts if s.is_file() for m in script_imports(s)] + icon))
 
 
-def preload(main_script: Path) -> tuple[int, float]:
+def uses_material_icons(path: Path) -> bool:
+    """Whether the script names a material icon (Streamlit then loads its table of their names)."""
+    return ":material/" in path.read_text(encoding="utf-8")
+
+
+def preload(main_script: Path, script_cache=None) -> tuple[int, float]:
     """Import :func:`first_run_modules` and warm the first run's once-a-process work (module
-    docstring); (modules newly imported, seconds). A step that fails is logged and skipped: the
-    session that needs it meets the error as it would have."""
+    docstring); ``script_cache``: the running server's (Streamlit's ScriptCache). (Modules newly
+    imported, seconds.) A step that fails is logged and skipped: the session that needs it meets
+    the error as it would have."""
     if str(main_script.parent) not in sys.path:
         sys.path.insert(0, str(main_script.parent))
     before, start = len(sys.modules), time.perf_counter()
     steps = [(name, importlib.import_module, (name,)) for name in first_run_modules(main_script)]
     if sets_page_icon(main_script):
         steps.append(("PIL.Image.preinit", lambda: importlib.import_module("PIL.Image").preinit(), ()))
+    if uses_material_icons(main_script):
+        steps.append(("streamlit.material_icon_names", importlib.import_module, ("streamlit.material_icon_names",)))
     steps.append(("inspect.stack", inspect.stack, ()))
+    if script_cache is not None:
+        steps += [(f"compile {s}", script_cache.get_bytecode, (str(s),)) for s in (main_script, main_script.parent / FIRST_PAGE) if s.is_file()]
     for name, step, args in steps:
         _try(name, step, *args)
     for module, function in WARM_UP:
@@ -113,9 +126,9 @@ def _try(name: str, step, *args) -> None:
         log.warning("preload step %s failed: %s: %s", name, type(exc).__name__, exc)
 
 
-def _preload_in_background(main_script: Path) -> None:
+def _preload_in_background(main_script: Path, script_cache) -> None:
     def work() -> None:
-        count, seconds = preload(main_script)
+        count, seconds = preload(main_script, script_cache)
         print(f"  Preloaded {count} modules in {seconds:.2f} s.", file=sys.stderr, flush=True)
 
     threading.Thread(target=work, name="kvp-preload", daemon=True).start()
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_start(server) -> None:
         on_server_start(server)
-        _preload_in_background(main_script)
+        _preload_in_background(main_script, getattr(getattr(server, "_runtime", None), "_script_cache", None))
 
     bootstrap._on_server_start = on_start
     return cli.main.main(args=["run", *argv], prog_name="streamlit", standalone_mode=True)
