@@ -109,9 +109,16 @@ def frontier_figure(points: list, itl_slo: float | None) -> go.Figure:
     return fig
 
 
-def _plan_link(root: str, ref, values: dict, upload_config) -> str:
-    """The share link that opens ``values`` (plan inputs; a disaggregated deployment's decode pool) on the Plan page."""
-    return share_url(root, urlstate.share_params(ref, make_inputs(**{k: v for k, v in values.items() if k != "disagg"}), upload_config))
+def _plan_link(root: str, ref, values: dict, upload_config, pools: bool = False) -> str:
+    """The share link that opens ``values`` (plan inputs) on the Plan page; their ``disagg`` (the
+    pools) only when ``pools`` (a pool's link: the Plan page's pools card shows both pools)."""
+    return share_url(root, urlstate.share_params(ref, make_inputs(**{k: v for k, v in values.items() if pools or k != "disagg"}), upload_config))
+
+
+def _pool_links(root: str, ref, rec: sizing.Recommendation, ttft: float | None, itl: float | None, upload_config) -> dict[str, str]:
+    """A disaggregated deployment's two plan links (role -> link): each pool's shape at the
+    deployment's request rate, with both pools and the page's SLOs (:meth:`sizing.Recommendation.pool_inputs`)."""
+    return {role: _plan_link(root, ref, rec.pool_inputs(role, ttft, itl), upload_config, pools=True) for role in ("prefill", "decode")}
 
 
 def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
@@ -227,26 +234,37 @@ def main() -> None:
 
     rows = []
     for r in recs:
+        links = _pool_links(root, ref, r, ttft, itl, upload_config) if r.disaggregated else {}
         rows.append(
             {
                 "pools": r.disagg.replace(",", " + ") if r.disaggregated else "aggregated", "GPU": r.gpu, "TP": r.tp, "DP": r.dp, "PP": r.pp, "EP": r.ep, "replicas": r.replicas, "GPUs": r.gpu_count, "KV": r.kv_dtype, "engine": r.runtime, "max_num_seqs": r.max_num_seqs,
                 "seqs/replica": r.sequences_per_replica, "$/h": round(r.cost_per_hour, 2), "$/M tokens": round(r.cost_per_million_tokens, 3),
                 "p95 TTFT ms": round(r.ttft_p95_ms), "p95 ITL ms": round(r.itl_p95_ms, 1), "req/s": round(r.sustainable_rate, 3),
                 "sim req/s": round(r.capacity.max_rate_per_s, 3) if r.capacity else None, "bound by": r.binding_constraint,
-                "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": _plan_link(root, ref, r.plan_inputs(), upload_config),
+                "KV transfer ms": round(r.kv_transfer_ms, 1) if r.kv_transfer_ms is not None else None, "plan": None if r.disaggregated else _plan_link(root, ref, r.plan_inputs(), upload_config),
+                "prefill pool": links.get("prefill"), "decode pool": links.get("decode"),
             }
         )  # fmt: skip
     # columns that say nothing here are left out, so the table fits 1,280 px (issue 27 item 7)
-    empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows))) if unused]
-    rows = [{"plan": r["plan"], **{k: v for k, v in r.items() if k not in empty and k != "plan"}} for r in rows]  # the link first: always on screen
+    empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows)),
+                                 ("prefill pool", all(r["prefill pool"] is None for r in rows)), ("decode pool", all(r["decode pool"] is None for r in rows))) if unused]  # fmt: skip
+    first = [k for k in ("plan", "prefill pool", "decode pool") if k not in empty]
+    # the links first (always on screen); a row without a link has an empty cell, not "None"
+    rows = [{**{k: r[k] or "" for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]
     st.subheader("Alternatives")
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={"plan": st.column_config.LinkColumn("open as plan", display_text="open as plan"),
+    links = {"plan": st.column_config.LinkColumn("plan", display_text="open", width="small", help="Opens this deployment on the Plan page."),
+             "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
+             "decode pool": st.column_config.LinkColumn("decode", display_text="open", width="small", help="Opens this deployment's decode pool on the Plan page at the deployment's request rate.")}  # fmt: skip
+    st.dataframe(rows, hide_index=True, width="stretch", column_config={**{k: links[k] for k in first},
                  **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
     if disagg:
-        st.caption("GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'; 'open as plan' opens its decode pool.")
+        st.caption(
+            "GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'. A disaggregated row opens as a plan pool by pool: "
+            "each link carries that pool's GPU, TP and GPU count and the deployment's request rate (every request passes through both pools); the Plan page's pools card shows both pools at that load."
+        )
     disaggregated = next((r for r in recs if r.disaggregated), None)
     if disaggregated is not None:
-        pools_box(model, disaggregated, ttft, itl)
+        pools_box(model, disaggregated, ttft, itl, _pool_links(root, ref, disaggregated, ttft, itl, upload_config))
     if result.frontier:
         frontier_box(result, itl, root, ref, upload_config)
     st.plotly_chart(pareto_figure(recs), width="stretch", key="size_pareto")
@@ -294,13 +312,14 @@ def main() -> None:
             st.dataframe([r.model_dump() for r in result.refused], hide_index=True, width="stretch")
 
 
-def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float | None) -> None:
-    """The best disaggregated deployment's two pools, its KV transfer and whether it pays, judged
-    against the page's SLOs (the recommendation's plan values do not carry them: the sizer searched under them)."""
+def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float | None, links: dict[str, str]) -> None:
+    """The best disaggregated deployment's two pools at its request rate, its KV transfer and
+    whether it pays, judged against the page's SLOs: the plan each pool's link opens
+    (:meth:`sizing.Recommendation.pool_inputs`), so the Plan page's pools card shows these numbers."""
     from planner import disagg
 
     try:
-        d = disagg.plan_disagg(model, {**rec.plan_values, "ttft_slo_ms": ttft, "itl_slo_ms": itl}, rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
+        d = disagg.plan_disagg(model, rec.pool_inputs("decode", ttft, itl), rec.disagg, {rec.prefill.gpu: rec.prefill.gpu_hour_price, rec.decode.gpu: rec.decode.gpu_hour_price})
     except PlannerError as exc:
         st.warning(state.error_sentence(exc))
         return
@@ -308,6 +327,11 @@ def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float 
         st.markdown(f"**Disaggregated pools: {rec.disagg}**")
         st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table")
         st.caption(disagg.describe(d))
+        p, q = rec.prefill, rec.decode
+        st.markdown(
+            f"Open as a plan at {d.requests_per_s:,.3g} requests/s: [prefill pool ({p.replicas} × {p.gpu} TP {p.tp})]({links['prefill']}) · "
+            f"[decode pool ({q.replicas} × {q.gpu} TP {q.tp})]({links['decode']})"
+        )
 
 
 def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref, upload_config) -> None:
@@ -324,7 +348,7 @@ def frontier_box(result: sizing.SizingResult, itl: float | None, root: str, ref,
         )
         if chosen and 0 <= chosen[0] < len(points):
             p = points[chosen[0]]
-            st.markdown(f"{p.label()}: {p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h — [open as plan]({_plan_link(root, ref, p.plan_values, upload_config)})")
+            st.markdown(f"{p.label()}: {p.gpus} GPUs, ${p.cost_per_hour:,.2f}/h — [open as plan]({_plan_link(root, ref, p.plan_values, upload_config, pools=p.disaggregated)})")  # a pools card for a disaggregated point
 
 
 def launch_box(model, rec: sizing.Recommendation, rate: float | None) -> None:

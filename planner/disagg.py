@@ -150,10 +150,16 @@ class PoolModel:
 class PrefillModel(PoolModel):
     """A prefill replica: prompts a second and the p95 TTFT at a utilisation."""
 
+    # a session workload's cache (planner.cache.section.prefill_speedup): times fewer prompt
+    # tokens a request prefills, and the share of prompt tokens the cache serves (None: no sessions)
+    speedup: float = 1.0
+    cache_hit_rate: float | None = None
+
     @cached_property
     def service_s(self) -> float:
-        """Seconds of the token budget one prompt takes (1 / prompts a second at most)."""
-        return 1.0 / max(self.plan.roofline.prefill_capacity_per_s, 1e-12)
+        """Seconds of the token budget one prompt takes (1 / prompts a second at most): a session
+        workload's turns prefill only their uncached tokens."""
+        return 1.0 / max(self.plan.roofline.prefill_capacity_per_s * self.speedup, 1e-12)
 
     @cached_property
     def prefill_s(self) -> float:
@@ -222,8 +228,16 @@ def pool_model(model: PreparedModel, base: dict, role: str, gpu: str, tp: int, e
         return exc.reason.split(";")[0]
     if plan.kv_cache.maximum_sequences_by_memory < 1:
         return f"one sequence's K/V ({plan.kv_cache.mib_per_reserved_sequence:,} MiB) does not fit next to the weights"
-    cls = PrefillModel if role == "prefill" else DecodeModel
-    return cls(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values)
+    if role == "decode":
+        return DecodeModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values)
+    cache = {}
+    if base.get("sessions_per_min") is not None:  # the sessions' cache on this pool's GPUs: planned with the turns' real answers (the prefill plan has one token)
+        from planner.cache.section import prefill_speedup
+
+        whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        if whole.cache.applies:
+            cache = {"speedup": prefill_speedup(whole), "cache_hit_rate": whole.cache.hit_rate}
+    return PrefillModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values, **cache)
 
 
 # --------------------------------------------------------------------------- the transfer
@@ -602,6 +616,16 @@ def describe(plan: DisaggPlan) -> str:
     )
 
 
+def own_figures_note(plan: DisaggPlan, inputs) -> str:
+    """What the figures of a plan with pools are beside its pools (the Plan page's pools card):
+    the plan's own GPUs serving the whole workload aggregated, named as the pool whose shape they
+    are (a Size row's pool link opens that pool), and the load both pools serve."""
+    load = f"{plan.requests_per_s:,.4g} requests/s" + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+    shape = next((p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)), None)
+    own = f"the {shape.role} pool's {shape.gpu_count:,} GPUs ({shape.replicas:,} × {shape.gpu} TP {shape.tp}) serving the whole workload aggregated" if shape is not None else "its aggregated replicas'"
+    return f"The plan's own figures above are {own}; the pools in this card serve {load}, every request through both."
+
+
 def plan_of(plan: Plan, model: PreparedModel) -> DisaggPlan | None:
     """The disaggregated deployment a plan's ``disagg`` input names, at the plan's workload
     (its sequences, context and SLOs); None when the plan has none.
@@ -615,8 +639,8 @@ def plan_of(plan: Plan, model: PreparedModel) -> DisaggPlan | None:
 
 
 def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec, PoolSpec], prices: dict[str, float] | None = None) -> DisaggPlan:
-    """The plan's workload (``values["sequences"]`` concurrent requests over the deployment, its
-    context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``). A ``disagg``
+    """The plan's workload (``values["request_rate"]`` requests a second when it has one, else
+    ``values["sequences"]`` concurrent requests over the deployment; its context and SLOs) on disaggregated pools (``"2P:4@H200-141GB,1D:8@B200-180GB"``). A ``disagg``
     key in ``values`` (a size recommendation's ``plan_values``) is ignored: ``pools`` says them.
 
     Raises:
@@ -628,7 +652,7 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
     spec_p, spec_d = parse_pools(pools, inputs.gpu) if isinstance(pools, str) else pools
     kv = inputs.kv_dtype
     price_of = resolve_prices(sorted({spec_p.gpu, spec_d.gpu}), prices if prices is not None else inputs.gpu_hour_price)
-    base = {k: v for k, v in values.items() if k not in _POOL_FIELDS}
+    base = {k: v for k, v in values.items() if k not in _POOL_FIELDS and k != "request_rate"}  # each pool's replica is planned without the load (as size --disagg plans it)
     built = []
     for spec in (spec_p, spec_d):
         pool = pool_model(model, base, spec.role, spec.gpu, spec.tp, spec.ep, kv, price_of[spec.gpu][0])
@@ -636,7 +660,10 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
             raise PlannerError("disagg", format_pools(spec_p, spec_d), f"the {spec.role} pool ({spec.label()}) cannot run: {pool}")
         built.append(pool)
     prefill, decode = built
-    op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
+    if inputs.request_rate is not None:  # Poisson arrivals at the rate: every request through both pools
+        op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.request_rate)
+    else:
+        op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
     return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
 
 

@@ -120,6 +120,25 @@ class Recommendation(BaseModel):
     decode: PoolShape | None = None
     kv_transfer_ms: float | None = None
     disagg: str | None = None
+    requests_per_s: float | None = None  # disaggregated: the requests a second it serves at the workload (every request passes through both pools)
+
+    def pool_inputs(self, role: str, ttft_slo_ms: float | None = None, itl_slo_ms: float | None = None) -> dict:
+        """Plan inputs that open one pool (``role`` prefill or decode) of a disaggregated
+        deployment: that pool's GPU, TP, EP and GPU count (replicas x TP), the deployment's load as
+        its request rate (both pools serve every request) and its requests in flight, the pools
+        (``disagg``: the plan's pools card shows both pools at this load, as
+        :func:`planner.disagg.plan_disagg` planned them here) and the SLOs it was searched under.
+        Table prices (what the search used) price both pools."""
+        if not self.disaggregated:
+            raise PlannerError("role", role, "only a disaggregated deployment has pools")
+        pool = {"prefill": self.prefill, "decode": self.decode}.get(role)
+        if pool is None:
+            raise PlannerError("role", role, "must be prefill or decode")
+        values = {k: v for k, v in self.plan_values.items() if k not in ("gpu_hour_price", "max_num_seqs")}
+        values |= {"gpu": pool.gpu, "tp": pool.tp, "ep": pool.ep, "gpu_count": pool.replicas * pool.tp, "request_rate": self.requests_per_s, "disagg": self.disagg}
+        if role == "decode":
+            values["max_num_seqs"] = self.max_num_seqs
+        return values | {k: v for k, v in (("ttft_slo_ms", ttft_slo_ms), ("itl_slo_ms", itl_slo_ms)) if v is not None}
 
     def plan_inputs(self) -> dict:
         """Plan inputs :func:`planner.plan.compute_plan` takes for this deployment: ``plan_values``
@@ -291,12 +310,18 @@ class _Candidate:
         }
         if self.sessions:
             self.values["cpu_tier_gib"] = cpu_gib
+        self._plans: dict[tuple, Plan] = {}
 
     def plan(self, replicas: int, sequences: int, max_num_seqs: int | None = None, rate: float | None = None) -> Plan:
         """The deployment of ``replicas``: a closed loop of ``sequences`` clients, or Poisson arrivals at ``rate``;
-        ``max_num_seqs`` per replica (spread over its data-parallel ranks)."""
-        per_rank = None if max_num_seqs is None else max(1, max_num_seqs // self.shape.dp)
-        return compute_plan(make_inputs(**self.values, gpu_count=self.shape.gpus * replicas, sequences=sequences, max_num_seqs=per_rank, request_rate=rate), self.model)
+        ``max_num_seqs`` per replica (spread over its data-parallel ranks). Memoised by these four
+        (the candidate's other inputs are fixed): the margin check, the replica count's search and
+        the recommendation ask for some of the same deployments."""
+        key = (replicas, sequences, max_num_seqs, rate)
+        if key not in self._plans:
+            per_rank = None if max_num_seqs is None else max(1, max_num_seqs // self.shape.dp)
+            self._plans[key] = compute_plan(make_inputs(**self.values, gpu_count=self.shape.gpus * replicas, sequences=sequences, max_num_seqs=per_rank, request_rate=rate), self.model)
+        return self._plans[key]
 
     def workload(self, replicas: int, limit: int) -> Plan:
         """The deployment of ``replicas`` under the workload: its users as a closed loop, its rate as Poisson arrivals."""
@@ -334,9 +359,10 @@ class _Candidate:
         # the prompts a second the prefill budget can take beside the decodes (its ITL already
         # carries the prefill steps, so this is the only other bound on the rate)
         gpu_bound = plan_at_limit.roofline.prefill_capacity_per_s * self.shape.dp
-        if self.sessions and plan_at_limit.cache.applies:  # cached turns prefill only their new tokens
-            cache = plan_at_limit.cache
-            gpu_bound *= plan_at_limit.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
+        if self.sessions:  # cached turns prefill only their new tokens
+            from planner.cache.section import prefill_speedup
+
+            gpu_bound *= prefill_speedup(plan_at_limit)
         per_replica_rate = min(little, gpu_bound)
         if self.rate is not None and gpu_bound < little:
             binding = "throughput"
@@ -678,7 +704,8 @@ def _disagg_recommendation(cand, users: int | None, price_of: dict) -> Recommend
         ttft_p95_ms=op.ttft_ms, itl_p95_ms=op.tpot_ms, sustainable_rate=sustainable, binding_constraint=binding, gpu_hour_price=d.price, price_source=price_of[d.gpu][1],
         plan_values={**{k: v for k, v in d.values.items() if v is not None}, "gpu_count": y * d.tp, "sequences": sequences, "max_num_seqs": c, "disagg": spec},
         disaggregated=True, prefill=PoolShape(gpu=p.gpu, tp=p.tp, replicas=x, ep=p.ep, gpu_hour_price=p.price),
-        decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec,
+        decode=PoolShape(gpu=d.gpu, tp=d.tp, replicas=y, ep=d.ep, gpu_hour_price=d.price), kv_transfer_ms=op.transfer.ms, disagg=spec, requests_per_s=op.rate,
+        cache_hit_rate=p.cache_hit_rate,
     )  # fmt: skip
 
 
@@ -688,6 +715,13 @@ def _disagg_why(recs: list[Recommendation]) -> str:
     dis = next((r for r in recs if r.disaggregated), None)
     if dis is None:
         return "No disaggregated deployment holds the workload under the SLOs."
+    cache = (f" Its prefill pool prefills only the turns' uncached prompt tokens: the session cache on its GPUs serves {dis.cache_hit_rate:.0%} of them."
+             if dis.cache_hit_rate is not None else "")  # fmt: skip
+    return _disagg_verdict(agg, dis) + cache
+
+
+def _disagg_verdict(agg: Recommendation | None, dis: Recommendation) -> str:
+    """Whether the best disaggregated deployment ``dis`` beats the best aggregated one ``agg``, and why."""
     if agg is None:
         return f"Only disaggregated pools hold it: no aggregated replica meets the SLOs (a decode pool runs {dis.max_num_seqs:,} sequences a replica with no prefill chunks in its steps)."
     saving = 1 - dis.cost_per_hour / agg.cost_per_hour if agg.cost_per_hour else 0.0

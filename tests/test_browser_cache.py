@@ -52,6 +52,8 @@ def test_simulate_page_replays_a_trace_and_refuses_a_bad_line(page, tmp_path):
     value.wait_for(timeout=60_000)
     assert value.inner_text() == "33.3%"
     assert page.get_by_text("3 trace requests, 2 tenant(s)").count() == 1
+    # timed at the trace's own arrival rate: 2 gaps over 2 s (issue 26 leftover)
+    assert page.get_by_text("Turns timed at the trace's own arrival rate, 1 requests/s over 2 s").count() == 1
     bad = tmp_path / "bad.jsonl"
     bad.write_text(_line(0, [1], "a") + "\n" + '{"timestamp": 5, "input_length": 10}\n')
     page.locator("input[type=file]").last.set_input_files(str(bad))

@@ -305,7 +305,34 @@ def test_plan_without_workload_has_no_cache(llama8b):
 
 def test_cache_needs_a_paged_engine(llama8b):
     plan = compute_plan(make_inputs(sessions_per_min=60, runtime="transformers", **CHAT), llama8b)
-    assert plan.summary()["cache"] == {"applies": False, "reason": "a prefix cache needs a paged engine (runtime vllm, dynamic or paged reservation)"}
+    assert plan.summary()["cache"] == {"applies": False, "reason": "a prefix cache needs a paged engine (runtime vllm with a dynamic or paged reservation, or runtime sglang)"}
+
+
+def test_sglang_radix_cache_and_hicache_tiers(llama8b):
+    """Runtime sglang: the GPU tier is the radix cache over SGLang's token pool (page 1), the CPU tier
+    its HiCache host pool. Hand arithmetic (SGLang 0.5.23 mem_cache/pool_host/base.py): 128 GiB on one
+    rank = 137.4e9 B -> --hicache-size 137 (whole GB) -> 137e9 // 131,072 B a token = 1,045,227 tokens."""
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, cpu_tier_gib=128, runtime="sglang", **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    gpu, cpu = cache["tiers"]
+    assert gpu["unit_tokens"] == 1 and gpu["capacity_tokens"] == plan.kv_cache.sglang.capacity.max_total_num_tokens
+    assert cpu["unit_tokens"] == 1 and cpu["capacity_tokens"] == 1_045_227
+    assert cache["connector"] == "hicache" and cache["vllm_flags"] == []
+    assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-size 137"
+    assert 0 < cache["hit_rate_gpu_only"] < cache["hit_rate"] < 1
+    assert cache["ttft"]["mean_ms"] < cache["ttft_gpu_only"]["mean_ms"] < cache["ttft_no_cache"]["mean_ms"]
+    # without a session workload the section says why, and a hybrid pool is refused in one line
+    assert compute_plan(make_inputs(runtime="sglang", **CHAT), llama8b).cache.applies is False
+
+
+def test_hicache_host_pool_below_one_gb_is_a_ratio():
+    """0.5 GiB on one rank is under 1 GB: --hicache-ratio of the device pool, two decimals; 4,096
+    tokens over a 414,757-token pool round to the 0.01 floor -> int(414,757 x 0.01) = 4,147 tokens."""
+    from planner.cache.tiers import hicache_host_tokens
+
+    assert hicache_host_tokens(0.5, 1, 131_072, 1, 414_757) == 4_147
+    assert hicache_host_tokens(0.5, 1, 131_072, 64, 414_757) == 4_096  # whole 64-token pages
+    assert sglang_hicache_flags(0.5, 0.0, tp=1, device_tokens=414_757, host_tokens=4_147) == "--enable-hierarchical-cache --hicache-ratio 0.01"
 
 
 def test_not_modelled_loses_offload_with_a_tier(llama8b):
@@ -384,7 +411,7 @@ def test_replay_plan_through_a_cpu_tier_by_hand(llama8b):
     from planner.cache.runs import replay_plan, trace_setup
 
     plan = compute_plan(make_inputs(cpu_tier_gib=128, **CHAT), llama8b)
-    tiers, _, replicas = trace_setup(plan)
+    tiers, _, replicas, _ = trace_setup(plan)
     assert [t.name for t in tiers] == ["gpu", "cpu"] and replicas == 1
     # tenant a sends blocks 1-4 twice, tenant b the same ids once: b finds nothing (keys carry the
     # tenant); a's second request finds its 4 blocks: 2,048 of 3 x 2,049 prompt tokens
@@ -393,6 +420,29 @@ def test_replay_plan_through_a_cpu_tier_by_hand(llama8b):
     assert r.requests == 3 and r.sessions == 2
     assert r.hit_rate == pytest.approx(2048 / (3 * 2049))
     assert r.tiers[0].tokens_served == 2048  # held by the GPU pool: nothing loads from the CPU
+
+
+def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
+    """Issue 26 leftover: a trace's turns were timed at the plan's load (its sequences), not at the
+    trace's. 3 requests at 0, 1,000 and 2,000 ms arrive at 2 gaps / 2 s = 1 request/s: the replay's
+    ITL is the plan's own open loop at request_rate 1 (the same plan with that input); a trace
+    whose timestamps are all one is timed at the plan's load and says so."""
+    from planner.cache.runs import replay_plan, sim_lines, trace_rate, trace_setup
+
+    plan = compute_plan(make_inputs(cpu_tier_gib=128, sequences=64, **CHAT), llama8b)
+    spread = parse_mooncake("\n".join(_trace_line(t, [1, 2], "a") for t in (0, 1000, 2000)))
+    assert trace_rate(spread) == (1.0, 2.0)
+    _, timing, _, timed_at = trace_setup(plan, spread)
+    at_rate = compute_plan(make_inputs(cpu_tier_gib=128, sequences=64, request_rate=1.0, **CHAT), llama8b).estimate
+    assert timing.itl_s == pytest.approx(at_rate.mean_inter_token_latency_ms / 1e3, rel=1e-12)
+    assert timing.itl_s < plan.estimate.mean_inter_token_latency_ms / 1e3  # 1 request/s is lighter than 64 clients
+    assert timed_at.startswith("the trace's own arrival rate, 1 requests/s over 2 s")
+    r = replay_plan(plan, spread)
+    assert r.timed_at == timed_at and any(line.strip() == f"timed at {timed_at}" for line in sim_lines(r))
+    still = parse_mooncake("\n".join(_trace_line(0, [1, 2], "a") for _ in range(3)))
+    _, timing, _, timed_at = trace_setup(plan, still)
+    assert trace_rate(still) is None and timing.itl_s == pytest.approx(plan.estimate.mean_inter_token_latency_ms / 1e3)
+    assert timed_at.startswith("the plan's load (") and timed_at.endswith("the trace's timestamps span no time")
 
 
 def test_replay_stops_at_its_time_budget(llama8b):

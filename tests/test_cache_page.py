@@ -55,3 +55,15 @@ def test_plan_page_without_a_workload_has_no_cache_card():
 def test_plan_page_says_why_the_cache_is_not_modelled():
     at = _page(**WORKLOAD, **CHAT, runtime="transformers")
     assert any("Not modelled: a prefix cache needs a paged engine" in i.value for i in at.info)
+
+
+def test_sglang_runtime_card_shows_the_radix_cache_and_hicache_flags():
+    """Runtime sglang: the card models SGLang's radix cache (it used to say 'Not modelled') and
+    gives HiCache's flags to add to SGLang's command, no vLLM connector."""
+    at = _page(**WORKLOAD, **CHAT, runtime="sglang")
+    assert not any("Not modelled" in i.value for i in at.info)
+    assert "Hit rate" in {m.label for m in at.metric}
+    texts = [m.value for m in at.markdown]
+    assert any(t.startswith("SGLang hierarchical cache, to add to the start-up command above") for t in texts)
+    assert not any("connector), also in the start-up command" in t for t in texts)
+    assert any(c.value == "python -m sglang.launch_server ... --enable-hierarchical-cache --hicache-size 137" for c in at.code)

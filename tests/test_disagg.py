@@ -290,3 +290,75 @@ def _pools(model, rec):
     p = disagg.pool_model(model, {**BASE}, "prefill", rec.prefill.gpu, rec.prefill.tp, rec.prefill.ep, rec.kv_dtype, rec.prefill.gpu_hour_price)
     d = disagg.pool_model(model, {**BASE}, "decode", rec.decode.gpu, rec.decode.tp, rec.decode.ep, rec.kv_dtype, rec.decode.gpu_hour_price)
     return p, d, rec.prefill.replicas, rec.decode.replicas
+
+
+def test_each_pool_opens_as_a_plan_at_the_deployments_request_rate(qwen):
+    # issue 25 leftover: a disaggregated recommendation opens pool by pool. Each pool's plan inputs
+    # carry that pool's shape (GPU count = replicas x TP) and the deployment's request rate, and the
+    # plan's pools card (disagg.plan_of: Poisson arrivals at that rate) gives back the
+    # recommendation's TTFT and TPOT. For a rate workload the rate is the one sized exactly (at the
+    # Little sequences the old link carried, TTFT came back a few ms off: 6.5 ms on Llama-3.1-70B)
+    for load in ({"users": 256}, {"rate_per_s": 5.0}):
+        r = size(qwen, BASE, **load, ttft_p95_ms=2000, itl_p95_ms=50, gpus=["H200-141GB", "MI300X-192GB"], kv_dtypes=("fp8",), disagg=True)
+        for rec in [x for x in r.recommendations if x.disaggregated][:3]:
+            if "rate_per_s" in load:
+                assert rec.requests_per_s == 5.0
+            for role, shape in (("prefill", rec.prefill), ("decode", rec.decode)):
+                values = rec.pool_inputs(role, 2000, 50)
+                assert (values["gpu"], values["tp"], values["gpu_count"], values["disagg"]) == (shape.gpu, shape.tp, shape.replicas * shape.tp, rec.disagg)
+                assert values["request_rate"] == rec.requests_per_s and (values["ttft_slo_ms"], values["itl_slo_ms"]) == (2000, 50)
+                d = disagg.plan_of(compute_plan(make_inputs(**values), qwen), qwen)
+                assert d.requests_per_s == rec.requests_per_s and d.meets_slo is True
+                assert d.ttft_p95_ms == pytest.approx(rec.ttft_p95_ms, rel=1e-9) and d.tpot_ms == pytest.approx(rec.itl_p95_ms, rel=1e-9)
+    agg = next(x for x in r.recommendations if not x.disaggregated)
+    with pytest.raises(PlannerError, match="only a disaggregated deployment has pools"):
+        agg.pool_inputs("prefill")
+
+
+SESSIONS_BASE = {"system_tokens": 0, "tool_tokens": 0, "retrieval_tokens": 0, "user_tokens": 1000, "history_tokens": 1000, "output_tokens": 1000}
+
+
+def test_a_session_cache_halves_the_prefill_pools_prompt_tokens():
+    """Issue 26 leftover: size --disagg ignored the session cache. Two turns of a 1,000-token
+    message and a 1,000-token answer: turn 1's prompt is 1,000 tokens, turn 2's 1,000 + 1,000 +
+    1,000 = 3,000, so the mean prompt is 2,000 (the plan's, with 1,000 tokens of history). At 6
+    sessions a minute one H100 holds every session: turn 2 finds turn 1's 1,999 tokens with K/V
+    (the last answer token is never fed back) as floor(1,999 / 16) = 124 whole 16-token blocks =
+    1,984 tokens, so the cache serves 1,984 / 4,000 = 49.6 % and a turn prefills 2,000 x 0.504 =
+    1,008 tokens on average: the prefill pool's seconds a prompt are 1,008 / 2,000 of the plain
+    prompt's (planner.cache.section.prefill_speedup, the aggregated search's own factor)."""
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    plain = disagg.pool_model(model, SESSIONS_BASE, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95)
+    cached = disagg.pool_model(model, {**SESSIONS_BASE, "sessions_per_min": 6, "turns": 2, "think_time_s": 1.0}, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95)
+    assert plain.cache_hit_rate is None and plain.speedup == 1.0
+    assert cached.cache_hit_rate == pytest.approx(1984 / 4000, abs=1e-12)
+    assert cached.service_s == pytest.approx(plain.service_s * 1008 / 2000, rel=1e-12)
+    assert cached.prefill_s == plain.prefill_s  # one prompt's own prefill (in TTFT) is still the plan's prompt
+
+
+def test_size_disagg_sizes_the_prefill_pool_for_the_uncached_tokens():
+    """2,400 sessions a minute x 2 turns = 80 requests/s of 2,000-token prompts. Without the cache
+    a prefill replica (H100, TP 1) takes a prompt in s seconds of its token budget and runs at most
+    90 % busy: ceil(80 x s / 0.9) = 4 replicas. With it, one replica's GPU pool under all the
+    sessions keeps a hit rate h (43 %: the pool cannot hold every session), a turn prefills
+    2,000 x (1 - h) tokens on average and the pool needs ceil(80 x s x (1 - h) / 0.9) = 3 replicas;
+    the answer says the cache was applied. The same rate without sessions sizes 4."""
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    search = dict(ttft_p95_ms=2000, itl_p95_ms=30, gpus=["H100-SXM-80GB"], kv_dtypes=("fp8",), disagg=True)
+    with_cache = size(model, {**SESSIONS_BASE, "sessions_per_min": 2400, "turns": 2, "think_time_s": 1.0}, **search)
+    assert with_cache.searched["workload"]["rate_per_s"] == pytest.approx(80.0)
+    without = size(model, SESSIONS_BASE, rate_per_s=80.0, **search)
+    best = next(r for r in with_cache.recommendations if r.disaggregated)
+    plain = next(r for r in without.recommendations if r.disaggregated)
+    s = disagg.pool_model(model, SESSIONS_BASE, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95).service_s
+    h = best.cache_hit_rate
+    assert 0.3 < h < 0.5 and plain.cache_hit_rate is None
+    mean_prompt = (1000 + 3000) / 2
+    assert plain.prefill.replicas == math.ceil(80 * s / disagg.PREFILL_MAX_UTILISATION) == 4
+    assert best.prefill.replicas == math.ceil(80 * s * mean_prompt * (1 - h) / 2000 / disagg.PREFILL_MAX_UTILISATION) == 3
+    assert best.decode == plain.decode and best.cost_per_hour < plain.cost_per_hour
+    assert f"the session cache on its GPUs serves {h:.0%} of them" in with_cache.answer and "session cache" not in without.answer

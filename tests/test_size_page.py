@@ -124,9 +124,10 @@ def test_size_page_disaggregated_pools_frontier_and_launch():
     assert {"pools", "KV transfer ms"} <= set(table.columns)
     dis = table[table["pools"] != "aggregated"]
     assert len(dis) and dis["KV transfer ms"].notna().all() and (table[table["pools"] == "aggregated"]["KV transfer ms"].isna()).all()
-    # a disaggregated row opens its decode pool at the sequences that pool holds (not the whole deployment's 256)
-    q = parse_qs(urlsplit(dis.iloc[0]["plan"]).query)
-    assert q["gpu"] == [dis.iloc[0]["GPU"]] and int(q["seq"][0]) <= int(dis.iloc[0]["max_num_seqs"]) * int(dis.iloc[0]["replicas"])
+    # a disaggregated row opens pool by pool (issue 25 leftover): no single "open as plan", a link per pool
+    # (an empty cell, not Streamlit's grey "None", where a row has no such link)
+    assert (dis["plan"] == "").all() and dis["prefill pool"].str.startswith("http").all() and dis["decode pool"].str.startswith("http").all()
+    assert (table[table["pools"] == "aggregated"]["prefill pool"] == "").all()
     pools = next(df.value for df in at.dataframe if "pool" in df.value.columns)
     assert list(pools["pool"]) == ["prefill", "decode"]
     # each pool's verdict against the page's SLOs (TTFT 2 s, ITL 50 ms), never None: the recommendation's
@@ -176,3 +177,36 @@ def test_size_page_sizes_the_plans_session_workload():
     assert at.query_params["size_sessions"] in ("1", ["1"])
     at.radio(key="size_mode").set_value("Concurrent users").run()
     assert not at.exception and "concurrent users" in at.success[0].value
+
+
+def test_size_page_disaggregated_row_opens_each_pool_at_its_load():
+    """Issue 25 leftover: "open as plan" on a disaggregated row opened the decode pool alone, at
+    no request rate. Each pool now has its own link: that pool's GPU, TP and GPU count (replicas x
+    TP, from the row's pools text), the deployment's request rate (every request passes through
+    both pools) and the pools; the Plan page it opens shows that pool's shape and, in its pools
+    card, both pools with the numbers of the Size page's pool table, and the row's TTFT and TPOT."""
+    from planner.pools import parse_pools
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(DISAGG_LINK)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    row = table[table["pools"] != "aggregated"].iloc[0]  # the best disaggregated row: the one the pools box shows
+    size_pools = next(df.value for df in at.dataframe if "pool" in df.value.columns)  # the pools box's table
+    spec_p, spec_d = parse_pools(row["pools"].replace(" + ", ","), row["GPU"])
+    rates = set()
+    for role, spec in (("prefill", spec_p), ("decode", spec_d)):
+        q = {k: v[0] for k, v in parse_qs(urlsplit(row[f"{role} pool"]).query).items()}
+        assert (q.get("gpu", "H100-SXM-80GB"), int(q.get("tp", "1")), int(q["gpus"])) == (spec.gpu, spec.tp, spec.replicas * spec.tp), (role, q)
+        assert q["pools"] == row["pools"].replace(" + ", ",") and (q["itl"], q["ttft"]) == ("50", "2000")
+        rates.add(float(q["request_rate"]))
+        plan = AppTest.from_file(APP, default_timeout=120)
+        plan.query_params.update(q)
+        plan.run()
+        assert not plan.exception, [e.value for e in plan.exception]
+        opened = next(df.value for df in plan.dataframe if "pool" in df.value.columns)  # the Plan page's pools card
+        assert opened.to_dict("records") == size_pools.to_dict("records"), (role, opened, size_pools)
+        metrics = {m.label: float(m.value.split()[0].replace(",", "")) for m in plan.metric if m.label in ("TTFT p95", "TPOT")}  # the pools card's "1,713.9 ms", "36.72 ms"
+        assert abs(metrics["TTFT p95"] - row["p95 TTFT ms"]) <= 0.5 and abs(metrics["TPOT"] - row["p95 ITL ms"]) <= 0.05, (metrics, row)  # the row rounds to 1 ms / 0.1 ms
+    assert len(rates) == 1 and next(iter(rates)) > 0  # one rate: the deployment's, through both pools

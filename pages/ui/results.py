@@ -495,12 +495,13 @@ def _render_cache(r: Shown) -> None:
         st.markdown("\n".join(f"- **{md(part)}**: {md(who)}" for part, who in cache.shareable))
     if cache.vllm_flags or cache.sglang_flags:
         with st.expander("Engine flags for these tiers"):
-            flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
-            env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
-            st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
-            st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
+            if cache.vllm_flags:
+                flags = [f for f in cache.vllm_flags if not f.startswith("environment: ")]
+                env = [f.removeprefix("environment: ") for f in cache.vllm_flags if f.startswith("environment: ")]
+                st.markdown(f"vLLM ({md(cache.connector)} connector), also in the start-up command above:")
+                st.code(" ".join([*env, "vllm serve ...", *flags]), language="bash", wrap_lines=True)
             if cache.sglang_flags:
-                st.markdown("SGLang hierarchical cache:")
+                st.markdown("SGLang hierarchical cache" + (", to add to the start-up command above:" if r.plan.inputs.runtime == "sglang" else ":"))
                 st.code(f"python -m sglang.launch_server ... {cache.sglang_flags}", language="bash", wrap_lines=True)
 
 
@@ -535,7 +536,7 @@ def _render_disagg(r: Shown) -> None:
     c4.metric("Cost", fmt_money(d.cost_per_hour) + "/h", help=f"{d.gpus:,} GPUs: {d.prefill.gpu_count:,} prefill, {d.decode.gpu_count:,} decode.")
     st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="disagg_pools_table")
     st.caption(md(disagg.describe(d), limit=2000))  # the library's own text: the pools were checked by the parser
-    st.caption(f"The plan's own figures above are its aggregated replicas'; these are the same {d.sequences:,} concurrent requests on the pools.")
+    st.caption(md(disagg.own_figures_note(d, r.plan.inputs)))
 
 
 def card_assumptions(r: Shown) -> None:
@@ -558,6 +559,8 @@ def render_results(r: Shown) -> None:
     """
     card_headline(r)
     first_paint_pause()  # a session's first run ends here: the headline numbers, then the rest
+    if r.plan.inputs.disagg:  # a plan of pools (a Size row's pool link): the pools first, under the headline
+        safe(card_disagg, r, what="the disaggregated pools")
     safe(card_latency_models, r, what="the measured-kernel comparison")
     left, right = st.columns([5, 7])
     with left:
@@ -570,7 +573,6 @@ def render_results(r: Shown) -> None:
         card_vllm_preview(r)
         card_sglang_preview(r)
     safe(card_cache, r, what="the cache card")
-    safe(card_disagg, r, what="the disaggregated pools")
     safe(measured.render, r, what="the measured-beside-predicted card")
     card_assumptions(r)
     card_formulas(r)

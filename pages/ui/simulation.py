@@ -298,7 +298,8 @@ def show_cache(r, plan=None) -> None:
     c2.metric("TTFT p95 (simulated)", fmt_ms(r.ttft_ms.p95), f"model {fmt_ms(model.ttft.p95_ms)}" if model else None, delta_color="off")
     c3.metric("Prefill GPU-s saved", f"{r.gpu_seconds_saved:,.0f}", help=f"Of {r.prefill_gpu_seconds + r.gpu_seconds_saved:,.0f} GPU-s of prefill without a cache, over the run.")
     what = f"{r.requests:,} requests of {r.sessions:,} sessions" if r.hit_rate_by_turn else f"{r.requests:,} trace requests, {r.sessions:,} tenant(s)"
-    st.caption(f"{what} on {r.replicas:,} replica(s). TTFT = queue + load + prefill + first decode step.")
+    timed = f" Turns timed at {md(r.timed_at)}." if r.timed_at else ""
+    st.caption(f"{what} on {r.replicas:,} replica(s). TTFT = queue + load + prefill + first decode step.{timed}")
     head = ["Tier", "tokens", "serves", *(["model"] if model else []), "loads (ms each)"]
     rows = ["| " + " | ".join(head) + " |", "|---" + "|--:" * (len(head) - 1) + "|"]
     for i, t in enumerate(r.tiers):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 
-from planner.cache.tiers import LMCACHE_CHUNK_TOKENS
+from planner.cache.tiers import LMCACHE_CHUNK_TOKENS, hicache_ratio
 from planner.hardware import GIB
 
 NATIVE_FROM = ("0.19", "0.24", "0.33")  # releases with --kv-offloading-size
@@ -55,7 +55,7 @@ def sglang_hicache_flags(cpu_gib: float, disk_gib: float, *, tp: int, device_tok
     if per_rank_gb >= 1:
         parts.append(f"--hicache-size {per_rank_gb}")
     elif device_tokens:
-        parts.append(f"--hicache-ratio {max(host_tokens / device_tokens, 0.01):.2f}")
+        parts.append(f"--hicache-ratio {hicache_ratio(host_tokens, device_tokens):.2f}")
     if disk_gib:
         parts.append("--hicache-storage-backend file")
     return " ".join(parts)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from planner import latency
 from planner.cache.engines import sglang_hicache_flags, vllm_offload_flags
 from planner.cache.hitrate import TierFit, fit_tier
-from planner.cache.tiers import Tier, gpu_tier, offload_tiers
+from planner.cache.tiers import Tier, gpu_tier, hicache_tiers, offload_tiers
 from planner.cache.timing import TurnTiming, choose_loads
 from planner.cache.workload import SessionWorkload
 from planner.capacity import smallest_passing
@@ -45,6 +45,17 @@ MODEL = (
     "per segment of the session's context (shared prefix, document, each turn's history) from its reuse times: think time exponential, sessions Poisson, "
     "keys scoped to the tenant; tiers nested (every use touches every tier)"
 )
+
+
+def prefill_speedup(plan: Plan) -> float:
+    """How many times fewer prompt tokens a request prefills under the plan's session cache: the
+    plan's prompt over a turn's uncached tokens (its mean prompt less the share a cache serves);
+    1 without a session workload. A prefill budget's requests a second scale by it (size's
+    aggregated replicas and its disaggregated prefill pools)."""
+    cache = plan.cache
+    if not cache.applies:
+        return 1.0
+    return plan.context.input_tokens / max(1.0, cache.mean_prompt_tokens * (1.0 - cache.hit_rate))
 
 
 def workload_of(inputs) -> SessionWorkload | None:
@@ -142,7 +153,12 @@ class CacheSection(Section):
 
 def pool_layout(plan: Plan) -> tuple[int, int, int]:
     """(block tokens, bytes of a block on one GPU, blocks in the GPU pool of one replica): the
-    engine's figures when it sized the pool, else the plan's block and K/V budget."""
+    engine's figures when it sized the pool (SGLang: pages of its token pool, where the radix
+    cache keeps prefixes), else the plan's block and K/V budget."""
+    sg = plan.kv_cache.sglang
+    if plan.inputs.runtime == "sglang" and sg is not None:  # the radix cache over SGLang's token pool, in pages
+        page = sg.capacity.page_size
+        return page, plan.inspect.kv_bytes_per_token * page, sg.capacity.max_total_num_tokens // page
     engine = plan.kv_cache.engine
     if engine is not None and engine.applies and engine.refusal is None:
         return engine.block_size, engine.bytes_per_block, engine.num_blocks
@@ -158,7 +174,10 @@ def lower_tiers(plan: Plan, cpu_gib: float, disk_gib: float) -> tuple[str, list[
         PlannerError: a tier too small to hold one chunk of this model.
     """
     inputs = plan.inputs
-    block, per_block, _ = pool_layout(plan)
+    block, per_block, pool = pool_layout(plan)
+    if inputs.runtime == "sglang":
+        return hicache_tiers(gpu=plan.device.name, tp=inputs.tp, page=block, bytes_per_token=plan.inspect.kv_bytes_per_token, cpu_gib=cpu_gib, disk_gib=disk_gib,
+                             device_tokens=pool * block, cpu_link_gb_s=inputs.cpu_link_gb_s, disk_gb_s=inputs.disk_gb_s)  # fmt: skip
     return offload_tiers(gpu=plan.device.name, tp=inputs.tp, block_tokens=block, bytes_per_block=per_block, bytes_per_token=plan.inspect.kv_bytes_per_token,
                          cpu_gib=cpu_gib, disk_gib=disk_gib, cpu_link_gb_s=inputs.cpu_link_gb_s, disk_gb_s=inputs.disk_gb_s, vllm_version=inputs.vllm_version)  # fmt: skip
 
@@ -348,11 +367,11 @@ def _weighted_p95(outcomes: list[tuple[float, float]]) -> float:
 
 def offload_flags(plan: Plan) -> tuple[str, ...]:
     """The ``vllm serve`` flags (and LMCache's environment, ``environment: ...``) of the plan's
-    CPU / disk tiers, with or without a session workload; () without tiers or where the cache
-    model does not apply."""
+    CPU / disk tiers, with or without a session workload; () without tiers, under another runtime
+    or where the cache model does not apply."""
     inputs = plan.inputs
     cpu, disk = inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0
-    if not (cpu or disk) or not_applicable(plan):
+    if not (cpu or disk) or inputs.runtime != "vllm" or not_applicable(plan):
         return ()
     try:
         connector, _ = lower_tiers(plan, cpu, disk)
@@ -364,8 +383,14 @@ def offload_flags(plan: Plan) -> tuple[str, ...]:
 def not_applicable(plan: Plan) -> str | None:
     """Why a plan's workload gets no cache model (None: it does)."""
     inputs = plan.inputs
-    if inputs.runtime != "vllm" or inputs.reservation == "static":
-        return "a prefix cache needs a paged engine (runtime vllm, dynamic or paged reservation)"
+    if inputs.runtime == "sglang":
+        sg = plan.kv_cache.sglang
+        if sg is None:
+            return "SGLang did not size a token pool for this plan: there is no radix cache to model"
+        if sg.capacity.swa_max_total_num_tokens is not None or sg.capacity.max_mamba_cache_size is not None:
+            return "SGLang's radix cache over a sliding-window or Mamba pool is not modelled (the full-attention token pool only)"
+    elif inputs.runtime != "vllm" or inputs.reservation == "static":
+        return "a prefix cache needs a paged engine (runtime vllm with a dynamic or paged reservation, or runtime sglang)"
     if inputs.observed:
         return "observed latencies time one request, not a workload's turns: clear them for the cache model"
     if not plan.inspect.kv_bytes_per_token:

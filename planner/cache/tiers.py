@@ -15,7 +15,14 @@ Capacity follows the engine that owns the tier:
   rounded up to the page size (4,096 B), and holds ``cpu_bytes_to_use // chunk`` of them;
 * CPU and disk, LMCache (``LMCacheConnectorV1``): 256-token chunks (``chunk_size``, default 256;
   only whole chunks are stored, ``save_unfull_chunk`` False), ``max_local_cpu_size`` and
-  ``max_local_disk_size`` GiB per worker process, i.e. per TP rank (lmcache/v1/config.py).
+  ``max_local_disk_size`` GiB per worker process, i.e. per TP rank (lmcache/v1/config.py);
+* GPU pool, SGLang: the radix cache over the token pool, in pages (``max_total_num_tokens``,
+  ``--page-size``, 1 by default);
+* CPU, SGLang's hierarchical cache (HiCache): a host pool per rank of ``hicache_size x 1e9 //
+  bytes a token`` tokens (``--hicache-size`` GB), else ``device tokens x --hicache-ratio``, in whole
+  pages plus one padding page (SGLang 0.5.23 sglang/srt/mem_cache/pool_host/base.py); it holds a
+  copy of what the device pool holds (write-through), as the tier model assumes of every tier;
+  disk: its ``file`` storage backend, in pages of the same bytes.
 """
 
 from __future__ import annotations
@@ -102,6 +109,56 @@ def lmcache_chunks(size_gib: float, bytes_per_token: int, tp: int, chunk_tokens:
     per_worker = int(size_gib * GIB / tp)
     per_chunk = bytes_per_token * chunk_tokens
     return per_worker // per_chunk if per_chunk else 0
+
+
+def hicache_host_tokens(size_gib: float, tp: int, bytes_per_token: int, page: int, device_tokens: int) -> int:
+    """Usable tokens of SGLang's host pool on one rank (= of the replica: each rank holds its shard
+    of the same tokens) for a CPU tier of ``size_gib`` over the replica, as the flags of
+    :func:`planner.cache.engines.sglang_hicache_flags` size it: ``--hicache-size`` (whole GB of
+    10^9 a rank) when at least 1 GB, else ``--hicache-ratio`` (two decimals) of the device pool;
+    whole pages (the padding page SGLang adds is not usable)."""
+    per_rank = size_gib * GIB / tp
+    gb = int(per_rank // 1e9)
+    if gb >= 1:
+        tokens = int(gb * 1e9 // bytes_per_token)
+    elif device_tokens:
+        tokens = int(device_tokens * hicache_ratio(int(per_rank // bytes_per_token), device_tokens))
+    else:
+        tokens = 0
+    return tokens // page * page
+
+
+def hicache_ratio(host_tokens: int, device_tokens: int) -> float:
+    """``--hicache-ratio`` as the flag prints it: host over device tokens, two decimals, at least 0.01."""
+    return max(round(host_tokens / device_tokens, 2), 0.01)
+
+
+def hicache_tiers(*, gpu: str, tp: int, page: int, bytes_per_token: int, cpu_gib: float, disk_gib: float, device_tokens: int,
+                  cpu_link_gb_s: float | None = None, disk_gb_s: float | None = None) -> tuple[str, list[Tier]]:  # fmt: skip
+    """("hicache", the CPU and disk tiers of one SGLang replica): the host pool of
+    :func:`hicache_host_tokens` and the file storage backend, in pages; ``bytes_per_token``: one
+    rank's K/V of a token (every layer of that GPU).
+
+    Raises:
+        PlannerError: a tier too small to hold one page.
+    """
+    link, link_source = host_link(gpu, cpu_link_gb_s)
+    per_gpu_token_s = bytes_per_token / (link * 1e9)
+    tiers = []
+    if cpu_gib:
+        tokens = hicache_host_tokens(cpu_gib, tp, bytes_per_token, page, device_tokens)
+        if tokens < page:
+            raise PlannerError("cpu_tier_gib", cpu_gib, f"too small to hold one {page}-token page of this model in SGLang's host pool")
+        tiers.append(Tier("cpu", page, tokens, per_gpu_token_s, int(cpu_gib * GIB), link, link_source, cpu_gib * CPU_GIB_HOUR, CPU_PRICE_SOURCE))
+    if disk_gib:
+        tokens = int(disk_gib * GIB / tp) // (bytes_per_token * page) * page
+        if tokens < page:
+            raise PlannerError("disk_tier_gib", disk_gib, f"too small to hold one {page}-token page of this model")
+        disk = disk_gb_s if disk_gb_s is not None else DEFAULT_DISK_GB_S
+        disk_token_s = bytes_per_token * tp / (disk * 1e9) + per_gpu_token_s
+        source = ("given" if disk_gb_s is not None else DISK_SOURCE) + f"; then the host link ({link:g} GB/s)"
+        tiers.append(Tier("disk", page, tokens, disk_token_s, int(disk_gib * GIB), disk, source, disk_gib * DISK_GIB_HOUR, DISK_PRICE_SOURCE))
+    return "hicache", tiers
 
 
 def offload_tiers(

@@ -69,6 +69,7 @@ class CacheSimResult(BaseModel):
     gpu_seconds_saved: float  # prefill GPU time the cache saved (x GPUs per replica)
     makespan_s: float
     stopped_early: str | None = None
+    timed_at: str | None = None  # a trace replay: the load its turns are timed at (planner.cache.runs.trace_setup)
 
 
 class _Replica:
