@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| set | metric | n | median | worst | goal |\n|---|---|---|---|---|---|")
     sets = [("fit: shipped constants, all points (in sample)", results), ("pre-registered held-out", [(pt, r) for pt, r in pre if pt.split != "fit"])]
     sets += [("pre-registered held-out without SGLang", [(pt, r) for pt, r in pre if pt.split not in ("fit", "held-out engine")])]
+    sets += [("pre-registered held-out, SGLang only", [(pt, r) for pt, r in pre if pt.split != "fit" and pt.engine == "sglang"])]
     sets += [(f"cross-validation: leave one {name} out", preds) for name, preds in cv.items()]
     for label, subset in sets:
         for _g, m, n, med, bad in S.summary_rows(subset, lambda pt: "all"):

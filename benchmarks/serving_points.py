@@ -112,7 +112,6 @@ class Point:
     gpus: int  # GPUs one rank uses (tp)
     multi_node: bool  # tensor parallelism across nodes (the fitted inter-node message latency applies)
     intra_latency_us: float  # the all-reduce's latency inside a node
-    recv_interval: int = 1  # decode steps between the scheduler's polls for new requests, as the harness launched it (harness_recv_interval)
 
     @property
     def id(self) -> str:
@@ -123,10 +122,14 @@ class Point:
         return self.plan.roof
 
     @property
+    def recv_interval(self) -> int:
+        """Decode steps between the scheduler's polls for new requests, as the harness launched it (a plan input: harness_recv_interval)."""
+        return self.plan.inputs.recv_interval
+
+    @property
     def setup(self):
-        """The plan's load setup with the harness's launch flags the plan's inputs do not carry (the receive interval)."""
-        setup = self.plan._load.setup
-        return setup._replace(recv_interval=self.recv_interval) if self.recv_interval != 1 else setup
+        """The plan's load setup."""
+        return self.plan._load.setup
 
 
 def harness_cached_tokens(p: dict) -> int:
@@ -240,6 +243,8 @@ def point(index: int) -> Point:
     )  # fmt: skip
     if engine == "trtllm":
         base["headroom_bp"] = TRT_HEADROOM_BP
+    if closed and harness_recv_interval(p) != 1:  # the harness's --scheduler-recv-interval (SGLang's serving costs only)
+        base["recv_interval"] = harness_recv_interval(p)
     if cached:  # the previous run's prompts, served from the prefix cache
         base.update(shared_prefix_tokens=cached, prefix_hit_rate=1.0)
     ranks = p["tp"] if dep else 1
@@ -265,7 +270,6 @@ def point(index: int) -> Point:
         gpus=tp,
         multi_node=p["tp"] > device.node_gpus,
         intra_latency_us=intra,
-        recv_interval=harness_recv_interval(p) if closed else 1,
     )
 
 

@@ -26,6 +26,7 @@ INPUTS: dict[str, tuple[str, str, str]] = {
     "mem_fraction_static": ("SGLang memory fraction", "0-1", "SGLang --mem-fraction-static (runtime sglang): share of the free memory before the weights that weights and the KV pool take; empty: SGLang's default for the GPU and TP"),
     "chunked_prefill_size": ("SGLang chunked prefill", "tokens", "SGLang --chunked-prefill-size (runtime sglang); empty: SGLang's default for the GPU (2,048 to 16,384)"),
     "page_size": ("SGLang page size", "tokens", "SGLang --page-size (runtime sglang): tokens per KV page; empty: SGLang's default for the model (1; 64 for DSA, 256 for DeepSeek-V4)"),
+    "recv_interval": ("SGLang receive interval", "decode steps", "SGLang --scheduler-recv-interval (SGLang's serving costs): the scheduler polls for new requests once every this many decode steps, so a new request waits (interval - 1) / 2 decode steps more on average before its prefill, in a closed loop and under Poisson arrivals; 1: every step (SGLang's default)"),
     "entry_point": ("vLLM entry point", "", "serve: `vllm serve` (the API server); llm: the Python LLM class; their batching defaults differ"),
     "enforce_eager": ("Enforce eager", "", "vLLM --enforce-eager: no CUDA graphs (their memory leaves the budget from vLLM 0.21)"),
     "limit_mm_per_prompt": ("Images per prompt", "", "vLLM --limit-mm-per-prompt for a multimodal model: images one prompt may carry; sizes the encoder's profiling run; empty: vLLM's 999, 0: text only"),

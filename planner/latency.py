@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0005924,
-    "seq_s": 6.532e-06,
-    "serve_layer_s": 8.77e-06,
-    "serve_moe_layer_s": 1.782e-05,
-    "mla_layer_s": 5.364e-05,
-    "api_s": 0.004121,
-    "api_token_s": 8.735e-07,
-    "trtllm_step_s": 0.002638,
-    "trtllm_seq_s": 1.651e-05,
-    "sglang_api_s": 0.12,
-    "sglang_step_s": 0.0007984,
-    "sglang_seq_s": 1.065e-05,
-    "scaleout_message_s": 0.0001064,
+    "step_s": 0.0005948,
+    "seq_s": 6.487e-06,
+    "serve_layer_s": 8.772e-06,
+    "serve_moe_layer_s": 1.785e-05,
+    "mla_layer_s": 5.418e-05,
+    "api_s": 0.003976,
+    "api_token_s": 7.522e-07,
+    "trtllm_step_s": 0.00266,
+    "trtllm_seq_s": 1.663e-05,
+    "sglang_api_s": 0.1211,
+    "sglang_step_s": 0.0007975,
+    "sglang_seq_s": 1.07e-05,
+    "scaleout_message_s": 0.0001069,
 }
-KERNEL_FIT = {"w4a16": 1.19, "int4": 0.8011, "w4a8": 1, "fp4": 0.8742, "moe_fp8": 1.042, "gemm_fp8": 0.8034, "int4_layer_s": 6.938e-05}
+KERNEL_FIT = {"w4a16": 1.194, "int4": 0.7786, "w4a8": 1, "fp4": 0.9422, "moe_fp8": 1.032, "gemm_fp8": 0.8016, "int4_layer_s": 7.025e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
@@ -1218,31 +1218,38 @@ def open_loop(
     max_in_flight: int | None = None,
     api_server: bool = True,
     preprocess_s: float | None = None,
+    recv_interval: int = 1,
 ) -> OpenLoop:
     """:class:`OpenLoop` figures at ``rate_per_s`` on one replica: n = ceil(rate x end-to-end(n))
     iterated from one request (the least fixed point; end-to-end grows with n), at most
-    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound)."""
+    ``max_in_flight`` (the engine's admission: beyond it requests queue without bound);
+    ``recv_interval`` as in :func:`poisson_at`."""
     out = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
     cap = max(1, max_in_flight or 10_000_000)
-    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre)
+    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre, recv_interval)
     for _ in range(200):
         need = max(1, math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9))
         if need <= n or n >= cap:
             break
         n = min(cap, need)
-        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre)
+        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre, recv_interval)
     sustainable = fig.sustainable and math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9) <= n
     return replace(fig, rate_per_s=rate_per_s, sustainable=sustainable, output_tokens_per_s=rate_per_s * out if sustainable else fig.output_tokens_per_s)
 
 
-def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float) -> OpenLoop:
+def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float, recv_interval: int = 1) -> OpenLoop:
     """:class:`OpenLoop` figures with ``in_flight`` requests in flight under Poisson arrivals
     (:func:`served`; the rate is Little's, in flight / end-to-end): TTFT = preprocessing + the
-    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL."""
+    wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL.
+    ``recv_interval`` R: decode steps between the scheduler's polls for new requests (SGLang's
+    ``--scheduler-recv-interval``); an arrival while the others decode waits (R - 1) / 2 of their
+    steps more on average (0.95 (R - 1) at the p95), as in :func:`closed_loop`."""
     out = max(1, generated)
     s = served(roof, prompt_tokens, cached, out, in_flight, kv_mid, mid, budget_tokens)
     pre_ms = preprocess_s * 1e3
+    polls_ms = (recv_interval - 1) * roof.decode_step_s(in_flight - 1, kv_mid, mid) * 1e3 if recv_interval > 1 and in_flight > 1 else 0.0
+    s = replace(s, wait_ms=s.wait_ms + polls_ms / 2.0, wait_p95_ms=s.wait_p95_ms + 0.95 * polls_ms) if polls_ms else s
     e2e = pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms
     return OpenLoop(
         rate_per_s=in_flight / (e2e / 1e3) if e2e > 0 else 0.0,

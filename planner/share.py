@@ -35,7 +35,7 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     gen    generated_tokens       ep    ep                   mbt   max_batched_tokens
     mtp    mtp (1/0)              vv    vllm_version         enc   encoder_tokens
     bw     device_bandwidth_gb_s  tf    device_bf16_tflops     mfs   mem_fraction_static
-    cps    chunked_prefill_size   pg    page_size
+    cps    chunked_prefill_size   pg    page_size              rcv   recv_interval
     own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
     names max_loras  max_lora_rank  (vLLM's start-up settings)
     -- under their own names (no short key) --
@@ -107,6 +107,7 @@ SHORT_KEYS: dict[str, str] = {
     "mem_fraction_static": "mfs",
     "chunked_prefill_size": "cps",
     "page_size": "pg",
+    "recv_interval": "rcv",
     "vllm_version": "vv",
     "reservation": "res",
     "block_tokens": "blk",

@@ -212,6 +212,16 @@ def linear_shapes(config: dict, geo: ModelGeometry) -> tuple[Linear, ...]:
     return tuple(out)
 
 
+def mlp_layers(config: dict, geo: ModelGeometry) -> tuple[int, int]:
+    """(layers with routed experts, layers with a dense MLP) of the decoder, as :func:`linear_shapes`
+    lays them out: routed experts in all but the first ``first_k_dense_replace`` layers (DeepSeek-V2 /
+    V3, Kimi K2, GLM-4.5) and, with a step (``decoder_sparse_step``, ``moe_layer_freq``, Llama 4's
+    ``interleave_moe_layer_step``), in every step-th; a dense MLP in the others (Nemotron-H's
+    mixer-only layers have neither); (0, every layer with an MLP) for a dense model."""
+    linears = linear_shapes(config, geo)
+    return sum(1 for lin in linears if lin.role == "router"), sum(1 for lin in linears if lin.role == "mlp" and lin.name.endswith(".down_proj"))
+
+
 def count_params(config: dict, geo: ModelGeometry) -> tuple[int, int, int]:
     """(total, active per token, routed-expert) parameter counts of the decoder."""
     linears = linear_shapes(config, geo)

@@ -175,6 +175,52 @@ def test_a_receive_interval_waits_for_the_schedulers_poll():
     assert polled.ttft_p95_ms - polled.ttft_ms == pytest.approx((0.95 * 9 * d - 4.5 * d + max(0.95 * d, d - pre) - max(d / 2, d - pre)) * 1e3, rel=0.01)
 
 
+def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
+    # recv_interval 10 under runtime sglang: the closed loop's wait for the scheduler's poll is
+    # (10 - 1) / 2 = 4.5 decode steps of the other client more (hand arithmetic, as above); the
+    # queue behind the budget moves by < 1 % of that (its M/D/1 load follows the longer cycle)
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    shape = dict(gpu="H100-SXM-80GB", input_tokens=512, output_tokens=1024, sequences=2)
+    every, polled = (compute_plan(make_inputs(runtime="sglang", recv_interval=r, **shape), model) for r in (1, 10))
+    s = every._load.setup
+    d = s.roof.decode_step_s(1, s.kv_mid, s.mid)
+    assert (every._load.setup.recv_interval, polled._load.setup.recv_interval) == (1, 10)
+    extra = polled.latency.time_to_first_token_ms - every.latency.time_to_first_token_ms
+    assert extra == pytest.approx(4.5 * d * 1e3, rel=0.01)
+    assert any("--scheduler-recv-interval 10" in n and "(R - 1) / 2 = 4.5 decode steps" in n for n in polled.notes)
+    assert polled.sglang.command.endswith("--scheduler-recv-interval 10") and "recv" not in every.sglang.command
+    # vLLM's scheduler takes new requests every step: the input changes nothing there but a note
+    plain, ignored = (compute_plan(make_inputs(recv_interval=r, **shape), model) for r in (1, 10))
+    assert ignored.latency == plain.latency and ignored._load.setup.recv_interval == 1
+    assert any("not used under vllm's serving costs" in n for n in ignored.notes)
+    # Poisson arrivals wait for the poll too: at 8 in flight, (10 - 1) / 2 steps of the 7 others decoding more, 0.95 x 9 at the p95
+    from planner.plan import serving
+
+    s10 = s._replace(recv_interval=10)
+    a, b = serving.poisson(s, 8), serving.poisson(s10, 8)
+    d7 = s.roof.decode_step_s(7, s.kv_mid, s.mid)
+    assert b.ttft_ms - a.ttft_ms == pytest.approx(4.5 * d7 * 1e3) and b.ttft_p95_ms - a.ttft_p95_ms == pytest.approx(0.95 * 9 * d7 * 1e3)
+    assert b.tpot_ms == a.tpot_ms and serving.poisson(s._replace(recv_interval=10), 1).ttft_ms == serving.poisson(s, 1).ttft_ms  # a lone request finds the scheduler idle
+    # SGLang's serving costs chosen for another runtime's memory (as the accuracy benchmark plans SGLang runs) use it
+    chosen = compute_plan(make_inputs(serving_engine="sglang", recv_interval=10, **shape), model)
+    assert chosen._load.setup.recv_interval == 10
+
+
+def test_moe_fixed_costs_count_only_the_layers_with_experts():
+    # DeepSeek-R1's config: first_k_dense_replace 3 of num_hidden_layers 61, so 58 MoE layers and 3
+    # with the dense MLP (intermediate_size 18,432); Jamba: expert_layer_period 2 (offset 1) of 32,
+    # 16 and 16; Nemotron-3-Ultra: 48 "moe" of its 108 layers_block_type, the rest mixer-only
+    cases = {"deepseek-r1": (58, 3), "jamba-v0.1": (16, 16), "nemotron-3-ultra": (48, 0), "qwen3-30b-a3b": (48, 0), "llama-3.1-8b": (0, 32)}
+    for name, layout in cases.items():
+        assert prepare_model(load_preset(name)).mlp_layers() == layout, name
+    plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, weight_dtype="fp8"), prepare_model(load_preset("deepseek-r1")))
+    roof, e = plan.roof, plan.roof.eff
+    assert (roof.layers, roof.mla_layers, roof.moe_layers) == (61, 61, 58)
+    # routing and dispatch on the 58 MoE layers only; a dense layer's MLP widens the mean activation width
+    assert roof._k.moe_fixed == pytest.approx(58 * (e.moe_layer_s + e.serve_moe_layer_s * roof.fixed_scale))
+    assert roof.layer_width == pytest.approx(7168 + 18432 / 8 * 3 / 61)
+
+
 def test_all_reduce_is_the_ring_formula():
     # 2 layers, tp 4, 1 token of hidden 1000 in bf16 over 100 GB/s at efficiency 1 and 5 us a message:
     # 4 all-reduces x (5 us + 2 x 3/4 x 2000 B / 1e11 B/s) = 4 x 5.03 us

@@ -108,6 +108,22 @@ def test_share_link_round_trip_keeps_the_runtime(llama):
     assert compute_plan(decoded.inputs, llama).sglang.capacity.max_total_num_tokens == 392224
 
 
+def test_share_link_carries_the_receive_interval(llama):
+    ref = ModelRef(kind="preset", name="llama-3.1-8b")
+    inputs = make_inputs(runtime="sglang", recv_interval=10)
+    query = encode_query(ref, inputs)
+    assert query["rcv"] == "10" and "rcv" not in encode_query(ref, make_inputs(runtime="sglang"))  # the default is not written
+    assert decode_query(query).inputs == inputs
+    bad = decode_query({**query, "rcv": "0"})  # a tampered value: the default and a note naming it, never a raise
+    assert bad.inputs.recv_interval == 1 and any(n.key == "recv_interval (rcv)" and "must be >= 1 and <= 1,000" in n.why for n in bad.notes)
+
+
+@pytest.mark.parametrize(("value", "why"), [("0", "must be a positive integer"), ("1001", "recv_interval=1001: Input should be less than or equal to 1000"), ("ten", "is not an integer")])
+def test_plan_cli_refuses_a_bad_receive_interval_in_one_line(value, why):
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", "--preset", "llama-3.1-8b", "--runtime", "sglang", "--recv-interval", value], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and why in out.stderr, out.stderr
+
+
 def test_plan_cli_takes_the_derived_sglang_flags():
     out = subprocess.run([sys.executable, "-m", "planner", "plan", "--preset", "llama-3.1-8b", "--runtime", "sglang", "--mem-fraction-static", "0.8", "--page-size", "16", "--json"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -128,6 +144,7 @@ def test_plan_page_shows_the_sglang_card():
     assert any(f"max_total_num_tokens={LLAMA_TOKENS}" in c for c in codes)
     assert any(c.startswith("python -m sglang.launch_server") for c in codes)
     assert any(f"{LLAMA_REQUESTS} requests a replica" in c.value for c in at.caption)
+    assert [n.value for n in at.number_input if n.key == "recv_interval"] == [1]  # SGLang's scheduler flag, shown for SGLang only
 
 
 def test_plan_page_refusal_is_one_line():

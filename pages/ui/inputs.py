@@ -23,6 +23,7 @@ from planner.hardware import CATALOG
 from planner.kv import KV_DTYPE_BITS, RUNTIMES
 from planner.labels import INPUTS, label
 from planner.plan import PreparedModel
+from planner.plan.serving import serving_engine
 
 RESERVATION_HELP = {
     "dynamic": "dynamic: each sequence reserves its input + output reserve (what a growing cache holds at the end)",
@@ -34,7 +35,7 @@ GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "disagg", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine"),
+    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine", "recv_interval"),
     "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
@@ -279,6 +280,8 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("tenant_quota", err_key, err)
             _num("max_batched_tokens", err_key, err)
             render_control(CONTROLS["serving_engine"], err_key, err)
+            if serving_engine(st.session_state.get("runtime") or "vllm", st.session_state.get("serving_engine") or "auto") == "sglang":  # SGLang's scheduler flag
+                _num("recv_interval", err_key, err)
 
     exp = group("speculation", "Speculative decoding", ":material/fast_forward:", False)
     if opened(exp):

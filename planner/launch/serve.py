@@ -58,7 +58,7 @@ def sglang_line(model: PreparedModel, values: dict, repo: str) -> str:
     kv = plan.inputs.kv_dtype if plan.inputs.kv_dtype == "auto" else plan.kv_cache.kv_dtype
     if kv not in SGLANG_KV:
         raise PlannerError("kv_dtype", kv, "SGLang has no such KV cache dtype; choose auto, bf16 or fp8")
-    settings = SglangSettings(tp=plan.inputs.tp, kv_cache_dtype=SGLANG_KV[kv], context_length=plan.context.maximum_context_tokens, max_running_requests=values.get("max_num_seqs"))
+    settings = SglangSettings(tp=plan.inputs.tp, kv_cache_dtype=SGLANG_KV[kv], context_length=plan.context.maximum_context_tokens, max_running_requests=values.get("max_num_seqs"), scheduler_recv_interval=values.get("recv_interval") if values.get("recv_interval", 1) != 1 else None)
     return launch_command(repo, settings)
 
 

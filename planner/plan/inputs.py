@@ -59,6 +59,9 @@ class PlanInputs(BaseModel):
     mem_fraction_static: float | None = Field(default=None, gt=0, le=0.99)  # SGLang --mem-fraction-static; None: SGLang's default for the GPU and TP
     chunked_prefill_size: int | None = Field(default=None, ge=1, le=1 << 24)  # SGLang --chunked-prefill-size; None: SGLang's default for the GPU
     page_size: int | None = Field(default=None, ge=1, le=1 << 16)  # SGLang --page-size; None: SGLang's default for the model (1; 64 DSA, ...)
+    # SGLang --scheduler-recv-interval: decode steps between the scheduler's polls for new requests (1, SGLang's default: every step);
+    # at most 1,000, the weight SGLang's SchedulerRecvSkipper gives an extend step (above it an extend no longer polls at once)
+    recv_interval: int = Field(default=1, ge=1, le=1000)
     entry_point: Literal["serve", "llm"] = "serve"  # vLLM's entry point: `vllm serve` or the LLM class (their batching defaults differ)
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (outside the budget before 0.21, inside from it)
     limit_mm_per_prompt: int | None = Field(default=None, ge=0, le=1 << 20)  # images a prompt (vLLM --limit-mm-per-prompt); None: vLLM's 999, 0: text only

@@ -10,7 +10,7 @@ from planner.geometry import ModelGeometry, config_hash, parse_geometry
 from planner.kv import resolve_kv_dtype
 from planner.limits import ByteBudgetCache
 from planner.plan.inputs import EXAMPLE_CONFIG
-from planner.weights import WeightsEstimate, check_parameter_counts, estimate_weights
+from planner.weights import WeightsEstimate, check_parameter_counts, estimate_weights, mlp_layers
 
 
 class PreparedModel(BaseModel):
@@ -49,6 +49,16 @@ class PreparedModel(BaseModel):
             hit = estimate_weights(self.config, self.geometry, weight_dtype)
             if weight_dtype == "auto" and self.parameter_counts:
                 hit = measured_weights(hit, self.parameter_counts)
+            _WEIGHTS_CACHE.put(key, hit)
+        return hit  # type: ignore[return-value]
+
+
+    def mlp_layers(self) -> tuple[int, int]:
+        """(layers with routed experts, layers with a dense MLP): :func:`planner.weights.mlp_layers`."""
+        key = (self.geometry.config_hash, "mlp_layers")
+        hit = _WEIGHTS_CACHE.get(key)
+        if hit is None:
+            hit = mlp_layers(self.config, self.geometry)
             _WEIGHTS_CACHE.put(key, hit)
         return hit  # type: ignore[return-value]
 

@@ -129,13 +129,13 @@ def decode_step_s(setup: Setup, sequences: int) -> float:
 
 def poisson(setup: Setup, in_flight: int) -> LoadFigures:
     """Poisson arrivals with ``in_flight`` requests in flight on one rank (the SLO limits of an open loop)."""
-    return _open_figures(setup, latency.poisson_at(setup.roof, setup.prompt, setup.cached, setup.generated, in_flight, setup.kv_mid, setup.mid, setup.budget, _preprocess_s(setup)))
+    return _open_figures(setup, latency.poisson_at(setup.roof, setup.prompt, setup.cached, setup.generated, in_flight, setup.kv_mid, setup.mid, setup.budget, _preprocess_s(setup), setup.recv_interval))
 
 
 def open_at_rate(setup: Setup) -> LoadFigures:
     """The open loop at the rank's request rate (requests in flight from Little's law)."""
     r = setup
-    ol = latency.open_loop(r.roof, r.prompt, r.cached, r.generated, r.rate, r.kv_mid, r.mid, r.budget, r.max_running, True, _preprocess_s(setup))
+    ol = latency.open_loop(r.roof, r.prompt, r.cached, r.generated, r.rate, r.kv_mid, r.mid, r.budget, r.max_running, True, _preprocess_s(setup), r.recv_interval)
     return _open_figures(setup, ol)
 
 

@@ -79,6 +79,7 @@ def sglang_settings(inputs: PlanInputs):
     return SglangSettings(
         tp=inputs.tp, kv_cache_dtype=sglang_kv_dtype(inputs.kv_dtype), context_length=inputs.max_context, mem_fraction_static=inputs.mem_fraction_static,
         chunked_prefill_size=inputs.chunked_prefill_size, max_running_requests=inputs.max_num_seqs, page_size=inputs.page_size, sglang_version=DEFAULT_SGLANG_VERSION,
+        scheduler_recv_interval=inputs.recv_interval if inputs.recv_interval != 1 else None,
     )  # fmt: skip
 
 
@@ -110,7 +111,7 @@ def sglang_view(inputs: PlanInputs, model: PreparedModel, reserved_tokens: int, 
     # that changes nothing here is a memo hit
     settings_key = (
         f"{model.geometry.config_hash}|{id(model)}|{inputs.gpu}|{inputs.tp}|{inputs.kv_dtype}|{inputs.max_context}|{inputs.mem_fraction_static!r}|{inputs.chunked_prefill_size}|"
-        f"{inputs.max_num_seqs}|{inputs.page_size}|{inputs.model_resident_gib!r}|{inputs.weight_dtype}"
+        f"{inputs.max_num_seqs}|{inputs.page_size}|{inputs.model_resident_gib!r}|{inputs.weight_dtype}|{inputs.recv_interval}"
     )  # fmt: skip
     key = f"{settings_key}|{reserved_tokens}|{windows}"
     hit = _VIEWS.get(key)

@@ -34,17 +34,27 @@ def build_roofline(
     engine: str = "vllm",
     tp: int | None = None,
     ep: int | None = None,
+    layout: tuple[int, int] | None = None,
 ) -> latency.Roofline:
     """The per-GPU step-time model of a tensor-parallel replica of this plan over ``tp`` GPUs
     (default ``inputs.tp``; every term of :class:`latency.Roofline`): the tensor cores the weight
     format multiplies in on this GPU (:func:`latency.kernel_dtype`) and their efficiency, the MoE
     kernel of the format (:func:`latency.moe_kernel`), the format's per-layer cost, the fixed
     cost of every MLA layer, the software stack's fixed-cost scale (AMD), and ``engine``'s
-    serving costs (:func:`latency.serving_efficiency`)."""
+    serving costs (:func:`latency.serving_efficiency`). ``layout``: (layers with routed experts,
+    layers with a dense MLP) (:meth:`PreparedModel.mlp_layers`; None: every layer's MLP is the
+    model's kind); a dense MLP layer of a MoE model pays a dense MLP's costs: its weights (in
+    ``weights``), its activation width, no routing."""
     tp = inputs.tp if tp is None else tp
     per_param = resident * tp / weights.total_params if weights.total_params else 2.0
     vocab_params = (geo.vocab_size or 0) * geo.hidden_size / tp  # vocab-parallel LM head and embedding
     moe = bool(weights.num_experts and weights.experts_per_token)
+    n_moe, n_dense = layout or (geo.num_layers, 0)
+    if not moe:
+        n_moe, n_dense = 0, geo.num_layers  # a dense model's width as before: every layer's
+    elif not n_moe:
+        n_moe = geo.num_layers  # experts the layout places in no layer: every layer, as before
+    dense_mlp = (geo.intermediate_size or 4 * geo.hidden_size) / tp  # a dense MLP layer's activation width on this GPU
     link_gb_s, link_us = device.link_at(tp)
     dtype = latency.kernel_dtype(weight_format, device.generation, engine)
     fields = dict(  # every field but the layer layout (below)
@@ -64,9 +74,9 @@ def build_roofline(
         lm_head_bytes=vocab_params * per_param,
         unread_bytes=0.0 if geo.tie_word_embeddings else vocab_params * per_param,
         layers=geo.num_layers,
-        moe_layers=geo.num_layers if moe else 0,
+        moe_layers=n_moe,
         hidden=geo.hidden_size,
-        layer_width=geo.hidden_size + (0 if moe else (geo.intermediate_size or 4 * geo.hidden_size) / tp),
+        layer_width=geo.hidden_size + dense_mlp * n_dense / max(1, geo.num_layers),  # the mean over the layers: a MoE or MLP-less layer's is the hidden size
         tp=tp,
         ep=(inputs.ep if ep is None else ep) if moe else 1,
         link_bytes_s=link_gb_s * 1e9,
@@ -162,7 +172,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         reservation=res,
         latency=lat,
         estimate=est,
-        notes=plan_notes(inputs, report, device, ctx, sharing.applies),
+        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, figures),
         roof=roof,
         _memory=memory,
         _sharing=sharing,
@@ -366,9 +376,9 @@ def roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, m
     engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
     tp, dp, pp = inputs.tp, inputs.dp, inputs.pp
     if dp == 1 and pp == 1:
-        return build_roofline(inputs, geo, weights, report.specs, device, resident, fmt, engine)
+        return build_roofline(inputs, geo, weights, report.specs, device, resident, fmt, engine, layout=model.mlp_layers())
     full = inspect_geometry(geo, report.kv_dtype, tp * dp, report.tokens, inputs.runtime, inputs.mtp or inputs.spec_method == "mtp", report.kv_dtype_source)
-    base = build_roofline(inputs, geo, weights, full.specs, device, -(-weights.bytes // (tp * dp)), fmt, engine, tp=tp * dp, ep=tp * dp if dp > 1 else inputs.ep)
+    base = build_roofline(inputs, geo, weights, full.specs, device, -(-weights.bytes // (tp * dp)), fmt, engine, tp=tp * dp, ep=tp * dp if dp > 1 else inputs.ep, layout=model.mlp_layers())
     return serving.shaped(base, device, dp, pp, tp)
 
 
@@ -402,7 +412,7 @@ def draft_model(inputs: PlanInputs, model: PreparedModel, report: InspectReport,
         dw = dm.weights("auto")
         d_report = inspect_geometry(dm.geometry, report.kv_dtype, tp, ctx.reserved_total_tokens, inputs.runtime, False, report.kv_dtype_source)
         d_resident = -(-dw.bytes // tp)
-        d_roof = build_roofline(inputs.model_copy(update={"ep": 1}), dm.geometry, dw, d_report.specs, device, d_resident, dm.weight_format("auto"), serving.serving_engine(inputs.runtime, inputs.serving_engine))
+        d_roof = build_roofline(inputs.model_copy(update={"ep": 1}), dm.geometry, dw, d_report.specs, device, d_resident, dm.weight_format("auto"), serving.serving_engine(inputs.runtime, inputs.serving_engine), layout=dm.mlp_layers())
         return Draft("draft", f"draft model {inputs.spec_draft}", d_resident, d_report.kv_bytes_per_token, d_roof, k)
     if inputs.spec_method == "mtp":
         if not geo.mtp_layers:
@@ -428,7 +438,14 @@ def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, c
     if draft is not None:
         spec = serving.Spec(draft.method, draft.tokens, inputs.spec_acceptance, draft.roof, draft.kv_per_token * mid if draft.roof else 0.0)
     pre = inputs.preprocessing_ms / 1e3 if inputs.preprocessing_ms is not None else None
-    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec)
+    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec, recv_interval(inputs))
+
+
+def recv_interval(inputs: PlanInputs) -> int:
+    """The decode steps between the scheduler's polls for new requests the latency uses: the
+    input under SGLang's serving costs (its ``--scheduler-recv-interval``), 1 for every other
+    engine (vLLM and TensorRT-LLM take new requests every step)."""
+    return inputs.recv_interval if serving.serving_engine(inputs.runtime, inputs.serving_engine) == "sglang" else 1
 
 
 def kv_held(report: InspectReport, res: capacity.SequenceReservation):
@@ -497,6 +514,20 @@ def latency_at_load(inputs: PlanInputs, ctx: ContextBudget, cached: float, load:
         remaining_decode_ms=inputs.remaining_decode_ms or 0.0,
     )
     return est, latency.observe(obs)
+
+
+def recv_notes(inputs: PlanInputs, figures: serving.LoadFigures) -> tuple[str, ...]:
+    """What a receive interval other than 1 does to this plan's figures (nothing outside SGLang's serving costs)."""
+    r = inputs.recv_interval
+    if r == 1:
+        return ()
+    if recv_interval(inputs) == 1:
+        return (f"receive interval {r}: SGLang's --scheduler-recv-interval, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs (its scheduler takes new requests every step)",)
+    steps = (r - 1) / 2
+    return (
+        f"SGLang --scheduler-recv-interval {r}: the scheduler polls for new requests once every {r} decode steps (SchedulerRecvSkipper), "
+        f"so a new request waits (R - 1) / 2 = {steps:g} decode steps more on average before its prefill, about {steps * figures.decode_step_ms:,.1f} ms in the TTFT's queue at this load",
+    )
 
 
 def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: ContextBudget, sharing: bool) -> tuple[str, ...]:

@@ -24,12 +24,14 @@ class SglangSettings(Result):
     max_running_requests: int | None = None
     page_size: int | None = None
     sglang_version: str = DEFAULT_SGLANG_VERSION
+    scheduler_recv_interval: int | None = None  # a scheduler flag: changes the serving latency, not the sizing
 
 
 # (settings field, launch_server flag), in the order the command line lists them
 _FLAGS = (
     ("tp", "--tp-size"), ("context_length", "--context-length"), ("mem_fraction_static", "--mem-fraction-static"), ("kv_cache_dtype", "--kv-cache-dtype"),
     ("chunked_prefill_size", "--chunked-prefill-size"), ("max_running_requests", "--max-running-requests"), ("page_size", "--page-size"),
+    ("scheduler_recv_interval", "--scheduler-recv-interval"),
 )
 
 
@@ -90,7 +92,7 @@ def sglang_preview(
         reason = f"The weights need {memory.pre_load_free_gib - available:.2f} GiB on each GPU but only {memory.pre_load_free_gib:.2f} GiB is free before loading (CUDA out of memory while loading weights)"
         return SglangPreview(memory=memory, capacity=None, refusal=reason, refusal_kind="weights", command=command)
     try:
-        capacity = sglang_capacity(config, gpu=card, pre_load_free_gib=memory.pre_load_free_gib, available_gib=available, quantization=quantization, geometry=geometry, **settings.model_dump())
+        capacity = sglang_capacity(config, gpu=card, pre_load_free_gib=memory.pre_load_free_gib, available_gib=available, quantization=quantization, geometry=geometry, **{k: v for k, v in settings.model_dump().items() if k != "scheduler_recv_interval"})
     except SglangRefusal as exc:
         return SglangPreview(memory=memory, capacity=None, refusal=exc.reason, refusal_kind=exc.kind, command=command)
     return SglangPreview(memory=memory, capacity=capacity, refusal=None, refusal_kind=None, command=command)
