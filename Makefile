@@ -22,8 +22,12 @@ system-deps:
 		else sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES); fi; \
 	fi
 
+# The app is served by scripts/run_app.py: `streamlit run` with the first session's imports done in
+# the background once the server listens (a fresh server's first user does not wait for them).
+APP := $(PY) scripts/run_app.py app.py
+
 run: install
-	$(VENV)/bin/streamlit run app.py --server.headless true --server.port $(PORT) --browser.gatherUsageStats false -- --preset $(PRESET)
+	$(APP) --server.headless true --server.port $(PORT) --browser.gatherUsageStats false -- --preset $(PRESET)
 
 # Shared deployment (README, "Shared deployment"): every interface, probe off, Hub fetches
 # rate-limited per session, error details kept in the server log; XSRF protection and the upload
@@ -39,10 +43,10 @@ SERVE_ENV = KVP_DISABLE_PROBE=1 KVP_HUB_REQUESTS_PER_MIN=$(HUB_REQUESTS_PER_MIN)
 SERVE_FLAGS = --server.headless true --client.showErrorDetails none --browser.gatherUsageStats false
 ifeq ($(WORKERS),1)
 serve: install
-	$(SERVE_ENV) $(VENV)/bin/streamlit run app.py $(SERVE_FLAGS) --server.address $(HOST) --server.port $(PORT) -- --preset $(PRESET)
+	$(SERVE_ENV) $(APP) $(SERVE_FLAGS) --server.address $(HOST) --server.port $(PORT) -- --preset $(PRESET)
 else
 serve: install
-	$(SERVE_ENV) $(PY) scripts/serve.py --workers $(WORKERS) --host $(HOST) --port $(PORT) -- $(VENV)/bin/streamlit run app.py $(SERVE_FLAGS) -- --preset $(PRESET)
+	$(SERVE_ENV) $(PY) scripts/serve.py --workers $(WORKERS) --host $(HOST) --port $(PORT) -- $(APP) $(SERVE_FLAGS) -- --preset $(PRESET)
 endif
 
 test: install system-deps

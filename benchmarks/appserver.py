@@ -13,10 +13,15 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's; no tool may download its own browser
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def streamlit_argv(script: str, port: int) -> list[str]:
+LAUNCHER = "scripts/run_app.py"  # how `make run` / `make serve` / the image start the app: `streamlit run` + preloaded imports
+
+
+def streamlit_argv(script: str, port: int, *, launcher: bool = False) -> list[str]:
     """The command that serves ``script`` headless on 127.0.0.1:``port``, without usage statistics
-    or a file watcher (run from the repository root)."""
-    return [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
+    or a file watcher (run from the repository root): ``streamlit run``, or with ``launcher`` the
+    app's launcher (:data:`LAUNCHER`, same flags)."""
+    run = [sys.executable, LAUNCHER] if launcher else [sys.executable, "-m", "streamlit", "run"]
+    return [*run, script, "--server.headless", "true", "--server.port", str(port),
             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]  # fmt: skip
 
 

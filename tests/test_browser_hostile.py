@@ -35,7 +35,7 @@ def _serve_command(port: int) -> str:
     """The last line ``make -n serve`` prints: the streamlit command of the shared deployment."""
     out = subprocess.run(["make", "-s", "-n", "serve", f"PORT={port}", "HOST=127.0.0.1"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
     line = out.stdout.strip().splitlines()[-1]
-    assert "streamlit run app.py" in line and "KVP_DISABLE_PROBE=1" in line, line
+    assert "scripts/run_app.py app.py" in line and "KVP_DISABLE_PROBE=1" in line, line  # the launcher: `streamlit run` + preloaded imports
     return line
 
 

@@ -98,4 +98,4 @@ def test_worker_command_and_nginx_config(tmp_path):
 def test_make_serve_workers_runs_the_proxy_script():
     out = subprocess.run(["make", "-s", "-n", "serve", "WORKERS=3", "PORT=9100", "HOST=127.0.0.1"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
     line = out.stdout.strip().splitlines()[-1]
-    assert "scripts/serve.py --workers 3 --host 127.0.0.1 --port 9100 -- " in line and "streamlit run app.py" in line and "KVP_DISABLE_PROBE=1" in line
+    assert "scripts/serve.py --workers 3 --host 127.0.0.1 --port 9100 -- " in line and "scripts/run_app.py app.py" in line and "KVP_DISABLE_PROBE=1" in line

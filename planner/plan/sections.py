@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from planner import accuracy, latency, speculative
 from planner.plan import serving
+from planner.prices import PRICE_TABLE
 from planner.results import Result
 from planner.units import MIB
 
@@ -512,7 +513,6 @@ def gpu_hour_price(inputs) -> tuple[float | None, str | None]:
     if inputs.gpu_hour_price is not None:
         return inputs.gpu_hour_price, "given"
     from planner.hardware import get_device
-    from planner.prices import PRICE_TABLE
 
     row = PRICE_TABLE.get(get_device(inputs.gpu).name) if inputs.device_gib is None else None
     if row is None:
