@@ -329,7 +329,7 @@ def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float 
         st.caption(disagg.describe(d))
         p, q = rec.prefill, rec.decode
         st.markdown(
-            f"Open as a plan at {d.requests_per_s:,.3g} requests/s: [prefill pool ({p.replicas} × {p.gpu} TP {p.tp})]({links['prefill']}) · "
+            f"Open as a plan at {disagg.rate_text(d.requests_per_s)}: [prefill pool ({p.replicas} × {p.gpu} TP {p.tp})]({links['prefill']}) · "
             f"[decode pool ({q.replicas} × {q.gpu} TP {q.tp})]({links['decode']})"
         )
 

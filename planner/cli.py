@@ -296,11 +296,11 @@ def plan_summary(plan, comparison=None) -> str:
     return "\n".join(lines)
 
 
-def disagg_text(d) -> str:
-    """A disaggregated plan (:class:`planner.disagg.DisaggPlan`) as ``plan --disagg`` prints it: both pools, then :func:`planner.disagg.describe`."""
-    from planner.disagg import describe, pool_rows
+def disagg_text(d, inputs) -> str:
+    """A disaggregated plan (:class:`planner.disagg.DisaggPlan`) of the plan ``inputs`` as ``plan --disagg`` prints it: both pools, then :func:`planner.disagg.describe`."""
+    from planner.disagg import describe, load_text, pool_rows
 
-    lines = [f"disaggregated pools {d.spec}: {d.gpus} GPUs, {d.sequences:,} concurrent requests, {d.requests_per_s:,.3g} requests/s"]
+    lines = [f"disaggregated pools {d.spec}: {d.gpus} GPUs, {load_text(d, inputs)}"]
     for r in pool_rows(d):
         lines.append(
             f"  {r['pool']:8} {r['replicas']} x {r['GPU']} TP {r['TP']} ({r['GPUs']} GPUs, {r['KV']} KV, ${r['$/h']:,.2f}/h): weights {r['weights GiB/GPU']:g} GiB/GPU, "
@@ -359,7 +359,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if calibrated is not None:
             emit(calibrated_text(calibrated))
         if pools is not None:
-            emit(disagg_text(pools))
+            emit(disagg_text(pools, plan.inputs))
         if args.explain:
             from planner.explain import explain
 

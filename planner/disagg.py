@@ -234,7 +234,10 @@ def pool_model(model: PreparedModel, base: dict, role: str, gpu: str, tp: int, e
     if base.get("sessions_per_min") is not None:  # the sessions' cache on this pool's GPUs: planned with the turns' real answers (the prefill plan has one token)
         from planner.cache.section import prefill_speedup
 
-        whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        try:
+            whole = compute_plan(make_inputs(**_pool_values(base, gpu, tp, ep, kv, price, "decode"), sequences=1), model)
+        except PlannerError as exc:  # the turns' real answers may not fit where one token does: why it cannot run, as above
+            return exc.reason.split(";")[0]
         if whole.cache.applies:
             cache = {"speedup": prefill_speedup(whole), "cache_hit_rate": whole.cache.hit_rate}
     return PrefillModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values, **cache)
@@ -616,13 +619,27 @@ def describe(plan: DisaggPlan) -> str:
     )
 
 
+def rate_text(requests_per_s: float) -> str:
+    """The request rate a disaggregated deployment's pools serve, as the Size page's pools box and
+    the Plan page's pools card both show it."""
+    return f"{requests_per_s:,.4g} requests/s"
+
+
+def load_text(plan: DisaggPlan, inputs) -> str:
+    """The load a disaggregated plan's pools serve, in words (the Plan page's pools card, the CLI
+    and the PDF): the request rate, and the concurrent requests it came from when the plan gives
+    clients, not a rate (:func:`plan_disagg` times a rate as given)."""
+    return rate_text(plan.requests_per_s) + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
+
+
 def own_figures_note(plan: DisaggPlan, inputs) -> str:
     """What the figures of a plan with pools are beside its pools (the Plan page's pools card):
     the plan's own GPUs serving the whole workload aggregated, named as the pool whose shape they
     are (a Size row's pool link opens that pool), and the load both pools serve."""
-    load = f"{plan.requests_per_s:,.4g} requests/s" + ("" if inputs.request_rate is not None else f" ({plan.sequences:,} concurrent requests)")
-    shape = next((p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)), None)
-    own = f"the {shape.role} pool's {shape.gpu_count:,} GPUs ({shape.replicas:,} × {shape.gpu} TP {shape.tp}) serving the whole workload aggregated" if shape is not None else "its aggregated replicas'"
+    load = load_text(plan, inputs)
+    shapes = [p for p in (plan.prefill, plan.decode) if (p.gpu, p.tp, p.gpu_count) == (inputs.gpu, inputs.tp, inputs.gpu_count)]
+    whose = "each pool's" if len(shapes) == 2 else f"the {shapes[0].role} pool's" if shapes else ""  # two pools of one shape: either link opens these figures
+    own = f"{whose} {shapes[0].gpu_count:,} GPUs ({shapes[0].replicas:,} × {shapes[0].gpu} TP {shapes[0].tp}) serving the whole workload aggregated" if shapes else "its aggregated replicas'"
     return f"The plan's own figures above are {own}; the pools in this card serve {load}, every request through both."
 
 
@@ -660,17 +677,23 @@ def plan_disagg(model: PreparedModel, values: dict, pools: str | tuple[PoolSpec,
             raise PlannerError("disagg", format_pools(spec_p, spec_d), f"the {spec.role} pool ({spec.label()}) cannot run: {pool}")
         built.append(pool)
     prefill, decode = built
+    held = None
     if inputs.request_rate is not None:  # Poisson arrivals at the rate: every request through both pools
         op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.request_rate)
+        if not op.sequences <= decode.max_sequences:  # more than the decode pool admits (past its capacity Little's count has no fixed point): it runs at its limit, the rest queue
+            held = spec_d.replicas * decode.max_sequences / decode_time_s(decode, decode.max_sequences, op.transfer.ms)
+            op = operate(prefill, decode, spec_p.replicas, spec_d.replicas, held, sequences=decode.max_sequences)  # timed at the rate it serves
     else:
         op = at_users(prefill, decode, spec_p.replicas, spec_d.replicas, inputs.sequences)
-    return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of)
+    return _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of, held)
 
 
 _POOL_FIELDS = ("gpu", "tp", "ep", "gpu_count", "gpu_hour_price", "disagg", "sequences", "max_num_seqs")
 
 
-def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of) -> DisaggPlan:
+def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, price_of, over: float | None = None) -> DisaggPlan:
+    """``over``: the request rate is more than the decode pool admits; the requests a second it
+    serves at its limit, which ``op`` is timed at."""
     rho = op.prefill_utilisation
     ttft = op.ttft_ms
     itl_slo, ttft_slo = inputs.itl_slo_ms, inputs.ttft_slo_ms
@@ -679,13 +702,18 @@ def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, pri
     ratio, _rho_star = balanced_ratio(prefill, decode, min(max(1, seq_cap), c) if seq_cap else c, ttft_slo, op.gpus)
     slo = None
     if itl_slo is not None or ttft_slo is not None:
-        slo = (ttft_slo is None or ttft <= ttft_slo) and (itl_slo is None or op.tpot_ms <= itl_slo) and c <= decode.max_sequences and rho < 1
+        slo = (ttft_slo is None or ttft <= ttft_slo) and (itl_slo is None or op.tpot_ms <= itl_slo) and c <= decode.max_sequences and rho < 1 and over is None
     out_tps = op.output_tokens_per_s
     per_hour = op.cost_per_hour
     notes = [HANDOVER_SOURCE, op.transfer.source]
     if c > decode.max_sequences:
         notes.append(
             f"the decode pool runs {c:,} sequences per replica, above its limit of {decode.max_sequences:,} (memory {decode.memory_sequences:,}, vLLM's max_num_seqs {decode.runtime_sequences:,}): add decode replicas"
+        )
+    if over is not None:
+        notes.append(
+            f"the decode pool cannot keep up with {rate_text(inputs.request_rate)}: at its limit of {decode.max_sequences:,} sequences per replica (memory {decode.memory_sequences:,}, "
+            f"vLLM's max_num_seqs {decode.runtime_sequences:,}) it serves {rate_text(over)}; the pools are timed at that rate and the rest queue without bound: add decode replicas"
         )
     if rho >= 1:
         notes.append(f"the prefill pool is saturated (utilisation {rho:.0%}): its queue grows without bound; add prefill replicas")

@@ -207,3 +207,16 @@ def test_cli_bench_import_against_a_plan_file(capsys, tmp_path, llama):
     assert main(["bench-import", str(DATA / "versions.json"), "--plan", str(plan)]) == 2  # a JSON that is no benchmark result: one line
     err = capsys.readouterr().err
     assert "is not a vllm bench serve result" in err and "an aiperf export" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_disaggregated_run_is_predicted_at_its_own_load_whatever_the_plans_rate(llama):
+    # plan_disagg times a plan's request_rate when it has one; the comparison of a disaggregated
+    # run must stay at the run's load (its 8 clients; the rate run's fixed point on the clients):
+    # with the plan's request_rate 0.5 it predicted 0.5 requests/s (32 output tok/s) for the 8
+    # clients, and the rate run failed on a sequences count of 134,217,728
+    for name in ("vllm_bench_c8.json", "vllm_bench_rate8.json"):
+        m = read_result(raw(name))
+        plain = compare(m, make_inputs(**{**PLAN, "gpu_count": 2}), llama, disagg="1P:1,1D:1")
+        for rate in (0.5, 50.0):
+            rated = compare(m, make_inputs(**{**PLAN, "gpu_count": 2, "request_rate": rate}), llama, disagg="1P:1,1D:1")
+            assert rated.load == plain.load and [(r.figure, r.predicted) for r in rated.rows] == [(r.figure, r.predicted) for r in plain.rows], (name, rate)

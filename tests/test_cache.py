@@ -239,6 +239,7 @@ def test_generated_trace_round_trips_and_replays():
         ("[1, 2]", "line 2"),
         ('{"timestamp": 0, "input_length": 10, "output_length": 1}', "line 2"),
         ('{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": [1]}', "line 2 timestamp"),
+        ('{"timestamp": 1e300, "input_length": 10, "output_length": 1, "hash_ids": [1]}', "line 2 timestamp"),  # a replay's sub-ms steps vanish in its seconds
         ('{"timestamp": NaN, "input_length": 10, "output_length": 1, "hash_ids": [1]}', "line 2"),
         ('{"timestamp": 0, "input_length": true, "output_length": 1, "hash_ids": [1]}', "line 2 input_length"),
         ('{"timestamp": 0, "input_length": 10, "output_length": 0, "hash_ids": [1]}', "line 2 output_length"),
@@ -333,6 +334,17 @@ def test_hicache_host_pool_below_one_gb_is_a_ratio():
     assert hicache_host_tokens(0.5, 1, 131_072, 1, 414_757) == 4_147
     assert hicache_host_tokens(0.5, 1, 131_072, 64, 414_757) == 4_096  # whole 64-token pages
     assert sglang_hicache_flags(0.5, 0.0, tp=1, device_tokens=414_757, host_tokens=4_147) == "--enable-hierarchical-cache --hicache-ratio 0.01"
+
+
+def test_a_disk_tier_alone_sets_no_hicache_ratio(llama8b):
+    """--hicache-ratio sizes SGLang's host pool (host / device tokens); a disk tier alone gives no
+    CPU tier, so no ratio (it printed the disk tier's 819,200 tokens over the 414,757-token device
+    pool as '--hicache-ratio 1.98')."""
+    assert sglang_hicache_flags(0.0, 100.0, tp=1, device_tokens=414_757, host_tokens=0) == "--enable-hierarchical-cache --hicache-storage-backend file"
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, disk_tier_gib=100, runtime="sglang", **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    assert [t["name"] for t in cache["tiers"]] == ["gpu", "disk"]
+    assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-storage-backend file"
 
 
 def test_not_modelled_loses_offload_with_a_tier(llama8b):
@@ -443,6 +455,16 @@ def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
     _, timing, _, timed_at = trace_setup(plan, still)
     assert trace_rate(still) is None and timing.itl_s == pytest.approx(plan.estimate.mean_inter_token_latency_ms / 1e3)
     assert timed_at.startswith("the plan's load (") and timed_at.endswith("the trace's timestamps span no time")
+    # 3 requests 1 ms apart: 1,000 requests/s is more than one H100 serves; the line says so (it
+    # read as a plain rate at the engine's 1,024 in flight)
+    burst = parse_mooncake("\n".join(_trace_line(t, [1, 2], "a") for t in (0, 0.5, 1)))
+    _, timing, _, timed_at = trace_setup(plan, burst)
+    assert timed_at.startswith("the trace's own arrival rate, 2,000 requests/s over 0.001 s (1,024 in flight a replica")
+    assert timed_at.endswith("; not sustainable on the plan's 1 replica(s): timed at the engine's limit, further requests queue")
+    assert "not sustainable" not in trace_setup(plan, spread)[3]
+    # under attention data parallelism the open loop's count is a rank's (the rate is split over replicas x dp)
+    dp2 = compute_plan(make_inputs(cpu_tier_gib=64, dp=2, ep=2, gpu_count=2, **CHAT), prepare_model(load_preset("qwen3-30b-a3b")))
+    assert "(1,024 in flight a rank, 2 ranks a replica, the plan's context lengths)" in trace_setup(dp2, burst)[3]
 
 
 def test_replay_stops_at_its_time_budget(llama8b):

@@ -362,3 +362,56 @@ def test_size_disagg_sizes_the_prefill_pool_for_the_uncached_tokens():
     assert best.prefill.replicas == math.ceil(80 * s * mean_prompt * (1 - h) / 2000 / disagg.PREFILL_MAX_UTILISATION) == 3
     assert best.decode == plain.decode and best.cost_per_hour < plain.cost_per_hour
     assert f"the session cache on its GPUs serves {h:.0%} of them" in with_cache.answer and "session cache" not in without.answer
+
+
+def test_the_pools_cards_note_names_the_pool_the_plans_own_figures_are(qwen):
+    # the Plan page's pools card says whose GPUs the plan's own figures are: the pool with the
+    # plan's GPU, TP and GPU count; two pools of one shape (2 x H200 TP 1 each) are each pool's,
+    # where it named the prefill pool for the decode link too. The rate reads as the Size page's
+    # pools box writes it (rate_text: 4 significant digits; the box wrote 3)
+    values = {**BASE, "gpu": "H200-141GB", "tp": 1, "gpu_count": 2, "request_rate": 1.23456}
+    both = disagg.plan_disagg(qwen, values, "2P:1@H200-141GB,2D:1@H200-141GB")
+    inputs = make_inputs(**values)
+    assert disagg.rate_text(1.23456) == "1.235 requests/s"
+    assert disagg.own_figures_note(both, inputs) == (
+        "The plan's own figures above are each pool's 2 GPUs (2 × H200-141GB TP 1) serving the whole workload aggregated; "
+        "the pools in this card serve 1.235 requests/s, every request through both."
+    )
+    one = disagg.plan_disagg(qwen, values, "2P:1@H200-141GB,1D:2@H200-141GB")
+    assert "are the prefill pool's 2 GPUs (2 × H200-141GB TP 1)" in disagg.own_figures_note(one, inputs)
+    assert "are its aggregated replicas'" in disagg.own_figures_note(one, make_inputs(**{**values, "gpu_count": 4}))
+
+
+def test_a_request_rate_past_the_decode_pools_limit_is_timed_at_the_limit():
+    # plan_disagg times a plan's request_rate (s4-size); past the decode pool's capacity Little's
+    # count has no fixed point: at 100 requests/s on 1P:1,1D:1 H100 it showed an ITL of
+    # 1.19e30 ms and an infinite TTFT. The pool now runs at its limit (max_sequences a replica),
+    # timed at the rate that serves: limit / (the pull + handover steps + other tokens) at it
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    values = {**BASE, "gpu": "H100-SXM-80GB", "tp": 1, "gpu_count": 2, "ttft_slo_ms": 5000, "itl_slo_ms": 200}
+    pools = "1P:1@H100-SXM-80GB,1D:1@H100-SXM-80GB"
+    fine = disagg.plan_disagg(model, {**values, "request_rate": 1.0}, pools)
+    assert fine.requests_per_s == 1.0 and not any("cannot keep up" in n for n in fine.notes)
+    d = disagg.plan_disagg(model, {**values, "request_rate": 100.0}, pools)
+    dec = disagg.pool_model(model, {k: v for k, v in values.items() if k not in ("gpu", "tp", "gpu_count", "ttft_slo_ms", "itl_slo_ms")}, "decode", "H100-SXM-80GB", 1, 1, "bf16", 2.95)
+    limit = dec.max_sequences
+    cap = limit / disagg.decode_time_s(dec, limit, d.kv_transfer_ms)
+    assert d.decode.sequences_per_replica == limit and d.requests_per_s == pytest.approx(cap, rel=1e-12) and cap < 100
+    assert d.tpot_ms == pytest.approx(dec.step_at(limit) * 1e3) and d.tpot_ms < 1e3 and math.isfinite(d.ttft_p95_ms)
+    assert d.meets_slo is False and d.output_tokens_per_s == pytest.approx(cap * 1000)
+    (note,) = [n for n in d.notes if "cannot keep up" in n]
+    assert note.startswith(f"the decode pool cannot keep up with 100 requests/s: at its limit of {limit:,} sequences per replica (memory ")
+    assert note.endswith(f") it serves {disagg.rate_text(cap)}; the pools are timed at that rate and the rest queue without bound: add decode replicas")
+
+
+def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
+    # pool_model returns why a pool cannot run; its session-cache plan (the turns' real answers)
+    # raised instead when the answer did not fit in max_context where the prefill's one token did
+    from planner.source import preset_ref
+
+    model = preset_ref("llama-3.1-8b")[1]
+    base = {**SESSIONS_BASE, "sessions_per_min": 6, "turns": 2, "think_time_s": 1.0, "max_context": 2500}
+    why = disagg.pool_model(model, base, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95)
+    assert why == "reserved total 3,000 tokens (input 2,000 + output 1,000) exceeds the maximum context you set, 2,500"

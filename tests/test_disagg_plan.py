@@ -123,7 +123,10 @@ def test_cli_plan_disagg_text_and_json(capsys, sized):
     rc, text, _ = run_cli(capsys, *argv)
     assert rc == 0
     tail = text.split("disaggregated pools ", 1)[1]
-    assert tail.startswith("1P:1@H200-141GB,1D:1@B200-180GB: 2 GPUs, 64 concurrent requests")
+    assert tail.startswith(f"1P:1@H200-141GB,1D:1@B200-180GB: 2 GPUs, {d['requests_per_s']:,.4g} requests/s (64 concurrent requests)")
+    # a plan with a request rate: the pools are timed at it, the line does not name the clients (it said "64 concurrent requests, 2 requests/s")
+    rc, text, _ = run_cli(capsys, *argv, "--request-rate", "2")
+    assert rc == 0 and "disaggregated pools 1P:1@H200-141GB,1D:1@B200-180GB: 2 GPUs, 2 requests/s\n" in text
     assert f"KV transfer {d['kv_transfer_ms']:,.1f} ms" in tail and f"TPOT {d['tpot_ms']:,.2f} ms" in tail and "meets ITL 50 ms" in tail
     assert "Balanced pools:" in tail and ("does not pay" in tail or "pays" in tail or "do not admit" in tail)
 
@@ -195,5 +198,5 @@ def test_report_pdf_has_the_plans_pools(capsys, tmp_path):
     rc, _out, err = run_cli(capsys, "report", "--preset", "llama-3.1-8b", "--sequences", "64", "--itl-slo-ms", "30", "--disagg", "2P:1,1D:2@H200-141GB", "--out", str(pdf))
     assert rc == 0, err
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-    assert "Disaggregated prefill / decode: 2P:1@H100-SXM-80GB,1D:2@H200-141GB" in text and "The same 64 concurrent requests on 4 GPUs" in text
+    assert "Disaggregated prefill / decode: 2P:1@H100-SXM-80GB,1D:2@H200-141GB" in text and "The same workload, " in text and " requests/s (64 concurrent requests), on 4 GPUs" in text
     assert "KV transfer per request:" in text and "meets ITL 30 ms" in text

@@ -209,4 +209,8 @@ def test_size_page_disaggregated_row_opens_each_pool_at_its_load():
         assert opened.to_dict("records") == size_pools.to_dict("records"), (role, opened, size_pools)
         metrics = {m.label: float(m.value.split()[0].replace(",", "")) for m in plan.metric if m.label in ("TTFT p95", "TPOT")}  # the pools card's "1,713.9 ms", "36.72 ms"
         assert abs(metrics["TTFT p95"] - row["p95 TTFT ms"]) <= 0.5 and abs(metrics["TPOT"] - row["p95 ITL ms"]) <= 0.05, (metrics, row)  # the row rounds to 1 ms / 0.1 ms
+        # the pools card's rate reads as the Size page's pools box's (it read 4 significant digits there, 3 here)
+        (box,) = [m.value for m in at.markdown if m.value.startswith("Open as a plan at ")]
+        (card,) = [c.value for c in plan.caption if "the pools in this card serve " in c.value]
+        assert box.split("Open as a plan at ")[1].split(":")[0] == card.split("the pools in this card serve ")[1].split(",")[0], (box, card)
     assert len(rates) == 1 and next(iter(rates)) > 0  # one rate: the deployment's, through both pools

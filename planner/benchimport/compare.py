@@ -137,8 +137,8 @@ def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
 def _disaggregated(model: PreparedModel, values: dict, measured: Measured) -> tuple[dict[str, float], str]:
     from planner import disagg
 
-    def at(sequences: int):
-        return disagg.plan_disagg(model, {**values, "sequences": max(1, sequences)}, values["disagg"])
+    def at(sequences: int):  # the run's load: its clients (plan_disagg times a request_rate instead, so the plan's is dropped)
+        return disagg.plan_disagg(model, {**{k: v for k, v in values.items() if k != "request_rate"}, "sequences": max(1, sequences)}, values["disagg"])
 
     if measured.request_rate is None and measured.max_concurrency:
         d, load = at(measured.max_concurrency), f"{measured.max_concurrency:,} concurrent clients over the disaggregated pools"

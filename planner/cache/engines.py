@@ -54,7 +54,7 @@ def sglang_hicache_flags(cpu_gib: float, disk_gib: float, *, tp: int, device_tok
     parts = ["--enable-hierarchical-cache"]
     if per_rank_gb >= 1:
         parts.append(f"--hicache-size {per_rank_gb}")
-    elif device_tokens:
+    elif cpu_gib and device_tokens:  # a host-pool flag: a disk tier alone sets none (SGLang's default ratio)
         parts.append(f"--hicache-ratio {hicache_ratio(host_tokens, device_tokens):.2f}")
     if disk_gib:
         parts.append("--hicache-storage-backend file")

@@ -81,7 +81,9 @@ def trace_setup(plan: Plan, requests: list[TraceRequest] | None = None) -> tuple
         setup = plan._load.setup
         fig = serving.open_at_rate(setup._replace(rate=serving.per_rank_rate(rate, replicas * inputs.dp)))
         est = serving.report(fig, setup.prompt, setup.cached, setup.generated, 0.0)
-        timed_at = f"the trace's own arrival rate, {rate:,.4g} requests/s over {span:,.4g} s ({fig.per_rank:,} in flight a replica, the plan's context lengths)"
+        timed_at = f"the trace's own arrival rate, {rate:,.4g} requests/s over {span:,.4g} s ({fig.per_rank:,} in flight a {'replica' if inputs.dp == 1 else f'rank, {inputs.dp} ranks a replica'}, the plan's context lengths)"
+        if fig.saturated:  # the open loop stops at the engine's admission limit: more arrive than that serves
+            timed_at += f"; not sustainable on the plan's {replicas:,} replica(s): timed at the engine's limit, further requests queue"
     elif own is not None:
         timed_at = f"the plan's observed latencies ({est.source}), not the trace's {own[0]:,.4g} requests/s"
     elif requests:

@@ -464,7 +464,7 @@ def cache_section(plan: Plan) -> CacheSection:
         shareable=w.shareable(),
         vllm_flags=offload_flags(plan) if lower else (),
         sglang_flags=sglang_hicache_flags(
-            inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0, tp=inputs.tp, device_tokens=model.gpu.capacity_tokens, host_tokens=lower[0].capacity_tokens if lower else 0
+            inputs.cpu_tier_gib or 0.0, inputs.disk_tier_gib or 0.0, tp=inputs.tp, device_tokens=model.gpu.capacity_tokens, host_tokens=next((t.capacity_tokens for t in lower if t.name == "cpu"), 0)
         )
         if lower
         else "",

@@ -172,7 +172,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         reservation=res,
         latency=lat,
         estimate=est,
-        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, figures),
+        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, setup, figures, sharing.per_replica_load),
         roof=roof,
         _memory=memory,
         _sharing=sharing,
@@ -516,17 +516,20 @@ def latency_at_load(inputs: PlanInputs, ctx: ContextBudget, cached: float, load:
     return est, latency.observe(obs)
 
 
-def recv_notes(inputs: PlanInputs, figures: serving.LoadFigures) -> tuple[str, ...]:
-    """What a receive interval other than 1 does to this plan's figures (nothing outside SGLang's serving costs)."""
+def recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int) -> tuple[str, ...]:
+    """What a receive interval other than 1 does to this plan's figures (nothing outside SGLang's
+    serving costs): the TTFT at this load less the same load's with the scheduler polling every step."""
     r = inputs.recv_interval
     if r == 1:
         return ()
     if recv_interval(inputs) == 1:
         return (f"receive interval {r}: SGLang's --scheduler-recv-interval, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs (its scheduler takes new requests every step)",)
-    steps = (r - 1) / 2
+    every = setup._replace(recv_interval=1)
+    extra = figures.ttft_ms - (serving.open_at_rate(every) if setup.rate is not None else serving.closed(every, per_replica_load)).ttft_ms
+    at_load = f"{extra:,.1f} ms more TTFT at this load" if extra > 0 else "none at this load: no other request decodes while one waits (an idle scheduler polls every loop)"
     return (
         f"SGLang --scheduler-recv-interval {r}: the scheduler polls for new requests once every {r} decode steps (SchedulerRecvSkipper), "
-        f"so a new request waits (R - 1) / 2 = {steps:g} decode steps more on average before its prefill, about {steps * figures.decode_step_ms:,.1f} ms in the TTFT's queue at this load",
+        f"so a new request waits (R - 1) / 2 = {(r - 1) / 2:g} decode steps of the others more on average before its prefill; {at_load}",
     )
 
 

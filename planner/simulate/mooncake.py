@@ -24,6 +24,7 @@ BLOCK_TOKENS = 512  # tokens per hash block in the published traces
 MAX_LINE_CHARS = 1 << 20
 MAX_TENANT_CHARS = 64
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+MAX_TIMESTAMP_MS = 1e12  # ~31.7 years: past it a float's seconds lose the sub-ms steps a replay times (1e300 ms gave a mean TTFT below its prefill)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,8 @@ def _parse_line(number: int, text: str, block_tokens: int) -> TraceRequest:
     if missing:
         raise PlannerError(f"line {number}", shorten(text, 60), f"missing {', '.join(missing)}")
     stamp = obj["timestamp"]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) or stamp < 0:
-        raise PlannerError(f"line {number} timestamp", stamp, "must be a time in milliseconds >= 0")
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) or not 0 <= stamp <= MAX_TIMESTAMP_MS:
+        raise PlannerError(f"line {number} timestamp", stamp, f"must be a time in milliseconds from 0 to {MAX_TIMESTAMP_MS:,.0f}")
     inputs = _count(number, obj, "input_length", 1, MAX_TOKENS_PER_REQUEST)
     outputs = _count(number, obj, "output_length", 1, MAX_TOKENS_PER_REQUEST)
     ids = obj["hash_ids"]
