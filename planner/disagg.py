@@ -722,7 +722,9 @@ def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, pri
         notes.append(
             f"NIXL's descriptors ({op.transfer.terms_ms['nixl_descriptors']:,.1f} ms) cost more than the bytes ({op.transfer.terms_ms['bytes']:,.1f} ms) at {op.transfer.block_tokens}-token blocks: --block-size 64 would cut them by {1 - op.transfer.block_tokens / 64:.0%}"
         )
-    agg = aggregated_alternative(model, values, decode, op.gpus, inputs.sequences)
+    # the same GPUs aggregated, at the load the pools are timed at (the rate they serve when the
+    # decode pool is at its limit, so the verdict compares one load)
+    agg = aggregated_alternative(model, values if over is None else {**values, "request_rate": over}, decode, op.gpus, inputs.sequences)
     prefill_cap = 1.0 / prefill.service_s
     held = op.rate / spec_p.replicas * (op.ttft_terms_ms["prefill"] + op.ttft_terms_ms["prefill_queue_p95"] + op.transfer.ms) / 1e3
     return DisaggPlan(

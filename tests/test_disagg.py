@@ -404,6 +404,10 @@ def test_a_request_rate_past_the_decode_pools_limit_is_timed_at_the_limit():
     (note,) = [n for n in d.notes if "cannot keep up" in n]
     assert note.startswith(f"the decode pool cannot keep up with 100 requests/s: at its limit of {limit:,} sequences per replica (memory ")
     assert note.endswith(f") it serves {disagg.rate_text(cap)}; the pools are timed at that rate and the rest queue without bound: add decode replicas")
+    # the verdict's aggregated alternative is planned at that same served rate, not the offered 100/s
+    # (same GPUs aggregated: 2 H100 replicas at 3.65 requests/s are admitted, at 100/s they were not)
+    served = {**values, "request_rate": cap}
+    assert d.aggregated == disagg.aggregated_alternative(model, served, dec, d.gpus, make_inputs(**served).sequences) and d.aggregated["admitted"] is True
 
 
 def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
