@@ -14,7 +14,7 @@ from planner.configio import read_config_file
 from planner.errors import PlannerError, shorten
 from planner.kv import KV_DTYPE_BITS, KV_DTYPE_CHOICES, RUNTIMES, InspectReport, inspect_config
 from planner.limits import CAPACITY_TIME_BUDGET_S, MAX_CAPACITY_TOP, bounded_number, ensure_finite_json, parse_number_text, safe_text, safe_tree
-from planner.units import GIB, MIB, fmt_bytes_exact
+from planner.units import GIB, MIB, fmt_bytes_exact, fmt_ms_whole
 
 
 class CLIError(PlannerError):
@@ -307,7 +307,7 @@ def disagg_text(d, inputs) -> str:
             f"KV pool {r['KV pool GiB/GPU']:g} GiB/GPU, {r['seqs/replica']:g} seqs/replica, {r['utilisation']} busy, step {r['step ms']:g} ms; {r['SLO']}"
         )
     cost = f", ${d.cost_per_million_tokens:,.3f} per M tokens" if d.cost_per_million_tokens is not None else ""
-    lines.append(f"  TTFT p95 {d.ttft_p95_ms:,.0f} ms (KV transfer {d.kv_transfer_ms:,.1f} ms), TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h{cost}")
+    lines.append(f"  TTFT p95 {fmt_ms_whole(d.ttft_p95_ms)} (KV transfer {d.kv_transfer_ms:,.1f} ms), TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h{cost}")
     lines.append("  " + describe(d))
     return "\n".join(lines)
 

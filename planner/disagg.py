@@ -42,6 +42,7 @@ from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, serving
 from planner.plan.stages import kv_held
 from planner.pools import DISAGG_FORMAT, MAX_POOL_REPLICAS, POOLS_RE, PoolSpec, format_pools, parse_pools  # noqa: F401 - the pools text, read in planner.pools
 from planner.roots import illinois
+from planner.units import fmt_ms_whole, ms_whole
 
 # NIXL's cost per transfer descriptor (one block of one layer's K or V on one GPU). vLLM's RFC
 # #50913 (NixlConnector, 8 x L20, Qwen3-32B-FP8 TP2 3P1D, ~4.9k-token prompts): --block-size 16
@@ -580,9 +581,9 @@ def pool_slo(plan: DisaggPlan, role: str) -> str:
         if plan.prefill.utilisation >= 1:
             return f"saturated ({plan.prefill.utilisation:.0%} busy): TTFT unbounded"
         if plan.ttft_slo_ms is None:
-            return f"— no TTFT SLO (TTFT p95 {plan.ttft_p95_ms:,.0f} ms)"
+            return f"— no TTFT SLO (TTFT p95 {fmt_ms_whole(plan.ttft_p95_ms)})"
         ok = plan.ttft_p95_ms <= plan.ttft_slo_ms
-        return f"{'meets' if ok else 'misses'} TTFT {plan.ttft_slo_ms:,.0f} ms (p95 {plan.ttft_p95_ms:,.0f})"
+        return f"{'meets' if ok else 'misses'} TTFT {plan.ttft_slo_ms:,.0f} ms (p95 {ms_whole(plan.ttft_p95_ms)})"
     if plan.decode.utilisation > 1:
         return f"over its sequence limit ({plan.decode.utilisation:.0%})"
     if plan.itl_slo_ms is None:
@@ -613,8 +614,8 @@ def describe(plan: DisaggPlan) -> str:
     verdict = plan.verdict[:1].upper() + plan.verdict[1:]
     return (
         f"KV transfer per request: {t.bytes_per_request / 2**20:,.0f} MiB over the {t.link} ({t.link_gb_s:g} GB/s), {t.descriptors_per_gpu:,} NIXL descriptors a GPU at "
-        f"{t.block_tokens}-token blocks: {t.ms:,.1f} ms added to TTFT. TTFT p95 {plan.ttft_p95_ms:,.0f} ms = "
-        + " + ".join(f"{k.replace('_', ' ')} {v:,.0f}" for k, v in plan.ttft_terms_ms.items())
+        f"{t.block_tokens}-token blocks: {t.ms:,.1f} ms added to TTFT. TTFT p95 {fmt_ms_whole(plan.ttft_p95_ms)} = "
+        + " + ".join(f"{k.replace('_', ' ')} {ms_whole(v)}" for k, v in plan.ttft_terms_ms.items())
         + f" ms. Balanced pools: {plan.balanced_prefill_per_decode:.2f} prefill replicas per decode replica. {verdict}."
     )
 
@@ -721,7 +722,9 @@ def _disagg_plan(model, values, inputs, spec_p, spec_d, prefill, decode, op, pri
         notes.append(
             f"NIXL's descriptors ({op.transfer.terms_ms['nixl_descriptors']:,.1f} ms) cost more than the bytes ({op.transfer.terms_ms['bytes']:,.1f} ms) at {op.transfer.block_tokens}-token blocks: --block-size 64 would cut them by {1 - op.transfer.block_tokens / 64:.0%}"
         )
-    agg = aggregated_alternative(model, values, decode, op.gpus, inputs.sequences)
+    # the same GPUs aggregated, at the load the pools are timed at (the rate they serve when the
+    # decode pool is at its limit, so the verdict compares one load)
+    agg = aggregated_alternative(model, values if over is None else {**values, "request_rate": over}, decode, op.gpus, inputs.sequences)
     prefill_cap = 1.0 / prefill.service_s
     held = op.rate / spec_p.replicas * (op.ttft_terms_ms["prefill"] + op.ttft_terms_ms["prefill_queue_p95"] + op.transfer.ms) / 1e3
     return DisaggPlan(
@@ -796,7 +799,7 @@ def verdict(op: Operating, agg: dict | None, inputs) -> str:
     better_tps = op.output_tokens_per_s > agg["output_tokens_per_s"] * 1.05
     pays = (better_itl or better_tps) and agg["admitted"]
     head = (
-        f"disaggregated p95 ITL {op.tpot_ms:,.1f} ms vs {agg['itl_p95_ms']:,.1f} ms aggregated on the same {agg['gpus']} GPUs; TTFT {op.ttft_ms:,.0f} vs {agg['ttft_p95_ms']:,.0f} ms; "
+        f"disaggregated p95 ITL {op.tpot_ms:,.1f} ms vs {agg['itl_p95_ms']:,.1f} ms aggregated on the same {agg['gpus']} GPUs; TTFT {ms_whole(op.ttft_ms)} vs {ms_whole(agg['ttft_p95_ms'])} ms; "
         f"{op.output_tokens_per_s:,.0f} vs {agg['output_tokens_per_s']:,.0f} output tokens/s"
     )
     if not agg["admitted"]:

@@ -26,7 +26,7 @@ from planner.limits import safe_text
 from planner.plan import Plan, PlanInputs, memory_basis
 from planner.plan.sections import COST_BASIS_NAME
 from planner.source import ModelRef
-from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step, fmt_num, fmt_value, gib, mib
+from planner.units import fmt_bytes, fmt_bytes_exact, fmt_money, fmt_ms_step, fmt_ms_whole, fmt_num, fmt_value, gib, mib
 
 DEFAULT_SHARE_BASE = "http://localhost:8501/"
 CHART_TITLES = ("Memory per GPU", "K/V bytes per sequence vs context", "Latency by phase")
@@ -792,7 +792,7 @@ def _pools_story(k: _Kit, plan: Plan, model) -> list:
         KeepTogether(
             [
                 k.para(f"Disaggregated prefill / decode: {d.spec}", k.h2),
-                k.para(f"The same workload, {disagg.load_text(d, plan.inputs)}, on {d.gpus:,} GPUs: TTFT p95 {d.ttft_p95_ms:,.0f} ms, TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h."),
+                k.para(f"The same workload, {disagg.load_text(d, plan.inputs)}, on {d.gpus:,} GPUs: TTFT p95 {fmt_ms_whole(d.ttft_p95_ms)}, TPOT {d.tpot_ms:,.2f} ms, {d.output_tokens_per_s:,.0f} output tokens/s, ${d.cost_per_hour:,.2f}/h."),
                 k.grid_table(table, [k.width * w for w in (0.08, 0.22, 0.17, 0.05, 0.09, 0.1, 0.1, 0.1, 0.09)]),
                 k.para(disagg.describe(d), k.small),
             ]

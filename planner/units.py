@@ -27,11 +27,14 @@ formatter              example                         for
 
 from __future__ import annotations
 
+import math
+
 KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
 TIB = 1 << 40
 NONE_SHOWN = "–"  # an absent figure
+UNBOUNDED = "unbounded"  # an infinite wait: a saturated queue (utilisation at or above 1)
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -123,6 +126,8 @@ def fmt_ms(ms: float | None, none: str = NONE_SHOWN) -> str:
     and from an hour in hours ("520,519.2 h"): a refused 10M-sequence plan's TTFT reads as time."""
     if ms is None:
         return none
+    if not math.isfinite(ms):
+        return UNBOUNDED if ms > 0 else none
     size = abs(ms)
     if size < 100:
         return f"{ms:,.2f} ms"
@@ -131,6 +136,16 @@ def fmt_ms(ms: float | None, none: str = NONE_SHOWN) -> str:
     if size < 3_600_000:
         return f"{ms / 60_000:,.1f} min"
     return f"{ms / 3_600_000:,.1f} h"
+
+
+def ms_whole(ms: float) -> str:
+    """Whole milliseconds, no unit ("1,234"); "unbounded" for a saturated queue's infinite wait."""
+    return f"{ms:,.0f}" if math.isfinite(ms) else UNBOUNDED
+
+
+def fmt_ms_whole(ms: float) -> str:
+    """Whole milliseconds ("1,234 ms"); "unbounded" for a saturated queue's infinite wait."""
+    return f"{ms:,.0f} ms" if math.isfinite(ms) else UNBOUNDED
 
 
 def fmt_ms_step(ms: float) -> str:

@@ -343,7 +343,7 @@ def test_a_disk_tier_alone_sets_no_hicache_ratio(llama8b):
     assert sglang_hicache_flags(0.0, 100.0, tp=1, device_tokens=414_757, host_tokens=0) == "--enable-hierarchical-cache --hicache-storage-backend file"
     plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, disk_tier_gib=100, runtime="sglang", **CHAT), llama8b)
     cache = plan.summary()["cache"]
-    assert [t["name"] for t in cache["tiers"]] == ["gpu", "disk"]
+    assert [t["name"] for t in cache["tiers"]] == ["gpu", "cpu", "disk"]  # the cpu tier: SGLang's default host pool (next test)
     assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-storage-backend file"
 
 
@@ -586,3 +586,18 @@ def test_a_vanishing_session_rate_is_refused_in_one_line():
     decoded = decode_query({"spm": "5e-324"})  # a link: the value is dropped with a note, the plan has no session workload
     assert decoded.inputs.sessions_per_min is None
     assert any(n.key == "sessions_per_min (spm)" and "must be >= 0.001" in n.why for n in decoded.notes)
+
+
+def test_sglang_disk_tier_alone_keeps_sglangs_default_host_pool(llama8b):
+    """A disk tier alone under runtime sglang: SGLang still keeps a host pool between the GPU and the
+    file backend, at --hicache-ratio's default 2.0 in cache mode (SGLang 0.5.23
+    arg_groups/fields/memory.py), so the model has it and prices it: 2 x 414,757 = 829,514 tokens
+    x 131,072 B = 101.26 GiB a replica; the flags set no ratio (the default holds)."""
+    plan = compute_plan(make_inputs(sessions_per_min=60, turns=6, think_time_s=120, disk_tier_gib=100, runtime="sglang", **CHAT), llama8b)
+    cache = plan.summary()["cache"]
+    gpu, cpu, disk = cache["tiers"]
+    assert gpu["capacity_tokens"] == 414_757 == plan.kv_cache.sglang.capacity.max_total_num_tokens
+    assert cpu["capacity_tokens"] == 829_514 and cpu["capacity_gib"] == pytest.approx(829_514 * 131_072 / 2**30)
+    assert cpu["cost_per_hour"] == pytest.approx(829_514 * 131_072 / 2**30 * 0.004237) and "--hicache-ratio 2.0" in cpu["price_source"]
+    assert disk["capacity_tokens"] == 100 * 2**30 // 131_072
+    assert cache["sglang_flags"] == "--enable-hierarchical-cache --hicache-storage-backend file"

@@ -404,6 +404,10 @@ def test_a_request_rate_past_the_decode_pools_limit_is_timed_at_the_limit():
     (note,) = [n for n in d.notes if "cannot keep up" in n]
     assert note.startswith(f"the decode pool cannot keep up with 100 requests/s: at its limit of {limit:,} sequences per replica (memory ")
     assert note.endswith(f") it serves {disagg.rate_text(cap)}; the pools are timed at that rate and the rest queue without bound: add decode replicas")
+    # the verdict's aggregated alternative is planned at that same served rate, not the offered 100/s
+    # (same GPUs aggregated: 2 H100 replicas at 3.65 requests/s are admitted, at 100/s they were not)
+    served = {**values, "request_rate": cap}
+    assert d.aggregated == disagg.aggregated_alternative(model, served, dec, d.gpus, make_inputs(**served).sequences) and d.aggregated["admitted"] is True
 
 
 def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
@@ -415,3 +419,20 @@ def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
     base = {**SESSIONS_BASE, "sessions_per_min": 6, "turns": 2, "think_time_s": 1.0, "max_context": 2500}
     why = disagg.pool_model(model, base, "prefill", "H100-SXM-80GB", 1, 1, "fp8", 2.95)
     assert why == "reserved total 3,000 tokens (input 2,000 + output 1,000) exceeds the maximum context you set, 2,500"
+
+
+def test_a_saturated_prefill_pool_reads_unbounded_not_inf():
+    # 20 requests/s of 4,000-token prompts on one H100 prefill replica: 20 x its 64 ms prefill =
+    # 125 % utilisation, an M/M/1 queue with no steady state, so TTFT p95 is infinite. Every text
+    # said "inf ms" (the card's fmt_ms "inf h"); they say "unbounded" (review finding)
+    from planner.source import preset_ref
+    from planner.units import fmt_ms
+
+    model = preset_ref("llama-3.1-8b")[1]
+    values = {**BASE, "gpu": "H100-SXM-80GB", "tp": 1, "gpu_count": 2, "ttft_slo_ms": 5000, "itl_slo_ms": 200, "request_rate": 20.0}
+    d = disagg.plan_disagg(model, values, "1P:1@H100-SXM-80GB,8D:1@H100-SXM-80GB")
+    assert math.isinf(d.ttft_p95_ms) and d.meets_slo is False
+    text = disagg.describe(d)
+    assert "TTFT p95 unbounded = " in text and "prefill queue p95 unbounded" in text and "inf" not in text
+    assert disagg.pool_slo(d, "prefill") == "saturated (125% busy): TTFT unbounded"
+    assert fmt_ms(math.inf) == "unbounded" and fmt_ms(math.nan) == "–"

@@ -22,7 +22,8 @@ Capacity follows the engine that owns the tier:
   bytes a token`` tokens (``--hicache-size`` GB), else ``device tokens x --hicache-ratio``, in whole
   pages plus one padding page (SGLang 0.5.23 sglang/srt/mem_cache/pool_host/base.py); it holds a
   copy of what the device pool holds (write-through), as the tier model assumes of every tier;
-  disk: its ``file`` storage backend, in pages of the same bytes.
+  disk: its ``file`` storage backend, in pages of the same bytes; with a disk tier alone SGLang
+  still keeps a host pool, at its default ratio 2.0 of the device pool, and so does the model.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from planner.hardware import GIB
 
 PAGE_BYTES = 4096  # vLLM 0.33 SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT = mmap.PAGESIZE
 LMCACHE_CHUNK_TOKENS = 256  # lmcache/v1/config.py chunk_size default
+HICACHE_DEFAULT_RATIO = 2.0  # SGLang 0.5.23 arg_groups/fields/memory.py: --hicache-ratio's default in cache mode
+HICACHE_DEFAULT_SOURCE = "SGLang's own host pool under a disk tier alone: --hicache-ratio 2.0 (its default in cache mode), twice the device pool"
 
 # the host link to the GPU, per direction, by catalog GPU: (GB/s, source)
 _GEN5 = "PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63.0 GB/s per direction, x 0.85 for transaction-layer overhead on DMA (estimate) = 53.6 GB/s"
@@ -150,6 +153,10 @@ def hicache_tiers(*, gpu: str, tp: int, page: int, bytes_per_token: int, cpu_gib
         if tokens < page:
             raise PlannerError("cpu_tier_gib", cpu_gib, f"too small to hold one {page}-token page of this model in SGLang's host pool")
         tiers.append(Tier("cpu", page, tokens, per_gpu_token_s, int(cpu_gib * GIB), link, link_source, cpu_gib * CPU_GIB_HOUR, CPU_PRICE_SOURCE))
+    if disk_gib and not cpu_gib and device_tokens:  # the file backend reads through a host pool SGLang sizes itself
+        tokens = int(device_tokens * HICACHE_DEFAULT_RATIO) // page * page
+        size = tokens * bytes_per_token * tp
+        tiers.append(Tier("cpu", page, tokens, per_gpu_token_s, size, link, link_source, size / GIB * CPU_GIB_HOUR, f"{CPU_PRICE_SOURCE}; {HICACHE_DEFAULT_SOURCE}"))
     if disk_gib:
         tokens = int(disk_gib * GIB / tp) // (bytes_per_token * page) * page
         if tokens < page:
