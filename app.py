@@ -47,8 +47,10 @@ PAGES = (
     ("pages/probe.py", "Probe", ":material/science:"),
 )
 
-# A Size share link (``?size_users=...``) opens on the Size page: links always go to the app's root,
-# since opening ``/<page>?...`` directly shows the file list instead of this navigation.
+# A Size share link (``?size_users=...``) opens on the Size page: links always go to the app's root.
+# (Under plain ``streamlit run``, a fresh server's first visit to ``/<page>?...`` shows Streamlit's
+# older pages/ layout until someone opens /; scripts/run_app.py, which make run / make serve use,
+# turns that layout off before the first session.)
 if "start_page" not in st.session_state:
     st.session_state["start_page"] = "pages/size.py" if any(k.startswith("size_") for k in st.query_params) else PAGES[0][0]
 start = st.session_state["start_page"]

@@ -143,8 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
         sys.path.pop(0)  # as under `streamlit run`: scripts/ is not on the app's path
 
+    from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import bootstrap, cli
 
+    # The app is a st.navigation app whose pages live in pages/. Streamlit takes a pages/ folder
+    # for its older multipage layout until some session's run of the app script calls
+    # st.navigation, so on a fresh server a first visit to a deep link (/size?...) ran
+    # pages/size.py alone: no app.py (its layout, navigation, state), a raw file list for the
+    # sidebar, and the same for every deep link after it until someone opened /. st.navigation
+    # sets this very flag to False; here it is False before the first session.
+    PagesManager.uses_pages_directory = False
     on_server_start = bootstrap._on_server_start  # runs once the server listens (Streamlit 1.67)
 
     def on_start(server) -> None:

@@ -101,6 +101,15 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
+                # the fresh server's first visit is a deep link: it must run app.py's navigation, not
+                # Streamlit's older pages/ layout (which lists the files "app", "compare", ... and runs
+                # pages/compare.py alone until someone opens /)
+                deep = browser.new_page(viewport={"width": 1280, "height": 900})
+                deep.goto(f"{url}/compare", wait_until="commit")
+                nav = deep.get_by_test_id("stSidebarNav")
+                sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
+                assert nav.get_by_text("app", exact=True).count() == 0 and nav.get_by_text("compare", exact=True).count() == 0
+                deep.close()
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{url}/", wait_until="commit")
                 value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
