@@ -19,9 +19,8 @@
 from __future__ import annotations
 
 import json
-import math
 
-from planner.cache.tiers import LMCACHE_CHUNK_TOKENS, hicache_ratio
+from planner.cache.tiers import LMCACHE_CHUNK_TOKENS, hicache_ratio, hicache_size_gb
 from planner.hardware import GIB
 
 NATIVE_FROM = ("0.19", "0.24", "0.33")  # releases with --kv-offloading-size
@@ -50,7 +49,7 @@ def sglang_hicache_flags(cpu_gib: float, disk_gib: float, *, tp: int, device_tok
     file storage backend for a disk tier)."""
     if not cpu_gib and not disk_gib:
         return ""
-    per_rank_gb = math.floor(cpu_gib * GIB / tp / 1e9)
+    per_rank_gb = hicache_size_gb(cpu_gib, tp)
     parts = ["--enable-hierarchical-cache"]
     if per_rank_gb >= 1:
         parts.append(f"--hicache-size {per_rank_gb}")

@@ -121,7 +121,7 @@ def hicache_host_tokens(size_gib: float, tp: int, bytes_per_token: int, page: in
     10^9 a rank) when at least 1 GB, else ``--hicache-ratio`` (two decimals) of the device pool;
     whole pages (the padding page SGLang adds is not usable)."""
     per_rank = size_gib * GIB / tp
-    gb = int(per_rank // 1e9)
+    gb = hicache_size_gb(size_gib, tp)
     if gb >= 1:
         tokens = int(gb * 1e9 // bytes_per_token)
     elif device_tokens:
@@ -129,6 +129,12 @@ def hicache_host_tokens(size_gib: float, tp: int, bytes_per_token: int, page: in
     else:
         tokens = 0
     return tokens // page * page
+
+
+def hicache_size_gb(size_gib: float, tp: int) -> int:
+    """``--hicache-size`` for a CPU tier of ``size_gib`` over the replica: whole GB (10^9 B) a rank
+    (0: under 1 GB, where the flags give a ratio instead)."""
+    return int(size_gib * GIB / tp // 1e9)
 
 
 def hicache_ratio(host_tokens: int, device_tokens: int) -> float:
@@ -158,13 +164,7 @@ def hicache_tiers(*, gpu: str, tp: int, page: int, bytes_per_token: int, cpu_gib
         size = tokens * bytes_per_token * tp
         tiers.append(Tier("cpu", page, tokens, per_gpu_token_s, size, link, link_source, size / GIB * CPU_GIB_HOUR, f"{CPU_PRICE_SOURCE}; {HICACHE_DEFAULT_SOURCE}"))
     if disk_gib:
-        tokens = int(disk_gib * GIB / tp) // (bytes_per_token * page) * page
-        if tokens < page:
-            raise PlannerError("disk_tier_gib", disk_gib, f"too small to hold one {page}-token page of this model")
-        disk = disk_gb_s if disk_gb_s is not None else DEFAULT_DISK_GB_S
-        disk_token_s = bytes_per_token * tp / (disk * 1e9) + per_gpu_token_s
-        source = ("given" if disk_gb_s is not None else DISK_SOURCE) + f"; then the host link ({link:g} GB/s)"
-        tiers.append(Tier("disk", page, tokens, disk_token_s, int(disk_gib * GIB), disk, source, disk_gib * DISK_GIB_HOUR, DISK_PRICE_SOURCE))
+        tiers.append(_disk_tier(disk_gib, page, "page", bytes_per_token, tp, disk_gb_s, link, per_gpu_token_s))
     return "hicache", tiers
 
 
@@ -202,12 +202,22 @@ def offload_tiers(
             raise PlannerError("cpu_tier_gib", cpu_gib, f"too small to hold one {unit}-token chunk of this model")
         tiers.append(Tier("cpu", unit, chunks * unit, per_gpu_token_s, int(cpu_gib * GIB), link, link_source, cpu_gib * CPU_GIB_HOUR, CPU_PRICE_SOURCE))
     if disk_gib:
-        chunks = lmcache_chunks(disk_gib, bytes_per_token, tp)
-        if chunks < 1:
-            raise PlannerError("disk_tier_gib", disk_gib, f"too small to hold one {LMCACHE_CHUNK_TOKENS}-token chunk of this model")
-        disk = disk_gb_s if disk_gb_s is not None else DEFAULT_DISK_GB_S
-        # read from the drive into host memory (the replica's bytes), then over each GPU's link
-        disk_token_s = bytes_per_token * tp / (disk * 1e9) + per_gpu_token_s
-        source = ("given" if disk_gb_s is not None else DISK_SOURCE) + f"; then the host link ({link:g} GB/s)"
-        tiers.append(Tier("disk", LMCACHE_CHUNK_TOKENS, chunks * LMCACHE_CHUNK_TOKENS, disk_token_s, int(disk_gib * GIB), disk, source, disk_gib * DISK_GIB_HOUR, DISK_PRICE_SOURCE))
+        tiers.append(_disk_tier(disk_gib, LMCACHE_CHUNK_TOKENS, "chunk", bytes_per_token, tp, disk_gb_s, link, per_gpu_token_s))
     return connector, tiers
+
+
+def _disk_tier(disk_gib: float, unit: int, unit_name: str, bytes_per_token: int, tp: int, disk_gb_s: float | None, link: float, per_gpu_token_s: float) -> Tier:
+    """A local-disk tier of ``disk_gib`` over the replica in whole ``unit``-token units (LMCache's
+    chunks, SGLang's pages: each rank stores its shard of every unit). A load reads from the drive
+    into host memory (the replica's bytes), then over each GPU's link.
+
+    Raises:
+        PlannerError: too small to hold one unit.
+    """
+    units = lmcache_chunks(disk_gib, bytes_per_token, tp, chunk_tokens=unit)
+    if units < 1:
+        raise PlannerError("disk_tier_gib", disk_gib, f"too small to hold one {unit}-token {unit_name} of this model")
+    disk = disk_gb_s if disk_gb_s is not None else DEFAULT_DISK_GB_S
+    disk_token_s = bytes_per_token * tp / (disk * 1e9) + per_gpu_token_s
+    source = ("given" if disk_gb_s is not None else DISK_SOURCE) + f"; then the host link ({link:g} GB/s)"
+    return Tier("disk", unit, units * unit, disk_token_s, int(disk_gib * GIB), disk, source, disk_gib * DISK_GIB_HOUR, DISK_PRICE_SOURCE)
