@@ -106,9 +106,7 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
                 # pages/compare.py alone until someone opens /)
                 deep = browser.new_page(viewport={"width": 1280, "height": 900})
                 deep.goto(f"{url}/compare", wait_until="commit")
-                nav = deep.get_by_test_id("stSidebarNav")
-                sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
-                assert nav.get_by_text("app", exact=True).count() == 0 and nav.get_by_text("compare", exact=True).count() == 0
+                _expect_the_apps_navigation(sync_api, deep)
                 deep.close()
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{url}/", wait_until="commit")
@@ -126,6 +124,16 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
     assert re.search(r"Preloaded \d+ modules in [\d.]+ s\.", text) and "preload step" not in text, text[-2000:]  # done, no step failed
 
 
+def _expect_the_apps_navigation(sync_api, tab):
+    """The sidebar lists app.py's pages ("Plan", ...), not the older layout's file names ("app", "compare")."""
+    nav = tab.get_by_test_id("stSidebarNav")
+    sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
+    assert nav.get_by_text("app", exact=True).count() == 0 and nav.get_by_text("compare", exact=True).count() == 0
+    return nav
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
 @pytest.mark.parametrize("page", ["compare", "probe"])
 def test_a_deep_link_on_a_fresh_plain_streamlit_run_server_runs_the_apps_navigation(page):
     """Without the launcher (plain ``streamlit run app.py``), a fresh server's first visit to a deep
@@ -144,10 +152,7 @@ def test_a_deep_link_on_a_fresh_plain_streamlit_run_server_runs_the_apps_navigat
             try:
                 tab = browser.new_page(viewport={"width": 1280, "height": 900})
                 tab.goto(f"{url}/{page}", wait_until="commit")
-                nav = tab.get_by_test_id("stSidebarNav")
-                sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
-                assert nav.get_by_text("app", exact=True).count() == 0
-                current = nav.locator("a[aria-current='page']")
+                current = _expect_the_apps_navigation(sync_api, tab).locator("a[aria-current='page']")
                 sync_api.expect(current).to_contain_text(page.title(), timeout=30_000)  # the same page (its icon name precedes the title), now through app.py
                 assert tab.get_by_test_id("stException").count() == 0
             finally:
