@@ -48,9 +48,9 @@ PAGES = (
 )
 
 # A Size share link (``?size_users=...``) opens on the Size page: links always go to the app's root.
-# (Under plain ``streamlit run``, a fresh server's first visit to ``/<page>?...`` shows Streamlit's
-# older pages/ layout until someone opens /; scripts/run_app.py, which make run / make serve use,
-# turns that layout off before the first session.)
+# (A fresh server's first visit to ``/<page>?...`` would run that page under Streamlit's older
+# pages/ layout; scripts/run_app.py turns the layout off before the first session, and each page
+# reruns through this navigation when it finds itself run that way: pages/ui/navigation.py.)
 if "start_page" not in st.session_state:
     st.session_state["start_page"] = "pages/size.py" if any(k.startswith("size_") for k in st.query_params) else PAGES[0][0]
 start = st.session_state["start_page"]

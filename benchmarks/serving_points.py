@@ -25,6 +25,7 @@ admits). ``predict`` redoes either from the plan's load setup, so the fit can tr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -112,14 +113,17 @@ class Point:
     gpus: int  # GPUs one rank uses (tp)
     multi_node: bool  # tensor parallelism across nodes (the fitted inter-node message latency applies)
     intra_latency_us: float  # the all-reduce's latency inside a node
+    eager_prefill: bool = False  # the release ran prefill outside CUDA graphs (harness_eager_prefill)
 
     @property
     def id(self) -> str:
         return self.raw["id"]
 
-    @property
+    @functools.cached_property
     def roof(self) -> latency.Roofline:
-        return self.plan.roof
+        """The plan's step model; for a release that ran prefill eagerly, with its launch floor (latency.eager_prefill_floor)."""
+        roof = self.plan.roof
+        return dataclasses.replace(roof, eager_prefill_s=latency.eager_prefill_floor(roof)) if self.eager_prefill else roof
 
     @property
     def recv_interval(self) -> int:
@@ -128,8 +132,9 @@ class Point:
 
     @property
     def setup(self):
-        """The plan's load setup."""
-        return self.plan._load.setup
+        """The plan's load setup (with :attr:`roof`)."""
+        setup = self.plan._load.setup
+        return setup._replace(roof=self.roof) if self.eager_prefill else setup
 
 
 def harness_cached_tokens(p: dict) -> int:
@@ -155,6 +160,19 @@ def harness_recv_interval(p: dict) -> int:
     if p["source"] == "inferencex" and p["engine"] == "sglang":
         return next(interval for below, interval in INFERENCEX_SGLANG_RECV if p["concurrency"] < below)
     return 1
+
+
+# SGLang releases that run every prefill (extend) batch outside CUDA graphs: CUDA graphs for decode,
+# target-verify and idle batches only (ForwardMode.is_cuda_graph), piecewise prefill graphs opt-in
+# (0.5.6's server_args: enable_piecewise_cuda_graph = False; they first appeared in 2025-10, PR #10062,
+# after the tt-inference-server runs of 2025-07). 0.5.23 graphs prefill by default
+# (cuda_graph_config.default_prefill_backend), so the planner's own SGLang plans keep 0.
+SGLANG_EAGER_PREFILL_RELEASES = frozenset({"0.5.6", "(2025-07, not stated)"})
+
+
+def harness_eager_prefill(p: dict) -> bool:
+    """Whether the point's engine release ran prefill outside CUDA graphs (SGLANG_EAGER_PREFILL_RELEASES)."""
+    return p["engine"] == "sglang" and p["engine_version"] in SGLANG_EAGER_PREFILL_RELEASES
 
 
 def trt_requests(p: dict) -> int:
@@ -270,6 +288,7 @@ def point(index: int) -> Point:
         gpus=tp,
         multi_node=p["tp"] > device.node_gpus,
         intra_latency_us=intra,
+        eager_prefill=harness_eager_prefill(p),
     )
 
 

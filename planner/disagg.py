@@ -8,7 +8,11 @@ Each pool is planned by :func:`planner.plan.compute_plan` (its memory and step m
   token and frees the request once its K/V is pulled). A replica prefills ``1 / S`` prompts a
   second, S = the prompt's share of a full token budget (``roofline.prefill_capacity_per_s``);
   prompts queue for it as an M/D/1 queue (:func:`planner.latency.queue_wait`, as the served
-  model queues them), so at utilisation rho its p95 TTFT is its own prefill plus the queue's p95;
+  model queues them), so at utilisation rho its p95 TTFT is its own prefill plus the queue's p95.
+  Under a session workload the pool's GPUs cache the turns (:mod:`planner.cache`): a prompt takes
+  only its uncached tokens' share of the budget, and its own prefill is the turns' mean of loading
+  the cached tokens and prefilling the rest. The decode pool is taken to hold none of the earlier
+  turns, so each request still pulls its whole prompt but the shared prefix;
 * the **KV transfer** moves the prompt's K/V in the decode pool's layout: each decode GPU pulls
   its shard (``kv_at(prompt)`` of the decode plan), one NIXL descriptor per block and layer for K
   and for V; the link is NVLink when the whole deployment sits in one scale-up domain, else the
@@ -155,6 +159,9 @@ class PrefillModel(PoolModel):
     # tokens a request prefills, and the share of prompt tokens the cache serves (None: no sessions)
     speedup: float = 1.0
     cache_hit_rate: float | None = None
+    # a turn's own prefill under that cache: the mean over the workload's turns of loading the
+    # cached tokens from their tier and prefilling the rest (the cache section's TTFT terms)
+    cached_prefill_s: float | None = None
 
     @cached_property
     def service_s(self) -> float:
@@ -164,6 +171,9 @@ class PrefillModel(PoolModel):
 
     @cached_property
     def prefill_s(self) -> float:
+        """One prompt's own prefill (in TTFT): a session workload's turn prefills only its uncached tokens."""
+        if self.cached_prefill_s is not None:
+            return self.cached_prefill_s
         return self.plan.roofline.prefill_ms_at_1_request / 1e3
 
     def ttft_p95_s(self, rho: float) -> float:
@@ -241,6 +251,8 @@ def pool_model(model: PreparedModel, base: dict, role: str, gpu: str, tp: int, e
             return exc.reason.split(";")[0]
         if whole.cache.applies:
             cache = {"speedup": prefill_speedup(whole), "cache_hit_rate": whole.cache.hit_rate}
+            if whole.cache.ttft is not None:
+                cache["cached_prefill_s"] = (whole.cache.ttft.load_ms + whole.cache.ttft.prefill_ms) / 1e3
     return PrefillModel(role=role, gpu=gpu, tp=tp, ep=ep, kv_dtype=kv, price=price, plan=plan, values=values, **cache)
 
 

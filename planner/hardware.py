@@ -22,7 +22,7 @@ from planner.errors import PlannerError
 from planner.gpu_memory import GPU_MEMORY, cuda_total_mib
 from planner.units import GIB
 
-NIC_MESSAGE_US = 25.0  # a message across nodes, estimate (NCCL's small-message all-reduce over two nodes; Device.scaleout_source)
+NIC_MESSAGE_US = 25.0  # a message across nodes, estimate beside NCCL's own latency model (Device.scaleout_source)
 
 
 class Device(BaseModel):
@@ -58,7 +58,7 @@ class Device(BaseModel):
     node_gpus: int = Field(default=8, ge=1, le=4096)  # GPUs in one scale-up (NVLink / Infinity Fabric) domain
     scaleout_gb_s: float = Field(default=50.0, gt=0, le=100_000)  # inter-node NIC bandwidth per GPU per direction, 10^9 bytes/s
     scaleout_latency_us: float | None = Field(default=None, ge=0, le=10_000)  # added per message that leaves the node (None: the fitted figure, latency.SERVING_FIT)
-    scaleout_source: str = "one 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate: NCCL's small-message all-reduce over two nodes)"
+    scaleout_source: str = "one 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate, on top of the in-node latency; NCCL's own latency model, src/graph/tuning.cc, gives a small tree all-reduce over 2 x 8 GPUs 6.8 + 2 x (7 x 0.6 + 5.0) = 25.2 us in all)"
     fixed_cost_scale: float = Field(default=1.0, gt=0, le=100)  # per-layer fixed costs and per-step host overhead vs the CUDA stack's (fitted)
     fixed_cost_source: str = ""
     as_of: str = ""  # ISO date the figures were read
@@ -133,7 +133,7 @@ _NV = "NVIDIA datasheet"
 # marketed per-GPU capacity; the totals the driver reports are in planner/gpu_memory.py.
 _READ = "2026-12-01"
 _NVL5 = "NVLink 5: 1.8 TB/s bidirectional = 900 per direction (NVIDIA datasheet); per-message latency and fused-MoE efficiency as B200 (fitted, docs/latency_fit.md: same NVLink 5 / NVSwitch fabric and tensor cores)"
-_CX7 = "one ConnectX-7 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate: NCCL's small-message all-reduce over two nodes)"
+_CX7 = "one ConnectX-7 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate, on top of the in-node latency; NCCL's own latency model, src/graph/tuning.cc, gives a small tree all-reduce over 2 x 8 GPUs 6.8 + 2 x (7 x 0.6 + 5.0) = 25.2 us in all)"
 _CX8 = "one ConnectX-8 SuperNIC per GPU, 800 Gb/s (InfiniBand XDR or 2 x 400 GbE: 100 GB/s per direction); 25 us a message across nodes (estimate, as ConnectX-7)"
 _ETH = "no RDMA NIC per GPU in a typical PCIe server: 200 GbE per 8 GPUs = 3.1 GB/s per GPU per direction, 50 us a message (estimate)"
 AMD_FIXED_COST_SCALE = 1.5

@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0005948,
-    "seq_s": 6.487e-06,
-    "serve_layer_s": 8.772e-06,
-    "serve_moe_layer_s": 1.785e-05,
-    "mla_layer_s": 5.418e-05,
-    "api_s": 0.003976,
-    "api_token_s": 7.522e-07,
-    "trtllm_step_s": 0.00266,
-    "trtllm_seq_s": 1.663e-05,
-    "sglang_api_s": 0.1211,
-    "sglang_step_s": 0.0007975,
-    "sglang_seq_s": 1.07e-05,
-    "scaleout_message_s": 0.0001069,
+    "step_s": 0.0006304,
+    "seq_s": 6.533e-06,
+    "serve_layer_s": 8.364e-06,
+    "serve_moe_layer_s": 1.638e-05,
+    "mla_layer_s": 5.003e-05,
+    "api_s": 0.004059,
+    "api_token_s": 8.544e-07,
+    "trtllm_step_s": 0.00264,
+    "trtllm_seq_s": 1.658e-05,
+    "sglang_api_s": 0.09348,
+    "sglang_step_s": 0.0007125,
+    "sglang_seq_s": 1.002e-05,
+    "scaleout_message_s": 0.0001103,
 }
-KERNEL_FIT = {"w4a16": 1.194, "int4": 0.7786, "w4a8": 1, "fp4": 0.9422, "moe_fp8": 1.032, "gemm_fp8": 0.8016, "int4_layer_s": 7.025e-05}
+KERNEL_FIT = {"w4a16": 1.184, "int4": 0.7817, "w4a8": 1, "fp4": 0.9799, "moe_fp8": 1.023, "gemm_fp8": 0.8006, "int4_layer_s": 7.518e-05}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.
@@ -235,6 +235,11 @@ class Roofline(Result):
     * ``runtime``: the engine's host work per step and per sequence producing a token (serving
       costs; absent from :data:`KERNELS`).
 
+    * ``eager_launch``: a step that carries prompt tokens and runs outside CUDA graphs
+      (``eager_prefill_s`` > 0) lasts at least as long as the host takes to launch one forward's
+      kernels, layer by layer from Python: the shortfall of the other terms below that floor
+      (:func:`eager_prefill_floor`).
+
     ``format_layer_s`` (per layer, in ``other``) is what the weight format's kernels add at small
     batch (AWQ / GPTQ W4A16 GEMVs: :func:`format_layer_cost`).
 
@@ -279,6 +284,7 @@ class Roofline(Result):
     pp: int = 1  # pipeline stages: this model is one stage's (parallel.pipeline_stage), a step crosses all of them
     pp_link_bytes_s: float = 0.0  # the link between consecutive stages (NVLink inside a node, the NIC between nodes)
     pp_link_latency_s: float = 0.0
+    eager_prefill_s: float = 0.0  # a step carrying prompt tokens that runs outside CUDA graphs takes at least this (0: graphed; see eager_prefill_floor)
     eff: Efficiency = FLAT
     _k: _StepConstants = field(init=False, repr=False, compare=False)  # derived once (see __post_init__)
 
@@ -396,6 +402,10 @@ class Roofline(Result):
             out["other"] = k.other_fixed + self.layers * t * self.layer_width * self.act_bytes * e.elementwise_passes / self.bandwidth_bytes_s
         if k.runtime:
             out["runtime"] = k.runtime_step + k.runtime_seq * max(1, logits)
+        if self.eager_prefill_s and prompt_tokens:  # an eager forward: the host's launches, not the GPU, set its pace
+            short = self.eager_prefill_s - sum(out.values())
+            if short > 0:
+                out["eager_launch"] = short
         return out
 
     def fixed_s(self) -> float:
@@ -949,6 +959,26 @@ def runtime_limits(engine: str, memory_gib: float, generation: str = "", device_
     raise PlannerError("engine", engine, f"unknown serving engine; choose one of {', '.join(ENGINES)}")
 
 
+
+
+# Host seconds per decoder layer of a DeepSeek-V2-family model (MLA attention, MoE MLP) run outside
+# CUDA graphs, from SGLang's own published latencies at one request while its MLA path could not be
+# captured (Triton kernels, sgl-project/sglang#1369: "due to Triton Runtime not yet supporting CUDA
+# Graph, there will be higher latency"): DeepSeek-V2-Chat-0628 TP8 11.5 tok/s over 60 layers = 1.449 ms
+# (#1264), DeepSeek-Coder-V2-Lite on A100 31 ms a token over 27 layers = 1.148 ms (#1369), and
+# DeepSeek-Coder-V2-Lite 4x its 6.22 ms CUDA-graph step over 27 layers = 0.92 ms (#1401, the PR that
+# graphed it). The median of the three; a 2024 release's Python path, so an upper estimate for later ones.
+EAGER_MLA_LAYER_S = 1.148e-3
+
+
+def eager_prefill_floor(roof: Roofline) -> float:
+    """Seconds the host takes to launch one forward of ``roof``'s layers outside CUDA graphs, where
+    published eager runs size it: its MLA layers at :data:`EAGER_MLA_LAYER_S` each (no other layer
+    kind has a published eager figure: 0 for them). What ``Roofline.eager_prefill_s`` is set to for an
+    engine release that runs prefill eagerly (SGLang before prefill CUDA graphs: 0.5.6's
+    ``enable_piecewise_cuda_graph`` defaults to False, ForwardMode.is_cuda_graph() holds for decode,
+    target-verify and idle batches only; 0.5.23 graphs prefill by default, ``default_prefill_backend``)."""
+    return roof.mla_layers * EAGER_MLA_LAYER_S
 
 
 def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:

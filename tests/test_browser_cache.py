@@ -60,3 +60,20 @@ def test_simulate_page_replays_a_trace_and_refuses_a_bad_line(page, tmp_path):
     alert = page.get_by_test_id("stAlert").filter(has_text="Trace, line 2")
     alert.wait_for(timeout=60_000)
     assert alert.inner_text().strip().endswith("Trace, line 2: missing output_length, hash_ids")
+
+
+def test_the_trace_uploaders_state_the_real_cap_and_a_binary_csv_gets_one_line(page, tmp_path):
+    # issue 27 item 9: the uploaders said the server's "16MB per file" where a trace stops at
+    # 8 MiB (planner.simulate.MAX_TRACE_BYTES); and the CSV trace skipped the trace checks (size,
+    # NUL bytes) the CLI's reader makes: a binary file came back as a parse error of its first row
+    from planner.simulate import MAX_TRACE_BYTES
+
+    uploaders = page.get_by_test_id("stFileUploaderDropzoneInstructions")
+    texts = [uploaders.nth(i).inner_text() for i in range(uploaders.count())]
+    assert texts and all(f"{MAX_TRACE_BYTES >> 20}MB per file" in t for t in texts), texts  # (the Mooncake one holds the last test's file)
+    binary = tmp_path / "trace.csv"
+    binary.write_bytes(b"arrival_s,prompt_tokens,output_tokens\n0,\x00\x00,5\n")
+    page.locator("input[type=file]").first.set_input_files(str(binary))
+    alert = page.get_by_test_id("stAlert").filter(has_text="binary data")
+    alert.wait_for(timeout=60_000)
+    assert alert.inner_text().strip().endswith("Trace (CSV) trace.csv: binary data, not CSV text."), alert.inner_text()

@@ -318,7 +318,7 @@ def test_each_pool_opens_as_a_plan_at_the_deployments_request_rate(qwen):
 SESSIONS_BASE = {"system_tokens": 0, "tool_tokens": 0, "retrieval_tokens": 0, "user_tokens": 1000, "history_tokens": 1000, "output_tokens": 1000}
 
 
-def test_a_session_cache_halves_the_prefill_pools_prompt_tokens():
+def test_a_session_cache_halves_the_prefill_pools_prompt_tokens_and_its_own_prefill():
     """Issue 26 leftover: size --disagg ignored the session cache. Two turns of a 1,000-token
     message and a 1,000-token answer: turn 1's prompt is 1,000 tokens, turn 2's 1,000 + 1,000 +
     1,000 = 3,000, so the mean prompt is 2,000 (the plan's, with 1,000 tokens of history). At 6
@@ -335,7 +335,12 @@ def test_a_session_cache_halves_the_prefill_pools_prompt_tokens():
     assert plain.cache_hit_rate is None and plain.speedup == 1.0
     assert cached.cache_hit_rate == pytest.approx(1984 / 4000, abs=1e-12)
     assert cached.service_s == pytest.approx(plain.service_s * 1008 / 2000, rel=1e-12)
-    assert cached.prefill_s == plain.prefill_s  # one prompt's own prefill (in TTFT) is still the plan's prompt
+    # one turn's own prefill (in TTFT) is the mean of the two turns' (it counted the whole 2,000-token
+    # prompt before): turn 1 prefills its 1,000 tokens, turn 2 the 3,000 - 1,984 = 1,016 uncached ones
+    # beside the 1,984 cached (the step model's prefill_s(new, cached))
+    roof = cached.plan.roof
+    assert cached.prefill_s == pytest.approx((roof.prefill_s(1000, 0) + roof.prefill_s(1016, 1984)) / 2, rel=1e-12)
+    assert plain.prefill_s == pytest.approx(roof.prefill_s(2000, 0), rel=1e-12) and cached.prefill_s < 0.6 * plain.prefill_s
 
 
 def test_size_disagg_sizes_the_prefill_pool_for_the_uncached_tokens():

@@ -3,6 +3,7 @@ roofline against AIConfigurator's committed rows, and the measured backend's ref
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 
@@ -173,6 +174,31 @@ def test_a_receive_interval_waits_for_the_schedulers_poll():
     assert polled.wait_for_step_ms == pytest.approx((4.5 * d + max(d / 2, d - pre)) * 1e3)
     assert polled.ttft_ms - every.ttft_ms == pytest.approx(polled.wait_for_step_ms - every.wait_for_step_ms, rel=0.01)
     assert polled.ttft_p95_ms - polled.ttft_ms == pytest.approx((0.95 * 9 * d - 4.5 * d + max(0.95 * d, d - pre) - max(d / 2, d - pre)) * 1e3, rel=0.01)
+
+
+def test_an_eager_prefill_lasts_at_least_its_launches():
+    # a release that runs prefill outside CUDA graphs: a step carrying prompt tokens lasts at
+    # least the host's launches of one forward, EAGER_MLA_LAYER_S a MLA layer (the median of
+    # SGLang's published eager DeepSeek-V2-family latencies: 1000 / 11.5 / 60 = 1.449 ms, #1264;
+    # 31 / 27 = 1.148 ms, #1369; 4 x 6.22 / 27 = 0.92 ms, #1401); decode steps stay graphed
+    assert sorted([1000 / 11.5 / 60, 31 / 27, 4 * 6.22 / 27])[1] * 1e-3 == pytest.approx(latency.EAGER_MLA_LAYER_S, abs=1e-6)
+    plan = compute_plan(
+        make_inputs(
+            gpu="B200-180GB", tp=8, gpu_count=8, ep=8, weight_dtype="nvfp4", kv_dtype="fp8", input_tokens=922, output_tokens=922, sequences=4, serving_engine="sglang", max_batched_tokens=16384
+        ),
+        prepare_model(load_preset("deepseek-v3")),
+    )
+    graphed = plan.roof
+    assert graphed.eager_prefill_s == 0.0 and "eager_launch" not in graphed.prefill_terms(922)
+    floor = latency.eager_prefill_floor(graphed)
+    assert floor == pytest.approx(61 * 1.148e-3)  # DeepSeek-R1: 61 MLA layers, 70.0 ms
+    eager = dataclasses.replace(graphed, eager_prefill_s=floor)
+    gpu = graphed.prefill_s(922)
+    assert gpu < floor  # 922 tokens on 8 B200s take less GPU time than their launches
+    assert eager.prefill_s(922) == pytest.approx(floor)
+    assert eager.prefill_terms(922)["eager_launch"] == pytest.approx(floor - gpu)
+    assert eager.prefill_s(16384) == graphed.prefill_s(16384)  # a long prompt keeps the GPU busy longer than the launches
+    assert eager.decode_step_s(4, 1e6, 1400) == graphed.decode_step_s(4, 1e6, 1400)  # decode batches replay their graphs
 
 
 def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():

@@ -108,9 +108,7 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
                 # pages/compare.py alone until someone opens /)
                 deep = browser.new_page(viewport={"width": 1280, "height": 900})
                 deep.goto(f"{url}/compare", wait_until="commit")
-                nav = deep.get_by_test_id("stSidebarNav")
-                sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
-                assert nav.get_by_text("app", exact=True).count() == 0 and nav.get_by_text("compare", exact=True).count() == 0
+                _expect_the_apps_navigation(sync_api, deep)
                 deep.close()
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{url}/", wait_until="commit")
@@ -123,3 +121,38 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
                 browser.close()
     text = log.read_text()
     assert re.search(r"Preloaded \d+ modules in [\d.]+ s\.", text) and "preload step" not in text, text[-2000:]  # done, no step failed
+
+
+def _expect_the_apps_navigation(sync_api, tab):
+    """The sidebar lists app.py's pages ("Plan", ...), not the older layout's file names ("app", "compare")."""
+    nav = tab.get_by_test_id("stSidebarNav")
+    sync_api.expect(nav.get_by_text("Plan", exact=True)).to_be_visible(timeout=60_000)
+    assert nav.get_by_text("app", exact=True).count() == 0 and nav.get_by_text("compare", exact=True).count() == 0
+    return nav
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+@pytest.mark.parametrize("page", ["compare", "probe"])
+def test_a_deep_link_on_a_fresh_plain_streamlit_run_server_runs_the_apps_navigation(page):
+    """Without the launcher (plain ``streamlit run app.py``), a fresh server's first visit to a deep
+    link ran the page file alone under Streamlit's older pages/ layout (sidebar "app", "compare",
+    ...; no app.py) until someone opened /; pages.ui.navigation.through_app reruns it through
+    app.py's navigation, on the same page."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    from benchmarks.appserver import streamlit_argv
+    from tests.appserver import running_app
+
+    port = free_port()
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    with running_app(streamlit_argv("app.py", port), port, env, "streamlit run", 60) as url:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                tab = browser.new_page(viewport={"width": 1280, "height": 900})
+                tab.goto(f"{url}/{page}", wait_until="commit")
+                current = _expect_the_apps_navigation(sync_api, tab).locator("a[aria-current='page']")
+                sync_api.expect(current).to_contain_text(page.title(), timeout=30_000)  # the same page (its icon name precedes the title), now through app.py
+                assert tab.get_by_test_id("stException").count() == 0
+            finally:
+                browser.close()

@@ -164,8 +164,9 @@ def test_fp4_weights_on_b200_multiply_at_the_fp4_peak():
 
 def test_deepseek_fp4_on_b200_under_sglang():
     # InferenceMAX issue #870: SGLang 0.5.6, DeepSeek-R1-0528 NVFP4 on 8 x B200, 922 / 922 at 4
-    # clients: 59.7 output tok/s/GPU, TTFT 199.6 ms
-    plan = compute_plan(make_inputs(gpu="B200-180GB", tp=8, gpu_count=8, ep=8, weight_dtype="nvfp4", kv_dtype="fp8", input_tokens=922, output_tokens=922, sequences=4, serving_engine="sglang", max_batched_tokens=16384), _model("deepseek-v3"))
+    # clients: 59.7 output tok/s/GPU, TTFT 199.6 ms; its recipe polls every 10 decode steps
+    # (--scheduler-recv-interval 10); the plan follows a release that graphs prefill (0.5.6 did not)
+    plan = compute_plan(make_inputs(gpu="B200-180GB", tp=8, gpu_count=8, ep=8, weight_dtype="nvfp4", kv_dtype="fp8", input_tokens=922, output_tokens=922, sequences=4, serving_engine="sglang", max_batched_tokens=16384, recv_interval=10), _model("deepseek-v3"))
     assert plan.roof.mla_layers == 61 and plan.roof.moe_kernel == latency.KERNEL_FIT["fp4"]
     assert 59.7 / 1.5 < plan.roofline.output_tokens_per_second_per_gpu < 59.7 * 1.5
     assert 199.6 / 1.5 < plan.latency.time_to_first_token_ms < 199.6 * 1.5
@@ -247,19 +248,37 @@ def test_the_benchmark_reads_the_plans_own_figures():
     # a closed-loop point's prediction is its plan's figures, and the fit's step model with the
     # shipped constants is the plan's own (so the fit fits what the plan computes); the harness's
     # launch flags are plan inputs: InferenceMAX's SGLang recipe polls for new requests every 10
-    # decode steps below 16 clients and every 30 from 16 (its --scheduler-recv-interval)
-    polled = {}
+    # decode steps below 16 clients and every 30 from 16 (its --scheduler-recv-interval). The SGLang
+    # releases of both SGLang sets ran prefill outside CUDA graphs (0.5.6 and 2025-07; 0.5.23, which
+    # the plans follow, graphs it): their step model adds the eager launch floor and nothing else
+    polled, eager = {}, set()
     for pt in S.points():
         assert S.with_fit(pt, latency.SERVING_FIT, latency.KERNEL_FIT) == pt.roof, pt.id
+        if pt.eager_prefill:
+            eager.add(pt.id)
+            assert pt.roof == dataclasses.replace(pt.plan.roof, eager_prefill_s=latency.eager_prefill_floor(pt.plan.roof)), pt.id
+            assert pt.setup == pt.plan._load.setup._replace(roof=pt.roof), pt.id
+            continue
+        assert pt.roof is pt.plan.roof, pt.id
         if not pt.requests:
             pred = S.predict(pt)
             plan_ttft = pt.plan.latency.time_to_first_token_ms - (pt.plan.inputs.queue_ms or 0.0)
             assert pred["ttft_mean_ms"] == pytest.approx(plan_ttft), pt.id
             assert pred["tpot_mean_ms"] == pytest.approx(pt.plan.latency.mean_inter_token_latency_ms), pt.id
-            if pt.recv_interval != 1:
-                polled[pt.id] = pt.recv_interval
-                assert pt.setup.recv_interval == pt.recv_interval, pt.id  # SGLang's serving costs use it
+    for pt in S.points():
+        if pt.recv_interval != 1:
+            polled[pt.id] = pt.recv_interval
+            assert pt.setup.recv_interval == pt.recv_interval, pt.id  # SGLang's serving costs use it
     assert polled == {"p05-inferencex": 10, "p06-inferencex": 10, "p07-inferencex": 30, "p08-inferencex": 30, "p09-inferencex": 30}
+    assert eager == set(polled) | {"p54-tenstorrent", "p55-tenstorrent", "p56-tenstorrent"}
+    # one client, 128 new tokens over two nodes: the TTFT is the plan's with its prefill raised to the
+    # 70 ms floor (61 MLA layers x 1.148 ms), as nothing else waits at one client
+    tp16 = next(pt for pt in S.points() if pt.id == "p54-tenstorrent")
+    gpu = tp16.plan.roof.prefill_s(128)
+    assert gpu < 61 * 1.148e-3
+    plan_ttft = tp16.plan.latency.time_to_first_token_ms
+    assert S.predict(tp16)["ttft_mean_ms"] == pytest.approx(plan_ttft + (61 * 1.148e-3 - gpu) * 1e3, rel=1e-3)
+    assert S.predict(tp16)["tpot_mean_ms"] == pytest.approx(tp16.plan.latency.mean_inter_token_latency_ms)
 
 
 def test_the_fit_moves_only_its_constants():

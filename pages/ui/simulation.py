@@ -14,7 +14,10 @@ from pages.ui.safe_text import md
 from planner import simulate as sim
 from planner.errors import PlannerError
 from planner.limits import BOUNDS
+from planner.simulate.workload import trace_text
 from planner.units import fmt_ms
+
+MOONCAKE_HELP = f"At most {sim.MAX_TRACE_BYTES >> 20} MiB and {sim.MAX_REQUESTS:,} requests; a malformed line is refused by its number."
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 FIXED_LENGTHS = "the plan's prompt and output"
@@ -94,7 +97,10 @@ def traffic_controls(plan) -> Traffic | None:
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
-    trace = st.file_uploader("Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace")
+    trace = st.file_uploader(
+        "Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace",
+        max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=f"At most {sim.MAX_TRACE_BYTES >> 20} MiB and {sim.MAX_REQUESTS:,} requests.",  # the uploader states the real cap, not the server's 16 MiB
+    )  # fmt: skip
     if trace is not None:
         st.caption("The trace replaces the arrival rate, the requests, the seed and the lengths above.")
     st.session_state[STORE] = {key: st.session_state[key] for key in DEFAULTS}
@@ -103,13 +109,13 @@ def traffic_controls(plan) -> Traffic | None:
         st.warning("Choose at least one policy.", icon=":material/warning:")
         return None
     try:
-        trace_text = trace.getvalue().decode("utf-8") if trace is not None else None
-    except UnicodeDecodeError:
-        st.error(f"{LABELS['trace']}: the file is not UTF-8 text.", icon=":material/error:")
+        text = trace_text(trace.getvalue(), trace.name) if trace is not None else None
+    except PlannerError as exc:  # oversized, not UTF-8 or binary: one line
+        st.error(f"{LABELS['trace']} {md(exc.value)}: {md(exc.reason)}.", icon=":material/error:")
         return None
     replicas = max(1, plan.capacity.replicas)
     lengths = st.session_state["sim_lengths"]
-    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), trace_text,
+    return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), text,
                    lengths if lengths in sim.LENGTH_PROFILES else None)  # fmt: skip
 
 
@@ -239,7 +245,6 @@ def _cache_run(_plan, plan_key: str, sessions: int, seed: int, trace: bytes | No
     (:mod:`planner.cache.runs`); a refusal comes back as its text, never raised."""
     from planner.cache.runs import replay_plan, simulate_plan
     from planner.simulate.mooncake import parse_mooncake
-    from planner.simulate.workload import trace_text
 
     try:
         if trace is not None:
@@ -269,9 +274,9 @@ def cache_tiers(current: state.Shown) -> None:
             "Sessions", **BOUNDS["sessions"].widget(), value=2000, step=500, key="sim_cache_sessions",
             help="Sessions of the plan's workload; the first fifth warm the caches (short runs read high: the caches fill over the first session lifetimes). Sessions × turns is at most 100,000 requests.",
         )  # fmt: skip
-        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace")
+        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=MOONCAKE_HELP)
     else:
-        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", help="At most 8 MiB and 100,000 requests; a malformed line is refused by its number.")
+        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=MOONCAKE_HELP)
         if upload is None:
             st.caption("Or give a session workload (sessions per minute) on the Plan page to simulate its sessions here.")
             return

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import streamlit as st
 
+from pages.ui.navigation import through_app
 from planner.controls import CONTROLS
 from planner.errors import PlannerError
 from planner.hardware import CATALOG
@@ -79,6 +80,7 @@ def enter_page(name: str) -> None:
     Streamlit may keep stale values for widgets that were not drawn in between, so a page that
     was entered re-seeds its widgets from the session's state (:func:`entered_page`).
     """
+    through_app()
     st.session_state["page_entered"] = st.session_state.get("page_current") != name
     st.session_state["page_current"] = name
 
