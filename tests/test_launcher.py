@@ -87,7 +87,7 @@ def test_script_imports_reads_top_level_imports_in_order(tmp_path):
 def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_path):
     """``make run``'s command on a fresh server: the health check answers, the preload reports
     itself, and in Chromium the first metric comes, then the charts and inputs without a click
-    (the first run's handshake, with pages imported by the preload thread)."""
+    (the first run's handshake), after a preload that ended before the health check answered."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     from tests.appserver import running_app
 
