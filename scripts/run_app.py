@@ -22,10 +22,11 @@ What is done ahead, once a process, in this order:
 * imports: the top-level imports of the app script and of its default page (``pages/plan.py``),
   then the image libraries Streamlit imports for a page icon when the app script sets one
   (``st.set_page_config(page_icon=...)``), with their image plugins;
-* Streamlit's one check on its first element (``env_util.is_repl``): its ``inspect.stack()`` maps
-  every frame to a module through ``inspect``'s cache of ``sys.modules``, built on first use with
-  a ``realpath`` a module file (0.2 s quiet, over 1 s at load 6, with the app's ~1,000 modules);
-  building it here leaves the first session a lookup;
+* Streamlit's one check on its first element, whether the script runs outside ``streamlit run``
+  (``delta_generator._maybe_print_use_warning``): it is marked done, since the launcher is
+  ``streamlit run``; its ``env_util.is_repl`` called ``inspect.stack()``, which maps every frame to
+  a module through ``inspect``'s cache of ``sys.modules``, built on first use with a ``realpath`` a
+  module file (0.2 s quiet, over 1 s at load 6, with the app's ~1,000 modules);
 * Streamlit's material icon table, when the app script names a ``:material/...:`` icon;
 * Streamlit's compiled copies of the app script and its default page (its script cache: read,
   magic commands added, compiled; once a process);
@@ -40,7 +41,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import inspect
 import logging
 import sys
 import time
@@ -111,7 +111,7 @@ def preload(main_script: Path, script_cache=None) -> tuple[int, float]:
         steps.append(("PIL.Image.preinit", lambda: importlib.import_module("PIL.Image").preinit(), ()))
     if uses_material_icons(main_script):
         steps.append(("streamlit.material_icon_names", importlib.import_module, ("streamlit.material_icon_names",)))
-    steps.append(("inspect.stack", inspect.stack, ()))
+    steps.append(("streamlit run check", _mark_use_warning_checked, ()))
     if script_cache is not None:
         steps += [(f"compile {s}", script_cache.get_bytecode, (str(s),)) for s in (main_script, main_script.parent / FIRST_PAGE) if s.is_file()]
     for name, step, args in steps:
@@ -120,6 +120,16 @@ def preload(main_script: Path, script_cache=None) -> tuple[int, float]:
         if module in sys.modules:
             _try(f"{module}.{function}", getattr(sys.modules[module], function))
     return len(sys.modules) - before, time.perf_counter() - start
+
+
+def _mark_use_warning_checked() -> None:
+    """Streamlit warns once a process, on the first element, when a script is not run by
+    ``streamlit run`` (or runs in a REPL); served by this launcher it is, so it would say nothing."""
+    from streamlit import delta_generator
+
+    if not hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        raise AttributeError("streamlit.delta_generator._use_warning_has_been_displayed is gone (a Streamlit upgrade)")
+    delta_generator._use_warning_has_been_displayed = True
 
 
 def _try(name: str, step, *args) -> None:
