@@ -31,6 +31,9 @@ DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft"
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
 
 
+# The Alternatives table's columns a row is ranked and chosen by, right after its links.
+SIZE_RANKED = ("pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV")
+
 def opening_values(plan_values: dict) -> dict:
     """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
     (a plan of 64 sequences on H200s sizes 64 users on H200s), else :data:`DEFAULTS`."""
@@ -249,8 +252,11 @@ def main() -> None:
     empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows)),
                                  ("prefill pool", all(r["prefill pool"] is None for r in rows)), ("decode pool", all(r["decode pool"] is None for r in rows))) if unused]  # fmt: skip
     first = [k for k in ("plan", "prefill pool", "decode pool") if k not in empty]
-    # the links first (always on screen); a row without a link has an empty cell, not "None"
-    rows = [{**{k: r[k] or "" for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]
+    # the links first (always on screen); a row without a link has an empty cell, not "None"; then what
+    # a row is ranked by: with the pools column and two links, $/h and the p95s came after TP, DP, PP and
+    # replicas, past the right edge at 1280 px
+    ranked = [k for k in SIZE_RANKED if k not in empty]
+    rows = [{**{k: r[k] or "" for k in first}, **{k: r[k] for k in ranked}, **{k: v for k, v in r.items() if k not in empty and k not in first and k not in ranked}} for r in rows]
     st.subheader("Alternatives")
     links = {"plan": st.column_config.LinkColumn("plan", display_text="open", width="small", help="Opens this deployment on the Plan page."),
              "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
