@@ -292,6 +292,7 @@ def test_compare_names_the_better_plan_per_row():
     # The verdict stands beside the row's label: as the last column it ran off the right edge
     # with three plans at 1280 px and with two on a phone.
     assert list(df.columns)[0] == "Better"
+    assert json.loads(at.dataframe[0].proto.columns)["Better"]["width"] == "medium"  # sized by its header it read "B: more"
     assert df.loc["Max sequences", "Better"] == "B: more sequences"
     assert df.loc["KV bytes / token", "Better"] == "B: smaller cache"
     assert df.loc["Admitted", "Better"] == "same" and df.loc["Model", "Better"] == ""

@@ -124,7 +124,8 @@ def comparison_table(results: list[tuple[str, Plan | None, str]]) -> None:
     def highlight(row):
         return [""] + [BEST if j in best[row.name] else "" for j in range(len(names))]
 
-    st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3)
+    # the grid sizes a column by its header: "Better" alone cut "B: more sequences" to "B: more"
+    st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3, column_config={"Better": st.column_config.TextColumn(width="medium")})
     st.caption("Green: the better plan on that row (more sequences or headroom, lower latency or cost); 'Better' names it.")
     sizing = next((r for r in rows if r.label == ENGINE_SIZING), None)
     if sizing is not None:  # the table cuts long text: the reasons in full
