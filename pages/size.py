@@ -68,7 +68,7 @@ def apply_link_params() -> None:
         s["size_mode"] = {"users": USERS, "rate": RATE, "sessions": SESSIONS}[values.pop("size_mode")]
     for key, value in values.items():
         s[{"size_kv": "size_kvs", "size_eng": "size_engines"}.get(key, key)] = value
-    urlstate.add_to_notice([note.text() for note in notes])
+    urlstate.add_to_notice([note.text() for note in notes], restored="the sizing search")
 
 
 def app_root() -> str:

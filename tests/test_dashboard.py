@@ -269,6 +269,8 @@ def test_compare_link_reopens_the_same_comparison():
     assert at.segmented_control(key="cmp_n").value == 3
     assert at.selectbox(key="cmp_gpu_2").value == "H200-141GB" and at.number_input(key="cmp_tp_2").value == 2
     assert at.selectbox(key="cmp_kv_dtype_1").value == "fp8"
+    # the notice says the columns came back too ("Restored the plan" read wrong above three plans)
+    assert [s.value for s in at.success] == ["Restored the plan and the 3 compared plans from the share link."]
 
 
 def test_compare_link_with_bad_column_warns_and_falls_back():
