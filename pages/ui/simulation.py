@@ -174,15 +174,28 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
                 results[name], blocks = _run_one(plan, key, traffic, name, "dynamic")
     except PlannerError as exc:
         bar.empty()
-        field = str(exc.field)
-        where = LABELS.get(field) or state.error_sentence(exc).split(":")[0]
-        return Outcome({}, None, blocks, 0, f"{where}: {state.error_text(exc)}")
+        return Outcome({}, None, blocks, 0, run_error(exc))
     bar.empty()
     return Outcome(results, static, blocks, plan.capacity.sequences_per_replica)
 
 
 # The index column of a table whose rows are named ("Longest queue wait"): wide enough for the name.
 LABEL_COLUMN = {"_index": st.column_config.TextColumn(width="medium")}
+
+def run_error(exc: PlannerError) -> str:
+    """A refused run in one line, named by its control or by the trace's row: "Trace, row 3
+    prompt_tokens: not an integer (ASCII digits) (got 'abc')". (A trace row's field is no control's:
+    the reason read twice, "not an integer ... (got 'abc'): not an integer ... (got 'abc')", and a
+    missing output_tokens column read as the "Output reserve (tokens)" control.)"""
+    field = str(exc.field)
+    if field in LABELS:
+        return f"{LABELS[field]}: {state.error_text(exc)}"
+    if field.startswith("row "):  # the file's own column names, not the controls' labels
+        return f"Trace, {field}: {state.error_text(exc, humanized=False)}"
+    if field.startswith("trace"):
+        return f"{field.capitalize()}: {state.error_text(exc, humanized=False)}"
+    return state.error_sentence(exc)
+
 
 ROWS: tuple[tuple[str, Any], ...] = (
     ("Completed", lambda r: f"{r.requests_completed:,}"),
