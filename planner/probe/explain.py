@@ -139,9 +139,9 @@ def probe_summary(r: ProbeResult) -> str:
     if r.layers_measured < r.layers_total:
         lines.append(f"full model   predicted {fmt_byte_count(r.predicted_full_model_kv_bytes)}, measured scaled {fmt_byte_count(r.scaled_measured_kv_bytes)}")
     if r.allocate_ms is not None:
-        lines.append(f"allocate     {r.allocate_ms:.2f} ms")
+        lines.append(f"allocate     {fmt_ms_measured(r.allocate_ms)}")
     if r.prefill_ms is not None:
-        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
+        lines.append(f"prefill      {fmt_ms_measured(r.prefill_ms)} (roofline {fmt_ms_measured(r.predicted_prefill_ms)} on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
         lines.append(f"decode step  p50 {fmt_ms_measured(r.decode_ms_p50)}, p95 {fmt_ms_measured(r.decode_ms_p95)} (roofline {fmt_ms_measured(r.predicted_decode_step_ms)})")
     if r.calibrated_mfu is not None:
         lines.append(f"calibrate    MFU {r.calibrated_mfu:.4g}, MBU {r.calibrated_mbu:.4g} (plan with --mfu {r.calibrated_mfu:.4g} --mbu {r.calibrated_mbu:.4g})")
