@@ -168,7 +168,7 @@ def _run_with_progress(config: dict, opts, preset: str) -> ProbeResult:
 
 def _importer() -> None:
     uploaded = st.file_uploader(
-        "Import a probe JSON made elsewhere (`python -m planner probe --json` on a GPU box)", type=["json"], key="probe_upload",
+        "Import a probe JSON made elsewhere (`kvp probe --json` on a GPU box, after `pip install .`)", type=["json"], key="probe_upload",
         max_upload_size=MAX_PROBE_JSON_BYTES >> 20, help="At most 1 MiB (a probe's JSON is a few KiB).",  # the uploader states the real cap
     )
     if uploaded is None or st.session_state.get("probe_upload_id") == uploaded.file_id:

@@ -31,6 +31,11 @@ DEFAULTS = {"size_mode": USERS, "size_users": 100, "size_rate": 5.0, "size_ttft"
 PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "size_ttft", "size_itl": "size_itl", "size_gpus": "size_gpus", "size_kvs": "size_kv", "size_engines": "size_eng"}
 
 
+# The Alternatives table's columns a row is ranked and chosen by, right after its links.
+SIZE_RANKED = ("pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV")
+# Prices as prices: the grid showed round(x, 2) as 9.9, 16 and 14.75 in one column (the answer above says $9.90/h).
+MONEY = {"$/h": st.column_config.NumberColumn("$/h", format="$%.2f"), "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f")}
+
 def opening_values(plan_values: dict) -> dict:
     """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
     (a plan of 64 sequences on H200s sizes 64 users on H200s), else :data:`DEFAULTS`."""
@@ -63,7 +68,7 @@ def apply_link_params() -> None:
         s["size_mode"] = {"users": USERS, "rate": RATE, "sessions": SESSIONS}[values.pop("size_mode")]
     for key, value in values.items():
         s[{"size_kv": "size_kvs", "size_eng": "size_engines"}.get(key, key)] = value
-    urlstate.add_to_notice([note.text() for note in notes])
+    urlstate.add_to_notice([note.text() for note in notes], restored="the sizing search")
 
 
 def app_root() -> str:
@@ -249,14 +254,17 @@ def main() -> None:
     empty = [k for k, unused in (("EP", all(r["EP"] == 1 for r in rows)), ("sim req/s", all(r["sim req/s"] is None for r in rows)),
                                  ("prefill pool", all(r["prefill pool"] is None for r in rows)), ("decode pool", all(r["decode pool"] is None for r in rows))) if unused]  # fmt: skip
     first = [k for k in ("plan", "prefill pool", "decode pool") if k not in empty]
-    # the links first (always on screen); a row without a link has an empty cell, not "None"
-    rows = [{**{k: r[k] or "" for k in first}, **{k: v for k, v in r.items() if k not in empty and k not in first}} for r in rows]
+    # the links first (always on screen); a row without a link has an empty cell, not "None"; then what
+    # a row is ranked by: with the pools column and two links, $/h and the p95s came after TP, DP, PP and
+    # replicas, past the right edge at 1280 px
+    ranked = [k for k in SIZE_RANKED if k not in empty]
+    rows = [{**{k: r[k] or "" for k in first}, **{k: r[k] for k in ranked}, **{k: v for k, v in r.items() if k not in empty and k not in first and k not in ranked}} for r in rows]
     st.subheader("Alternatives")
     links = {"plan": st.column_config.LinkColumn("plan", display_text="open", width="small", help="Opens this deployment on the Plan page."),
              "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
              "decode pool": st.column_config.LinkColumn("decode", display_text="open", width="small", help="Opens this deployment's decode pool on the Plan page at the deployment's request rate.")}  # fmt: skip
     st.dataframe(rows, hide_index=True, width="stretch", column_config={**{k: links[k] for k in first},
-                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}}, key="size_table")  # fmt: skip
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}, **MONEY}, key="size_table")  # fmt: skip
     if disagg:
         st.caption(
             "GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'. A disaggregated row opens as a plan pool by pool: "
@@ -325,7 +333,7 @@ def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float 
         return
     with st.container(border=True, key="size_pools"):
         st.markdown(f"**Disaggregated pools: {rec.disagg}**")
-        st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table")
+        st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table", column_config=MONEY)
         st.caption(disagg.describe(d))
         p, q = rec.prefill, rec.decode
         st.markdown(

@@ -154,8 +154,11 @@ def fmt_ms_step(ms: float) -> str:
 
 
 def fmt_ms_measured(ms: float | None, none: str = "n/a") -> str:
-    """A measured time to 4 significant digits: "0.1234 ms", "1,234 ms"."""
-    return none if ms is None else f"{ms:,.4g} ms"
+    """A measured time to 4 significant digits, whole ms from 1,000 ms: "0.1234 ms", "1,234 ms",
+    "12,346 ms" (``,.4g`` alone wrote 12,345.6 ms as "1.235e+04 ms")."""
+    if ms is None:
+        return none
+    return f"{ms:,.0f} ms" if abs(ms) >= 1000 else f"{ms:,.4g} ms"
 
 
 def fmt_ms_rounded(ms: float) -> str:

@@ -3,6 +3,7 @@ cost, keeps Compare's plans and speaks in the controls' labels. One AppTest per 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -268,6 +269,8 @@ def test_compare_link_reopens_the_same_comparison():
     assert at.segmented_control(key="cmp_n").value == 3
     assert at.selectbox(key="cmp_gpu_2").value == "H200-141GB" and at.number_input(key="cmp_tp_2").value == 2
     assert at.selectbox(key="cmp_kv_dtype_1").value == "fp8"
+    # the notice says the columns came back too ("Restored the plan" read wrong above three plans)
+    assert [s.value for s in at.success] == ["Restored the plan and the 3 compared plans from the share link."]
 
 
 def test_compare_link_with_bad_column_warns_and_falls_back():
@@ -286,8 +289,12 @@ def test_compare_names_the_better_plan_per_row():
     at.switch_page("pages/compare.py").run()
     at.selectbox(key="cmp_kv_dtype_1").set_value("fp8").run()
     _clean(at)
-    assert at.dataframe[0].value.iloc[0].tolist()[:2] == ["(reference)", "KV dtype fp8"]  # what B changes
     df = at.dataframe[0].value
+    assert df.iloc[0].tolist()[1:3] == ["(reference)", "KV dtype fp8"]  # what B changes
+    # The verdict stands beside the row's label: as the last column it ran off the right edge
+    # with three plans at 1280 px and with two on a phone.
+    assert list(df.columns)[0] == "Better"
+    assert json.loads(at.dataframe[0].proto.columns)["Better"]["width"] == "medium"  # sized by its header it read "B: more"
     assert df.loc["Max sequences", "Better"] == "B: more sequences"
     assert df.loc["KV bytes / token", "Better"] == "B: smaller cache"
     assert df.loc["Admitted", "Better"] == "same" and df.loc["Model", "Better"] == ""
@@ -308,6 +315,8 @@ def test_simulate_runs_the_plan_with_its_tp_dtype_and_replicas():
     df = at.dataframe[0].value
     assert list(df.columns) == ["fifo", "decode-priority", "chunked", "static reservation"]
     assert all(v.endswith(" ms") for v in df.loc["TTFT p95"]) and not [e.value for e in at.error]
+    # the row labels have their own width: left to the grid, "End-to-end p95" read "End-to-end p" at 1280 px
+    assert json.loads(at.dataframe[0].proto.columns)["_index"]["width"] == "medium"
 
 
 def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():

@@ -201,6 +201,28 @@ def test_an_eager_prefill_lasts_at_least_its_launches():
     assert eager.decode_step_s(4, 1e6, 1400) == graphed.decode_step_s(4, 1e6, 1400)  # decode batches replay their graphs
 
 
+def test_sglang_with_pipeline_parallelism_prefills_eagerly():
+    # SGLang 0.5.23 graphs prefill by default but turns it off for pp > 1 (arg_groups/cuda_graph_hook.py,
+    # "Disabling breakable prefill CUDA graph by default for pipeline parallelism"): a DeepSeek-V3 stage
+    # of round(61 / 2) = 30 MLA layers has a floor of 30 x 1.148 ms = 34.44 ms a prefill step; vLLM,
+    # and SGLang without PP, keep none, and decode steps stay graphed
+    model = prepare_model(load_preset("deepseek-v3"))
+    shape = dict(gpu="H200-141GB", tp=8, gpu_count=16, input_tokens=128, output_tokens=256, sequences=1)
+    staged = compute_plan(make_inputs(**shape, pp=2, runtime="sglang"), model)
+    assert staged.roof.mla_layers == 30 and staged.roof.eager_prefill_s == pytest.approx(30 * 1.148e-3)
+    assert staged.roof.prefill_terms(128)["eager_launch"] > 0
+    assert any(n.startswith("SGLang with pipeline parallelism (pp 2) runs prefill outside CUDA graphs") and "30 x 1.148 ms = 34.4 ms a stage" in n for n in staged.notes)
+    graphed = dataclasses.replace(staged.roof, eager_prefill_s=0.0)
+    assert staged.roof.decode_step_s(1, 1e6, 256) == graphed.decode_step_s(1, 1e6, 256)
+    # a 128-token prefill crosses both stages, each bound by its launches (34.44 ms > its 17.1 ms of
+    # GPU terms), plus the hand-over between them: 2 x 34.44 ms + the pipeline term
+    assert graphed.prefill_s(128) < 2 * 30 * 1.148e-3
+    assert staged.roof.prefill_s(128) == pytest.approx(2 * 30 * 1.148e-3 + staged.roof.prefill_terms(128)["pipeline"], rel=1e-9)
+    for other in (dict(shape, pp=2, runtime="vllm"), dict(shape, gpu_count=8, runtime="sglang")):
+        plan = compute_plan(make_inputs(**other), model)
+        assert plan.roof.eager_prefill_s == 0.0 and not any("outside CUDA graphs" in n for n in plan.notes)
+
+
 def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
     # recv_interval 10 under runtime sglang: the closed loop's wait for the scheduler's poll is
     # (10 - 1) / 2 = 4.5 decode steps of the other client more (hand arithmetic, as above); the

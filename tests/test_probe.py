@@ -146,6 +146,13 @@ def test_runtime_roofline_and_calibration():
     assert any("fixed per-layer costs, all-reduce and all-to-all are not rescaled" in n for n in cal.notes)  # says which terms it rescales
     with pytest.raises(PlannerError):
         probe.calibrate(_run(GQA, mode="allocate"))
+    # the sentence reads the times as the probe's table does: 4 significant digits, thousands separated
+    # (a 5.1 s CPU prefill read "Prefill 5115.08 ms" beside the table's "5,115 ms")
+    from planner.probe.explain import timing_sentence
+
+    slow = r.model_copy(update={"prefill_ms": 5115.08, "decode_ms_p50": 230.71, "predicted_prefill_ms": 0.24481, "predicted_decode_step_ms": 0.15339})
+    assert timing_sentence(slow).startswith("Prefill 5,115 ms vs roofline 0.2448 ms; decode step p50 230.7 ms vs roofline 0.1534 ms (roofline for ")
+    assert timing_sentence(r) in r.explanation
 
 
 # --------------------------------------------------------------------------- allocate mode

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -122,6 +123,14 @@ def test_size_page_disaggregated_pools_frontier_and_launch():
     assert "holds 256 concurrent users" in answer and ("Disaggregated is" in answer or "Disaggregation does not pay" in answer or "Only disaggregated" in answer)
     table = at.dataframe[0].value
     assert {"pools", "KV transfer ms"} <= set(table.columns)
+    # what a row is ranked by follows its links: behind TP, DP, PP and replicas, $/h and the p95s
+    # were past the right edge at 1280 px once the pools column and two links came first
+    # prices read as prices ($9.90, not 9.9 beside 14.75), in the ranking and in the pools box
+    for shown in at.dataframe[:2]:
+        config = json.loads(shown.proto.columns)
+        assert config["$/h"]["type_config"]["format"] == "$%.2f", config
+    assert json.loads(at.dataframe[0].proto.columns)["$/M tokens"]["type_config"]["format"] == "$%.3f"
+    assert list(table.columns)[:11] == ["plan", "prefill pool", "decode pool", "pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV"], list(table.columns)
     dis = table[table["pools"] != "aggregated"]
     assert len(dis) and dis["KV transfer ms"].notna().all() and (table[table["pools"] == "aggregated"]["KV transfer ms"].isna()).all()
     # a disaggregated row opens pool by pool (issue 25 leftover): no single "open as plan", a link per pool

@@ -54,6 +54,7 @@ def test_times():
     assert fmt_ms(7.8788) == "7.88 ms" and fmt_ms(4102.59) == "4,102.6 ms" and fmt_ms(None) == "–"
     assert fmt_ms_step(450) == "450.0 ms" and fmt_ms_step(2560) == "2,560.0 ms"
     assert fmt_ms_measured(0.123456) == "0.1235 ms" and fmt_ms_measured(1234.5) == "1,234 ms" and fmt_ms_measured(None) == "n/a"
+    assert fmt_ms_measured(12345.6) == "12,346 ms" and fmt_ms_measured(5115.08) == "5,115 ms"  # no "1.235e+04 ms" (a long CPU probe prefill)
     assert fmt_ms_rounded(1200.4) == "1,200 ms" and fmt_ms_rounded(2.54) == "2.5 ms"
 
 

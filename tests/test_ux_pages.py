@@ -29,8 +29,10 @@ def test_simulate_counts_rejections_in_the_verdict_and_offers_length_profiles():
     at.switch_page("pages/simulate.py").run()
     _clean(at)
     options = at.selectbox(key="sim_lengths").options
-    assert [o.split(":")[0] for o in options] == ["the plan's prompt and output", "chat", "rag", "agent", "summarisation"], options
-    assert "prompt p50 12,000 / p95 40,000" in options[3]
+    # the box holds the profile's name, the line under it the lengths: "agent: prompt p50 12,000 / ..."
+    # in the box was cut mid-number on a phone
+    assert options == ["the plan's prompt and output", "chat", "rag", "agent", "summarisation"], options
+    assert "agent: prompt p50 12,000 / p95 40,000 tokens" in at.selectbox(key="sim_lengths").help
     at.selectbox(key="sim_lengths").set_value("agent")
     at.number_input(key="sim_requests").set_value(120)
     at.multiselect(key="sim_policies").set_value(["fifo", "chunked"])
@@ -38,6 +40,7 @@ def test_simulate_counts_rejections_in_the_verdict_and_offers_length_profiles():
     _clean(at)
     df = at.dataframe[0].value
     fifo, chunked = df["fifo"], df["chunked"]
+    assert "agent: prompt p50 12,000 / p95 40,000 tokens, output p50 400 / p95 2,000 tokens" in [c.value for c in at.caption]
     rejected = int(fifo.loc["Rejected"].split(" ")[0].replace(",", ""))
     assert rejected > 0 and "prompt longer than the step's token budget" in fifo.loc["Rejected"], fifo.loc["Rejected"]
     assert fifo.loc["Verdict"].startswith(f"rejects {rejected:,} of 120"), fifo.loc["Verdict"]

@@ -98,3 +98,21 @@ def test_plan_requests_is_what_the_cli_and_the_page_replay():
     assert max(r.prompt_tokens + r.output_tokens for r in drawn) <= 300  # the context caps the profile (RAG's p50 prompt is longer)
     traced = sim.plan_requests(ctx, 2.0, 5, lengths="rag", trace_text="arrival_s,prompt_tokens,output_tokens\n0,7,3\n", seed=1)
     assert [(r.prompt_tokens, r.output_tokens) for r in traced] == [(7, 3)]
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("arrival_s,prompt_tokens,output_tokens\n0.1,100,20\n0.2,abc,20\n", "Trace, row 3 prompt_tokens: not an integer (ASCII digits) (got 'abc')"),
+        ("arrival_s,prompt\n0.1,100\n", "Trace header: missing column(s) prompt_tokens, output_tokens; expected arrival_s,prompt_tokens,output_tokens"),
+    ],
+)
+def test_simulate_page_names_a_bad_trace_row_once(text, shown):
+    """The page's line for a refused trace names the row and says the reason once (it read
+    "not an integer (ASCII digits) (got 'abc'): not an integer (ASCII digits) (got 'abc')")."""
+    pytest.importorskip("streamlit")
+    from pages.ui.simulation import run_error
+
+    with pytest.raises(PlannerError) as refused:
+        sim.parse_trace_csv(text)
+    assert run_error(refused.value) == shown

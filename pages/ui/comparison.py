@@ -114,15 +114,18 @@ def comparison_table(results: list[tuple[str, Plan | None, str]]) -> None:
 
     names = [n for n, _p, _l in results]
     rows = compare_rows(results)
-    data = {name: [r.cells[j] for r in rows] for j, name in enumerate(names)}
-    data["Better"] = [r.verdict(names) for r in rows]
+    # "Better" first, beside the row's label: last, it was the column cut off at the right edge
+    # (three plans at 1280 px showed "B:" and "A,"; a phone showed only plan A).
+    data = {"Better": [r.verdict(names) for r in rows]}
+    data |= {name: [r.cells[j] for r in rows] for j, name in enumerate(names)}
     df = pd.DataFrame(data, index=[r.label for r in rows])
     best = {r.label: set(r.best) for r in rows}
 
     def highlight(row):
-        return [BEST if j in best[row.name] else "" for j in range(len(names))] + [""]
+        return [""] + [BEST if j in best[row.name] else "" for j in range(len(names))]
 
-    st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3)
+    # the grid sizes a column by its header: "Better" alone cut "B: more sequences" to "B: more"
+    st.dataframe(df.style.apply(highlight, axis=1), width="stretch", height=35 * (len(rows) + 1) + 3, column_config={"Better": st.column_config.TextColumn(width="medium")})
     st.caption("Green: the better plan on that row (more sequences or headroom, lower latency or cost); 'Better' names it.")
     sizing = next((r for r in rows if r.label == ENGINE_SIZING), None)
     if sizing is not None:  # the table cuts long text: the reasons in full

@@ -78,6 +78,12 @@ def _seed() -> None:
             st.session_state[key] = saved.get(key, default)
 
 
+def profile_lengths(name: str) -> str:
+    """One built-in length profile in words: "chat: prompt p50 1,000 / p95 4,000 tokens, output p50 250 / p95 800 tokens"."""
+    k = sim.LENGTH_PROFILES[name]
+    return f"{name}: prompt p50 {k.prompt_p50:,} / p95 {k.prompt_p95:,} tokens, output p50 {k.output_p50:,} / p95 {k.output_p95:,} tokens"
+
+
 def traffic_controls(plan) -> Traffic | None:
     """The traffic controls (their values survive page switches); None when none can run."""
     _seed()
@@ -88,11 +94,15 @@ def traffic_controls(plan) -> Traffic | None:
     c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", disabled=traced, help=off if traced else "Requests simulated on one replica.")
     c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", disabled=traced, help=off if traced else "Seed of the arrival times and lengths.")
     profiles = sim.LENGTH_PROFILES
-    st.selectbox(
+    # The box shows the profile's name and the line under it its lengths: with the lengths in the box
+    # ("chat: prompt p50 1,000 / p95 4,000, output p50 250 / p95 800 tokens") a phone cut it mid-number.
+    chosen = st.selectbox(
         LABELS["lengths"], [FIXED_LENGTHS, *profiles], key="sim_lengths", disabled=traced,
-        format_func=lambda k: f"{k}: prompt p50 {profiles[k].prompt_p50:,} / p95 {profiles[k].prompt_p95:,}, output p50 {profiles[k].output_p50:,} / p95 {profiles[k].output_p95:,} tokens" if k in profiles else k,
-        help=off if traced else "Log-normal prompt and output lengths with the stated p50 and p95 (assumed shapes, capped at the plan's context), or every request at the plan's prompt and output.",
+        help=off if traced else "Log-normal prompt and output lengths with the stated p50 and p95 (assumed shapes, capped at the plan's context), or every request at the plan's prompt and output.  \n"
+        + "  \n".join(profile_lengths(k) for k in profiles),
     )  # fmt: skip
+    if chosen in profiles and not traced:
+        st.caption(profile_lengths(chosen))
     c1, c2, c3 = st.columns([2, 1, 1])  # room for the three policies' chips
     c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
@@ -164,11 +174,27 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
                 results[name], blocks = _run_one(plan, key, traffic, name, "dynamic")
     except PlannerError as exc:
         bar.empty()
-        field = str(exc.field)
-        where = LABELS.get(field) or state.error_sentence(exc).split(":")[0]
-        return Outcome({}, None, blocks, 0, f"{where}: {state.error_text(exc)}")
+        return Outcome({}, None, blocks, 0, run_error(exc))
     bar.empty()
     return Outcome(results, static, blocks, plan.capacity.sequences_per_replica)
+
+
+# The index column of a table whose rows are named ("Longest queue wait"): wide enough for the name.
+LABEL_COLUMN = {"_index": st.column_config.TextColumn(width="medium")}
+
+def run_error(exc: PlannerError) -> str:
+    """A refused run in one line, named by its control or by the trace's row: "Trace, row 3
+    prompt_tokens: not an integer (ASCII digits) (got 'abc')". (A trace row's field is no control's:
+    the reason read twice, "not an integer ... (got 'abc'): not an integer ... (got 'abc')", and a
+    missing output_tokens column read as the "Output reserve (tokens)" control.)"""
+    field = str(exc.field)
+    if field in LABELS:
+        return f"{LABELS[field]}: {state.error_text(exc)}"
+    if field.startswith("row "):  # the file's own column names, not the controls' labels
+        return f"Trace, {field}: {state.error_text(exc, humanized=False)}"
+    if field.startswith("trace"):
+        return f"{field.capitalize()}: {state.error_text(exc, humanized=False)}"
+    return state.error_sentence(exc)
 
 
 ROWS: tuple[tuple[str, Any], ...] = (
@@ -210,7 +236,8 @@ def show(out: Outcome) -> None:
 
     table = {name: [fn(r) for _label, fn in ROWS] for name, r in out.results.items()}
     table["static reservation"] = [fn(out.static) for _label, fn in ROWS]
-    st.dataframe(pd.DataFrame(table, index=[label for label, _fn in ROWS]), width="stretch", height=35 * (len(ROWS) + 1) + 3)
+    # The row labels get their own width: sized by the grid, "End-to-end p95" read "End-to-end p" at 1280 px.
+    st.dataframe(pd.DataFrame(table, index=[label for label, _fn in ROWS]), width="stretch", height=35 * (len(ROWS) + 1) + 3, column_config=LABEL_COLUMN)
     st.plotly_chart(fig_utilisation(out.results), config={"displaylogo": False}, key="sim_util")
     st.plotly_chart(fig_latency(out.results), config={"displaylogo": False}, key="sim_latency")
 

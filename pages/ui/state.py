@@ -145,12 +145,13 @@ def error_key(err: PlannerError | None, values: dict[str, Any]) -> str | None:
     return WIDGET_KEYS.get(field, field if field in WIDGET_KEYS.values() else None)
 
 
-def error_text(err: PlannerError) -> str:
+def error_text(err: PlannerError, humanized: bool = True) -> str:
     """The message shown next to a field: the reason in the user's words (labels, not field
-    names), with the offending value."""
+    names), with the offending value. ``humanized=False`` keeps the reason's own words, for a file's
+    column names ("output_tokens" in a trace is a column, not the "Output reserve (tokens)" control)."""
     from planner.labels import humanize
 
-    reason = humanize(err.reason)
+    reason = humanize(err.reason) if humanized else err.reason
     if err.value is None or err.value == "":
         return reason
     if str(err.value) in err.reason or (isinstance(err.value, int) and f"{err.value:,}" in err.reason):

@@ -150,11 +150,14 @@ def restore_from_query_params(page: str = "plan") -> None:
         add_to_notice([f"the link's comparison ({', '.join(carried)}) is kept: open the Compare page to see it"])
 
 
-def add_to_notice(warnings: list[str], origin: str = "share link") -> None:
-    """Add lines to the one restore notice (a link's Compare or Size parts join the plan's)."""
+def add_to_notice(warnings: list[str], origin: str = "share link", restored: str | None = None) -> None:
+    """Add lines to the one restore notice (a link's Compare or Size parts join the plan's);
+    ``restored`` names what the link restored beside the plan ("the 3 compared plans")."""
+    state = st.session_state
+    if restored and state.get("restore_notice"):
+        state["restore_notice"]["restored"] = restored
     if not warnings:
         return
-    state = st.session_state
     notice = state.get("restore_notice") or {"origin": origin, "warnings": []}
     notice["warnings"] = list(notice.get("warnings") or []) + list(warnings)
     state["restore_notice"] = notice
@@ -223,16 +226,18 @@ def render_restore_notice() -> None:
     if not notice:
         return
     warnings = notice.get("warnings") or []
+    # "the plan" alone read wrong above three restored columns or a restored search
+    what = f"the plan and {notice['restored']}" if notice.get("restored") else "the plan"
     if warnings:
         with st.container(key="restore_warnings"):
             st.warning(
-                f"Restored the plan from the {notice['origin']}, with {len(warnings)} correction{'s' if len(warnings) > 1 else ''}:\n"
+                f"Restored {what} from the {notice['origin']}, with {len(warnings)} correction{'s' if len(warnings) > 1 else ''}:\n"
                 + "\n".join(f"- {md(w)}" for w in warnings),
                 icon=":material/warning:",
             )
             st.button("Dismiss", key="dismiss_restore", on_click=lambda: st.session_state.pop("restore_notice", None))
     else:
-        st.success(f"Restored the plan from the {notice['origin']}.", icon=":material/link:")
+        st.success(f"Restored {what} from the {notice['origin']}.", icon=":material/link:")
         st.session_state.pop("restore_notice", None)
 
 
@@ -265,7 +270,7 @@ def restore_compare_from_query_params() -> None:
     columns, warnings = decoded
     full = [asdict(c) for c in columns] + compare_state(plan_values())["columns"][len(columns) :]
     set_compare_state(len(columns), full)
-    add_to_notice(warnings)
+    add_to_notice(warnings, restored=f"the {len(columns)} compared plans")
 
 
 def compare_params(ref: ModelRef, inputs: PlanInputs, upload_config: dict | None, columns: list) -> dict[str, str]:

@@ -172,7 +172,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
         reservation=res,
         latency=lat,
         estimate=est,
-        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, setup, figures, sharing.per_replica_load),
+        notes=plan_notes(inputs, report, device, ctx, sharing.applies) + recv_notes(inputs, setup, figures, sharing.per_replica_load) + eager_notes(inputs, roof),
         roof=roof,
         _memory=memory,
         _sharing=sharing,
@@ -379,7 +379,30 @@ def roofline(inputs: PlanInputs, geo: ModelGeometry, weights: WeightsEstimate, m
         return build_roofline(inputs, geo, weights, report.specs, device, resident, fmt, engine, layout=model.mlp_layers())
     full = inspect_geometry(geo, report.kv_dtype, tp * dp, report.tokens, inputs.runtime, inputs.mtp or inputs.spec_method == "mtp", report.kv_dtype_source)
     base = build_roofline(inputs, geo, weights, full.specs, device, -(-weights.bytes // (tp * dp)), fmt, engine, tp=tp * dp, ep=tp * dp if dp > 1 else inputs.ep, layout=model.mlp_layers())
-    return serving.shaped(base, device, dp, pp, tp)
+    roof = serving.shaped(base, device, dp, pp, tp)
+    if eager_prefill(engine, pp):  # a stage's prefill steps run outside CUDA graphs: its layers' host launches bound them
+        roof = dataclasses.replace(roof, eager_prefill_s=latency.eager_prefill_floor(roof))
+    return roof
+
+
+def eager_prefill(engine: str, pp: int) -> bool:
+    """Whether the serving engine runs this deployment's prefill steps outside CUDA graphs: SGLang
+    0.5.23 graphs prefill by default (``default_prefill_backend``: breakable graphs on CUDA) but
+    turns them off for pipeline parallelism (``arg_groups/cuda_graph_hook.py``: "Disabling
+    breakable prefill CUDA graph by default for pipeline parallelism"). vLLM's piecewise graphs
+    have no such rule, and no published eager figure to size one."""
+    return engine == "sglang" and pp > 1
+
+
+def eager_notes(inputs: PlanInputs, roof: latency.Roofline) -> tuple[str, ...]:
+    """What running prefill outside CUDA graphs adds to this plan (:func:`eager_prefill`)."""
+    if not roof.eager_prefill_s:
+        return ()
+    return (
+        f"SGLang with pipeline parallelism (pp {inputs.pp}) runs prefill outside CUDA graphs (its default for pp > 1): a step carrying prompt tokens "
+        f"lasts at least its {roof.mla_layers} MLA layers' host launches, {roof.mla_layers} x {latency.EAGER_MLA_LAYER_S * 1e3:.3f} ms = "
+        f"{roof.eager_prefill_s * 1e3:,.1f} ms a stage (SGLang's published eager DeepSeek-V2-family latencies); decode steps stay graphed",
+    )
 
 
 def draft_model(inputs: PlanInputs, model: PreparedModel, report: InspectReport, device: Device, weights: WeightsEstimate, ctx: ContextBudget) -> Draft | None:

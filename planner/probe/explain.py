@@ -115,10 +115,7 @@ def _runtime_sentences(prep: Prepared, r: ProbeResult, m: RuntimeMeasurement) ->
         out.append(f"Right after the prefill the cache held {fmt_byte_count(after_m)} ({eq} the predicted {fmt_byte_count(after_p)}); the cache grows by one position per full layer per decode step.")
     out.append(f"The cache holds {prep.cached:,} positions: the {o.tokens:,}-token prefill plus {o.decode_steps} decode steps, each writing one position (generate() would write one fewer: the last token's K/V is never stored).")
     if r.prefill_ms is not None:
-        out.append(
-            f"Prefill {r.prefill_ms:.2f} ms vs roofline {r.predicted_prefill_ms:.4g} ms; decode step p50 {fmt_ms_measured(r.decode_ms_p50)} vs roofline {r.predicted_decode_step_ms:.4g} ms "
-            f"(roofline for {r.roofline_device} at MFU {r.assumed_mfu:g}, MBU {r.assumed_mbu:g}, weights as planner.weights counts them, bf16 peak)."
-        )
+        out.append(timing_sentence(r))
     if r.device == "cpu":
         out.append(f"Ran on CPU: the roofline describes {r.roofline_device}, so latency ratios and the calibrated MFU/MBU describe this CPU against that GPU's datasheet and should not be used for a GPU plan.")
         if r.peak_rss_delta_bytes is not None:
@@ -142,9 +139,9 @@ def probe_summary(r: ProbeResult) -> str:
     if r.layers_measured < r.layers_total:
         lines.append(f"full model   predicted {fmt_byte_count(r.predicted_full_model_kv_bytes)}, measured scaled {fmt_byte_count(r.scaled_measured_kv_bytes)}")
     if r.allocate_ms is not None:
-        lines.append(f"allocate     {r.allocate_ms:.2f} ms")
+        lines.append(f"allocate     {fmt_ms_measured(r.allocate_ms)}")
     if r.prefill_ms is not None:
-        lines.append(f"prefill      {r.prefill_ms:.2f} ms (roofline {r.predicted_prefill_ms:.4g} ms on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
+        lines.append(f"prefill      {fmt_ms_measured(r.prefill_ms)} (roofline {fmt_ms_measured(r.predicted_prefill_ms)} on {r.roofline_device}); TTFT {fmt_ms_measured(r.ttft_ms)}")
         lines.append(f"decode step  p50 {fmt_ms_measured(r.decode_ms_p50)}, p95 {fmt_ms_measured(r.decode_ms_p95)} (roofline {fmt_ms_measured(r.predicted_decode_step_ms)})")
     if r.calibrated_mfu is not None:
         lines.append(f"calibrate    MFU {r.calibrated_mfu:.4g}, MBU {r.calibrated_mbu:.4g} (plan with --mfu {r.calibrated_mfu:.4g} --mbu {r.calibrated_mbu:.4g})")
@@ -152,3 +149,12 @@ def probe_summary(r: ProbeResult) -> str:
         lines.append(f"error        {r.error}")
     lines += [f"- {s}" for s in r.explanation]
     return "\n".join(lines)
+
+
+def timing_sentence(r: ProbeResult) -> str:
+    """The measured prefill and decode step beside the roofline's, each as the probe's table shows it
+    (4 significant digits, thousands separated: "Prefill 5,115 ms", not "5115.08 ms")."""
+    return (
+        f"Prefill {fmt_ms_measured(r.prefill_ms)} vs roofline {fmt_ms_measured(r.predicted_prefill_ms)}; decode step p50 {fmt_ms_measured(r.decode_ms_p50)} vs roofline {fmt_ms_measured(r.predicted_decode_step_ms)} "
+        f"(roofline for {r.roofline_device} at MFU {r.assumed_mfu:g}, MBU {r.assumed_mbu:g}, weights as planner.weights counts them, bf16 peak)."
+    )
