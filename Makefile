@@ -22,8 +22,8 @@ system-deps:
 		else sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES); fi; \
 	fi
 
-# The app is served by scripts/run_app.py: `streamlit run` with the first session's imports done in
-# the background once the server listens (a fresh server's first user does not wait for them).
+# The app is served by scripts/run_app.py: `streamlit run` with the first session's imports done
+# once the server listens, before it answers its first request (a fresh server's first user does not wait for them).
 APP := $(PY) scripts/run_app.py app.py
 
 run: install

@@ -9,9 +9,12 @@ Figures:
 * fresh server + browser: the app started as ``make run`` starts it (``scripts/run_app.py``:
   ``streamlit run`` with the first run's imports done in the background once the server listens),
   headless Chromium (already running) opening ``/`` as soon as the health check answers, until
-  the "KV bytes / token" metric is rendered: start to healthy, page open to metric and start to
-  metric, against a bare one-metric page served the same way and the app under plain
-  ``streamlit run``, alternating (``--cold-only`` runs only these; skipped without Chromium);
+  the "KV bytes / token" metric is painted (the page's own clock: the frame after the value is in
+  the page): start to healthy, page open to metric and start to metric, against a bare one-metric
+  page served the same way and the app under plain ``streamlit run``, alternating
+  (``--cold-only`` runs only these; skipped without Chromium). Also printed: when Playwright saw
+  the metric, which polls every 0.5 s and waits while the page is busy (drawing the rest of the
+  page right after the metric), so it reads up to a second or more late;
 * rerun: moving the headroom slider in AppTest (median / p90 of 20), and the Plan page
   script's own execution time for the same change (what the server spends per rerun).
 
@@ -102,11 +105,30 @@ def _server(script: str, port: int, env: dict[str, str], *, launcher: bool = Tru
 
 class Cold(NamedTuple):
     """One fresh server: seconds from its start to a healthy health check, from opening ``/`` (at
-    once, in a browser already running) to the rendered metric, and from its start to that metric."""
+    once, in a browser already running) to the painted metric, from its start to that metric, and
+    from opening ``/`` to Playwright seeing the metric."""
 
     healthy: float
     open_to_metric: float
     start_to_metric: float
+    open_to_seen: float
+
+
+# In the page from its first script on: the wall-clock time (ms) of the frame after the metric's
+# value first is in the page (a requestAnimationFrame callback runs just before that frame is
+# drawn, a timer set there just after it).
+PAINT_WATCH = """
+new MutationObserver((records, observer) => {
+    for (const m of document.querySelectorAll('[data-testid=stMetric]')) {
+        const value = m.querySelector('[data-testid=stMetricValue]');
+        if (m.textContent.includes('KV bytes / token') && value && value.textContent.trim() === '128 KiB') {
+            observer.disconnect();
+            requestAnimationFrame(() => setTimeout(() => { window.__kvpPainted = performance.timeOrigin + performance.now(); }, 0));
+            return;
+        }
+    }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
 
 
 def cold_server(script: str = "app.py", *, launcher: bool = True) -> Cold | None:
@@ -121,15 +143,17 @@ def cold_server(script: str = "app.py", *, launcher: bool = True) -> Cold | None
     with tempfile.TemporaryDirectory() as profile, pw.sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = ctx.new_page()
+        page.add_init_script(PAINT_WATCH)
         start = time.perf_counter()
         with _server(script, port, dict(os.environ), launcher=launcher) as url:
-            t = time.perf_counter()
+            t, opened = time.perf_counter(), time.time()
             page.goto(f"{url}/", wait_until="commit")
             value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
             pw.expect(value).to_have_text("128 KiB", timeout=90_000)
-            end = time.perf_counter()
+            seen = time.perf_counter()
+            painted = page.wait_for_function("() => window.__kvpPainted", timeout=30_000).json_value() / 1000 - opened
         ctx.close()
-    return Cold(t - start, end - t, end - start)
+    return Cold(t - start, painted, t - start + painted, seen - t)
 
 
 # (name, script, served by the launcher): alternated so every variant sees the same machine load.
@@ -174,19 +198,20 @@ def print_first_paint(rounds: int) -> bool | None:
     for name, cold in runs.items():
         print(
             f"fresh server, Chromium, {name}: start to healthy {_med([c.healthy for c in cold])}; "
-            f"page open to first metric {_med([c.open_to_metric for c in cold])}; start to first metric {_med([c.start_to_metric for c in cold])}"
+            f"page open to first metric {_med([c.open_to_metric for c in cold])}; start to first metric {_med([c.start_to_metric for c in cold])}; "
+            f"page open to Playwright seeing it {_med([c.open_to_seen for c in cold])}"
         )
     ratios = {
         what: statistics.median(getattr(c, what) for c in runs["planner"]) / statistics.median(getattr(c, what) for c in runs["bare"])
-        for what in ("open_to_metric", "start_to_metric")
+        for what in ("open_to_metric", "start_to_metric", "open_to_seen")
     }
     before = statistics.median(c.open_to_metric for c in runs["planner, streamlit run"]) / statistics.median(c.open_to_metric for c in runs["bare"])
     print(
         f"first metric, planner / bare page ({rounds} rounds, medians): page open to metric {ratios['open_to_metric']:.2f}x, "
         f"server start to metric {ratios['start_to_metric']:.2f}x; target <= {FIRST_PAINT_RATIO}x "
-        f"(plain streamlit run: page open to metric {before:.2f}x)"
+        f"(plain streamlit run: page open to metric {before:.2f}x; page open to Playwright seeing it {ratios['open_to_seen']:.2f}x)"
     )
-    return max(ratios.values()) <= FIRST_PAINT_RATIO
+    return max(ratios["open_to_metric"], ratios["start_to_metric"]) <= FIRST_PAINT_RATIO
 
 
 def reruns(n: int = 20) -> tuple[list[float], list[float]]:

@@ -17,9 +17,17 @@ def main() -> None:
     urlstate.restore_from_query_params()  # a share link, on the session's first run
     with st.sidebar:
         st.subheader("Model")
-        ref, model, source_notes = models.model_source_widget()
+        source_box = st.container()
         st.subheader("Inputs")
         inputs_box = st.container()  # filled last, so the plan reaches the browser first
+    # A session's first run stops after the headline: its model-source controls come with the rest
+    # (pages/ui/models.py model_without_widgets), so a fresh browser loads no widget before the metric.
+    resolved = models.model_without_widgets() if results.headline_first() else None
+    drawn = resolved is None
+    if drawn:
+        with source_box:
+            resolved = models.model_source_widget()
+    ref, model, source_notes = resolved
     suggest.apply_suggestions(ref, model)  # a new model opens on a working plan
     values = state.read_widgets()
     plan, err = state.build_plan(values, model)
@@ -43,6 +51,9 @@ def main() -> None:
             results.render_results(good)
     else:
         results.render_results(state.Shown(plan, model, ref, source_notes, upload_config))
+    if not drawn:  # the run went on past the headline (no plan to show): the controls now
+        with source_box:
+            models.model_source_widget()
     with inputs_box:
         inputs.render_inputs(model, values, err_key, err)
 

@@ -8,27 +8,32 @@ the first session).
 
 Why: a fresh Streamlit process imports a page's modules in the first session's script run, so the
 first user of a new server waited for the planner's import chain (pydantic models, dataclasses,
-the engines' tables: 0.7-1.5 s on 2 cores) before the first metric. Here a background thread
-imports them as soon as the server listens, the way a preloading application server does, so the
-imports overlap the browser's loading of Streamlit's frontend instead of following it. The health
-check is not delayed; a session that starts before the thread is done waits only for the modules
-still being imported (Python's import lock), never imports one twice.
+the engines' tables: 0.7-1.5 s on 2 cores) before the first metric. Here they are imported once the
+server listens and before it serves its first request (the health check included), the way a
+preloading application server does: a load balancer, ``scripts/serve.py`` and the container's
+probes send no user to the process before they are done. Done in a background thread instead, the
+imports competed with the browser loading Streamlit's frontend (the same cores, the server's GIL):
+at load 4-5 on 2 cores they took 2.4 s instead of 0.9 s, ended after the first session had started
+(which then waited for them), and the first metric came 0.9 s later; server start to first metric
+was the same either way (benchmarks/bench_app.py).
 
 What is done ahead, once a process, in this order:
 
 * imports: the top-level imports of the app script and of its default page (``pages/plan.py``),
   then the image libraries Streamlit imports for a page icon when the app script sets one
   (``st.set_page_config(page_icon=...)``), with their image plugins;
-* Streamlit's one check on its first element (``env_util.is_repl``): its ``inspect.stack()`` maps
-  every frame to a module through ``inspect``'s cache of ``sys.modules``, built on first use with
-  a ``realpath`` a module file (0.2 s quiet, over 1 s at load 6, with the app's ~1,000 modules);
-  building it here leaves the first session a lookup;
+* Streamlit's one check on its first element, whether the script runs outside ``streamlit run``
+  (``delta_generator._maybe_print_use_warning``): it is marked done, since the launcher is
+  ``streamlit run``; its ``env_util.is_repl`` called ``inspect.stack()``, which maps every frame to
+  a module through ``inspect``'s cache of ``sys.modules``, built on first use with a ``realpath`` a
+  module file (0.2 s quiet, over 1 s at load 6, with the app's ~1,000 modules);
 * Streamlit's material icon table, when the app script names a ``:material/...:`` icon;
 * Streamlit's compiled copies of the app script and its default page (its script cache: read,
   magic commands added, compiled; once a process);
 * the caches of :data:`WARM_UP` whose module the app imported (the preset list, 48 files read).
-The thread starts from Streamlit's own server-start step, so modules that register components
-(``st.components.v2``) register them with the running server, as a script run would.
+The preload runs in Streamlit's own server-start step, so a module that registers a custom
+component (``st.components.v2``) on import would register it with the running server, as a script
+run does.
 """
 
 from __future__ import annotations
@@ -36,10 +41,8 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import inspect
 import logging
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -108,7 +111,7 @@ def preload(main_script: Path, script_cache=None) -> tuple[int, float]:
         steps.append(("PIL.Image.preinit", lambda: importlib.import_module("PIL.Image").preinit(), ()))
     if uses_material_icons(main_script):
         steps.append(("streamlit.material_icon_names", importlib.import_module, ("streamlit.material_icon_names",)))
-    steps.append(("inspect.stack", inspect.stack, ()))
+    steps.append(("streamlit run check", _mark_use_warning_checked, ()))
     if script_cache is not None:
         steps += [(f"compile {s}", script_cache.get_bytecode, (str(s),)) for s in (main_script, main_script.parent / FIRST_PAGE) if s.is_file()]
     for name, step, args in steps:
@@ -119,6 +122,16 @@ def preload(main_script: Path, script_cache=None) -> tuple[int, float]:
     return len(sys.modules) - before, time.perf_counter() - start
 
 
+def _mark_use_warning_checked() -> None:
+    """Streamlit warns once a process, on the first element, when a script is not run by
+    ``streamlit run`` (or runs in a REPL); served by this launcher it is, so it would say nothing."""
+    from streamlit import delta_generator
+
+    if not hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        raise AttributeError("streamlit.delta_generator._use_warning_has_been_displayed is gone (a Streamlit upgrade)")
+    delta_generator._use_warning_has_been_displayed = True
+
+
 def _try(name: str, step, *args) -> None:
     try:
         step(*args)
@@ -126,12 +139,9 @@ def _try(name: str, step, *args) -> None:
         log.warning("preload step %s failed: %s: %s", name, type(exc).__name__, exc)
 
 
-def _preload_in_background(main_script: Path, script_cache) -> None:
-    def work() -> None:
-        count, seconds = preload(main_script, script_cache)
-        print(f"  Preloaded {count} modules in {seconds:.2f} s.", file=sys.stderr, flush=True)
-
-    threading.Thread(target=work, name="kvp-preload", daemon=True).start()
+def _preload_and_report(main_script: Path, script_cache) -> None:
+    count, seconds = preload(main_script, script_cache)
+    print(f"  Preloaded {count} modules in {seconds:.2f} s.", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_start(server) -> None:
         on_server_start(server)
-        _preload_in_background(main_script, getattr(getattr(server, "_runtime", None), "_script_cache", None))
+        # on the server's event loop: no request (health check, page, websocket) is served before it ends
+        _preload_and_report(main_script, getattr(getattr(server, "_runtime", None), "_script_cache", None))
 
     bootstrap._on_server_start = on_start
     return cli.main.main(args=["run", *argv], prog_name="streamlit", standalone_mode=True)

@@ -31,6 +31,12 @@ new MutationObserver(() => {
 """
 
 
+# The JavaScript files the page fetched before a time (performance.now()), by file name.
+EARLY_CODE = "(t) => performance.getEntriesByType('resource').filter(e => e.startTime < t && e.name.endsWith('.js')).map(e => e.name.split('/').pop())"
+# Streamlit's chunks for the segmented control, the select box, a custom component and Arrow.
+LATE_CODE = ("ButtonGroup.", "Selectbox.", "BidiComponent.", "ComponentInstance.", "serialization.", "recordbatch.")
+
+
 def test_the_first_metric_comes_alone_and_the_charts_and_inputs_follow_without_a_click(tmp_path):
     port = free_port()
     env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0.3", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
@@ -57,6 +63,16 @@ def test_the_first_metric_comes_alone_and_the_charts_and_inputs_follow_without_a
             sync_api.expect(value).to_have_text("128 KiB")  # the same plan, drawn once more with the rest
             icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
             assert icons and all(h.startswith(url + "/") for h in icons), icons  # the served file, never a third party's icon
+            # before the metric the browser fetched no code for the sidebar's model-source controls or
+            # for a custom component (its frame code and Arrow): a one-metric page needs none of it
+            early = page.evaluate(EARLY_CODE, seen["metric"])
+            assert early and not [name for name in early if name.startswith(LATE_CODE)], early
+            # a tab that draws no frames (hidden) still gets the rest: the handshake's timer asks
+            hidden = context.new_page()
+            hidden.add_init_script("window.requestAnimationFrame = () => 0;")
+            hidden.goto(f"{url}/", wait_until="commit")
+            sync_api.expect(hidden.get_by_test_id("stSidebar").get_by_text("Headroom", exact=False).first).to_be_visible(timeout=60_000)
+            assert hidden.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").filter(has_text="Preset").count() == 1
         finally:
             context.close()
 

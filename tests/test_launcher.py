@@ -1,6 +1,6 @@
 """scripts/run_app.py, the app's launcher (issue 27 item 10, first paint on a fresh server):
-``streamlit run`` with a session's first-run imports done in the background once the server
-listens. ``make run``, both ``make serve`` paths and the container image start the app with it."""
+``streamlit run`` with a session's first-run imports done once the server listens, before it
+serves its first request. ``make run``, both ``make serve`` paths and the container image start the app with it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -87,9 +86,8 @@ def test_script_imports_reads_top_level_imports_in_order(tmp_path):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
 def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_path):
     """``make run``'s command on a fresh server: the health check answers, the preload reports
-    itself, and in Chromium the first metric comes, then the charts and inputs without a click,
-    which needs the handshake component (registered by pages/ui/results.py on import, here in the
-    preload thread) to be known to the running server."""
+    itself, and in Chromium the first metric comes, then the charts and inputs without a click
+    (the first run's handshake), after a preload that ended before the health check answered."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     from tests.appserver import running_app
 
@@ -98,6 +96,10 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
     env = dict(os.environ, KVP_FIRST_PAINT_PAUSE_S="0.3", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     log = tmp_path / "server.log"
     with running_app(["bash", "-c", f"exec {line} 2>{log}"], port, env, "make run", 60) as url:
+        # done before the health check answered: a background preload competed with the first
+        # browser's load of Streamlit's frontend (2.4 s instead of 0.9 s at load 4) and the first
+        # session waited for it anyway
+        assert "Preloaded" in log.read_text(), log.read_text()[-2000:]
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
@@ -117,9 +119,6 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
                 assert page.get_by_test_id("stException").count() == 0
             finally:
                 browser.close()
-        deadline = time.monotonic() + 30
-        while "Preloaded" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
     text = log.read_text()
     assert re.search(r"Preloaded \d+ modules in [\d.]+ s\.", text) and "preload step" not in text, text[-2000:]  # done, no step failed
 

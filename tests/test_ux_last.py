@@ -32,6 +32,61 @@ def test_a_sessions_first_run_stops_after_the_headline_and_the_next_draws_the_re
     assert [m.label for m in at.metric][: len(labels)] == labels  # the same headline, now with the rest
 
 
+def _element_types(node, out: set[str]) -> set[str]:
+    for child in getattr(node, "children", {}).values():
+        out.add(child.type)
+        _element_types(child, out)
+    return out
+
+
+# What the headline-first run may send: the headline's own elements, the sidebar's headings and
+# containers, st.html (the page's style and the handshake's script) and the handshake's hidden button.
+FIRST_RUN_TYPES = {"main", "sidebar", "event", "flex_container", "column", "title", "subheader", "metric", "markdown", "caption", "html", "button"}
+NOTICES = {"success", "info", "warning", "error"}  # a restore notice or an error: content the user must see first
+
+
+def test_the_first_run_sends_no_element_a_fresh_browser_must_load_extra_code_for(monkeypatch):
+    """Item 10: before the first metric, a fresh browser loaded code a one-metric page never needs:
+    the Model source segmented control and the Preset box (about twenty chunks) and the custom
+    handshake component with Arrow (about 200 KB). The first run now resolves the model without
+    drawing its controls and asks for the rest with st.html and a hidden st.button; the next run
+    draws the controls with the same values, for the default preset and a share link's."""
+    monkeypatch.setenv("KVP_FIRST_PAINT_PAUSE_S", "0.3")
+    for params, preset, kv in (({}, "llama-3.1-8b", "128 KiB"), ({"v": "3", "m": "preset", "n": "qwen3-8b", "ctx": "16384"}, "qwen3-8b", "144 KiB")):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(params)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert _element_types(at._tree, set()) <= FIRST_RUN_TYPES | NOTICES, _element_types(at._tree, set()) - FIRST_RUN_TYPES
+        assert [b.key for b in at.button] == ["first_paint"]  # the handshake's, hidden by the page style
+        assert next(m.value for m in at.metric if m.label == "KV bytes / token") == kv
+        at.run()  # the handshake's click
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.selectbox(key="preset").value == preset and at.session_state["model_source"] == "Preset"
+        assert next(m.value for m in at.metric if m.label == "KV bytes / token") == kv
+        assert not any(b.key == "first_paint" for b in at.button)
+        if params:
+            assert at.session_state["plan_values"]["max_context"] == 16384  # the link's inputs survive the deferred controls
+
+
+def test_a_first_run_with_a_source_other_than_a_preset_draws_its_controls_at_once(monkeypatch):
+    """A session whose model comes from the Hub or an upload (a share link) has controls with
+    something to say: the first run draws them, before the headline, as before."""
+    from planner.plan import make_inputs
+    from planner.presets import load_preset
+    from planner.share import encode_query
+    from planner.source import upload_ref
+
+    monkeypatch.setenv("KVP_FIRST_PAINT_PAUSE_S", "0.3")
+    at = AppTest.from_file(APP, default_timeout=60)
+    config = load_preset("qwen3-8b")
+    at.query_params.update(encode_query(upload_ref(config, "config.json")[0], make_inputs(), upload_config=config))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["model_source"] == "Upload config.json"
+    assert at.get("file_uploader"), "the upload control is drawn on the first run"
+
+
 def test_the_headline_first_run_is_off_at_zero():
     """Tests (conftest) and operators who want one run set KVP_FIRST_PAINT_PAUSE_S=0: then the
     first run draws the whole page, as before."""

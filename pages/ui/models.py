@@ -262,19 +262,53 @@ def _fetch_hub(text: str, revision: str, token: str) -> None:
     fetch_hub(repo_id, rev, token)
 
 
+def _seed_source_keys() -> tuple[str, ...]:
+    """The model-source controls' values (``model_source``, ``preset``) where the session has none
+    yet: the active model's (a share link's), else the start preset. Returns the preset names."""
+    names = preset_names()
+    if "preset" not in st.session_state:
+        ref_dict = st.session_state.get("model_ref") or {}
+        st.session_state["preset"] = ref_dict.get("name") if ref_dict.get("kind") == "preset" and ref_dict.get("name") in names else start_preset()
+    if "model_source" not in st.session_state:
+        kind = (st.session_state.get("model_ref") or {}).get("kind", "preset")
+        st.session_state["model_source"] = {"hub": "Hugging Face Hub", "upload": "Upload config.json"}.get(kind, "Preset")
+    return names
+
+
+def _start_warning_due(names: tuple[str, ...]) -> bool:
+    """Whether the session still has to say that its command-line preset is unknown."""
+    wanted = st.session_state.get("start_preset")
+    return bool(wanted) and wanted not in names and not st.session_state.get("start_warned")
+
+
+def model_without_widgets() -> tuple[ModelRef, PreparedModel, tuple[str, ...]] | None:
+    """The model :func:`model_source_widget` would return on this run, drawing nothing; None where
+    the controls have something to draw or do first (a source other than a preset, a warning, a
+    preset that does not load): then draw them.
+
+    For a session's first Plan run, which stops after the headline numbers
+    (:func:`pages.ui.results.headline_first`): no control can have changed yet, and drawing the
+    segmented control and the preset box made a fresh browser load their code (some twenty
+    chunks) before it drew the first metric. The next run draws them, with these same values.
+    """
+    names = _seed_source_keys()
+    if st.session_state["model_source"] != "Preset" or _start_warning_due(names):
+        return None
+    try:
+        ref, _model = load_choice(st.session_state.get("preset") or start_preset())
+    except PlannerError:
+        return None
+    _set_active(ref, None)
+    return active_model()
+
+
 def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
     """Render the model-source controls in the current container; return the active model.
 
     Errors appear under the control that caused them; the previous model stays active.
     """
-    names = preset_names()
-    if "preset" not in st.session_state:
-        ref_dict = st.session_state.get("model_ref") or {}
-        st.session_state["preset"] = ref_dict.get("name") if ref_dict.get("kind") == "preset" and ref_dict.get("name") in names else start_preset()
+    names = _seed_source_keys()
     choices = (*names, EXAMPLE)
-    if "model_source" not in st.session_state:
-        kind = (st.session_state.get("model_ref") or {}).get("kind", "preset")
-        st.session_state["model_source"] = {"hub": "Hugging Face Hub", "upload": "Upload config.json"}.get(kind, "Preset")
     source = st.segmented_control("Model source", SOURCES, key="model_source", required=True, help="Where the model config comes from.")
     source = source or "Preset"
     errors = _source_errors()
@@ -286,7 +320,7 @@ def model_source_widget() -> tuple[ModelRef, PreparedModel, tuple[str, ...]]:
             format_func=preset_label,
             help="Type to search the bundled configs (model_configs/).",
         )
-        if st.session_state.get("start_preset") and st.session_state["start_preset"] not in names and not st.session_state.get("start_warned"):
+        if _start_warning_due(names):
             st.session_state["start_warned"] = True
             st.warning(md(f"Unknown preset {st.session_state['start_preset']!r} on the command line; opened {start_preset()} instead."))
         name = st.session_state.get("preset") or start_preset()

@@ -71,24 +71,44 @@ def size_link(plan: Plan) -> None:
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
 
 
-# Mounted right after the headline on a session's first run: two animation frames after it mounts
-# the browser has painted what came before it, and it asks for the rest of the page (a rerun).
-# A hidden tab runs no animation frames: the timer sends the request anyway.
-_PAINTED_JS = """
-export default function (component) {
-    const { data, setTriggerValue } = component;
-    let sent = false;
-    const send = () => { if (!sent) { sent = true; setTriggerValue("painted", true); } };
-    requestAnimationFrame(() => requestAnimationFrame(send));
-    setTimeout(send, data.fallback_ms);
-}
-"""
-_painted = st.components.v2.component("kvp_first_paint", js=_PAINTED_JS)
+# Drawn right after the headline on a session's first run, with a hidden button (FIRST_PAINT_KEY,
+# hidden by pages/ui/style.py): once the page holds a metric and two animation frames have passed
+# since, the browser has painted the headline, and the script clicks the button, which asks for the
+# rest of the page (a rerun). A hidden tab runs no animation frames: the timer clicks it anyway.
+# Both are elements of Streamlit's own bundle (st.html already styles the page): a custom
+# component loaded its frame code and Arrow (about 200 KB) before the first metric.
+FIRST_PAINT_KEY = "first_paint"
+_PAINTED_SCRIPT = """<script>
+(() => {
+  let done = false;
+  const click = () => {
+    const button = document.querySelector(".st-key-%(key)s button");
+    if (done || !button) return done;
+    done = true;
+    button.click();
+    return true;
+  };
+  const watch = () => {
+    if (done) return;
+    if (document.querySelector("[data-testid=stMetricValue]")) requestAnimationFrame(() => requestAnimationFrame(() => click() || requestAnimationFrame(watch)));
+    else requestAnimationFrame(watch);
+  };
+  watch();
+  const late = () => click() || setTimeout(late, 100);
+  setTimeout(late, %(fallback_ms)d);
+})();
+</script>"""
+
+
+def headline_first() -> bool:
+    """Whether this run is one that :func:`first_paint_pause` stops after the headline numbers
+    (a session's first Plan run, unless ``KVP_FIRST_PAINT_PAUSE_S`` is 0)."""
+    return not st.session_state.get("_first_paint_done") and 0 < settings.kvp_first_paint_pause_s() <= 2
 
 
 def first_paint_pause() -> None:
     """On a session's first run, stop after the headline numbers; the browser asks for the rest
-    (charts, cards, the sidebar's inputs) once it has painted them.
+    (charts, cards, the sidebar's controls) once it has painted them.
 
     Sending the whole page at once made a fresh browser build every element (plotly, tables, some
     forty inputs) before it painted the first metric: 13-31 s at load 10 against 3 s for a
@@ -96,17 +116,12 @@ def first_paint_pause() -> None:
     ``KVP_FIRST_PAINT_PAUSE_S`` is the longest the browser waits for its paint before it asks
     anyway (0 turns the headline-first run off; tests use 0).
     """
-    if st.session_state.get("_first_paint_done"):
-        return
+    first = headline_first()
     st.session_state["_first_paint_done"] = True  # any later run, whatever starts it, draws the whole page
-    pause = settings.kvp_first_paint_pause_s()
-    if 0 < pause <= 2:
-        _painted(key="first_paint", data={"fallback_ms": round(pause * 1000)}, on_painted_change=_noop, height=0)
+    if first:
+        st.button("Show the rest of the page", key=FIRST_PAINT_KEY)
+        st.html(_PAINTED_SCRIPT % {"key": FIRST_PAINT_KEY, "fallback_ms": round(settings.kvp_first_paint_pause_s() * 1000)}, unsafe_allow_javascript=True)
         st.stop()
-
-
-def _noop() -> None:
-    """The handshake's callback: its trigger only has to start a rerun."""
 
 
 # --------------------------------------------------------------------------- results

@@ -23,6 +23,8 @@ CSS = """
 [data-testid="stMetricValue"] { font-size: clamp(1.5rem, 2.4vw, 2.1rem); }
 /* the last good plan under an input error: greyed, so it does not read as the current answer */
 .st-key-stale_results { opacity: 0.45; filter: grayscale(1); }
+/* the first run's button that asks for the rest of the page: clicked by its script (pages/ui/results.py) */
+.st-key-first_paint { display: none; }
 </style>
 """
 
