@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -51,7 +52,20 @@ PAGES = (
 # (A fresh server's first visit to ``/<page>?...`` would run that page under Streamlit's older
 # pages/ layout; scripts/run_app.py turns the layout off before the first session, and each page
 # reruns through this navigation when it finds itself run that way: pages/ui/navigation.py.)
+
+
+def _opens_on_size() -> bool:
+    """A link with Size parameters to the app's root (``/?size_users=...``), where Size is made the
+    default page. A link to ``/size?...`` itself finds the page by its own path: made the default,
+    the page would have none (Streamlit serves the default page at the root), and the browser
+    showed "Page not found" before the app fell back to it."""
+    if not any(k.startswith("size_") for k in st.query_params):
+        return False
+    path = urlsplit(st.context.url or "").path.rstrip("/")
+    return path.rsplit("/", 1)[-1] not in {Path(script).stem for script, _, _ in PAGES}
+
+
 if "start_page" not in st.session_state:
-    st.session_state["start_page"] = "pages/size.py" if any(k.startswith("size_") for k in st.query_params) else PAGES[0][0]
+    st.session_state["start_page"] = "pages/size.py" if _opens_on_size() else PAGES[0][0]
 start = st.session_state["start_page"]
 st.navigation([st.Page(path, title=title, icon=icon, default=path == start) for path, title, icon in PAGES]).run()

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,5 +155,37 @@ def test_a_deep_link_on_a_fresh_plain_streamlit_run_server_runs_the_apps_navigat
                 current = _expect_the_apps_navigation(sync_api, tab).locator("a[aria-current='page']")
                 sync_api.expect(current).to_contain_text(page.title(), timeout=30_000)  # the same page (its icon name precedes the title), now through app.py
                 assert tab.get_by_test_id("stException").count() == 0
+            finally:
+                browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+def test_a_size_link_to_its_own_page_opens_without_page_not_found():
+    """A Size link to ``/size?size_users=...`` made Size the default page, which Streamlit serves at
+    the root only: the browser showed "Page not found" for about two seconds, then fell back to it
+    (and a link to ``/?size_users=...`` opened cleanly). Both now open on Size with the link's 37 users,
+    and the first one keeps its own address."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    from benchmarks.appserver import streamlit_argv
+    from tests.appserver import running_app
+
+    port = free_port()
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    with running_app(streamlit_argv("app.py", port, launcher=True), port, env, "launcher", 60) as url:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                for path in ("size", ""):
+                    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+                    tab.goto(f"{url}/{path}?size_users=37&size_ttft=900", wait_until="commit")
+                    users = tab.get_by_role("spinbutton", name="Concurrent users")
+                    deadline = time.monotonic() + 90
+                    while not users.count() and time.monotonic() < deadline:
+                        assert tab.get_by_text("Page not found").count() == 0, path
+                        tab.wait_for_timeout(100)
+                    sync_api.expect(users).to_have_value("37", timeout=30_000)
+                    assert tab.get_by_text("Page not found").count() == 0 and tab.url.startswith(f"{url}/{path}?"), (path, tab.url)
+                    tab.close()
             finally:
                 browser.close()
