@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.ui import state, urlstate
+from pages.ui import state, style, urlstate
 from pages.ui.export import base_url
 from pages.ui.models import active_model, active_upload_config
 from planner import sizing
@@ -33,8 +33,7 @@ PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "
 
 # The Alternatives table's columns a row is ranked and chosen by, right after its links.
 SIZE_RANKED = ("pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV")
-# Prices as prices: the grid showed round(x, 2) as 9.9, 16 and 14.75 in one column (the answer above says $9.90/h).
-MONEY = {"$/h": st.column_config.NumberColumn("$/h", format="$%.2f"), "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f")}
+MONEY = style.MONEY_COLUMNS  # prices as prices: the grid showed round(x, 2) as 9.9, 16 and 14.75 in one column
 
 def opening_values(plan_values: dict) -> dict:
     """What the page opens on the first time: the plan's load, GPU and SLOs where it has them

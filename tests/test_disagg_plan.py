@@ -186,6 +186,8 @@ def test_plan_page_shows_the_pools_of_a_link():
     assert list(table["pool"]) == ["prefill", "decode"] and list(table["GPU"]) == ["H100-SXM-80GB", "H200-141GB"] and list(table["replicas"]) == [2, 1]
     assert table["SLO"].iloc[0].startswith("— no TTFT SLO") and table["SLO"].iloc[1].startswith(("meets ITL 30 ms", "misses ITL 30 ms"))
     assert any(c.value.startswith("KV transfer per request:") for c in at.caption)
+    shown = next(df for df in at.dataframe if "pool" in df.value.columns)  # prices as prices, as on the Size page ($9.90, not 9.9)
+    assert json.loads(shown.proto.columns)["$/h"]["type_config"]["format"] == "$%.2f"
     assert at.query_params["pools"] in ("2P:1,1D:2@H200-141GB", ["2P:1,1D:2@H200-141GB"])  # the share link keeps them
     at.text_input(key="disagg").set_value("2P:1,1D").run()  # a bad text: one line under the box, the plan still shows
     assert not at.exception and any("Disaggregated pools" in e.value and "write the pools as xP:TP" in e.value for e in at.error), [e.value for e in at.error]

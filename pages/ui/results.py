@@ -14,6 +14,7 @@ from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown, error_sentence
+from pages.ui.style import MONEY_COLUMNS
 from planner import settings
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled, pool_figures
@@ -549,7 +550,7 @@ def _render_disagg(r: Shown) -> None:
     c2.metric("KV transfer", fmt_ms(d.kv_transfer_ms), help=f"{d.kv_transfer.bytes_per_request / 2**20:,.0f} MiB a request over the {d.kv_transfer.link}.")
     c3.metric("TPOT", fmt_ms(d.tpot_ms), help="The decode pool's step: no prefill chunks in its steps, so mean and p95 are one.")
     c4.metric("Cost", fmt_money(d.cost_per_hour) + "/h", help=f"{d.gpus:,} GPUs: {d.prefill.gpu_count:,} prefill, {d.decode.gpu_count:,} decode.")
-    st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="disagg_pools_table")
+    st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="disagg_pools_table", column_config=MONEY_COLUMNS)
     st.caption(md(disagg.describe(d), limit=2000))  # the library's own text: the pools were checked by the parser
     st.caption(md(disagg.own_figures_note(d, r.plan.inputs)))
 

@@ -31,3 +31,8 @@ CSS = """
 
 def apply() -> None:
     st.html(CSS)
+
+
+# Price columns of a table, as prices: "$9.90" an hour and "$0.123" a million tokens (the Size page's
+# tables and the Plan page's pools card; bare they read 9.9 beside 14.75)
+MONEY_COLUMNS = {"$/h": st.column_config.NumberColumn("$/h", format="$%.2f"), "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f")}
