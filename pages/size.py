@@ -33,7 +33,7 @@ PARAM_OF = {"size_users": "size_users", "size_rate": "size_rate", "size_ttft": "
 
 # The Alternatives table's columns a row is ranked and chosen by, right after its links.
 SIZE_RANKED = ("pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV")
-MONEY = style.MONEY_COLUMNS  # prices as prices: the grid showed round(x, 2) as 9.9, 16 and 14.75 in one column
+
 
 def opening_values(plan_values: dict) -> dict:
     """What the page opens on the first time: the plan's load, GPU and SLOs where it has them
@@ -263,7 +263,7 @@ def main() -> None:
              "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
              "decode pool": st.column_config.LinkColumn("decode", display_text="open", width="small", help="Opens this deployment's decode pool on the Plan page at the deployment's request rate.")}  # fmt: skip
     st.dataframe(rows, hide_index=True, width="stretch", column_config={**{k: links[k] for k in first},
-                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}, **MONEY}, key="size_table")  # fmt: skip
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}, **style.MONEY_COLUMNS}, key="size_table")  # fmt: skip
     if disagg:
         st.caption(
             "GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'. A disaggregated row opens as a plan pool by pool: "
@@ -332,7 +332,7 @@ def pools_box(model, rec: sizing.Recommendation, ttft: float | None, itl: float 
         return
     with st.container(border=True, key="size_pools"):
         st.markdown(f"**Disaggregated pools: {rec.disagg}**")
-        st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table", column_config=MONEY)
+        st.dataframe(disagg.pool_rows(d), hide_index=True, width="stretch", key="size_pools_table", column_config=style.MONEY_COLUMNS)
         st.caption(disagg.describe(d))
         p, q = rec.prefill, rec.decode
         st.markdown(

@@ -156,12 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import bootstrap, cli
 
-    # The app is a st.navigation app whose pages live in pages/. Streamlit takes a pages/ folder
-    # for its older multipage layout until some session's run of the app script calls
-    # st.navigation, so on a fresh server a first visit to a deep link (/size?...) ran
-    # pages/size.py alone: no app.py (its layout, navigation, state), a raw file list for the
-    # sidebar, and the same for every deep link after it until someone opened /. st.navigation
-    # sets this very flag to False; here it is False before the first session.
+    # Streamlit's older pages/ layout off before the first session, as st.navigation turns it off:
+    # a fresh server's first deep link then runs app.py's navigation at once, without the rerun
+    # that pages.ui.navigation.through_app makes under plain `streamlit run` (see there why)
     PagesManager.uses_pages_directory = False
     on_server_start = bootstrap._on_server_start  # runs once the server listens (Streamlit 1.67)
 

@@ -17,7 +17,8 @@ from planner.limits import BOUNDS
 from planner.simulate.workload import trace_text
 from planner.units import fmt_ms
 
-MOONCAKE_HELP = f"At most {sim.MAX_TRACE_BYTES >> 20} MiB and {sim.MAX_REQUESTS:,} requests; a malformed line is refused by its number."
+TRACE_MIB = sim.MAX_TRACE_BYTES >> 20  # the uploaders' cap: a trace is refused above it (not the server's 16 MiB)
+MOONCAKE_HELP = f"At most {TRACE_MIB} MiB and {sim.MAX_REQUESTS:,} requests; a malformed line is refused by its number."
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 FIXED_LENGTHS = "the plan's prompt and output"
@@ -109,7 +110,7 @@ def traffic_controls(plan) -> Traffic | None:
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
     trace = st.file_uploader(
         "Or upload a trace (CSV: arrival_s, prompt_tokens, output_tokens)", type=["csv"], key="sim_trace",
-        max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=f"At most {sim.MAX_TRACE_BYTES >> 20} MiB and {sim.MAX_REQUESTS:,} requests.",  # the uploader states the real cap, not the server's 16 MiB
+        max_upload_size=TRACE_MIB, help=f"At most {TRACE_MIB} MiB and {sim.MAX_REQUESTS:,} requests.",
     )  # fmt: skip
     if trace is not None:
         st.caption("The trace replaces the arrival rate, the requests, the seed and the lengths above.")
@@ -181,6 +182,7 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
 
 # The index column of a table whose rows are named ("Longest queue wait"): wide enough for the name.
 LABEL_COLUMN = {"_index": st.column_config.TextColumn(width="medium")}
+
 
 def run_error(exc: PlannerError) -> str:
     """A refused run in one line, named by its control or by the trace's row: "Trace, row 3
@@ -301,9 +303,9 @@ def cache_tiers(current: state.Shown) -> None:
             "Sessions", **BOUNDS["sessions"].widget(), value=2000, step=500, key="sim_cache_sessions",
             help="Sessions of the plan's workload; the first fifth warm the caches (short runs read high: the caches fill over the first session lifetimes). Sessions × turns is at most 100,000 requests.",
         )  # fmt: skip
-        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=MOONCAKE_HELP)
+        upload = c2.file_uploader("Or replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=TRACE_MIB, help=MOONCAKE_HELP)
     else:
-        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=sim.MAX_TRACE_BYTES >> 20, help=MOONCAKE_HELP)
+        upload = st.file_uploader("Replay a Mooncake trace (JSONL)", type=["jsonl", "json"], key="sim_cache_trace", max_upload_size=TRACE_MIB, help=MOONCAKE_HELP)
         if upload is None:
             st.caption("Or give a session workload (sessions per minute) on the Plan page to simulate its sessions here.")
             return
