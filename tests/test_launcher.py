@@ -68,6 +68,33 @@ def test_the_preload_imports_everything_a_sessions_first_run_imports():
     assert late == [], late
 
 
+# The collector during the preload (scripts/run_app.py preload): off while it imports, back on after,
+# and what the preload left alive frozen (gc.freeze) so later collections skip it.
+GC_CHECK = """
+import gc, json, sys
+from pathlib import Path
+sys.path.insert(0, "scripts")
+import run_app
+seen = []
+real = run_app._try
+run_app._try = lambda name, step, *args: (seen.append(gc.isenabled()), real(name, step, *args))
+frozen = gc.get_freeze_count()
+count, _ = run_app.preload(Path("app.py").resolve())
+print(json.dumps({"during": sorted(set(seen)), "after": gc.isenabled(), "frozen": gc.get_freeze_count() - frozen, "count": count}))
+"""
+
+
+def test_the_preload_runs_without_the_collector_and_freezes_what_it_imported():
+    """Each of the preload's ~250 modules allocates: with the collector on, its full collections walked
+    the server's whole heap again and again (0.53 s median against 0.73 s with it on, 5 fresh servers
+    each, 2 cores). It is back on when the preload returns, and the modules are frozen."""
+    out = subprocess.run([sys.executable, "-c", GC_CHECK], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["during"] == [False] and seen["after"] is True and seen["count"] > 100
+    assert seen["frozen"] > 10_000  # the imported modules' objects: never garbage while the server runs
+
+
 def test_script_imports_reads_top_level_imports_in_order(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
