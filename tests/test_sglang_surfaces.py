@@ -43,7 +43,8 @@ def test_compare_rows_show_both_engines_and_why(llama):
     assert why[0].startswith("gpu_memory_utilization 0.9") and "16-token blocks" in why[0]
     assert why[1].startswith("mem_fraction_static 0.835") and "131,072 B a token" in why[1]
     assert rows["Max sequences"].cells[1] == f"{LLAMA_REQUESTS:,}"
-    assert rows["Memory figure counts"].cells[1] == f"SGLang 0.5.23 token pool; steady state {LLAMA_REQUESTS:,}"
+    # the Runtime row names the engines and releases; this cell fits a three-plan table at 1280 px
+    assert rows["Memory figure counts"].cells == (f"blocks · steady state {a.kv_cache.steady_state_sequences:,}", f"token pool · steady state {LLAMA_REQUESTS:,}")
     # without an SGLang column the rows are as before
     plain = [r.label for r in compare_rows([("Plan A", a, "llama"), ("Plan B", a, "llama")])]
     assert "Engine KV pool (tokens / GPU)" not in plain
