@@ -144,8 +144,8 @@ def ms_whole(ms: float) -> str:
 
 
 def fmt_ms_whole(ms: float) -> str:
-    """Whole milliseconds ("1,234 ms"); "unbounded" for a saturated queue's infinite wait."""
-    return f"{ms:,.0f} ms" if math.isfinite(ms) else UNBOUNDED
+    """:func:`ms_whole` with its unit ("1,234 ms"); "unbounded" for a saturated queue's infinite wait."""
+    return f"{ms_whole(ms)} ms" if math.isfinite(ms) else UNBOUNDED
 
 
 def fmt_ms_step(ms: float) -> str:
