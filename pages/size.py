@@ -263,7 +263,7 @@ def main() -> None:
              "prefill pool": st.column_config.LinkColumn("prefill", display_text="open", width="small", help="Opens this deployment's prefill pool on the Plan page at the deployment's request rate."),
              "decode pool": st.column_config.LinkColumn("decode", display_text="open", width="small", help="Opens this deployment's decode pool on the Plan page at the deployment's request rate.")}  # fmt: skip
     st.dataframe(rows, hide_index=True, width="stretch", column_config={**{k: links[k] for k in first},
-                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}, **style.MONEY_COLUMNS}, key="size_table")  # fmt: skip
+                 **{k: st.column_config.Column(width="small") for k in ("TP", "EP", "replicas", "GPUs", "KV")}, **style.MONEY_COLUMNS, **style.LATENCY_COLUMNS}, key="size_table")  # fmt: skip
     if disagg:
         st.caption(
             "GPU, TP, replicas and max_num_seqs of a disaggregated row are its decode pool's; GPUs and $/h both pools'. A disaggregated row opens as a plan pool by pool: "

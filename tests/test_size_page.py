@@ -130,6 +130,9 @@ def test_size_page_disaggregated_pools_frontier_and_launch():
         config = json.loads(shown.proto.columns)
         assert config["$/h"]["type_config"]["format"] == "$%.2f", config
     assert json.loads(at.dataframe[0].proto.columns)["$/M tokens"]["type_config"]["format"] == "$%.3f"
+    # the p95s to one rule a column: ITL to 0.1 ms ("3.0", not "3" under "8.4"), TTFT whole with separators
+    assert json.loads(at.dataframe[0].proto.columns)["p95 ITL ms"]["type_config"]["format"] == "%.1f"
+    assert json.loads(at.dataframe[0].proto.columns)["p95 TTFT ms"]["type_config"]["format"] == "localized"
     assert list(table.columns)[:11] == ["plan", "prefill pool", "decode pool", "pools", "GPU", "GPUs", "$/h", "$/M tokens", "p95 TTFT ms", "p95 ITL ms", "KV"], list(table.columns)
     dis = table[table["pools"] != "aggregated"]
     assert len(dis) and dis["KV transfer ms"].notna().all() and (table[table["pools"] == "aggregated"]["KV transfer ms"].isna()).all()

@@ -36,3 +36,6 @@ def apply() -> None:
 # Price columns of a table, as prices: "$9.90" an hour and "$0.123" a million tokens (the Size page's
 # tables and the Plan page's pools card; bare they read 9.9 beside 14.75)
 MONEY_COLUMNS = {"$/h": st.column_config.NumberColumn("$/h", format="$%.2f"), "$/M tokens": st.column_config.NumberColumn("$/M tokens", format="$%.3f")}
+# The Size table's p95s, each to one rule: whole ms with thousands separators, ITL to 0.1 ms (the
+# grid's default dropped a trailing zero: "8.4, 5.6, 3" in one column)
+LATENCY_COLUMNS = {"p95 TTFT ms": st.column_config.NumberColumn("p95 TTFT ms", format="localized"), "p95 ITL ms": st.column_config.NumberColumn("p95 ITL ms", format="%.1f")}
