@@ -43,6 +43,12 @@ def test_size_page_answers_on_a_fresh_start():
     assert at.query_params["size_users"] == ["8"] or at.query_params["size_users"] == "8"
     link = next(c.value for c in at.code if "size_users=" in c.value)
     assert parse_qs(urlsplit(link).query)["n"] == ["llama-3.1-8b"]
+    # the charts' axes write numbers as the tables do: "6,000" tok/s, "$20" an hour
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    layouts = {sp["layout"]["title"]["text"]: sp["layout"] for sp in specs}
+    assert layouts["Throughput vs interactivity"]["yaxis"]["tickformat"] == ",~r", layouts.keys()
+    cost = next(v for k, v in layouts.items() if k.startswith("Cost versus p95 ITL"))
+    assert cost["xaxis"]["tickprefix"] == "$" and cost["xaxis"]["tickformat"] == ",~r"
 
 
 def test_size_share_link_opens_on_the_size_page():
