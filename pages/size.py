@@ -141,7 +141,7 @@ def pareto_figure(recs: list[sizing.Recommendation]) -> go.Figure:
             x=[r.cost_per_hour for r in front], y=[r.itl_p95_ms for r in front], mode="lines+markers", name=gpu, text=text, hovertemplate="%{text}<br>$%{x:.2f}/h, ITL %{y:.1f} ms<extra></extra>"
         )
     fig.add_scatter(x=[r.cost_per_hour for r in recs], y=[r.itl_p95_ms for r in recs], mode="markers", name="all deployments", marker=dict(color="rgba(120,120,120,0.35)", size=6), hoverinfo="skip")
-    fig.update_layout(title="Cost versus p95 ITL: the Pareto front per GPU", xaxis_title="cost ($ per hour)", yaxis_title="p95 ITL (ms)", height=380, margin=dict(l=10, r=10, t=40, b=10), xaxis_tickprefix="$", xaxis_tickformat=",~r")
+    fig.update_layout(title="Cost versus p95 ITL: the Pareto front per GPU", xaxis_title="cost ($ per hour)", yaxis_title="p95 ITL (ms)", height=380, margin=dict(l=10, r=10, t=40, b=10), xaxis_tickprefix="$", xaxis_tickformat=",~r", legend=dict(orientation="h", y=-0.25))  # legend under the plot: at its right it took half a phone's width
     return fig
 
 

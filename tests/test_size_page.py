@@ -48,7 +48,7 @@ def test_size_page_answers_on_a_fresh_start():
     layouts = {sp["layout"]["title"]["text"]: sp["layout"] for sp in specs}
     assert layouts["Throughput vs interactivity"]["yaxis"]["tickformat"] == ",~r", layouts.keys()
     cost = next(v for k, v in layouts.items() if k.startswith("Cost versus p95 ITL"))
-    assert cost["xaxis"]["tickprefix"] == "$" and cost["xaxis"]["tickformat"] == ",~r"
+    assert cost["xaxis"]["tickprefix"] == "$" and cost["xaxis"]["tickformat"] == ",~r" and cost["legend"]["orientation"] == "h"
 
 
 def test_size_share_link_opens_on_the_size_page():
