@@ -223,3 +223,21 @@ def test_wrap_cell_breaks_at_spaces_then_separators_then_characters():
     assert wrap_cell("a  b\nc", 200) == ["a b c"]  # white space collapses as in a Paragraph
     assert wrap_cell("0123456789abcdef", 30) == ["012345", "6789ab", "cdef"]  # no separator: characters
     assert wrap_cell("", 30) == [""]
+
+
+def test_the_geometry_cards_weights_name_the_per_gpu_figure_the_memory_chart_shows():
+    """The geometry card said "Weights: 14.96 GiB" and the memory chart's bar "Weights 14.99 GiB"
+    for the same llama-3.1-8b plan: the bar is what one GPU holds as loaded (the weights plus the
+    RoPE cos/sin cache, vLLM's RotaryEmbedding buffer); at TP 4 a quarter of the model. The card
+    now names both, and the per-GPU one is the chart's."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = " ".join(m.value for m in at.markdown)
+    assert "14.96 GiB (bf16)" in text and "**14.99 GiB per GPU** as loaded" in text and "RoPE cos/sin cache" in text
+    tp4 = AppTest.from_file(APP, default_timeout=60)
+    tp4.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b", "tp": "4", "gpus": "4"})
+    tp4.run()
+    assert not tp4.exception, [e.value for e in tp4.exception]
+    text = " ".join(m.value for m in tp4.markdown)
+    assert "14.96 GiB (bf16)" in text and "GiB per GPU** as loaded" in text and "**14.99 GiB per GPU**" not in text

@@ -216,9 +216,16 @@ def _source_rows(ref) -> list[tuple[str, str]]:
 
 
 def _weights_row(plan: Plan) -> tuple[str, str]:
+    """The model's weights, and beside them what one GPU holds once loaded when that reads
+    differently: the memory chart's Weights bar is the per-GPU figure (a TP shard, plus buffers
+    such as the RoPE cos/sin cache), which read as a second weights figure (14.96 vs 14.99 GiB)."""
     w = plan.weights
     source = "safetensors metadata" if str(w.source).startswith("safetensors") else "config estimate"
-    return ("Weights", f"{fmt_bytes(w.bytes)} ({md(w.dtype_label)}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({md(w.source)})"))
+    text = f"{fmt_bytes(w.bytes)} ({md(w.dtype_label)}) · source: **{source}**" + ("" if source == "safetensors metadata" else f" ({md(w.source)})")
+    resident = plan.capacity.model_resident_bytes
+    if fmt_bytes(resident) != fmt_bytes(w.bytes):
+        text += f" · **{fmt_bytes(resident)} per GPU** as loaded (the memory chart's Weights: {md(plan.capacity.model_resident_source)})"
+    return ("Weights", text)
 
 
 def render_geometry(plan: Plan, ref, notes: tuple[str, ...]) -> None:
