@@ -223,6 +223,10 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("TTFT", lambda p, lab: fmt_ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),
     ("ITL", lambda p, lab: fmt_ms(p.latency.mean_inter_token_latency_ms), lambda p: p.latency.mean_inter_token_latency_ms, "lower", "lower latency"),
     ("Decode tokens/s", lambda p, lab: f"{p.roofline.decode_tokens_per_second:,.0f}", lambda p: p.roofline.decode_tokens_per_second, "higher", "more throughput"),
+    # the Plan page's serving card figure (every request's whole cycle at the load, TTFT included),
+    # per GPU so deployments of different sizes compare; "Decode tokens/s" above is the whole
+    # deployment's decode rate (sequences / ITL), the cost basis
+    ("Throughput per GPU", lambda p, lab: f"{p.roofline.output_tokens_per_second_per_gpu:,.0f} tok/s", lambda p: p.roofline.output_tokens_per_second_per_gpu, "higher", "more throughput per GPU"),
     ("Cost per hour", lambda p, lab: fmt_money(p.cost.deployment_per_hour) if p.cost.deployment_per_hour is not None else "–", lambda p: p.cost.deployment_per_hour, "lower", "lower cost"),
     (
         "Cost per M output tokens",

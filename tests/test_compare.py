@@ -82,3 +82,20 @@ def test_first_row_names_what_each_column_changes():
     assert rows[0].label == DIFFERS
     assert rows[0].cells == ("(reference)", "GPU B200-180GB, KV dtype fp8", "same settings as A", "–")
     assert differences([("A", a, "llama"), ("B", a, "qwen3-8b")]) == ("(reference)", "model qwen3-8b")
+
+
+def test_compare_shows_the_plan_pages_throughput_per_gpu():
+    """The Plan page's serving card says 847 tok/s per GPU for llama-3.1-8b at 8 clients; Compare
+    showed only "Decode tokens/s 856" (the deployment's sequences / ITL, the cost basis), a second
+    throughput with no per-GPU figure beside it. Now both, the per-GPU one ranked."""
+    from planner.compare import compare_rows
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    m = prepare_model(load_preset("llama-3.1-8b"))
+    one, four = compute_plan(make_inputs(), m), compute_plan(make_inputs(gpu_count=4, tp=4), m)
+    rows = {r.label: r for r in compare_rows([("A", one, "llama"), ("B", four, "llama")])}
+    assert rows["Throughput per GPU"].cells[0] == f"{one.roofline.output_tokens_per_second_per_gpu:,.0f} tok/s"
+    assert 840 <= one.roofline.output_tokens_per_second_per_gpu <= 850  # 846.6: the CLI's "throughput" line
+    assert rows["Throughput per GPU"].best == (0,)  # one GPU at 8 clients does more per GPU than four
+    assert rows["Decode tokens/s"].best == (1,)  # while the four-GPU deployment decodes faster in all
