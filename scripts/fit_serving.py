@@ -341,7 +341,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "  nebius.md); the planner's message across nodes costs the in-node 4.36 us plus 25 us, 29.4 us, within 10-20 % of both.",
         "  The 78 us a message the gap would need is 2-3x what these clusters measure (the 61-75 us of NVIDIA/nccl issue #1453",
         "  are 24 ranks over 3 nodes across racks, which its reporter calls degraded; EFA and GCP's TCPXO measure 94 and 139 us",
-        "  at 16 KB, other fabrics). The fitted `scaleout_message_s` (110 us) therefore stands for whatever the two-node run pays",
+        "  at 16 KB, other fabrics; docs/internode_allreduce.md). The fitted `scaleout_message_s` (110 us) stands for whatever the two-node run pays",
         "  a layer, not for its link; the pre-registered figure keeps the sourced 25 us. A sourced",
         "  mechanism of unknown size for the TP16 TPOT: SGLang broadcasts every poll's requests from TP rank 0 to all TP ranks over the",
         "  CPU (gloo) group (0.5.6 scheduler.recv_requests, broadcast_pyobj: one 8-byte broadcast a step when none arrived), across the",
