@@ -336,7 +336,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "  (InferenceX's harness sends 2 x clients warm-up requests first, `--num-warmups`, since 2026-01). Not derivable from the",
         "  published data: the rest of the per-request cost. Ruled out since, from published measurements: the all-reduce",
         "  messages themselves. nccl-tests `all_reduce_perf` over 2 x 8 H100 on InfiniBand (16 ranks, out of place, no CUDA",
-        "  graphs) takes 32.7 us at 16 KB on a cluster NVIDIA's maintainers called healthy (NVIDIA/nccl-tests issue #309,",
+        "  graphs) takes 32.7 us at 16 KB on a cluster an NVIDIA engineer called good (NVIDIA/nccl-tests issue #309,",
         "  8 x ConnectX-7 400 Gb/s, NCCL 2.26.2) and 37.2 us on Nebius's (dstack's cluster example, mkdocs/docs/examples/clusters/",
         "  nebius.md); the planner's message across nodes costs the in-node 4.36 us plus 25 us, 29.4 us, within 10-20 % of both.",
         "  The 78 us a message the gap would need is 2-3x what these clusters measure (the 61-75 us of NVIDIA/nccl issue #1453",
