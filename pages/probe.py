@@ -125,7 +125,7 @@ def _controls(disabled_reason: str | None) -> None:
     c1, c2, c3, c4 = st.columns(4)
     decode_steps = int(c1.number_input("Decode steps", **BOUNDS["decode_steps"].widget(), value=8, key="probe_decode_steps", disabled=mode != "runtime"))
     layers = int(c2.number_input("Layers limit", min_value=0, max_value=100_000, value=2, key="probe_layers_limit", help="Measure the first K layers (0 = all); the scaling to the full model is stated."))
-    timeout = float(c3.number_input("Timeout (s)", **BOUNDS["timeout"].widget(), value=120.0, key="probe_timeout"))
+    timeout = float(c3.number_input("Timeout (s)", **BOUNDS["timeout"].widget(), value=120.0, format="%g", key="probe_timeout"))
     static = c4.checkbox("StaticCache", key="probe_static", disabled=mode != "runtime")
 
     if st.button("Run probe", type="primary", disabled=disabled_reason is not None, key="probe_run"):

@@ -175,8 +175,8 @@ def main() -> None:
             c2.number_input("Concurrent users", **BOUNDS["users"].widget(), step=10, key="size_users", help="Sequences held at once (each with the plan's context).")
         else:
             c2.number_input("Requests per second", 0.001, BOUNDS["size_rate"].hi, step=0.5, key="size_rate", format="%.3f")
-        c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, key="size_ttft", help="0 = no TTFT SLO.")
-        c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, key="size_itl", help="0 = no ITL SLO.")
+        c3.number_input("TTFT p95 SLO (ms)", 0.0, BOUNDS["ttft_p95_ms"].hi, step=100.0, format="%g", key="size_ttft", help="0 = no TTFT SLO.")
+        c4.number_input("ITL p95 SLO (ms)", 0.0, BOUNDS["itl_p95_ms"].hi, step=5.0, format="%g", key="size_itl", help="0 = no ITL SLO.")
         c1, c2, c3 = st.columns([3, 2, 2])
         gpus = c1.multiselect("GPUs to consider", list(CATALOG), key="size_gpus")
         kvs = c2.multiselect("KV dtypes", list(KV_CHOICES), key="size_kvs")

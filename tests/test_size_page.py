@@ -43,6 +43,8 @@ def test_size_page_answers_on_a_fresh_start():
     assert at.query_params["size_users"] == ["8"] or at.query_params["size_users"] == "8"
     link = next(c.value for c in at.code if "size_users=" in c.value)
     assert parse_qs(urlsplit(link).query)["n"] == ["llama-3.1-8b"]
+    # the SLO inputs as numbers are written ("2000" ms, "7.5" ms), not "2000.00"
+    assert {n.key: n.proto.format for n in at.number_input if n.key in ("size_ttft", "size_itl")} == {"size_ttft": "%g", "size_itl": "%g"}
     # the charts' axes write numbers as the tables do: "6,000" tok/s, "$20" an hour
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     layouts = {sp["layout"]["title"]["text"]: sp["layout"] for sp in specs}
