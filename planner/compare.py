@@ -193,18 +193,6 @@ def plan_name(letter: str, model_label: str, plan) -> str:
     return f"{letter} · {model_label} × {plan.inputs.gpu_count:,} {plan.device.name}"
 
 
-def _memory_counts(plan: Plan) -> str:
-    """:func:`memory_basis` in a table cell's width: the Runtime row above already names the engine
-    and its release ("vLLM 0.33 block reservation; steady state 179" was cut to "…steady st" in a
-    three-plan table at 1280 px)."""
-    steady = f"steady state {plan.kv_cache.steady_state_sequences:,}"
-    if plan.kv_cache.sglang is not None:
-        return f"token pool · {steady}"
-    if plan.kv_cache.engine is not None and plan.kv_cache.engine.applies:
-        return f"blocks · {steady}"
-    return memory_basis(plan)
-
-
 # (label, text of a plan, number to rank by or None, "higher" / "lower" / "", why)
 _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | None] | None, str, str], ...] = (
     ("Model", lambda p, lab: lab, None, "", ""),
@@ -217,7 +205,7 @@ _SPECS: tuple[tuple[str, Callable[[Plan, str], str], Callable[[Plan], float | No
     ("Weights per GPU", lambda p, lab: fmt_bytes(p.capacity.model_resident_bytes), None, "", ""),
     ("Available for K/V per GPU", lambda p, lab: fmt_bytes(p.capacity.available_for_kv_bytes), lambda p: p.capacity.available_for_kv_bytes, "higher", "more headroom"),
     ("Max sequences", lambda p, lab: f"{p.kv_cache.admissible_sequences:,}", lambda p: p.kv_cache.admissible_sequences, "higher", "more sequences"),
-    ("Memory figure counts", lambda p, lab: _memory_counts(p), None, "", ""),
+    ("Memory figure counts", lambda p, lab: memory_basis(p, short=True), None, "", ""),  # the Runtime row above names the engine
     ("Bound by", lambda p, lab: LIMIT_LABELS.get(p.kv_cache.binding_constraint, p.kv_cache.binding_constraint), None, "", ""),
     ("Admitted", lambda p, lab: "yes" if p.kv_cache.admitted else "no", lambda p: 1 if p.kv_cache.admitted else 0, "higher", "admits the load"),
     ("TTFT", lambda p, lab: fmt_ms(p.latency.time_to_first_token_ms), lambda p: p.latency.time_to_first_token_ms, "lower", "lower latency"),

@@ -251,12 +251,15 @@ class Plan(Result):
         }
 
 
-def memory_basis(plan: Plan) -> str:
+def memory_basis(plan: Plan, *, short: bool = False) -> str:
     """Whose reservation the memory figure counts, for every place that shows it:
-    "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state"."""
+    "vLLM 0.33 block reservation; steady state 179" under runtime vllm, else "steady state".
+    ``short``: a table cell's width where a row beside it names the engine and its release
+    ("blocks · steady state 179"; the long form was cut to "…steady st" in a three-plan table)."""
     engine, sglang = plan.kv_cache.engine, plan.kv_cache.sglang
+    steady = f"steady state {plan.kv_cache.steady_state_sequences:,}"
     if sglang is not None:
-        return f"SGLang {sglang.capacity.sglang_version} token pool; steady state {plan.kv_cache.steady_state_sequences:,}"
+        return f"token pool · {steady}" if short else f"SGLang {sglang.capacity.sglang_version} token pool; {steady}"
     if engine is not None and engine.applies:
-        return f"vLLM {engine.vllm_version} block reservation; steady state {plan.kv_cache.steady_state_sequences:,}"
+        return f"blocks · {steady}" if short else f"vLLM {engine.vllm_version} block reservation; {steady}"
     return f"{plan.inputs.runtime} steady state"
