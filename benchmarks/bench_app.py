@@ -7,7 +7,7 @@ Figures:
 * cold start (AppTest): a fresh Python process importing Streamlit's AppTest and running the
   app once until the Plan page's metrics exist (imports + first script run);
 * fresh server + browser: the app started as ``make run`` starts it (``scripts/run_app.py``:
-  ``streamlit run`` with the first run's imports done in the background once the server listens),
+  ``streamlit run`` with the first run's imports done once the server listens, before it answers),
   headless Chromium (already running) opening ``/`` as soon as the health check answers, until
   the "KV bytes / token" metric is painted (the page's own clock: the frame after the value is in
   the page): start to healthy, page open to metric and start to metric, against a bare one-metric

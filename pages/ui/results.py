@@ -14,7 +14,7 @@ from pages.ui import charts, export, measured
 from pages.ui.safe_text import md
 from pages.ui.sglang_card import card_sglang_preview
 from pages.ui.state import Shown, error_sentence
-from pages.ui.style import MONEY_COLUMNS
+from pages.ui.style import FIRST_PAINT_KEY, MONEY_COLUMNS
 from planner import settings
 from planner.errors import PlannerError
 from planner.explain import assumptions, formula_steps, metric_help, not_modelled, pool_figures
@@ -72,13 +72,12 @@ def size_link(plan: Plan) -> None:
 LIMIT_NAMES = {"memory": "memory", "latency_slo": "ITL SLO", "ttft_slo": "TTFT SLO", "runtime": "runtime", "tenant_quota": "tenant quota"}
 
 
-# Drawn right after the headline on a session's first run, with a hidden button (FIRST_PAINT_KEY,
-# hidden by pages/ui/style.py): once the page holds a metric and two animation frames have passed
+# Drawn right after the headline on a session's first run, with a hidden button (style.FIRST_PAINT_KEY,
+# hidden by the page style): once the page holds a metric and two animation frames have passed
 # since, the browser has painted the headline, and the script clicks the button, which asks for the
 # rest of the page (a rerun). A hidden tab runs no animation frames: the timer clicks it anyway.
 # Both are elements of Streamlit's own bundle (st.html already styles the page): a custom
 # component loaded its frame code and Arrow (about 200 KB) before the first metric.
-FIRST_PAINT_KEY = "first_paint"
 _PAINTED_SCRIPT = """<script>
 (() => {
   let done = false;

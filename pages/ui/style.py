@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+# The first Plan run's hidden button that asks for the rest of the page (clicked by its script,
+# pages/ui/results.py first_paint_pause): one key for the button and the rule that hides it.
+FIRST_PAINT_KEY = "first_paint"
+
 CSS = """
 <style>
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] *,
@@ -24,9 +28,8 @@ CSS = """
 /* the last good plan under an input error: greyed, so it does not read as the current answer */
 .st-key-stale_results { opacity: 0.45; filter: grayscale(1); }
 /* the first run's button that asks for the rest of the page: clicked by its script (pages/ui/results.py) */
-.st-key-first_paint { display: none; }
-</style>
 """
+CSS += f".st-key-{FIRST_PAINT_KEY} {{ display: none; }}\n</style>\n"
 
 
 def apply() -> None:
