@@ -38,6 +38,9 @@ from planner.plan import compute_plan, make_inputs, prepare_model, serving
 from planner.presets import load_preset
 
 POINTS_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "measured_serving.json"
+# published runs collected after the shipped constants were fitted, never fitted (see its "about")
+FRESH_PATH = Path(__file__).resolve().with_name("fresh_serving.json")
+FRESH = "fresh"  # their split
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -140,6 +143,8 @@ class Point:
 def harness_cached_tokens(p: dict) -> int:
     """Prompt tokens the serving run finds cached from the run before it (tt-inference-server
     sweeps, see TT_SWEEP); 0 elsewhere."""
+    if "cached_tokens" in p.get("harness", {}):
+        return p["harness"]["cached_tokens"]
     if p["source"] != "tenstorrent" or p["isl"] not in TT_SWEEP:
         return 0
     i = TT_SWEEP.index(p["isl"])
@@ -157,6 +162,8 @@ INFERENCEX_SGLANG_RECV = ((16, 10), (math.inf, 30))  # (clients below, interval)
 
 def harness_recv_interval(p: dict) -> int:
     """Decode steps between the scheduler's polls for new requests in the point's harness (1: every step, the engines' default)."""
+    if "recv_interval" in p.get("harness", {}):
+        return p["harness"]["recv_interval"]
     if p["source"] == "inferencex" and p["engine"] == "sglang":
         return next(interval for below, interval in INFERENCEX_SGLANG_RECV if p["concurrency"] < below)
     return 1
@@ -172,6 +179,8 @@ SGLANG_EAGER_PREFILL_RELEASES = frozenset({"0.5.6", "(2025-07, not stated)"})
 
 def harness_eager_prefill(p: dict) -> bool:
     """Whether the point's engine release ran prefill outside CUDA graphs (SGLANG_EAGER_PREFILL_RELEASES)."""
+    if "eager_prefill" in p.get("harness", {}):
+        return p["harness"]["eager_prefill"]
     return p["engine"] == "sglang" and p["engine_version"] in SGLANG_EAGER_PREFILL_RELEASES
 
 
@@ -225,7 +234,16 @@ def sglang_chunked_prefill(device) -> int:
 
 
 def engine_settings(p: dict, model, device) -> tuple[int, int | None, str]:
-    """(token budget a step, running limit, source) of the harness's engine on this GPU."""
+    """(token budget a step, running limit, source) of the harness's engine on this GPU; a point's
+    ``harness`` (fresh points: the launch flags its source gives) overrides either."""
+    h = p.get("harness", {})
+    budget, running, source = _engine_defaults(p, model, device)
+    if "max_batched_tokens" in h or "max_num_seqs" in h:
+        return h.get("max_batched_tokens", budget), h.get("max_num_seqs", running), "the harness's launch flags"
+    return budget, running, source
+
+
+def _engine_defaults(p: dict, model, device) -> tuple[int, int | None, str]:
     engine = ENGINE[p["engine"]]
     if engine == "trtllm":
         bs, tokens = trtllm_bench_settings(p, model, device)
@@ -234,7 +252,7 @@ def engine_settings(p: dict, model, device) -> tuple[int, int | None, str]:
         return sglang_chunked_prefill(device), None, "SGLang's chunked_prefill_size"
     from planner.engines.vllm_memory import batch_defaults
 
-    d = batch_defaults(device, VLLM_RELEASE[p["source"]], "vllm serve")
+    d = batch_defaults(device, p.get("harness", {}).get("vllm_release") or VLLM_RELEASE[p["source"]], "vllm serve")
     return d.max_num_batched_tokens, d.max_num_seqs, d.source
 
 
@@ -246,6 +264,11 @@ VLLM_RELEASE = {"tenstorrent": "0.10", "inferencex": "0.19"}
 @lru_cache(maxsize=64)
 def point(index: int) -> Point:
     p = load()["points"][index]
+    return plan_point(p, split(p))
+
+
+def plan_point(p: dict, split: str) -> Point:
+    """The plan of one published run (a measured_serving.json or fresh_serving.json point)."""
     engine = ENGINE[p["engine"]]
     device = get_device(p["gpu"])
     fmt = weight_format(p)
@@ -276,7 +299,7 @@ def point(index: int) -> Point:
     intra = device.link_at(min(p["tp"], device.node_gpus))[1]
     return Point(
         raw=p,
-        split=split(p),
+        split=split,
         engine=engine,
         weight_format=fmt,
         moe_class=latency.kernel_class(fmt, device.generation, engine) if plan.roof.num_experts else None,
@@ -294,6 +317,17 @@ def point(index: int) -> Point:
 
 def points() -> list[Point]:
     return [point(i) for i in range(len(load()["points"]))]
+
+
+@lru_cache(maxsize=1)
+def load_fresh() -> dict:
+    return json.loads(FRESH_PATH.read_text())
+
+
+@lru_cache(maxsize=1)
+def fresh_points() -> tuple[Point, ...]:
+    """The fresh points (benchmarks/fresh_serving.json), planned as the reference points are: never fitted."""
+    return tuple(plan_point(p, FRESH) for p in load_fresh()["points"])
 
 
 def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[str, float] | None = None) -> latency.Roofline:
@@ -373,7 +407,7 @@ def summary_rows(results: list[tuple[Point, dict[str, float]]], group) -> list[t
     buckets: dict = {}
     for pt, ratios in results:
         for m, r in ratios.items():
-            if (pt.id, m) in ANOMALIES:
+            if (pt.id, m) in ANOMALIES or m in pt.raw.get("anomalies", {}):
                 continue
             buckets.setdefault((group(pt), m), []).append(r)
     return [(g, m, len(v), statistics.median(v), worst(v)) for (g, m), v in sorted(buckets.items(), key=lambda kv: (str(kv[0][0]), METRICS.index(kv[0][1])))]

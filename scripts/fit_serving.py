@@ -154,10 +154,11 @@ def _rounded(ratios: dict[str, float]) -> dict[str, float]:
     return {m: float(f"{r:.5g}") for m, r in ratios.items()}
 
 
-def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str, list[tuple[S.Point, dict[str, float]]]], pre_results: list[tuple[S.Point, dict[str, float]]]) -> None:
+def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str, list[tuple[S.Point, dict[str, float]]]], pre_results: list[tuple[S.Point, dict[str, float]]], pre_x: dict) -> None:
     """planner/serving_accuracy.json: per point its regime, the leave-one-sweep-out ratios the bands
     use (``ratios``), the shipped fit's own (``fit_ratios``), every cross-validation's (``cv``)
-    and the pre-registered fit's (``preregistered``)."""
+    and the pre-registered fit's (``preregistered``); and the pre-registered fit's constants
+    (``preregistered_constants``: benchmarks/bench_serving_accuracy.py runs the fresh points with them)."""
     held = {name: {pt.id: r for pt, r in preds} for name, preds in cv.items()}
     pre = {pt.id: r for pt, r in pre_results}
     rows = []
@@ -180,6 +181,7 @@ def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str
         "source": "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server)",
         "generated_by": "scripts/fit_serving.py",
         "ratios": "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation); fit_ratios: the shipped constants, fitted on every point",
+        "preregistered_constants": {k: float(f"{v:.6g}") for k, v in pre_x.items()},
         "points": rows,
     }
     (ROOT / "planner" / "serving_accuracy.json").write_text(json.dumps(data, indent=1) + "\n")
@@ -383,7 +385,7 @@ def main() -> None:
     for name, preds in cv.items():
         _print(f"cv leave one {name} out", preds)
     write_constants(x)
-    write_accuracy(results, cv, pre_results)
+    write_accuracy(results, cv, pre_results, pre_x)
     write_doc(results, x, result, pre_x, pre_results, cv)
 
 

@@ -286,3 +286,56 @@ def test_the_fit_moves_only_its_constants():
     fitted = S.with_fit(pt, {**latency.SERVING_FIT, "scaleout_message_s": 1e-6}, latency.KERNEL_FIT)
     assert fitted.link_latency_s == pytest.approx((pt.intra_latency_us + 1.0) * 1e-6)
     assert dataclasses.replace(fitted, link_latency_s=pt.roof.link_latency_s) == pt.roof
+
+
+# --------------------------------------------------------------------------- fresh points
+
+
+def test_fresh_points_are_sourced_and_planned_with_their_launch_flags():
+    # benchmarks/fresh_serving.json: runs published outside the reference set, collected after the
+    # constants were fitted. Each names its source, measures something, and is planned with the
+    # launch flags its source states (`harness`) instead of the defaults serving_points assumes
+    fresh = S.fresh_points()
+    assert len(fresh) >= 7
+    reference = {(p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) for p in S.load()["points"]}
+    ids = [pt.id for pt in fresh]
+    assert len(set(ids)) == len(ids)
+    for pt in fresh:
+        p = pt.raw
+        assert pt.split == S.FRESH
+        assert p["url"].startswith("https://") and p["notes"], pt.id
+        assert any(p["measured"].get(m) for m in S.METRICS), pt.id
+        assert (p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) not in reference, pt.id
+        assert set(S.ratios(pt)) == {m for m in S.METRICS if p["measured"].get(m)}, pt.id
+        h = p.get("harness", {})
+        if "max_batched_tokens" in h:
+            assert pt.plan.inputs.max_batched_tokens == h["max_batched_tokens"], pt.id
+        if "max_num_seqs" in h:
+            assert pt.plan.inputs.max_num_seqs == h["max_num_seqs"], pt.id
+        if "recv_interval" in h:
+            assert pt.recv_interval == h["recv_interval"], pt.id
+        if "eager_prefill" in h:
+            assert pt.eager_prefill is h["eager_prefill"], pt.id
+    # InferenceX's H200 recipe (benchmarks/dsr1_fp8_h200.sh) polls every step and raises SGLang's
+    # chunked prefill from its 8,192 default for 141 GB to 32,768; the B200 recipe's
+    # --scheduler-recv-interval 10 does not carry over
+    h200 = next(pt for pt in fresh if pt.id == "f04-inferencex")
+    assert (h200.recv_interval, h200.plan.inputs.max_batched_tokens, h200.plan.inputs.max_num_seqs) == (1, 32768, 512)
+    assert S.sglang_chunked_prefill(S.get_device("H200-141GB")) == 8192
+
+
+def test_fresh_points_run_with_the_preregistered_constants():
+    # the pre-registered fit's constants are recorded beside the accuracy data, so the fresh
+    # points can be predicted by a fit that never saw SGLang or a multi-node run
+    from benchmarks import bench_serving_accuracy as B
+    from planner import accuracy
+
+    pre = accuracy.load()["preregistered_constants"]
+    assert set(pre) == set(latency.SERVING_FIT) | set(latency.KERNEL_FIT)
+    assert pre["scaleout_message_s"] == pytest.approx(2.5e-05, rel=0.01)  # the sourced prior: no fit point leaves a node
+    shipped, prereg = B.fresh_results()
+    assert [pt.id for pt, _ in shipped] == [pt.id for pt, _ in prereg]
+    assert any(r != rp for (_, r), (_, rp) in zip(shipped, prereg, strict=True))
+    doc = B.fresh_doc(shipped, prereg)
+    for pt, _ in shipped:
+        assert f"| {pt.id} |" in doc and pt.raw["url"] in doc
