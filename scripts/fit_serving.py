@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/fit_serving.py     # fits, rewrites latency.py's generated block,
                                                 # planner/serving_accuracy.json and docs/serving_fit.md
+    .venv/bin/python scripts/fit_serving.py --fresh-only   # no fit: only the fresh points' rows of
+                                                # serving_accuracy.json (benchmarks/fresh_serving.json)
 
 Data: ../shared/reference/measured_serving.json (47 points), each planned by
 benchmarks/serving_points.py with ``compute_plan``. The kernels stay as scripts/fit_latency.py
@@ -154,7 +156,32 @@ def _rounded(ratios: dict[str, float]) -> dict[str, float]:
     return {m: float(f"{r:.5g}") for m, r in ratios.items()}
 
 
-def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str, list[tuple[S.Point, dict[str, float]]]], pre_results: list[tuple[S.Point, dict[str, float]]], pre_x: dict) -> None:
+ACCURACY_SOURCE = "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server); fresh points: benchmarks/fresh_serving.json (never fitted)"
+ACCURACY_RATIOS = "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation; a fresh point: the shipped constants, which never saw it); fit_ratios: the shipped constants, fitted on every reference point"
+
+
+def fresh_rows(x: dict, pre_x: dict) -> list[dict]:
+    """The fresh points' rows (split "fresh"): planner / measured with the constants ``x`` as their
+    ``ratios`` (the bands use them: no fit saw these points) and with the pre-registered fit's."""
+    rows = []
+    for (pt, ratios), (_pt, pre) in zip(evaluate(list(S.fresh_points()), x), evaluate(list(S.fresh_points()), pre_x), strict=True):
+        anomalous = pt.raw.get("anomalies", {})
+        rows.append({"id": pt.id, "split": pt.split, "regime": S.regime(pt), "ratios": _rounded(ratios), "fit_ratios": _rounded(ratios), "cv": {}, "preregistered": _rounded(pre), "anomalous": anomalous, "model": pt.raw["model"], "gpu": pt.raw["gpu"]})
+    return rows
+
+
+def write_fresh_only() -> None:
+    """``--fresh-only``: rewrite only the fresh points' rows of planner/serving_accuracy.json, with the
+    shipped constants and the recorded pre-registered ones (no refit)."""
+    path = ROOT / "planner" / "serving_accuracy.json"
+    data = json.loads(path.read_text())
+    x = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
+    data.update(source=ACCURACY_SOURCE, ratios=ACCURACY_RATIOS)
+    data["points"] = [p for p in data["points"] if p["split"] != S.FRESH] + fresh_rows(x, data["preregistered_constants"])
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str, list[tuple[S.Point, dict[str, float]]]], pre_results: list[tuple[S.Point, dict[str, float]]], pre_x: dict, x: dict) -> None:
     """planner/serving_accuracy.json: per point its regime, the leave-one-sweep-out ratios the bands
     use (``ratios``), the shipped fit's own (``fit_ratios``), every cross-validation's (``cv``)
     and the pre-registered fit's (``preregistered``); and the pre-registered fit's constants
@@ -177,10 +204,11 @@ def write_accuracy(results: list[tuple[S.Point, dict[str, float]]], cv: dict[str
                 "gpu": pt.raw["gpu"],
             }
         )
+    rows += fresh_rows(x, pre_x)
     data = {
-        "source": "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server)",
+        "source": ACCURACY_SOURCE,
         "generated_by": "scripts/fit_serving.py",
-        "ratios": "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation); fit_ratios: the shipped constants, fitted on every point",
+        "ratios": ACCURACY_RATIOS,
         "preregistered_constants": {k: float(f"{v:.6g}") for k, v in pre_x.items()},
         "points": rows,
     }
@@ -371,6 +399,9 @@ def _print(title: str, subset) -> None:
 
 
 def main() -> None:
+    if "--fresh-only" in sys.argv[1:]:
+        write_fresh_only()
+        return
     pts = S.points()
     pre = fit([pt for pt in pts if pt.split == "fit"])
     pre_x = constants(pre)
@@ -385,7 +416,7 @@ def main() -> None:
     for name, preds in cv.items():
         _print(f"cv leave one {name} out", preds)
     write_constants(x)
-    write_accuracy(results, cv, pre_results, pre_x)
+    write_accuracy(results, cv, pre_results, pre_x, x)
     write_doc(results, x, result, pre_x, pre_results, cv)
 
 

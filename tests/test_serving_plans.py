@@ -319,7 +319,7 @@ def test_fresh_points_are_sourced_and_planned_with_their_launch_flags():
     # InferenceX's H200 recipe (benchmarks/dsr1_fp8_h200.sh) polls every step and raises SGLang's
     # chunked prefill from its 8,192 default for 141 GB to 32,768; the B200 recipe's
     # --scheduler-recv-interval 10 does not carry over
-    h200 = next(pt for pt in fresh if pt.id == "f04-inferencex")
+    h200 = next(pt for pt in fresh if pt.id == "f11-is870")
     assert (h200.recv_interval, h200.plan.inputs.max_batched_tokens, h200.plan.inputs.max_num_seqs) == (1, 32768, 512)
     assert S.sglang_chunked_prefill(S.get_device("H200-141GB")) == 8192
 
@@ -339,3 +339,21 @@ def test_fresh_points_run_with_the_preregistered_constants():
     doc = B.fresh_doc(shipped, prereg)
     for pt, _ in shipped:
         assert f"| {pt.id} |" in doc and pt.raw["url"] in doc
+
+
+def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios():
+    # planner/serving_accuracy.json carries a row per fresh point (scripts/fit_serving.py
+    # --fresh-only): its ratios are the shipped constants' own, which never saw it, so the bands of
+    # plans like it (SGLang, DeepSeek-R1 FP8, 8 x H200) count what the model missed there
+    from planner import accuracy
+
+    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] == S.FRESH}
+    fresh = S.fresh_points()
+    assert set(rows) == {pt.id for pt in fresh}
+    for pt in fresh:
+        assert rows[pt.id]["ratios"] == pytest.approx(S.ratios(pt), rel=1e-4), pt.id
+        assert rows[pt.id]["regime"] == S.regime(pt), pt.id
+    b = accuracy.band("ttft", accuracy.regime(True, 8, 8, "hopper", "sglang"))
+    assert b is not None and set(b.matched_on) == {"arch", "family", "concurrency", "tp", "engine"}
+    assert set(b.points) <= set(rows) and len(b.points) >= accuracy.MIN_POINTS
+    assert b.median_ratio == pytest.approx(sorted(rows[i]["ratios"]["ttft_mean_ms"] for i in b.points)[len(b.points) // 2])
