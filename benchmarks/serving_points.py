@@ -38,9 +38,13 @@ from planner.plan import compute_plan, make_inputs, prepare_model, serving
 from planner.presets import load_preset
 
 POINTS_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "measured_serving.json"
-# published runs collected after the shipped constants were fitted, never fitted (see its "about")
+# published runs collected on 2026-12-06 after the constants of 40ddb99 were fitted (see its "about"),
+# split by source before any refit with them (fixed once, like SPLITS): the fresh points of these
+# sources join the fit ("fresh fit"), the others stay held out ("fresh held-out": no fit saw them)
 FRESH_PATH = Path(__file__).resolve().with_name("fresh_serving.json")
-FRESH = "fresh"  # their split
+FRESH_FIT_SOURCES = ("github.com/SemiAnalysisAI/InferenceX/pull/3288", "github.com/SemiAnalysisAI/InferenceX/pull/3363", "github.com/gpustack/gpustack/")
+FRESH_FIT = "fresh fit"
+FRESH = "fresh held-out"
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -324,10 +328,25 @@ def load_fresh() -> dict:
     return json.loads(FRESH_PATH.read_text())
 
 
+def fresh_split(p: dict) -> str:
+    """A fresh point's split: FRESH_FIT for the sources FRESH_FIT_SOURCES names, FRESH (held out) for the rest."""
+    return FRESH_FIT if any(src in p["url"] for src in FRESH_FIT_SOURCES) else FRESH
+
+
 @lru_cache(maxsize=1)
 def fresh_points() -> tuple[Point, ...]:
-    """The fresh points (benchmarks/fresh_serving.json), planned as the reference points are: never fitted."""
-    return tuple(plan_point(p, FRESH) for p in load_fresh()["points"])
+    """Every fresh point (benchmarks/fresh_serving.json), planned as the reference points are."""
+    return tuple(plan_point(p, fresh_split(p)) for p in load_fresh()["points"])
+
+
+def held_out_fresh() -> list[Point]:
+    """The fresh points no fit saw."""
+    return [pt for pt in fresh_points() if pt.split == FRESH]
+
+
+def fitted_points() -> list[Point]:
+    """What scripts/fit_serving.py fits the shipped constants on: every reference point and the fresh-fit points."""
+    return points() + [pt for pt in fresh_points() if pt.split == FRESH_FIT]
 
 
 def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[str, float] | None = None) -> latency.Roofline:

@@ -159,21 +159,21 @@ FLAT = Efficiency()
 # compute_scale, format_layer_cost). Generated block: the script rewrites the numbers between the markers.
 # --- serving fit (generated) ---
 SERVING_FIT = {
-    "step_s": 0.0006304,
-    "seq_s": 6.533e-06,
-    "serve_layer_s": 8.364e-06,
-    "serve_moe_layer_s": 1.638e-05,
-    "mla_layer_s": 5.003e-05,
-    "api_s": 0.004059,
-    "api_token_s": 8.544e-07,
-    "trtllm_step_s": 0.00264,
-    "trtllm_seq_s": 1.658e-05,
-    "sglang_api_s": 0.09348,
-    "sglang_step_s": 0.0007125,
-    "sglang_seq_s": 1.002e-05,
-    "scaleout_message_s": 0.0001103,
+    "step_s": 0.0006699,
+    "seq_s": 6.589e-06,
+    "serve_layer_s": 5.847e-06,
+    "serve_moe_layer_s": 1.103e-05,
+    "mla_layer_s": 3.26e-05,
+    "api_s": 0.03708,
+    "api_token_s": 5.629e-06,
+    "trtllm_step_s": 0.001407,
+    "trtllm_seq_s": 1.729e-05,
+    "sglang_api_s": 0.1154,
+    "sglang_step_s": 0.0004852,
+    "sglang_seq_s": 1.046e-05,
+    "scaleout_message_s": 0.0001246,
 }
-KERNEL_FIT = {"w4a16": 1.184, "int4": 0.7817, "w4a8": 1, "fp4": 0.9799, "moe_fp8": 1.023, "gemm_fp8": 0.8006, "int4_layer_s": 7.518e-05}
+KERNEL_FIT = {"w4a16": 1.11, "int4": 1.835, "w4a8": 1, "fp4": 0.9749, "moe_fp8": 1.092, "gemm_fp8": 0.7648, "int4_layer_s": 0.0001171}
 # --- end serving fit ---
 # Fitted by scripts/fit_latency.py to AIConfigurator 0.12.0's measured vLLM kernels (H100, B200,
 # A100; H200 and two models held out); data, rows and residuals: docs/latency_fit.md.

@@ -2,11 +2,13 @@
 
     .venv/bin/python scripts/fit_serving.py     # fits, rewrites latency.py's generated block,
                                                 # planner/serving_accuracy.json and docs/serving_fit.md
-    .venv/bin/python scripts/fit_serving.py --fresh-only   # no fit: only the fresh points' rows of
-                                                # serving_accuracy.json (benchmarks/fresh_serving.json)
+    .venv/bin/python scripts/fit_serving.py --fresh-only   # no fit: only the held-out fresh points'
+                                                # rows of serving_accuracy.json
 
-Data: ../shared/reference/measured_serving.json (47 points), each planned by
-benchmarks/serving_points.py with ``compute_plan``. The kernels stay as scripts/fit_latency.py
+Data: ../shared/reference/measured_serving.json (47 points) and the fresh-fit points of
+benchmarks/fresh_serving.json (published runs collected later; its other points stay held out:
+serving_points.FRESH_FIT_SOURCES), each planned by benchmarks/serving_points.py with
+``compute_plan``. The kernels stay as scripts/fit_latency.py
 fitted them to AIConfigurator (latency.KERNELS); this fit adds:
 
 * vLLM's host work per step and per running sequence (``step_s``, ``seq_s``), TensorRT-LLM's, and
@@ -26,7 +28,8 @@ Three fits, each reported in docs/serving_fit.md:
    over concurrencies or prompt lengths), fit on every other point and predict the group; these
    predictions are the held-out estimate, and the leave-one-sweep-out ones feed the bands
    (planner/serving_accuracy.json ``ratios``);
-3. the shipped constants: fitted on every visible point.
+3. the shipped constants: fitted on every reference point and the fresh-fit points; the held-out
+   fresh points (sources no fit saw) check them.
 
 Objective: least squares of log(planner / measured) of every measured TTFT, TPOT and output
 tokens/s per GPU of the points (anomalies the source flags left out), plus a weak log-normal
@@ -156,23 +159,25 @@ def _rounded(ratios: dict[str, float]) -> dict[str, float]:
     return {m: float(f"{r:.5g}") for m, r in ratios.items()}
 
 
-ACCURACY_SOURCE = "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server); fresh points: benchmarks/fresh_serving.json (never fitted)"
-ACCURACY_RATIOS = "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation; a fresh point: the shipped constants, which never saw it); fit_ratios: the shipped constants, fitted on every reference point"
+ACCURACY_SOURCE = "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server) and benchmarks/fresh_serving.json (published runs collected later: its fresh-fit sources fitted, the rest held out)"
+ACCURACY_RATIOS = "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation; a held-out fresh point: the shipped constants, which never saw it); fit_ratios: the shipped constants, fitted on the reference and fresh-fit points"
 
 
 def fresh_rows(x: dict, pre_x: dict) -> list[dict]:
-    """The fresh points' rows (split "fresh"): planner / measured with the constants ``x`` as their
-    ``ratios`` (the bands use them: no fit saw these points) and with the pre-registered fit's."""
+    """The held-out fresh points' rows (split S.FRESH): planner / measured with the constants ``x`` as
+    their ``ratios`` (the bands use them: no fit saw these points) and with the pre-registered fit's."""
     rows = []
-    for (pt, ratios), (_pt, pre) in zip(evaluate(list(S.fresh_points()), x), evaluate(list(S.fresh_points()), pre_x), strict=True):
+    held = S.held_out_fresh()
+    for (pt, ratios), (_pt, pre) in zip(evaluate(held, x), evaluate(held, pre_x), strict=True):
         anomalous = pt.raw.get("anomalies", {})
         rows.append({"id": pt.id, "split": pt.split, "regime": S.regime(pt), "ratios": _rounded(ratios), "fit_ratios": _rounded(ratios), "cv": {}, "preregistered": _rounded(pre), "anomalous": anomalous, "model": pt.raw["model"], "gpu": pt.raw["gpu"]})
     return rows
 
 
 def write_fresh_only() -> None:
-    """``--fresh-only``: rewrite only the fresh points' rows of planner/serving_accuracy.json, with the
-    shipped constants and the recorded pre-registered ones (no refit)."""
+    """``--fresh-only``: rewrite only the held-out fresh points' rows of planner/serving_accuracy.json,
+    with the shipped constants and the recorded pre-registered ones (no refit; a change to the
+    fresh-fit points needs the whole fit)."""
     path = ROOT / "planner" / "serving_accuracy.json"
     data = json.loads(path.read_text())
     x = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
@@ -243,7 +248,11 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "",
         "Data: `../shared/reference/measured_serving.json`, 47 published end-to-end runs (SemiAnalysis InferenceMAX closed-loop sweeps,",
         "NVIDIA's TensorRT-LLM perf overview offline max-throughput tables, tenstorrent tt-inference-server GPU reference sweeps), each",
-        "with its engine, precision, GPU, TP/EP, ISL/OSL and concurrency. The kernels keep the AIConfigurator fit (docs/latency_fit.md).",
+        "with its engine, precision, GPU, TP/EP, ISL/OSL and concurrency; and the fresh-fit points of `benchmarks/fresh_serving.json`,",
+        f"{sum(pt.split == S.FRESH_FIT for pt, _ in results)} runs published elsewhere and collected after the constants of 40ddb99 (InferenceX PR #3288: SGLang 0.5.12 DeepSeek-R1 FP8",
+        "on 8 x H200; PR #3363: the same on 8 x B200; gpustack's performance lab: Qwen3-8B on one H100 under vLLM, SGLang and TensorRT-LLM).",
+        "Its other sources stay held out (docs/serving_fresh.md): the split by source was fixed before any fit used a fresh point.",
+        "The kernels keep the AIConfigurator fit (docs/latency_fit.md).",
         "",
         "## How each point is planned (benchmarks/serving_points.py)",
         "",
@@ -279,7 +288,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "Objective: least squares (soft-L1, scale 0.3) of log(planner / measured) over the points' measured TTFT, TPOT and output tokens/s",
         f"per GPU, plus a prior of weight {PRIOR_WEIGHT} per constant (log(value / prior) / log(spread)). scipy least_squares.",
         "",
-        "## Shipped constants (fitted on all 47 points)",
+        f"## Shipped constants (fitted on all {len(results)} points: the 47 reference points and the fresh-fit ones)",
         "",
         f"{result.nfev} evaluations, cost {result.cost:.4g}. The pre-registered fit (fit split only) is beside them.",
         "",
@@ -298,19 +307,25 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "  tt-inference-server's TP16 sweep (issue #356) gives 180 ms for an uncached 128-token prompt where vLLM's TP8 sweep on the",
         "  same harness gives 47 ms, and InferenceMAX's B200 run 197-200 ms at 4-8 clients for 922-token prompts. With SGLang's",
         "  prior (8 ms) and the receive interval its B200 recipe sets, the planner still misses 104-129 ms a request on the B200 run",
-        "  and 90-140 ms on the TP16 sweep (Where the model misses). Fitted on those 7 TTFTs (p09's, which the source flags, left out).",
+        "  and 90-140 ms on the TP16 sweep (Where the model misses). Fitted on those 7 TTFTs (p09's, which the source flags, left out)",
+        "  and the fresh-fit SGLang TTFTs (InferenceX's 0.5.12 runs on H200 and B200 at 1-64 clients, gpustack's at 4 clients: 28 ms).",
         "* **SGLang host work** (`sglang_step_s`, `sglang_seq_s`): the B200 FP4 run's throughput at 4-32 clients (its TPOT row is",
-        "  truncated in the source) and the TP16 sweep's TPOT; with one sweep of each they are weakly identified and held near the prior.",
+        "  truncated in the source), the TP16 sweep's TPOT and the fresh-fit SGLang runs' TPOT and throughput (1-64 clients).",
         "* **Inter-node message latency** (`scaleout_message_s`): the only multi-node points are SGLang's DeepSeek-R1 TP16 over two",
         "  8 x H100 nodes on InfiniBand (TPOT 23.1-24.0 ms at one client); every all-reduce message that leaves a node pays it on top",
         "  of the NVLink latency (`Device.link_at`, hierarchical all-reduce). One sweep of three points: it is confounded with SGLang's",
         "  host work; the cross-validation by engine shows what it is worth on an unseen engine.",
-        "* **TensorRT-LLM host work** (`trtllm_step_s`, `trtllm_seq_s`): its 24 offline max-throughput runs.",
+        "* **TensorRT-LLM host work** (`trtllm_step_s`, `trtllm_seq_s`): its 24 offline max-throughput runs and gpustack's",
+        "  `trtllm-serve` run of Qwen3-8B at 4 clients.",
+        "* **API server** (`api_s`, `api_token_s`): the vLLM TTFTs at one or few clients. The harnesses disagree: tt-inference-server's",
+        "  completions at one client leave a few ms a request, gpustack's chat completions (`vllm bench serve --backend openai-chat`)",
+        "  59-75 ms for 233-token prompts on one H100; the fit settles between them, and the bands carry the spread.",
     ]
     lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", ""]
     lines += ["The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x."]
-    lines += _table("Fit: the shipped constants on all 47 points (in sample)", results)
-    pre_held = [(pt, r) for pt, r in pre_results if pt.split != "fit"]
+    lines += _table(f"Fit: the shipped constants on all {len(results)} fitted points (in sample)", results, REGIME_GROUPS[:1] + (("set", lambda pt: "fresh fit" if pt.split == S.FRESH_FIT else "reference"),) + REGIME_GROUPS[1:])
+    lines += _table(f"Fresh held-out: the shipped constants on the {len(S.held_out_fresh())} fresh points no fit saw (docs/serving_fresh.md)", evaluate(S.held_out_fresh(), x))
+    pre_held = [(pt, r) for pt, r in pre_results if pt.split in S.SPLITS[1:]]
     lines += _table("Pre-registered held-out: the fit split's constants on the 26 points registered as held out (H200, SGLang, middle points)", pre_held, REGIME_GROUPS[:1] + (("split", lambda pt: pt.split),) + REGIME_GROUPS[1:])
     lines += [
         "",
@@ -371,7 +386,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "  nebius.md); the planner's message across nodes costs the in-node 4.36 us plus 25 us, 29.4 us, within 10-20 % of both.",
         "  The 78 us a message the gap would need is 2-3x what these clusters measure (the 61-75 us of NVIDIA/nccl issue #1453",
         "  are 24 ranks over 3 nodes across racks, which its reporter calls degraded; EFA and GCP's TCPXO measure 94 and 139 us",
-        "  at 16 KB, other fabrics; docs/internode_allreduce.md). The fitted `scaleout_message_s` (110 us) stands for whatever the two-node run pays",
+        f"  at 16 KB, other fabrics; docs/internode_allreduce.md). The fitted `scaleout_message_s` ({x['scaleout_message_s'] * 1e6:.0f} us) stands for whatever the two-node run pays",
         "  a layer, not for its link; the pre-registered figure keeps the sourced 25 us. A sourced",
         "  mechanism of unknown size for the TP16 TPOT: SGLang broadcasts every poll's requests from TP rank 0 to all TP ranks over the",
         "  CPU (gloo) group (0.5.6 scheduler.recv_requests, broadcast_pyobj: one 8-byte broadcast a step when none arrived), across the",
@@ -405,14 +420,16 @@ def main() -> None:
     pts = S.points()
     pre = fit([pt for pt in pts if pt.split == "fit"])
     pre_x = constants(pre)
-    pre_results = evaluate(pts, pre_x)
-    _print("pre-registered held-out", [(pt, r) for pt, r in pre_results if pt.split != "fit"])
-    result = fit(pts, pre_x)
+    fitted = S.fitted_points()  # the reference points and the fresh-fit points
+    pre_results = evaluate(fitted, pre_x)
+    _print("pre-registered held-out", [(pt, r) for pt, r in pre_results if pt.split in S.SPLITS[1:]])
+    result = fit(fitted, pre_x)
     x = constants(result)
-    print("fitted on all points:", {k: float(f"{v:.4g}") for k, v in x.items()}, f"cost {result.cost:.4g}, {result.nfev} evaluations")
-    results = evaluate(pts, x)
-    _print("fit (all points)", results)
-    cv = cross_validate(pts, x)
+    print(f"fitted on {len(fitted)} points:", {k: float(f"{v:.4g}") for k, v in x.items()}, f"cost {result.cost:.4g}, {result.nfev} evaluations")
+    results = evaluate(fitted, x)
+    _print("fit (all fitted points)", results)
+    _print("fresh held-out", evaluate(S.held_out_fresh(), x))
+    cv = cross_validate(fitted, x)
     for name, preds in cv.items():
         _print(f"cv leave one {name} out", preds)
     write_constants(x)

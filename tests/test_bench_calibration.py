@@ -25,7 +25,7 @@ from planner.source import ModelRef
 DATA = Path(__file__).parent / "data" / "bench"
 REF = ModelRef(kind="preset", name="llama-3.1-8b")
 PLAN = {"input_tokens": 512, "output_tokens": 64, "gpu": "H100-SXM-80GB", "tp": 1, "gpu_count": 1, "sequences": 8}
-CAL = "src=vllm-bench;ttft_ms=77.54/24.26;tpot_ms=4.594/8.848;output_tokens_per_s=1370/880.2;at=c8"  # predicted: the closed-loop plan of PLAN, at the run's 8 clients (the fitted serving constants: scripts/fit_serving.py)
+CAL = "src=vllm-bench;ttft_ms=77.54/59.58;tpot_ms=4.594/8.73;output_tokens_per_s=1370/839.9;at=c8"  # predicted: the closed-loop plan of PLAN, at the run's 8 clients (the fitted serving constants: scripts/fit_serving.py)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_the_kept_figures_from_a_real_run(llama):
     assert c.calibration == CAL
     rows = calibration_rows(c.calibration)
     assert [r["figure"] for r in rows] == ["TTFT mean (ms)", "TPOT mean (ms)", "output tokens/s"]
-    assert rows[0]["ratio"] == pytest.approx(77.54 / 24.26)
+    assert rows[0]["ratio"] == pytest.approx(77.54 / 59.58)
 
 
 @pytest.mark.parametrize(
@@ -101,12 +101,12 @@ def test_pdf_shows_measured_beside_predicted(llama, tmp_path):
     from planner.report import build_pdf, calibration_table
 
     plan = compute_plan(make_inputs(**PLAN, bench_calibration=CAL), llama)
-    assert calibration_table(plan)[1] == ["TTFT mean (ms)", "77.54", "24.26", "3.20x"]  # 77.54 / 24.26 = 3.196
+    assert calibration_table(plan)[1] == ["TTFT mean (ms)", "77.54", "59.58", "1.30x"]  # 77.54 / 59.58 = 1.301
     assert calibration_table(compute_plan(make_inputs(**PLAN), llama)) is None
     path = tmp_path / "plan.pdf"
     path.write_bytes(build_pdf(plan, REF))
     text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True, timeout=60).stdout
-    assert "Measured beside predicted" in text and "3.20x" in text and "vllm-bench run" in text
+    assert "Measured beside predicted" in text and "1.30x" in text and "vllm-bench run" in text
     path.write_bytes(build_pdf(compute_plan(make_inputs(**PLAN), llama), REF))
     plain = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "Measured beside predicted" not in plain and "Benchmark calibration" not in plain
@@ -151,7 +151,7 @@ def test_plan_page_upload_shows_measured_beside_predicted_and_keeps_the_calibrat
     assert at.session_state["bench_calibration"] == CAL and at.query_params["cal"] in (CAL, [CAL])  # the share link carries it
     assert not [b for b in at.button if b.key == "bench_keep"]  # kept: no button to keep it again
     _upload, kept = _tables(at)
-    assert list(kept["ratio"]) == ["3.20x", "0.52x", "1.56x"]  # 77.54/24.26, 4.594/8.848, 1370/880.2
+    assert list(kept["ratio"]) == ["1.30x", "0.53x", "1.63x"]  # 77.54/59.58, 4.594/8.73, 1370/839.9
 
 
 def test_plan_page_bad_upload_is_one_line():

@@ -427,8 +427,8 @@ def test_a_prefill_pool_whose_sessions_do_not_fit_says_why():
 
 
 def test_a_saturated_prefill_pool_reads_unbounded_not_inf():
-    # 20 requests/s of 4,000-token prompts on one H100 prefill replica: 20 x its 64 ms prefill =
-    # 125 % utilisation, an M/M/1 queue with no steady state, so TTFT p95 is infinite. Every text
+    # 20 requests/s of 4,000-token prompts on one H100 prefill replica: 20 x its 65 ms prefill =
+    # 130 % utilisation, an M/M/1 queue with no steady state, so TTFT p95 is infinite. Every text
     # said "inf ms" (the card's fmt_ms "inf h"); they say "unbounded" (review finding)
     from planner.source import preset_ref
     from planner.units import fmt_ms
@@ -439,5 +439,5 @@ def test_a_saturated_prefill_pool_reads_unbounded_not_inf():
     assert math.isinf(d.ttft_p95_ms) and d.meets_slo is False
     text = disagg.describe(d)
     assert "TTFT p95 unbounded = " in text and "prefill queue p95 unbounded" in text and "inf" not in text
-    assert disagg.pool_slo(d, "prefill") == "saturated (125% busy): TTFT unbounded"
+    assert disagg.pool_slo(d, "prefill") == "saturated (130% busy): TTFT unbounded"
     assert fmt_ms(math.inf) == "unbounded" and fmt_ms(math.nan) == "–"
