@@ -290,6 +290,9 @@ def plan_point(p: dict, split: str) -> Point:
         base["headroom_bp"] = TRT_HEADROOM_BP
     if closed and harness_recv_interval(p) != 1:  # the harness's --scheduler-recv-interval (SGLang's serving costs only)
         base["recv_interval"] = harness_recv_interval(p)
+    h = p.get("harness", {})
+    if h.get("batch_wait_iters"):  # TensorRT-LLM's batch waiting, as the recipe sets it (its serving costs only)
+        base.update(batch_wait_iters=h["batch_wait_iters"], batch_wait_tokens_ratio=h.get("batch_wait_tokens_ratio", 0.0))
     if cached:  # the previous run's prompts, served from the prefix cache
         base.update(shared_prefix_tokens=cached, prefix_hit_rate=1.0)
     ranks = p["tp"] if dep else 1

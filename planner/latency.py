@@ -1048,7 +1048,33 @@ class _LoopState(NamedTuple):
     saturated: bool
 
 
-def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float, recv: int = 1) -> _LoopState:
+def batch_wait_steps(iters: int, ratio: float, budget_tokens: int, prompt_tokens: int, decoding: float, arrivals_per_step: float) -> tuple[float, float]:
+    """(mean, p95) decode steps a new prompt is held by TensorRT-LLM's batch waiting while
+    ``decoding`` sequences decode and other prompts arrive at ``arrivals_per_step``.
+
+    TensorRT-LLM (PyExecutor._waiting_requests, applied when generation requests are scheduled
+    and attention DP is off) holds the scheduled context requests while its counter is below
+    ``batch_wait_timeout_iters`` and the scheduled tokens (the held prompts' plus one per
+    decoding sequence) stay below ``batch_wait_max_tokens_ratio`` x max_num_tokens; the counter
+    counts the iterations it held and resets when it lets them go. The first prompt of a window so
+    waits the whole window W: ``iters`` steps, or less when enough prompts arrive to reach the
+    token threshold first; the k = arrivals x W that arrive during it wait W / 2 on average, so a
+    prompt waits W (1 + k / 2) / (1 + k) on average and W at the p95. 0 iterations: no waiting
+    (the counter already meets the timeout)."""
+    if iters <= 0:
+        return 0.0, 0.0
+    window = float(iters)
+    if ratio > 0:
+        held = math.ceil(max(0.0, ratio * budget_tokens - decoding) / max(1, prompt_tokens))  # prompts that reach the threshold, the first included
+        if held <= 1:
+            return 0.0, 0.0
+        if arrivals_per_step > 0:
+            window = min(window, (held - 1) / arrivals_per_step)
+    k = arrivals_per_step * window
+    return window * (1.0 + k / 2.0) / (1.0 + k), window
+
+
+def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: float, ttft: float, tpot: float, queue_s: float, recv: int = 1, batch_wait: tuple[int, float] = (0, 0.0)) -> _LoopState:
     """One update of :func:`closed_loop`'s fixed point from the current TTFT, TPOT and queue: the
     other requests decoding beside an arriving prompt (their share of a cycle spent decoding),
     its own prefill, the wait for the scheduler to look for it (the step in flight, or the
@@ -1060,7 +1086,9 @@ def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: 
     A scheduler that polls every step (recv 1) takes it when the step in flight ends: d - pre
     later while ``pre`` is shorter than a step d, else half a step on average. One that polls
     every ``recv`` decode steps (SGLang's ``--scheduler-recv-interval``, whose counter a finished
-    request leaves at any phase) waits a further 0..recv - 1 steps, (recv - 1) / 2 on average."""
+    request leaves at any phase) waits a further 0..recv - 1 steps, (recv - 1) / 2 on average.
+    TensorRT-LLM's batch waiting (``batch_wait``) holds it further while others decode
+    (:func:`batch_wait_steps`, the other clients arriving once an end-to-end each)."""
     e2e = ttft + (out_tokens - 1) * tpot
     frac = (out_tokens - 1) * tpot / e2e if e2e > 0 else 1.0  # share of a request's cycle spent decoding
     others = (run - 1) * frac  # the other requests decoding at any moment (beside an arriving prompt)
@@ -1070,6 +1098,9 @@ def _closed_pass(mix: _Mix, run: int, out_tokens: int, budget_tokens: int, pre: 
     polls = (recv - 1) * d_others  # the steps between two polls beyond the step in flight
     wait = polls / 2.0 + max(d_others / 2.0, d_others - pre) if others >= 0.5 else 0.0
     wait_p95 = 0.95 * polls + max(0.95 * d_others, d_others - pre) if others >= 0.5 else 0.0
+    if batch_wait[0] and others >= 0.5 and e2e > 0:
+        held, held_p95 = batch_wait_steps(batch_wait[0], batch_wait[1], budget_tokens, mix.new, others, (run - 1) / e2e * d_others)
+        wait, wait_p95 = wait + held * d_others, wait_p95 + held_p95 * d_others
     unqueued = pre + wait + own.own_s + (out_tokens - 1) * tpot
     service = own.service_s  # the budget's seconds per prompt
     if run * service >= unqueued:  # the budget cannot keep up: arrivals run at its rate
@@ -1103,6 +1134,7 @@ def closed_loop(
     api_server: bool = True,
     preprocess_s: float | None = None,
     recv_interval: int = 1,
+    batch_wait: tuple[int, float] = (0, 0.0),
 ) -> ClosedLoop:
     """:class:`ClosedLoop` figures for ``clients`` concurrent clients on one replica (``kv_mid``:
     K/V bytes one sequence holds at the mean decode context ``mid``); ``max_running``: the engine's
@@ -1110,19 +1142,20 @@ def closed_loop(
     server's preprocessing (False for an offline benchmark that feeds the engine directly);
     ``preprocess_s``: a measured preprocessing time instead of the engine's fitted API server cost;
     ``recv_interval``: decode steps between the scheduler's polls for new requests (1: every step,
-    the engines' default; SGLang's ``--scheduler-recv-interval``).
+    the engines' default; SGLang's ``--scheduler-recv-interval``); ``batch_wait``: TensorRT-LLM's
+    (batch_wait_timeout_iters, batch_wait_max_tokens_ratio), (0, 0.0) off.
 
     The TTFT, TPOT and queue are the fixed point of :func:`_closed_pass`."""
     n = max(1, clients)
     run = max(1, min(n, max_running or n))
     out_tokens = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
-    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre, max(1, recv_interval))
+    s, ttft, tpot, queue_s = _closed_fixed_point(roof, prompt_tokens, cached, out_tokens, run, kv_mid, mid, budget_tokens, pre, max(1, recv_interval), tuple(batch_wait))
     return _closed_result(s, n, run, out_tokens, pre, ttft, tpot, queue_s)
 
 
 @_per_roofline
-def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float, recv: int = 1) -> tuple:
+def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tokens: int, run: int, kv_mid: float, mid: int, budget_tokens: int, pre: float, recv: int = 1, batch_wait: tuple[int, float] = (0, 0.0)) -> tuple:
     """The converged pass of :func:`closed_loop` for ``run`` running requests, and its TTFT, TPOT
     and queue. Memoised by the running count, not the clients: clients beyond the engine's limit
     only wait for a slot, so a search that probes many loads above the limit solves it once."""
@@ -1130,7 +1163,7 @@ def _closed_fixed_point(roof: Roofline, prompt_tokens: int, cached: int, out_tok
     ttft, tpot, queue_s = pre + roof.prefill_s(mix.new, cached), roof.decode_step_s(run, kv_mid, mid), 0.0
     damp, last = 1.0, math.inf  # plain iteration while it contracts; the step halves whenever a pass moves farther than the one before
     for _ in range(CLOSED_LOOP_PASSES):
-        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s, recv)
+        s = _closed_pass(mix, run, out_tokens, budget_tokens, pre, ttft, tpot, queue_s, recv, batch_wait)
         moved = max(abs(s.ttft_s - ttft) / max(1.0, ttft), abs(s.tpot_s - tpot) / max(1.0, tpot))
         if moved <= 1e-9:
             break
@@ -1249,37 +1282,45 @@ def open_loop(
     api_server: bool = True,
     preprocess_s: float | None = None,
     recv_interval: int = 1,
+    batch_wait: tuple[int, float] = (0, 0.0),
 ) -> OpenLoop:
     """:class:`OpenLoop` figures at ``rate_per_s`` on one replica: n = ceil(rate x end-to-end(n))
     iterated from one request (the least fixed point; end-to-end grows with n), at most
     ``max_in_flight`` (the engine's admission: beyond it requests queue without bound);
-    ``recv_interval`` as in :func:`poisson_at`."""
+    ``recv_interval`` and ``batch_wait`` as in :func:`poisson_at`."""
     out = max(1, generated)
     pre = preprocess_s if preprocess_s is not None else (api_preprocess_s(roof.eff, prompt_tokens) if api_server else 0.0)
     cap = max(1, max_in_flight or 10_000_000)
-    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre, recv_interval)
+    n, fig = 1, poisson_at(roof, prompt_tokens, cached, out, 1, kv_mid, mid, budget_tokens, pre, recv_interval, batch_wait)
     for _ in range(200):
         need = max(1, math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9))
         if need <= n or n >= cap:
             break
         n = min(cap, need)
-        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre, recv_interval)
+        fig = poisson_at(roof, prompt_tokens, cached, out, n, kv_mid, mid, budget_tokens, pre, recv_interval, batch_wait)
     sustainable = fig.sustainable and math.ceil(rate_per_s * fig.e2e_ms / 1e3 - 1e-9) <= n
     return replace(fig, rate_per_s=rate_per_s, sustainable=sustainable, output_tokens_per_s=rate_per_s * out if sustainable else fig.output_tokens_per_s)
 
 
-def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float, recv_interval: int = 1) -> OpenLoop:
+def poisson_at(roof: Roofline, prompt_tokens: int, cached: int, generated: int, in_flight: int, kv_mid: float, mid: int, budget_tokens: int, preprocess_s: float, recv_interval: int = 1, batch_wait: tuple[int, float] = (0, 0.0)) -> OpenLoop:
     """:class:`OpenLoop` figures with ``in_flight`` requests in flight under Poisson arrivals
     (:func:`served`; the rate is Little's, in flight / end-to-end): TTFT = preprocessing + the
     wait behind other prompts (steady state) + the prefill alone, TPOT the served ITL.
     ``recv_interval`` R: decode steps between the scheduler's polls for new requests (SGLang's
     ``--scheduler-recv-interval``); an arrival while the others decode waits (R - 1) / 2 of their
-    steps more on average (0.95 (R - 1) at the p95), as in :func:`closed_loop`."""
+    steps more on average (0.95 (R - 1) at the p95), as in :func:`closed_loop`; ``batch_wait``:
+    TensorRT-LLM's batch waiting (:func:`batch_wait_steps`, arrivals at the rate of the figures
+    without it)."""
     out = max(1, generated)
     s = served(roof, prompt_tokens, cached, out, in_flight, kv_mid, mid, budget_tokens)
     pre_ms = preprocess_s * 1e3
     polls_ms = (recv_interval - 1) * roof.decode_step_s(in_flight - 1, kv_mid, mid) * 1e3 if recv_interval > 1 and in_flight > 1 else 0.0
     s = replace(s, wait_ms=s.wait_ms + polls_ms / 2.0, wait_p95_ms=s.wait_p95_ms + 0.95 * polls_ms) if polls_ms else s
+    if batch_wait[0] and in_flight > 1:
+        step_ms = roof.decode_step_s(in_flight - 1, kv_mid, mid) * 1e3
+        arrivals = in_flight / (pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms) * step_ms  # prompts a decode step
+        held, held_p95 = batch_wait_steps(batch_wait[0], batch_wait[1], budget_tokens, prompt_tokens - cached, in_flight - 1, arrivals)
+        s = replace(s, wait_ms=s.wait_ms + held * step_ms, wait_p95_ms=s.wait_p95_ms + held_p95 * step_ms)
     e2e = pre_ms + s.prefill_one_ms + s.wait_ms + (out - 1) * s.itl_ms
     return OpenLoop(
         rate_per_s=in_flight / (e2e / 1e3) if e2e > 0 else 0.0,

@@ -368,3 +368,43 @@ def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios(
     both = {**rows, **fitted_rows}
     assert set(b.points) <= set(both) and len(b.points) >= accuracy.MIN_POINTS and set(b.points) & set(rows)
     assert b.median_ratio == pytest.approx(statistics.median(both[i]["ratios"]["ttft_mean_ms"] for i in b.points))
+
+
+# --------------------------------------------------------------------------- TensorRT-LLM batch waiting
+
+
+def test_batch_wait_steps_by_hand():
+    # TensorRT-LLM PyExecutor._waiting_requests: hold while the counter < batch_wait_timeout_iters
+    # and the scheduled tokens < ratio x max_num_tokens. 40 iterations, ratio 0.8 of 8,192 tokens,
+    # 922-token prompts beside 63 decodes: ceil((6,553.6 - 63) / 922) = 8 prompts would reach the
+    # threshold, 7 more arrivals at 0.064 a step take 109 steps, so the 40-step timeout ends the
+    # window; k = 0.064 x 40 = 2.56 arrive during it: mean 40 x (1 + 1.28) / 3.56 = 25.6 steps
+    mean, p95 = latency.batch_wait_steps(40, 0.8, 8192, 922, 63, 0.064)
+    assert mean == pytest.approx(40 * 2.28 / 3.56) and p95 == 40
+    # the token threshold first: 2 prompts reach 0.2 x 8,192 = 1,638 tokens beside 63 decodes; the
+    # second arrives after 1 / 0.5 = 2 steps; k = 1: mean 2 x 1.5 / 2 = 1.5 steps
+    assert latency.batch_wait_steps(40, 0.2, 8192, 922, 63, 0.5) == pytest.approx((1.5, 2.0))
+    assert latency.batch_wait_steps(0, 0.8, 8192, 922, 63, 0.064) == (0.0, 0.0)  # 0 iterations: off (TensorRT-LLM's default)
+    assert latency.batch_wait_steps(40, 0.05, 8192, 922, 63, 0.064) == (0.0, 0.0)  # one prompt already reaches the threshold
+
+
+def test_trtllm_batch_waiting_in_a_plan_matches_a_published_ttft():
+    # InferenceX PR #3317: TensorRT-LLM 1.3.0rc14 trtllm-serve, DeepSeek-R1 FP8 on 8 x B200, 1k/1k
+    # (922 / 922 mean) at 64 clients; its recipe (benchmarks/dsr1_fp8_b200_trt.sh) sets
+    # batch_wait_timeout_iters 40 and batch_wait_max_tokens_ratio 0.8 from 64 clients: TTFT 569 ms
+    common = dict(gpu="B200-180GB", tp=8, gpu_count=8, input_tokens=922, output_tokens=922, kv_dtype="fp8", serving_engine="trtllm", max_batched_tokens=8192, sequences=64)
+    model = _model("deepseek-v3")
+    held = compute_plan(make_inputs(**common, batch_wait_iters=40, batch_wait_tokens_ratio=0.8), model)
+    plain = compute_plan(make_inputs(**common), model)
+    assert 569 / 1.5 < held.latency.time_to_first_token_ms < 569 * 1.5
+    assert plain.latency.time_to_first_token_ms < 569 / 3  # without it the model missed by more than 3x
+    extra = held.latency.time_to_first_token_ms - plain.latency.time_to_first_token_ms
+    note = next(n for n in held.notes if n.startswith("TensorRT-LLM batch waiting"))
+    assert f"{extra:,.1f} ms more TTFT at this load" in note
+    # another engine's costs ignore it, and say so
+    vllm = compute_plan(make_inputs(**{**common, "serving_engine": "vllm"}, batch_wait_iters=40), model)
+    assert any("not used under vllm's serving costs" in n for n in vllm.notes)
+    assert vllm.latency == compute_plan(make_inputs(**{**common, "serving_engine": "vllm"}), model).latency
+    # the open loop holds prompts too: at the closed loop's request rate
+    rate = dict(request_rate=held.roofline.output_tokens_per_second / 922)
+    assert compute_plan(make_inputs(**common, **rate, batch_wait_iters=40, batch_wait_tokens_ratio=0.8), model).latency.time_to_first_token_ms > compute_plan(make_inputs(**common, **rate), model).latency.time_to_first_token_ms

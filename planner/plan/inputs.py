@@ -62,6 +62,11 @@ class PlanInputs(BaseModel):
     # SGLang --scheduler-recv-interval: decode steps between the scheduler's polls for new requests (1, SGLang's default: every step);
     # at most 1,000, the weight SGLang's SchedulerRecvSkipper gives an extend step (above it an extend no longer polls at once)
     recv_interval: int = Field(default=1, ge=1, le=1000)
+    # TensorRT-LLM batch waiting (LLM API batch_wait_timeout_iters / batch_wait_max_tokens_ratio): while others decode, a
+    # new prompt is held for up to that many iterations, or until the held prompts and the decodes reach ratio x the token
+    # budget (0 iterations: off, TensorRT-LLM's default; the ratio alone never holds one)
+    batch_wait_iters: int = Field(default=0, ge=0, le=1000)
+    batch_wait_tokens_ratio: float = Field(default=0.0, ge=0.0, le=1.0)
     entry_point: Literal["serve", "llm"] = "serve"  # vLLM's entry point: `vllm serve` or the LLM class (their batching defaults differ)
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs (outside the budget before 0.21, inside from it)
     limit_mm_per_prompt: int | None = Field(default=None, ge=0, le=1 << 20)  # images a prompt (vLLM --limit-mm-per-prompt); None: vLLM's 999, 0: text only

@@ -63,6 +63,7 @@ class Setup(NamedTuple):
     rate: float | None  # open loop: requests a second on this rank (None: a closed loop)
     spec: Spec | None
     recv_interval: int = 1  # decode steps between the scheduler's polls for new requests (SGLang's --scheduler-recv-interval; 1: every step)
+    batch_wait: tuple[int, float] = (0, 0.0)  # TensorRT-LLM's batch waiting: (batch_wait_timeout_iters, batch_wait_max_tokens_ratio); (0, 0): off
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttf
 def closed(setup: Setup, clients: int) -> LoadFigures:
     """The closed loop of ``clients`` clients on one rank."""
     r = setup
-    cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s, r.recv_interval)
+    cl = latency.closed_loop(r.roof, r.prompt, r.cached, r.generated, clients, r.kv_mid, r.mid, r.budget, r.max_running, True, r.preprocess_s, r.recv_interval, r.batch_wait)
     parts = (cl.preprocess_ms, cl.wait_for_step_ms + cl.queue_ms + cl.slot_wait_ms, cl.prefill_ms)
     f = _spec_factor(setup, cl.decoding)
     return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms, tpot_p99=cl.tpot_p99_ms, decoding=cl.decoding)
@@ -129,13 +130,13 @@ def decode_step_s(setup: Setup, sequences: int) -> float:
 
 def poisson(setup: Setup, in_flight: int) -> LoadFigures:
     """Poisson arrivals with ``in_flight`` requests in flight on one rank (the SLO limits of an open loop)."""
-    return _open_figures(setup, latency.poisson_at(setup.roof, setup.prompt, setup.cached, setup.generated, in_flight, setup.kv_mid, setup.mid, setup.budget, _preprocess_s(setup), setup.recv_interval))
+    return _open_figures(setup, latency.poisson_at(setup.roof, setup.prompt, setup.cached, setup.generated, in_flight, setup.kv_mid, setup.mid, setup.budget, _preprocess_s(setup), setup.recv_interval, setup.batch_wait))
 
 
 def open_at_rate(setup: Setup) -> LoadFigures:
     """The open loop at the rank's request rate (requests in flight from Little's law)."""
     r = setup
-    ol = latency.open_loop(r.roof, r.prompt, r.cached, r.generated, r.rate, r.kv_mid, r.mid, r.budget, r.max_running, True, _preprocess_s(setup), r.recv_interval)
+    ol = latency.open_loop(r.roof, r.prompt, r.cached, r.generated, r.rate, r.kv_mid, r.mid, r.budget, r.max_running, True, _preprocess_s(setup), r.recv_interval, r.batch_wait)
     return _open_figures(setup, ol)
 
 

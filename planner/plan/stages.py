@@ -461,7 +461,15 @@ def load_setup(inputs: PlanInputs, roof: latency.Roofline, ctx: ContextBudget, c
     if draft is not None:
         spec = serving.Spec(draft.method, draft.tokens, inputs.spec_acceptance, draft.roof, draft.kv_per_token * mid if draft.roof else 0.0)
     pre = inputs.preprocessing_ms / 1e3 if inputs.preprocessing_ms is not None else None
-    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec, recv_interval(inputs))
+    return serving.Setup(roof, ctx.input_tokens, cached, generated, kv_mid, mid, limits.tokens, limits.seqs, pre, serving.per_rank_rate(inputs.request_rate, ranks), spec, recv_interval(inputs), batch_wait(inputs))
+
+
+def batch_wait(inputs: PlanInputs) -> tuple[int, float]:
+    """TensorRT-LLM's batch waiting the latency uses: (batch_wait_timeout_iters,
+    batch_wait_max_tokens_ratio) under its serving costs, (0, 0.0) (off) for every other engine."""
+    if serving.serving_engine(inputs.runtime, inputs.serving_engine) != "trtllm":
+        return (0, 0.0)
+    return (inputs.batch_wait_iters, inputs.batch_wait_tokens_ratio)
 
 
 def recv_interval(inputs: PlanInputs) -> int:
@@ -540,8 +548,29 @@ def latency_at_load(inputs: PlanInputs, ctx: ContextBudget, cached: float, load:
 
 
 def recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int) -> tuple[str, ...]:
-    """What a receive interval other than 1 does to this plan's figures (nothing outside SGLang's
-    serving costs): the TTFT at this load less the same load's with the scheduler polling every step."""
+    """What a receive interval other than 1 (SGLang) or batch waiting (TensorRT-LLM) does to this
+    plan's figures (nothing under another engine's serving costs): the TTFT at this load less the
+    same load's with the scheduler taking new requests every step."""
+    return _recv_notes(inputs, setup, figures, per_replica_load) + _batch_wait_notes(inputs, setup, figures, per_replica_load)
+
+
+def _batch_wait_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int) -> tuple[str, ...]:
+    n, ratio = inputs.batch_wait_iters, inputs.batch_wait_tokens_ratio
+    if not n:
+        return ()
+    if batch_wait(inputs) == (0, 0.0):
+        return (f"batch waiting {n} iterations: TensorRT-LLM's batch_wait_timeout_iters, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs",)
+    every = setup._replace(batch_wait=(0, 0.0))
+    extra = figures.ttft_ms - (serving.open_at_rate(every) if setup.rate is not None else serving.closed(every, per_replica_load)).ttft_ms
+    at_load = f"{extra:,.1f} ms more TTFT at this load" if extra > 0 else "none at this load: no other request decodes while one waits"
+    until = f" or until the held prompts and the decodes reach {ratio:g} x the {setup.budget:,}-token budget" if ratio else ""
+    return (
+        f"TensorRT-LLM batch waiting (batch_wait_timeout_iters {n}, batch_wait_max_tokens_ratio {ratio:g}): while others decode, new prompts are held "
+        f"for {n} iterations{until}, then scheduled together; a prompt waits the rest of that window (the first all of it); {at_load}",
+    )
+
+
+def _recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int) -> tuple[str, ...]:
     r = inputs.recv_interval
     if r == 1:
         return ()
