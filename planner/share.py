@@ -41,6 +41,7 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     -- under their own names (no short key) --
     dp     pp     serving_engine     request_rate     spec_method     (shape, load)
     spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
+    batch_wait_iters     batch_wait_tokens_ratio     (TensorRT-LLM's batch waiting)
     -- session workload and cache tiers (planner/cache) --
     spm    sessions_per_min       turns turns                think think_time_s
     docs   doc_catalog            zipf  doc_zipf             cpu   cpu_tier_gib

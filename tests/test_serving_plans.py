@@ -408,3 +408,44 @@ def test_trtllm_batch_waiting_in_a_plan_matches_a_published_ttft():
     # the open loop holds prompts too: at the closed loop's request rate
     rate = dict(request_rate=held.roofline.output_tokens_per_second / 922)
     assert compute_plan(make_inputs(**common, **rate, batch_wait_iters=40, batch_wait_tokens_ratio=0.8), model).latency.time_to_first_token_ms > compute_plan(make_inputs(**common, **rate), model).latency.time_to_first_token_ms
+
+
+def test_batch_waiting_on_every_surface():
+    # the two TensorRT-LLM options are plan controls like SGLang's receive interval: a share-link key
+    # each (their own names), CLI flags refusing bad values in one line, and app inputs shown for
+    # TensorRT-LLM's serving costs only
+    import json as _json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from planner.share import decode_query, encode_query
+    from planner.source import ModelRef
+
+    root = Path(__file__).resolve().parent.parent
+    ref = ModelRef(kind="preset", name="llama-3.1-8b")
+    inputs = make_inputs(serving_engine="trtllm", batch_wait_iters=40, batch_wait_tokens_ratio=0.8)
+    query = encode_query(ref, inputs)
+    assert (query["batch_wait_iters"], query["batch_wait_tokens_ratio"]) == ("40", "0.8") and "batch_wait_iters" not in encode_query(ref, make_inputs(serving_engine="trtllm"))
+    assert decode_query(query).inputs == inputs
+    bad = decode_query({**query, "batch_wait_iters": "1001"})  # tampered: the default and a note, never a raise
+    assert bad.inputs.batch_wait_iters == 0 and any("batch_wait_iters" in n.key for n in bad.notes)
+    cmd = [sys.executable, "-m", "planner", "plan", "--preset", "llama-3.1-8b", "--serving-engine", "trtllm", "--sequences", "64"]
+    ok = subprocess.run([*cmd, "--batch-wait-iters", "40", "--batch-wait-tokens-ratio", "0.8", "--json"], capture_output=True, text=True, cwd=root)
+    assert ok.returncode == 0, ok.stderr
+    assert any(n.startswith("TensorRT-LLM batch waiting (batch_wait_timeout_iters 40") for n in _json.loads(ok.stdout)["notes"])
+    out = subprocess.run([*cmd, "--batch-wait-tokens-ratio", "1.5"], capture_output=True, text=True, cwd=root)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "batch_wait_tokens_ratio" in out.stderr.replace("-", "_"), out.stderr
+
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=60)
+    at.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b", "serving_engine": "trtllm"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [n.key for n in at.number_input if n.key.startswith("batch_wait")] == ["batch_wait_iters", "batch_wait_tokens_ratio"]
+    at2 = AppTest.from_file(str(root / "app.py"), default_timeout=60)
+    at2.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b"})
+    at2.run()
+    assert not [n for n in at2.number_input if n.key.startswith("batch_wait")]  # vLLM: not shown

@@ -35,7 +35,7 @@ GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "disagg", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine", "recv_interval"),
+    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine", "recv_interval", "batch_wait_iters", "batch_wait_tokens_ratio"),
     "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
@@ -280,8 +280,12 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
                     _num("tenant_quota", err_key, err)
             _num("max_batched_tokens", err_key, err)
             render_control(CONTROLS["serving_engine"], err_key, err)
-            if serving_engine(st.session_state.get("runtime") or "vllm", st.session_state.get("serving_engine") or "auto") == "sglang":  # SGLang's scheduler flag
+            engine = serving_engine(st.session_state.get("runtime") or "vllm", st.session_state.get("serving_engine") or "auto")
+            if engine == "sglang":  # SGLang's scheduler flag
                 _num("recv_interval", err_key, err)
+            elif engine == "trtllm":  # TensorRT-LLM's batch waiting
+                _num("batch_wait_iters", err_key, err)
+                _num("batch_wait_tokens_ratio", err_key, err, step=0.05, fmt="%g")
 
     exp = group("speculation", "Speculative decoding", ":material/fast_forward:", False)
     if opened(exp):
