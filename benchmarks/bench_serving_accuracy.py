@@ -42,12 +42,15 @@ def _recorded(pts: list[S.Point], key: str, cv: str | None = None) -> list[tuple
 
 
 def fresh_results() -> tuple[list, list]:
-    """The held-out fresh points' planner / measured with the shipped constants and with the pre-registered fit's."""
+    """The held-out fresh points' planner / measured with the shipped constants, and with the
+    pre-registered fit's as scripts/fit_serving.py recorded them (as for the reference points)."""
     fresh = S.held_out_fresh()
-    pre_x = accuracy.load()["preregistered_constants"]
-    serving = {k: v for k, v in pre_x.items() if k in latency.SERVING_FIT}
-    kernels = {k: v for k, v in pre_x.items() if k in latency.KERNEL_FIT}
-    return [(pt, S.ratios(pt)) for pt in fresh], [(pt, S.ratios(pt, S.with_fit(pt, serving, kernels))) for pt in fresh]
+    return [(pt, S.ratios(pt)) for pt in fresh], _recorded(fresh, "preregistered")
+
+
+def _point_row(pt: S.Point, cells: list[str]) -> str:
+    p = pt.raw
+    return f"| {pt.id} | {pt.engine} {p['engine_version']} | {p['preset']} ({pt.weight_format}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {p['concurrency']} | " + " | ".join(cells) + f" | {p['url']} |"
 
 
 def _goal_rows(label: str, subset: list) -> list[str]:
@@ -73,15 +76,11 @@ def fresh_doc(shipped: list, pre: list, fitted: list) -> str:
     lines += ["", "## Held-out points (planner / measured: shipped constants; pre-registered in brackets)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rp) in zip(shipped, pre, strict=True):
-        p = pt.raw
-        cells = [f"{r[m]:.3f} ({rp[m]:.3f})" + (" (left out: " + p["anomalies"][m] + ")" if m in p.get("anomalies", {}) else "") if m in r else "" for m in S.METRICS]
-        lines.append(f"| {pt.id} | {pt.engine} {p['engine_version']} | {p['preset']} ({pt.weight_format}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {p['concurrency']} | " + " | ".join(cells) + f" | {p['url']} |")
+        left_out = pt.raw.get("anomalies", {})
+        lines.append(_point_row(pt, [f"{r[m]:.3f} ({rp[m]:.3f})" + (f" (left out: {left_out[m]})" if m in left_out else "") if m in r else "" for m in S.METRICS]))
     lines += ["", "## Fresh-fit points (planner / measured: shipped constants, in sample)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for pt, r in fitted:
-        p = pt.raw
-        cells = [f"{r[m]:.3f}" if m in r else "" for m in S.METRICS]
-        lines.append(f"| {pt.id} | {pt.engine} {p['engine_version']} | {p['preset']} ({pt.weight_format}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {p['concurrency']} | " + " | ".join(cells) + f" | {p['url']} |")
+    lines += [_point_row(pt, [f"{r[m]:.3f}" if m in r else "" for m in S.METRICS]) for pt, r in fitted]
     lines += ["", "## How each was launched and measured", ""]
     lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh_points()]
     return "\n".join(lines) + "\n"

@@ -554,14 +554,20 @@ def recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFi
     return _recv_notes(inputs, setup, figures, per_replica_load) + _batch_wait_notes(inputs, setup, figures, per_replica_load)
 
 
+def _extra_ttft_ms(setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int, **without) -> float:
+    """The TTFT of ``figures`` less the same load's with ``setup`` changed by ``without`` (its open
+    loop at the rate, or its closed loop of ``per_replica_load`` clients)."""
+    other = setup._replace(**without)
+    return figures.ttft_ms - (serving.open_at_rate(other) if setup.rate is not None else serving.closed(other, per_replica_load)).ttft_ms
+
+
 def _batch_wait_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadFigures, per_replica_load: int) -> tuple[str, ...]:
     n, ratio = inputs.batch_wait_iters, inputs.batch_wait_tokens_ratio
     if not n:
         return ()
     if batch_wait(inputs) == (0, 0.0):
         return (f"batch waiting {n} iterations: TensorRT-LLM's batch_wait_timeout_iters, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs",)
-    every = setup._replace(batch_wait=(0, 0.0))
-    extra = figures.ttft_ms - (serving.open_at_rate(every) if setup.rate is not None else serving.closed(every, per_replica_load)).ttft_ms
+    extra = _extra_ttft_ms(setup, figures, per_replica_load, batch_wait=(0, 0.0))
     at_load = f"{extra:,.1f} ms more TTFT at this load" if extra > 0 else "none at this load: no other request decodes while one waits"
     until = f" or until the held prompts and the decodes reach {ratio:g} x the {setup.budget:,}-token budget" if ratio else ""
     return (
@@ -576,8 +582,7 @@ def _recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadF
         return ()
     if recv_interval(inputs) == 1:
         return (f"receive interval {r}: SGLang's --scheduler-recv-interval, not used under {serving.serving_engine(inputs.runtime, inputs.serving_engine)}'s serving costs (its scheduler takes new requests every step)",)
-    every = setup._replace(recv_interval=1)
-    extra = figures.ttft_ms - (serving.open_at_rate(every) if setup.rate is not None else serving.closed(every, per_replica_load)).ttft_ms
+    extra = _extra_ttft_ms(setup, figures, per_replica_load, recv_interval=1)
     at_load = f"{extra:,.1f} ms more TTFT at this load" if extra > 0 else "none at this load: no other request decodes while one waits (an idle scheduler polls every loop)"
     return (
         f"SGLang --scheduler-recv-interval {r}: the scheduler polls for new requests once every {r} decode steps (SchedulerRecvSkipper), "
