@@ -45,6 +45,10 @@ FRESH_PATH = Path(__file__).resolve().with_name("fresh_serving.json")
 FRESH_FIT_SOURCES = ("github.com/SemiAnalysisAI/InferenceX/pull/3288", "github.com/SemiAnalysisAI/InferenceX/pull/3363", "github.com/gpustack/gpustack/")
 FRESH_FIT = "fresh fit"
 FRESH = "fresh held-out"
+# a second set, registered before it was collected (docs/serving_fresh2_plan.md): published runs
+# collected on 2026-12-07 after the constants of 79a2ef5; held out whole, evaluated as shipped
+FRESH2_PATH = Path(__file__).resolve().with_name("fresh2_serving.json")
+FRESH2 = "fresh-2 held-out"
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -345,6 +349,47 @@ def fresh_points() -> tuple[Point, ...]:
 def held_out_fresh() -> list[Point]:
     """The fresh points no fit saw."""
     return [pt for pt in fresh_points() if pt.split == FRESH]
+
+
+@lru_cache(maxsize=1)
+def load_fresh2() -> dict:
+    return json.loads(FRESH2_PATH.read_text()) if FRESH2_PATH.exists() else {"points": []}
+
+
+@lru_cache(maxsize=1)
+def fresh2_points() -> tuple[Point, ...]:
+    """The second fresh set (benchmarks/fresh2_serving.json), all held out, planned as the reference points are."""
+    return tuple(plan_point(p, FRESH2) for p in load_fresh2()["points"])
+
+
+def never_fitted() -> list[Point]:
+    """Every point no fit saw: the first fresh set's held-out sources and the whole second set."""
+    return held_out_fresh() + list(fresh2_points())
+
+
+# a decode step does not get faster with a bigger batch: within one series of a source, a mean TPOT
+# this much above the TPOT at more clients breaks that (reported beside the goal, never dropped)
+TPOT_SLACK = 1.2
+
+
+def _series(p: dict) -> tuple:
+    return (p["url"], p["engine"], p["engine_version"], p["preset"], p["weight_dtype"], p["kv_dtype"], p["gpu"], p["tp"], p["ep"], p["isl"], p["osl"])
+
+
+def tpot_breaks(pts: list[Point]) -> list[tuple[str, str]]:
+    """(point, why) for every point whose measured TPOT exceeds TPOT_SLACK x the TPOT its own series
+    measures at more clients (docs/serving_fresh2_plan.md's data check)."""
+    out = []
+    for pt in pts:
+        p, t = pt.raw, pt.raw["measured"].get("tpot_mean_ms")
+        if not t or p["mode"] != "closed_loop":
+            continue
+        more = [q for q in pts if q is not pt and _series(q.raw) == _series(p) and q.raw["concurrency"] > p["concurrency"] and q.raw["measured"].get("tpot_mean_ms")]
+        low = min(more, key=lambda q: q.raw["measured"]["tpot_mean_ms"], default=None)
+        if low is not None and t > TPOT_SLACK * low.raw["measured"]["tpot_mean_ms"]:
+            why = f"TPOT {t:g} ms at {p['concurrency']} clients, {low.raw['measured']['tpot_mean_ms']:g} ms at {low.raw['concurrency']} ({low.id})"
+            out.append((pt.id, why))
+    return out
 
 
 def fitted_points() -> list[Point]:

@@ -164,10 +164,10 @@ ACCURACY_RATIOS = "planner / measured predicted with the sweep left out of the f
 
 
 def fresh_rows(x: dict, pre_x: dict) -> list[dict]:
-    """The held-out fresh points' rows (split S.FRESH): planner / measured with the constants ``x`` as
-    their ``ratios`` (the bands use them: no fit saw these points) and with the pre-registered fit's."""
+    """The rows of the points no fit saw (splits S.FRESH and S.FRESH2): planner / measured with the
+    constants ``x`` as their ``ratios`` (the bands use them) and with the pre-registered fit's."""
     rows = []
-    held = S.held_out_fresh()
+    held = S.never_fitted()
     for (pt, ratios), (_pt, pre) in zip(evaluate(held, x), evaluate(held, pre_x), strict=True):
         anomalous = pt.raw.get("anomalies", {})
         rows.append({"id": pt.id, "split": pt.split, "regime": S.regime(pt), "ratios": _rounded(ratios), "fit_ratios": _rounded(ratios), "cv": {}, "preregistered": _rounded(pre), "anomalous": anomalous, "model": pt.raw["model"], "gpu": pt.raw["gpu"]})
@@ -175,14 +175,14 @@ def fresh_rows(x: dict, pre_x: dict) -> list[dict]:
 
 
 def write_fresh_only() -> None:
-    """``--fresh-only``: rewrite only the held-out fresh points' rows of planner/serving_accuracy.json,
+    """``--fresh-only``: rewrite only the never-fitted points' rows of planner/serving_accuracy.json,
     with the shipped constants and the recorded pre-registered ones (no refit; a change to the
     fresh-fit points needs the whole fit)."""
     path = ROOT / "planner" / "serving_accuracy.json"
     data = json.loads(path.read_text())
     x = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
     data.update(source=ACCURACY_SOURCE, ratios=ACCURACY_RATIOS)
-    data["points"] = [p for p in data["points"] if p["split"] != S.FRESH] + fresh_rows(x, data["preregistered_constants"])
+    data["points"] = [p for p in data["points"] if p["split"] not in (S.FRESH, S.FRESH2)] + fresh_rows(x, data["preregistered_constants"])
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 

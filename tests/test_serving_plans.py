@@ -370,6 +370,45 @@ def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios(
     assert b.median_ratio == pytest.approx(statistics.median(both[i]["ratios"]["ttft_mean_ms"] for i in b.points))
 
 
+def test_the_data_check_flags_a_tpot_that_falls_as_clients_rise():
+    # docs/serving_fresh2_plan.md: a decode step does not get faster with a bigger batch, so within one
+    # series mean TPOT more than 1.2x the TPOT at more clients is flagged (reported, never dropped).
+    # InferenceX issue #870 measures 22.73 ms at 4 clients and 12.8 ms at 8 on the same deployment:
+    # 22.73 > 1.2 x 12.8 = 15.36; its 16 / 32 / 64-client TPOTs rise (17.2, 25.6, 34.6) and pass
+    flagged = dict(S.tpot_breaks(list(S.fresh_points())))
+    assert set(flagged) == {"f15-is870c4"} and "12.8 ms at 8" in flagged["f15-is870c4"]
+    assert S.tpot_breaks(S.points()) == []  # no reference point breaks it
+    base = next(pt for pt in S.fresh_points() if pt.id == "f11-is870")
+
+    def at(clients: int, tpot: float, **other) -> S.Point:
+        raw = {**base.raw, "id": f"t{clients}", "concurrency": clients, "measured": {"tpot_mean_ms": tpot}, **other}
+        return dataclasses.replace(base, raw=raw)
+
+    assert S.tpot_breaks([at(4, 15.3), at(8, 12.8)]) == []  # within the 1.2x slack
+    assert [i for i, _ in S.tpot_breaks([at(4, 15.4), at(8, 12.8)])] == ["t4"]
+    assert S.tpot_breaks([at(4, 22.7), at(8, 12.8, isl=7373)]) == []  # another series: other prompt lengths
+    assert S.tpot_breaks([at(4, 22.7), at(8, 12.8, gpu="B200-180GB")]) == []
+
+
+def test_the_second_fresh_set_is_held_out_whole_and_planned_like_the_first():
+    # benchmarks/fresh2_serving.json (registered in docs/serving_fresh2_plan.md before collection):
+    # every point held out, never in a fit, sourced, and not a run the other sets already hold
+    fresh2 = S.fresh2_points()
+    assert all(pt.split == S.FRESH2 for pt in fresh2)
+    fitted_ids = {pt.id for pt in S.fitted_points()}
+    assert not fitted_ids & {pt.id for pt in fresh2}
+    assert [pt.id for pt in S.never_fitted()] == [pt.id for pt in S.held_out_fresh()] + [pt.id for pt in fresh2]
+    earlier = {(p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) for p in S.load()["points"] + S.load_fresh()["points"]}
+    used = {p["url"] for p in S.load()["points"] + S.load_fresh()["points"]}
+    ids = [pt.id for pt in fresh2]
+    assert len(set(ids)) == len(ids) and not set(ids) & {p["id"] for p in S.load_fresh()["points"]}
+    for pt in fresh2:
+        p = pt.raw
+        assert p["url"].startswith("https://") and p["notes"] and p["url"] not in used, pt.id
+        assert (p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) not in earlier, pt.id
+        assert set(S.ratios(pt)) == {m for m in S.METRICS if p["measured"].get(m)} and S.ratios(pt), pt.id
+
+
 # --------------------------------------------------------------------------- TensorRT-LLM batch waiting
 
 
