@@ -116,9 +116,9 @@ def fresh2_doc(shipped: list, pre: list) -> str:
     lines += _goal_rows("shipped constants", shipped) + _goal_rows("pre-registered constants (reference fit split only)", pre)
     lines += data_check("shipped constants", shipped)
     lines += ["", "### By regime, shipped constants", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
-    for name, group in GROUPS.items():
-        if name != "split":
-            lines += [f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |" for g, m, n, med, bad in S.summary_rows(shipped, group)]
+    by = {**{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
+    for name, group in by.items():
+        lines += [f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |" for g, m, n, med, bad in S.summary_rows(shipped, group)]
     lines += ["", "## Points (planner / measured: shipped constants; pre-registered in brackets)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rp) in zip(shipped, pre, strict=True):

@@ -355,9 +355,9 @@ def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios(
     # fresh-fit points carry their leave-one-sweep-out ratios, as the reference points do
     from planner import accuracy
 
-    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] == S.FRESH}
+    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] in (S.FRESH, S.FRESH2)}
     fitted_rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] == S.FRESH_FIT}
-    fresh = S.held_out_fresh()
+    fresh = S.never_fitted()  # the first set's held-out sources and the whole second set
     assert set(rows) == {pt.id for pt in fresh} and set(fitted_rows) == {pt.id for pt in S.fresh_points() if pt.split == S.FRESH_FIT}
     assert all(set(r["cv"]) == {"engine", "GPU", "sweep"} and r["ratios"] == r["cv"]["sweep"] for r in fitted_rows.values())
     for pt in fresh:
