@@ -85,14 +85,16 @@ def band(metric: str, reg: dict[str, str]) -> Band | None:
     cover = errors[min(len(errors) - 1, math.ceil(COVERAGE * len(errors)) - 1)]
     pct = (math.exp(cover) - 1.0) * 100.0
     worst = max(ratios, key=lambda r: abs(math.log(r)))
-    # a band says how far, not which way: where every point missed the same way, say that too
-    side = ", all measured higher" if ratios[-1] < 1.0 else (", all measured lower" if ratios[0] > 1.0 else "")
+    # a band says how far, not which way: where every point missed the same way, say that too, and
+    # by how much at the median (measured / planned), the figure a reader would scale the plan's by
+    median = statistics.median(ratios)
+    side = f", all measured higher, {1 / median:.2g}x at the median" if ratios[-1] < 1.0 else (f", all measured lower, {median:.2g}x at the median" if ratios[0] > 1.0 else "")
     return Band(
         metric=metric,
         text=f"±{pct:.0f} % on points like this one, n={len(found)}{side}",
         n=len(found),
         band_pct=pct,
-        median_ratio=statistics.median(ratios),
+        median_ratio=median,
         worst_ratio=worst,
         matched_on=keys,
         points=tuple(p["id"] for p in found),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 
 import pytest
 
@@ -252,7 +253,9 @@ def test_accuracy_bands_from_the_committed_points_and_a_warning_outside_them():
     # (planner / measured 0.25-0.3 left out of their sweep's fit)
     ttft = accuracy.band("ttft", accuracy.regime(False, 1, 4, "hopper", "vllm"))
     rows = {p["id"]: p["ratios"]["ttft_mean_ms"] for p in accuracy.load()["points"] if "ttft_mean_ms" in p["ratios"]}
-    assert all(rows[i] < 1 for i in ttft.points) and ttft.text.endswith(", all measured higher")
+    assert all(rows[i] < 1 for i in ttft.points) and ", all measured higher, " in ttft.text
+    # ... with the median factor: measured / planned at the median of the matched points
+    assert ttft.text.endswith(f"{1 / statistics.median(rows[i] for i in ttft.points):.2g}x at the median")
     # ... and says nothing of a side where the points missed both ways (the same plan's throughput)
     tps = {p["id"]: p["ratios"]["out_tps_per_gpu"] for p in accuracy.load()["points"] if "out_tps_per_gpu" in p["ratios"]}
     both_ways = accuracy.band("throughput", accuracy.regime(False, 1, 4, "hopper", "vllm"))
