@@ -13,9 +13,18 @@ import pytest
 
 from benchmarks.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, streamlit_argv, wait_healthy
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "free_port", "running_app", "streamlit_argv"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "free_port", "metric_value", "running_app", "streamlit_argv"]
 
 ROOT = Path(__file__).resolve().parent.parent
+# Streamlit keeps the last run's elements on the page, marked data-stale, until the new run replaces
+# them: while a rerun is still going (minutes on two busy cores) a label can match the old metric and
+# the new one, so the browser tests read live elements only
+LIVE = '[data-testid="stElementContainer"]:not([data-stale="true"])'
+
+
+def metric_value(page, label: str):
+    """The value of the live ``st.metric`` labelled ``label`` (a Playwright locator)."""
+    return page.locator(LIVE).get_by_test_id("stMetric").filter(has_text=label).get_by_test_id("stMetricValue")
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app, streamlit_argv
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, metric_value, running_app, streamlit_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -51,10 +51,6 @@ def browser_context(tmp_path_factory):
             context.close()
 
 
-def _metric_value(page, label: str):
-    return page.get_by_test_id("stMetric").filter(has_text=label).get_by_test_id("stMetricValue")
-
-
 def _choose(page, label: str, option: str) -> None:
     page.get_by_test_id("stSelectbox").filter(has_text=label).click()
     page.get_by_role("option", name=option, exact=True).click()
@@ -65,14 +61,14 @@ def test_change_kv_dtype_updates_metric_and_screenshot(server, browser_context):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser_context.new_page()
     page.goto(f"{server}/", wait_until="domcontentloaded")
-    value = _metric_value(page, "KV bytes / token")
+    value = metric_value(page, "KV bytes / token")
     expect(value).to_have_text("128 KiB", timeout=90_000)
-    expect(_metric_value(page, "Max sequences")).to_have_text("172")  # vLLM 0.33's budget on one H100: 441,216 tokens / 2,560 (tests/test_app.py)
+    expect(metric_value(page, "Max sequences")).to_have_text("172")  # vLLM 0.33's budget on one H100: 441,216 tokens / 2,560 (tests/test_app.py)
     page.get_by_test_id("stPlotlyChart").first.wait_for(timeout=60_000)
 
     _choose(page, "KV cache dtype", "fp8 (8-bit)")
     expect(value).to_have_text("64 KiB", timeout=15_000)
-    expect(_metric_value(page, "Memory per sequence")).to_have_text("160 MiB")
+    expect(metric_value(page, "Memory per sequence")).to_have_text("160 MiB")
     expect(page.get_by_test_id("stException")).to_have_count(0)
     page.wait_for_timeout(500)  # let plotly finish drawing before the screenshot
     page.screenshot(path=str(ARTIFACTS / "plan_fp8.png"))
@@ -83,7 +79,7 @@ def test_change_kv_dtype_updates_metric_and_screenshot(server, browser_context):
     page.emulate_media(color_scheme="dark")
     assert "kvd=fp8" in page.url  # the address bar carries the plan...
     page.reload(wait_until="domcontentloaded")  # ...so a new session opens on it again
-    expect(_metric_value(page, "KV bytes / token")).to_have_text("64 KiB", timeout=30_000)
+    expect(metric_value(page, "KV bytes / token")).to_have_text("64 KiB", timeout=30_000)
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "plan_narrow_dark.png"))
     page.close()
@@ -105,7 +101,7 @@ def test_share_link_restores_the_plan_and_the_address_bar_follows(server, browse
 def _share_link_round(page, server, browser_context, expect) -> None:
     wait = 20_000  # generous: the whole suite may be running on two cores
     page.goto(f"{server}/?v=3&m=preset&n=llama-3.1-8b&kvd=fp8&seq=12", wait_until="domcontentloaded")
-    value = _metric_value(page, "KV bytes / token")
+    value = metric_value(page, "KV bytes / token")
     expect(value).to_have_text("64 KiB", timeout=90_000)  # fp8 from the link: half of bf16's 128 KiB
     expect(page.get_by_text("Admitted · 12 of at most")).to_be_visible(timeout=wait)
     share = page.locator(".st-key-share_box")
@@ -129,12 +125,12 @@ def _share_link_round(page, server, browser_context, expect) -> None:
 
     # the address bar in a fresh tab reproduces the plan
     link = page.url
-    most = _metric_value(page, "Max sequences").inner_text()
+    most = metric_value(page, "Max sequences").inner_text()
     fresh = browser_context.new_page()
     try:
         fresh.goto(link, wait_until="domcontentloaded")
-        expect(_metric_value(fresh, "KV bytes / token")).to_have_text("128 KiB", timeout=90_000)
-        expect(_metric_value(fresh, "Max sequences")).to_have_text(most, timeout=wait)
+        expect(metric_value(fresh, "KV bytes / token")).to_have_text("128 KiB", timeout=90_000)
+        expect(metric_value(fresh, "Max sequences")).to_have_text(most, timeout=wait)
     finally:
         fresh.close()
 
@@ -160,7 +156,7 @@ def _open_busy_plan(page, server: str, width: int, height: int) -> None:
     """The busy plan at ``width`` px, headline painted, no headline text clipped."""
     page.set_viewport_size({"width": width, "height": height})
     page.goto(f"{server}{BUSY_LINK}", wait_until="domcontentloaded")
-    sync_api.expect(_metric_value(page, "Cost per hour")).to_have_text("$20.00", timeout=90_000)  # 8 GPUs x $2.50
+    sync_api.expect(metric_value(page, "Cost per hour")).to_have_text("$20.00", timeout=90_000)  # 8 GPUs x $2.50
     page.wait_for_timeout(300)
     assert page.evaluate(CLIPPED_JS) == []
 
@@ -200,7 +196,7 @@ def test_compare_state_survives_page_switch_and_reload(server, browser_context):
     try:
         page.set_viewport_size({"width": 1280, "height": 900})
         page.goto(f"{server}/", wait_until="domcontentloaded")
-        expect(_metric_value(page, "KV bytes / token")).to_have_text("128 KiB", timeout=wait)
+        expect(metric_value(page, "KV bytes / token")).to_have_text("128 KiB", timeout=wait)
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Compare").click()
         expect(page.get_by_role("heading", name="Plan B")).to_be_visible(timeout=wait)
         page.get_by_test_id("stButtonGroup").get_by_text("3 plans", exact=True).click()

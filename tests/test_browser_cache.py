@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app, streamlit_argv
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, metric_value, running_app, streamlit_argv
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,7 +48,7 @@ def test_simulate_page_replays_a_trace_and_refuses_a_bad_line(page, tmp_path):
     good = tmp_path / "trace.jsonl"
     good.write_text("\n".join([_line(0, [1, 2, 3, 4], "a"), _line(1000, [1, 2, 3, 4], "b"), _line(2000, [1, 2, 3, 4], "a")]) + "\n")
     page.locator("input[type=file]").last.set_input_files(str(good))
-    value = page.get_by_test_id("stMetric").filter(has_text="Hit rate (simulated)").get_by_test_id("stMetricValue")
+    value = metric_value(page, "Hit rate (simulated)")
     value.wait_for(timeout=60_000)
     assert value.inner_text() == "33.3%"
     assert page.get_by_text("3 trace requests, 2 tenant(s)").count() == 1

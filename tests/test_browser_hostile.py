@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, metric_value, running_app
 from tests.hostile import EVIL, MARKDOWN_LINK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ def test_hostile_link_renders_text_not_links_or_images(serve, browser):
     context.route(re.compile(rf"https?://[^/]*{re.escape(EVIL)}"), record)
     page = context.new_page()
     page.goto(f"{serve}/?{urlencode(MARKDOWN_LINK)}", wait_until="commit")
-    value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+    value = metric_value(page, "KV bytes / token")
     sync_api.expect(value).to_have_text("128 KiB", timeout=90_000)
     warnings = page.get_by_test_id("stAlert")
     sync_api.expect(warnings.first).to_be_visible(timeout=30_000)
@@ -145,7 +145,7 @@ def test_make_serve_workers_2_behind_nginx(browser, tmp_path):
         context = browser.new_context()
         page = context.new_page()
         page.goto(f"{url}/", wait_until="commit")
-        value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+        value = metric_value(page, "KV bytes / token")
         sync_api.expect(value).to_have_text("128 KiB", timeout=90_000)  # rendered through the websocket, via nginx
         assert any(c["name"] == "kvp_route" for c in context.cookies())
         context.close()

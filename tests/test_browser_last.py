@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, running_app
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, metric_value, running_app
 
 pytestmark = [
     pytest.mark.browser,
@@ -49,7 +49,7 @@ def test_the_first_metric_comes_alone_and_the_charts_and_inputs_follow_without_a
             page = context.new_page()
             page.add_init_script(WATCH)
             page.goto(f"{url}/", wait_until="commit")
-            value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+            value = metric_value(page, "KV bytes / token")
             sync_api.expect(value).to_have_text("128 KiB", timeout=120_000)
             # the rest arrives on the browser's own request: the memory chart, the chart tabs, the inputs
             sync_api.expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=120_000)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port
+from tests.appserver import CHROMIUM, CHROMIUM_ARGS, free_port, metric_value
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = "scripts/run_app.py app.py"
@@ -140,7 +140,7 @@ def test_the_launcher_serves_the_app_and_the_first_paint_handshake_works(tmp_pat
                 deep.close()
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{url}/", wait_until="commit")
-                value = page.get_by_test_id("stMetric").filter(has_text="KV bytes / token").get_by_test_id("stMetricValue")
+                value = metric_value(page, "KV bytes / token")
                 sync_api.expect(value).to_have_text("128 KiB", timeout=60_000)
                 sync_api.expect(page.get_by_test_id("stPlotlyChart").first).to_be_visible(timeout=60_000)
                 sync_api.expect(page.get_by_test_id("stSidebar").get_by_text("Headroom", exact=False).first).to_be_visible(timeout=60_000)
