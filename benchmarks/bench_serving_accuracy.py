@@ -43,10 +43,15 @@ def _recorded(pts: list[S.Point], key: str, cv: str | None = None) -> list[tuple
     return [(pt, rows[pt.id]) for pt in pts]
 
 
+def _shipped_and_preregistered(pts: list[S.Point]) -> tuple[list, list]:
+    """planner / measured of ``pts`` with the shipped constants, and with the pre-registered fit's as
+    scripts/fit_serving.py recorded them (as for the reference points)."""
+    return [(pt, S.ratios(pt)) for pt in pts], _recorded(pts, "preregistered")
+
+
 def fresh2_results() -> tuple[list, list]:
     """The second fresh set (docs/serving_fresh2_plan.md) with the shipped and the pre-registered constants."""
-    pts = list(S.fresh2_points())
-    return [(pt, S.ratios(pt)) for pt in pts], _recorded(pts, "preregistered")
+    return _shipped_and_preregistered(list(S.fresh2_points()))
 
 
 def data_check(label: str, subset: list) -> list[str]:
@@ -61,15 +66,17 @@ def data_check(label: str, subset: list) -> list[str]:
 
 
 def fresh_results() -> tuple[list, list]:
-    """The held-out fresh points' planner / measured with the shipped constants, and with the
-    pre-registered fit's as scripts/fit_serving.py recorded them (as for the reference points)."""
-    fresh = S.held_out_fresh()
-    return [(pt, S.ratios(pt)) for pt in fresh], _recorded(fresh, "preregistered")
+    """The first fresh set's held-out points with the shipped and the pre-registered constants."""
+    return _shipped_and_preregistered(S.held_out_fresh())
 
 
 def _point_row(pt: S.Point, cells: list[str]) -> str:
     p = pt.raw
     return f"| {pt.id} | {pt.engine} {p['engine_version']} | {p['preset']} ({pt.weight_format}) | {p['gpu']} | {p['tp']}/{p['ep']} | {p['isl']}/{p['osl']} | {p['concurrency']} | " + " | ".join(cells) + f" | {p['url']} |"
+
+
+def _regime_rows(subset: list, groups: dict) -> list[str]:
+    return [f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |" for name, group in groups.items() for g, m, n, med, bad in S.summary_rows(subset, group)]
 
 
 def _goal_rows(label: str, subset: list) -> list[str]:
@@ -88,10 +95,7 @@ def fresh_doc(shipped: list, pre: list, fitted: list) -> str:
     lines += _goal_rows("held out: shipped constants", shipped) + _goal_rows("held out: pre-registered constants (reference fit split only)", pre)
     lines += _goal_rows("fresh-fit: shipped constants (in sample)", fitted)
     lines += ["", "### Held out, by regime, shipped constants", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
-    for name, group in GROUPS.items():
-        if name == "split":
-            continue
-        lines += [f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |" for g, m, n, med, bad in S.summary_rows(shipped, group)]
+    lines += _regime_rows(shipped, {k: v for k, v in GROUPS.items() if k != "split"})
     lines += ["", "## Held-out points (planner / measured: shipped constants; pre-registered in brackets)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rp) in zip(shipped, pre, strict=True):
@@ -117,8 +121,7 @@ def fresh2_doc(shipped: list, pre: list) -> str:
     lines += data_check("shipped constants", shipped)
     lines += ["", "### By regime, shipped constants", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
     by = {**{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
-    for name, group in by.items():
-        lines += [f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |" for g, m, n, med, bad in S.summary_rows(shipped, group)]
+    lines += _regime_rows(shipped, by)
     lines += ["", "## Points (planner / measured: shipped constants; pre-registered in brackets)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rp) in zip(shipped, pre, strict=True):
@@ -154,19 +157,15 @@ def main(argv: list[str] | None = None) -> None:
     fresh_shipped, fresh_pre = fresh_results()
     sets += [("fresh held-out, never fitted: shipped constants", fresh_shipped), ("fresh held-out, never fitted: pre-registered constants", fresh_pre)]
     fresh2_shipped, fresh2_pre = fresh2_results()
-    if fresh2_shipped:
-        sets += [("fresh-2 held-out, registered before collection: shipped constants", fresh2_shipped), ("fresh-2 held-out: pre-registered constants", fresh2_pre)]
+    sets += [("fresh-2 held-out, registered before collection: shipped constants", fresh2_shipped), ("fresh-2 held-out: pre-registered constants", fresh2_pre)]
     for label, subset in sets:
         print("\n".join(_goal_rows(label, subset)))
     for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped)):
-        if subset:
-            print("\n".join(data_check(label, subset)))
-    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped)]
-    for label, subset in by_regime + ([("fresh-2 held-out", fresh2_shipped)] if fresh2_shipped else []):
+        print("\n".join(data_check(label, subset)))
+    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped)]
+    for label, subset in by_regime:
         print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
-        for name, group in GROUPS.items():
-            for g, m, n, med, bad in S.summary_rows(subset, group):
-                print(f"| {name}: {g} | {m} | {n} | {med:.3f} | {bad:.3f} |")
+        print("\n".join(_regime_rows(subset, GROUPS)))
     if "--points" in argv:
         print("\n| point | split | engine | model | GPU | TP | clients | TPOT | TTFT | tok/s/GPU |\n|---|---|---|---|---|---|---|---|---|---|")
         for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped:
@@ -175,9 +174,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} | {p['gpu']} | {p['tp']} | {p['concurrency'] or 'offline'} | {cells} |")
 
     if "--fresh-doc" in argv:
-        (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
-        if fresh2_shipped:
-            (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh2.md").write_text(fresh2_doc(fresh2_shipped, fresh2_pre))
+        docs = Path(__file__).resolve().parents[1] / "docs"
+        (docs / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
+        (docs / "serving_fresh2.md").write_text(fresh2_doc(fresh2_shipped, fresh2_pre))
 
 
 if __name__ == "__main__":

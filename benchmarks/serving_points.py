@@ -353,7 +353,7 @@ def held_out_fresh() -> list[Point]:
 
 @lru_cache(maxsize=1)
 def load_fresh2() -> dict:
-    return json.loads(FRESH2_PATH.read_text()) if FRESH2_PATH.exists() else {"points": []}
+    return json.loads(FRESH2_PATH.read_text())
 
 
 @lru_cache(maxsize=1)
@@ -379,16 +379,20 @@ def _series(p: dict) -> tuple:
 def tpot_breaks(pts: list[Point]) -> list[tuple[str, str]]:
     """(point, why) for every point whose measured TPOT exceeds TPOT_SLACK x the TPOT its own series
     measures at more clients (docs/serving_fresh2_plan.md's data check)."""
-    out = []
+
+    def tpot(pt: Point) -> float:
+        return pt.raw["measured"]["tpot_mean_ms"]
+
+    series: dict[tuple, list[Point]] = {}
     for pt in pts:
-        p, t = pt.raw, pt.raw["measured"].get("tpot_mean_ms")
-        if not t or p["mode"] != "closed_loop":
-            continue
-        more = [q for q in pts if q is not pt and _series(q.raw) == _series(p) and q.raw["concurrency"] > p["concurrency"] and q.raw["measured"].get("tpot_mean_ms")]
-        low = min(more, key=lambda q: q.raw["measured"]["tpot_mean_ms"], default=None)
-        if low is not None and t > TPOT_SLACK * low.raw["measured"]["tpot_mean_ms"]:
-            why = f"TPOT {t:g} ms at {p['concurrency']} clients, {low.raw['measured']['tpot_mean_ms']:g} ms at {low.raw['concurrency']} ({low.id})"
-            out.append((pt.id, why))
+        if pt.raw["mode"] == "closed_loop" and pt.raw["measured"].get("tpot_mean_ms"):
+            series.setdefault(_series(pt.raw), []).append(pt)
+    out = []
+    for members in series.values():
+        for pt in members:
+            low = min((q for q in members if q.raw["concurrency"] > pt.raw["concurrency"]), key=tpot, default=None)
+            if low is not None and tpot(pt) > TPOT_SLACK * tpot(low):
+                out.append((pt.id, f"TPOT {tpot(pt):g} ms at {pt.raw['concurrency']} clients, {tpot(low):g} ms at {low.raw['concurrency']} ({low.id})"))
     return out
 
 

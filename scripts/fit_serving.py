@@ -325,8 +325,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
     lines += ["The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x."]
     lines += _table(f"Fit: the shipped constants on all {len(results)} fitted points (in sample)", results, REGIME_GROUPS[:1] + (("set", lambda pt: "fresh fit" if pt.split == S.FRESH_FIT else "reference"),) + REGIME_GROUPS[1:])
     lines += _table(f"Fresh held-out: the shipped constants on the {len(S.held_out_fresh())} fresh points no fit saw (docs/serving_fresh.md)", evaluate(S.held_out_fresh(), x))
-    if S.fresh2_points():
-        lines += _table(f"Second fresh set: the shipped constants on the {len(S.fresh2_points())} runs registered before their collection (docs/serving_fresh2_plan.md, docs/serving_fresh2.md)", evaluate(list(S.fresh2_points()), x))
+    lines += _table(f"Second fresh set: the shipped constants on the {len(S.fresh2_points())} runs registered before their collection (docs/serving_fresh2_plan.md, docs/serving_fresh2.md)", evaluate(list(S.fresh2_points()), x))
     pre_held = [(pt, r) for pt, r in pre_results if pt.split in S.SPLITS[1:]]
     lines += _table("Pre-registered held-out: the fit split's constants on the 26 points registered as held out (H200, SGLang, middle points)", pre_held, REGIME_GROUPS[:1] + (("split", lambda pt: pt.split),) + REGIME_GROUPS[1:])
     lines += [
