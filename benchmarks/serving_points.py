@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import statistics
 from functools import lru_cache
 from pathlib import Path
@@ -49,6 +50,11 @@ FRESH = "fresh held-out"
 # collected on 2026-12-07 after the constants of 79a2ef5; held out whole, evaluated as shipped
 FRESH2_PATH = Path(__file__).resolve().with_name("fresh2_serving.json")
 FRESH2 = "fresh-2 held-out"
+# ... split by source for a refit after that evaluation (docs/serving_fresh2_plan.md, addenda 1 and
+# 2, fixed before any refit with the set ran): a refit candidate fits these sources' points, the
+# others (InferenceX #3318 and #3113 on AMD, the two vLLM PRs) stay held out. No candidate was
+# adopted, so the shipped constants never saw any of the set (every point keeps split FRESH)
+FRESH2_FIT_SOURCES = ("github.com/sgl-project/sgl-cookbook", "github.com/SemiAnalysisAI/InferenceX/pull/538")
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -125,6 +131,8 @@ class Point:
     multi_node: bool  # tensor parallelism across nodes (the fitted inter-node message latency applies)
     intra_latency_us: float  # the all-reduce's latency inside a node
     eager_prefill: bool = False  # the release ran prefill outside CUDA graphs (harness_eager_prefill)
+    rocm: bool = False  # an AMD GPU: the serving fixed costs carry ROCm's fitted scale (rocm_fixed_scale)
+    prompts: int = 0  # prompts the harness sends in all, every client starting at once (0: not stated; harness_prompts)
 
     @property
     def id(self) -> str:
@@ -190,6 +198,28 @@ def harness_eager_prefill(p: dict) -> bool:
     if "eager_prefill" in p.get("harness", {}):
         return p["harness"]["eager_prefill"]
     return p["engine"] == "sglang" and p["engine_version"] in SGLANG_EAGER_PREFILL_RELEASES
+
+
+# every closed-loop harness here starts all its clients at once (vLLM's benchmark_serving and
+# `vllm bench serve` with --max-concurrency, InferenceX's, `sglang.bench_serving` at
+# --request-rate inf): the first wave of prompts queues on an idle engine
+# (docs/serving_fresh2_plan.md, addendum 2, M2)
+_PROMPTS = (
+    re.compile(r"request rate inf, (\d+) prompts"),  # the cookbook points' own summary of the run
+    re.compile(r"--num-prompts?\s+(\d+)"),
+)
+_TEN_PER_CLIENT = re.compile(r"num-prompts\s*=\s*10\s*x\s*conc")  # InferenceX / InferenceMAX: 10 x clients
+
+
+def harness_prompts(p: dict) -> int:
+    """Prompts the point's closed-loop harness sent in all, as its notes state them (0: not stated)."""
+    if "prompts" in p.get("harness", {}):
+        return p["harness"]["prompts"]
+    notes = p.get("notes", "")
+    for pattern in _PROMPTS:
+        if m := pattern.search(notes):
+            return int(m.group(1))
+    return 10 * p["concurrency"] if _TEN_PER_CLIENT.search(notes) else 0
 
 
 def trt_requests(p: dict) -> int:
@@ -323,6 +353,8 @@ def plan_point(p: dict, split: str) -> Point:
         multi_node=p["tp"] > device.node_gpus,
         intra_latency_us=intra,
         eager_prefill=harness_eager_prefill(p),
+        rocm=device.vendor == "amd",
+        prompts=harness_prompts(p) if closed else 0,
     )
 
 
@@ -358,12 +390,17 @@ def load_fresh2() -> dict:
 
 @lru_cache(maxsize=1)
 def fresh2_points() -> tuple[Point, ...]:
-    """The second fresh set (benchmarks/fresh2_serving.json), all held out, planned as the reference points are."""
+    """The second fresh set (benchmarks/fresh2_serving.json), never fitted by the shipped constants, planned as the reference points are."""
     return tuple(plan_point(p, FRESH2) for p in load_fresh2()["points"])
 
 
+def in_fresh2_fit_part(pt: Point) -> bool:
+    """Whether a refit candidate may fit the second-set point (its source is one of FRESH2_FIT_SOURCES)."""
+    return any(src in pt.raw["url"] for src in FRESH2_FIT_SOURCES)
+
+
 def never_fitted() -> list[Point]:
-    """Every point no fit saw: the first fresh set's held-out sources and the whole second set."""
+    """Every point the shipped constants never saw: the first set's held-out sources and the whole second set."""
     return held_out_fresh() + list(fresh2_points())
 
 
@@ -407,6 +444,10 @@ def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[s
     roof = pt.roof
     if serving is not None:
         roof = dataclasses.replace(roof, eff=latency.serving_efficiency(pt.engine, serving))
+        if pt.rocm and "rocm_fixed_scale" in serving:  # a refit candidate's M1: the catalog's AMD fixed_cost_scale, and the eager launches at that scale too
+            roof = dataclasses.replace(roof, fixed_scale=serving["rocm_fixed_scale"])
+            if pt.eager_prefill:
+                roof = dataclasses.replace(roof, eager_prefill_s=latency.eager_prefill_floor(roof) * roof.fixed_scale)
         if pt.multi_node and "scaleout_message_s" in serving:
             roof = dataclasses.replace(roof, link_latency_s=(pt.intra_latency_us + serving["scaleout_message_s"] * 1e6) * 1e-6)  # as Device.link_at and build_roofline compute it
     if kernels is not None:
@@ -436,7 +477,25 @@ def predict(pt: Point, roof: latency.Roofline | None = None) -> dict[str, float]
     tps = fig.output_tokens_per_s / pt.gpus
     if "Tput User" in p.get("notes", ""):
         tps = 1000.0 / fig.tpot_ms
-    return {"ttft_mean_ms": fig.ttft_ms, "tpot_mean_ms": fig.tpot_ms, "out_tps_per_gpu": tps}
+    return {"ttft_mean_ms": start_burst_ttft_ms(pt, setup, fig.ttft_ms), "tpot_mean_ms": fig.tpot_ms, "out_tps_per_gpu": tps}
+
+
+START_BURST = False  # docs/serving_fresh2_plan.md, addendum 2, M2: a refit candidate's (scripts/fit_serving.py --candidate); not shipped
+
+
+def start_burst_ttft_ms(pt: Point, setup, steady_ms: float) -> float:
+    """The mean TTFT of a closed loop whose harness starts its ``C`` clients at once and sends ``N``
+    prompts in all (:attr:`Point.prompts`): the first wave's ``C`` prompts queue on an idle engine
+    (their mean: preprocessing + the burst's mean time to the end of its prefill, latency.served),
+    the other ``N - C`` see the steady state. ``steady_ms`` where the harness states no ``N``."""
+    c, n = pt.clients, pt.prompts * pt.clients // max(1, pt.raw["concurrency"] or 1)  # per rank
+    if not START_BURST or n <= c or c <= 1:
+        return steady_ms
+    s = setup
+    pre = s.preprocess_s if s.preprocess_s is not None else latency.api_preprocess_s(s.roof.eff, s.prompt)
+    burst = latency.served(s.roof, s.prompt, s.cached, s.generated, c, s.kv_mid, s.mid, s.budget)
+    first = pre * 1e3 + burst.prefill_served_ms
+    return (c * first + (n - c) * steady_ms) / n
 
 
 METRICS = ("tpot_mean_ms", "ttft_mean_ms", "out_tps_per_gpu")

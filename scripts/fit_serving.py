@@ -71,6 +71,8 @@ SERVING_PARAMS = [
     ("sglang_seq_s", 10e-6, 1e-8, 3e-4, 3.0, "SGLang host work per sequence producing a token"),
     ("scaleout_message_s", 25e-6, 1e-7, 1e-3, 3.0, "latency of an all-reduce message that leaves the node (InfiniBand / RoCE)"),
 ]
+# a refit candidate's M1 (docs/serving_fresh2_plan.md, addendum 2); the shipped fit keeps the catalog's estimate
+ROCM_PARAM = ("rocm_fixed_scale", 1.5, 0.5, 20.0, 3.0, "ROCm's serving fixed costs (per layer kind, host work per step and sequence, eager-prefill launches) against CUDA's (the catalog's AMD fixed_cost_scale)")
 KERNEL_PARAMS = [
     ("w4a16", 1.0, 0.1, 6.0, 2.0, "4-bit float experts widened to 16-bit activations (Triton matmul_ogs)"),
     ("int4", 1.0, 0.05, 6.0, 3.0, "AWQ / GPTQ integer experts (Marlin W4A16)"),
@@ -87,8 +89,12 @@ PRIOR_WEIGHT = 0.3
 LOSS, F_SCALE = "soft_l1", 0.3
 
 
+KERNEL_NAMES = frozenset(n for n, *_ in KERNEL_PARAMS)
+BASE: dict[str, float] = {}  # constants held fixed under the fitted ones (a candidate that fits a few: evaluate_candidate)
+
+
 def split_x(x: dict) -> tuple[dict, dict]:
-    return {n: x[n] for n, *_ in SERVING_PARAMS}, {n: x[n] for n, *_ in KERNEL_PARAMS}
+    return {n: v for n, v in x.items() if n not in KERNEL_NAMES}, {n: v for n, v in x.items() if n in KERNEL_NAMES}
 
 
 def evaluate(pts: list[S.Point], x: dict) -> list[tuple[S.Point, dict[str, float]]]:
@@ -97,7 +103,7 @@ def evaluate(pts: list[S.Point], x: dict) -> list[tuple[S.Point, dict[str, float
 
 
 def residuals(v: np.ndarray, pts: list[S.Point]) -> np.ndarray:
-    x = {name: math.exp(val) for (name, *_), val in zip(PARAMS, v, strict=True)}
+    x = {**BASE, **{name: math.exp(val) for (name, *_), val in zip(PARAMS, v, strict=True)}}
     out = []
     for pt, ratios in evaluate(pts, x):
         out += [math.log(ratios[m]) for m in S.fitted_quantities(pt)]
@@ -108,7 +114,7 @@ def residuals(v: np.ndarray, pts: list[S.Point]) -> np.ndarray:
 
 def fit(pts: list[S.Point], start: dict | None = None, max_nfev: int = 2000):
     """The least-squares fit over ``pts``, from the priors (or ``start``'s constants)."""
-    x0 = np.log([start[p[0]] if start else p[1] for p in PARAMS])
+    x0 = np.log([start.get(p[0], p[1]) if start else p[1] for p in PARAMS])
     lo, hi = np.log([p[2] for p in PARAMS]), np.log([p[3] for p in PARAMS])
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
     return least_squares(residuals, x0, bounds=(lo, hi), args=(pts,), loss=LOSS, f_scale=F_SCALE, max_nfev=max_nfev, xtol=1e-10, ftol=1e-10, gtol=1e-10)
@@ -427,9 +433,44 @@ def _print(title: str, subset) -> None:
         print(f"{title:28s} {m:16s} n={n:2d} median {med:.3f} worst {bad:.3f} goal {'met' if S.goal_met(m, med, bad) else 'NOT met'}")
 
 
+def _median_abs_log(subset) -> dict[str, float]:
+    return {m: round(float(np.median([abs(math.log(r[m])) for pt, r in subset if m in r and m not in pt.raw.get("anomalies", {})])), 4) for m in S.METRICS}
+
+
+def evaluate_candidate(name: str) -> None:
+    """``--candidate A|B|C|D|E``: a refit candidate (docs/serving_fresh2_plan.md; A: the shipped fit's
+    points and the second set's fit part with M1 and M2; B: the same with M1; C: the data only; D:
+    the shipped constants and M1's scale alone, fitted on the fit part's AMD runs; E: D with M2), scored on the
+    two held-out sets (median |log(planner / measured)| per metric) and on the reference set's goal;
+    prints JSON and writes nothing."""
+    global PARAMS, SERVING_PARAMS, BASE
+    S.START_BURST = name in "AE"
+    if name in "ABDE":
+        SERVING_PARAMS = SERVING_PARAMS + [ROCM_PARAM]
+    if name in "DE":
+        SERVING_PARAMS = [ROCM_PARAM]
+    PARAMS = SERVING_PARAMS + (KERNEL_PARAMS if name not in "DE" else [])
+    shipped = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
+    BASE = shipped if name in "DE" else {}
+    part = [pt for pt in S.fresh2_points() if S.in_fresh2_fit_part(pt)]
+    fitted = S.fitted_points() + part if name not in "DE" else [pt for pt in part if pt.rocm]
+    result = fit(fitted, shipped)
+    x = {**shipped, **constants(result)}
+    ref = [(pt, r) for pt, r in evaluate(S.points(), x)]
+    goal = {m: [float(f"{med:.4g}"), float(f"{bad:.4g}"), S.goal_met(m, med, bad)] for _g, m, _n, med, bad in S.summary_rows(ref, lambda pt: "all")}
+    out = {"candidate": name, "fitted_on": len(fitted), "constants": {k: float(f"{v:.4g}") for k, v in constants(result).items()}, "cost": result.cost, "nfev": result.nfev}
+    out["fresh held-out"] = _median_abs_log(evaluate(S.held_out_fresh(), x))
+    out["fresh-2 held-out"] = _median_abs_log(evaluate([pt for pt in S.fresh2_points() if not S.in_fresh2_fit_part(pt)], x))
+    out["reference in sample (median, worst, met)"] = goal
+    print(json.dumps(out))
+
+
 def main() -> None:
     if "--fresh-only" in sys.argv[1:]:
         write_fresh_only()
+        return
+    if "--candidate" in sys.argv[1:]:
+        evaluate_candidate(sys.argv[sys.argv.index("--candidate") + 1])
         return
     pts = S.points()
     pre = fit([pt for pt in pts if pt.split == "fit"])
