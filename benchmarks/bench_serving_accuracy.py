@@ -15,11 +15,16 @@ second fresh set (benchmarks/fresh2_serving.json, registered in docs/serving_fre
 it was collected) the same way, and the registered data check (TPOT falling as clients rise).
 ``--cv`` recomputes the cross-validation here (scipy; minutes). Goal on held-out points: TPOT
 median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x. ``--points`` also
-prints every point; ``--fresh-doc`` writes docs/serving_fresh.md and docs/serving_fresh2.md (the fresh points' tables).
+prints every point; ``--fresh-doc`` writes docs/serving_fresh.md (the first set's tables; docs/serving_fresh2.md
+is the record of the second set's one evaluation, written by this script's fresh2_doc at b753f4a). The third
+fresh set (benchmarks/fresh3_serving.json, docs/serving_fresh3_plan.md) is run under the shipped planner and
+the frozen candidate D; ``--fresh3-doc`` writes its record, docs/serving_fresh3.md, once.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -52,6 +57,65 @@ def _shipped_and_preregistered(pts: list[S.Point]) -> tuple[list, list]:
 def fresh2_results() -> tuple[list, list]:
     """The second fresh set (docs/serving_fresh2_plan.md) with the shipped and the pre-registered constants."""
     return _shipped_and_preregistered(list(S.fresh2_points()))
+
+
+def fresh3_results() -> dict[str, list]:
+    """The third fresh set (docs/serving_fresh3_plan.md) under the shipped planner, candidate D and candidate E."""
+    pts = list(S.fresh3_points())
+    return {"shipped": [(pt, S.ratios(pt)) for pt in pts], "D": [(pt, S.candidate_ratios(pt, "D")) for pt in pts], "E": [(pt, S.candidate_ratios(pt, "E")) for pt in pts]}
+
+
+def median_abs_log(subset: list) -> dict[str, float]:
+    """Median |log(planner / measured)| per metric (figures the source flags left out)."""
+    out = {}
+    for m in S.METRICS:
+        v = [abs(math.log(r[m])) for pt, r in subset if m in r and m not in pt.raw.get("anomalies", {})]
+        if v:
+            out[m] = statistics.median(v)
+    return out
+
+
+def fresh3_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
+    """docs/serving_fresh3_plan.md's rule, decided once: D replaces the shipped AMD scale if no metric's
+    median |log| is worse than shipped by more than 0.01, their sum is lower, and the set holds at
+    least 8 AMD runs (fewer: None, no decision). Returns the decision and its reasons."""
+    base, cand = median_abs_log(results["shipped"]), median_abs_log(results["D"])
+    amd = sum(pt.rocm for pt, _r in results["shipped"])
+    why = [f"{m}: shipped {base[m]:.4f}, D {cand[m]:.4f}" for m in base]
+    why.append(f"sum: shipped {sum(base.values()):.4f}, D {sum(cand.values()):.4f}; AMD runs {amd}")
+    if amd < 8:
+        return None, why + ["fewer than 8 AMD runs: no decision"]
+    worse = [m for m in base if cand[m] > base[m] + 0.01]
+    ok = not worse and sum(cand.values()) < sum(base.values())
+    return ok, why + ([f"worse by more than 0.01: {', '.join(worse)}"] if worse else []) + [f"D {'replaces' if ok else 'does not replace'} the shipped AMD scale"]
+
+
+def fresh3_doc(results: dict[str, list]) -> str:
+    """docs/serving_fresh3.md: the third fresh set and the one decision it makes (docs/serving_fresh3_plan.md)."""
+    data = S.load_fresh3()
+    decision, why = fresh3_decision(results)
+    lines = ["# Third fresh set: the planner as shipped and candidate D on runs collected after D was frozen (written once by benchmarks/bench_serving_accuracy.py --fresh3-doc; a record, not regenerated)", "", data.get("about", ""), ""]
+    lines += ["Registered before collection in docs/serving_fresh3_plan.md (the models under test, the rule, what is reported).", ""]
+    lines += ["## The decision", "", f"**{'D adopted' if decision else 'D not adopted' if decision is False else 'No decision'}.** Median |log(planner / measured)| on the whole set:", ""]
+    lines += [f"* {w}" for w in why]
+    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x.", ""]
+    lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+    for name, label in (("shipped", "shipped planner"), ("D", "candidate D (ROCm scale 6.307)"), ("E", "candidate E (D with the start burst; reported only)")):
+        lines += _goal_rows(label, results[name])
+    lines += data_check("shipped planner", results["shipped"])
+    by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
+    for name, label in (("shipped", "shipped planner"), ("D", "candidate D")):
+        lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
+        lines += _regime_rows(results[name], by)
+    lines += ["", "## Points (planner / measured: shipped; D in brackets, where it differs)", ""]
+    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (pt, r), (_pt, rd) in zip(results["shipped"], results["D"], strict=True):
+        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rd[m]:.3f})" if rd[m] != r[m] else "")) if m in r else "" for m in S.METRICS]))
+    lines += ["", "## Left out by the selection rule", ""]
+    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
+    lines += ["", "## How each was launched and measured", ""]
+    lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh3_points()]
+    return "\n".join(lines) + "\n"
 
 
 def data_check(label: str, subset: list) -> list[str]:
@@ -109,30 +173,6 @@ def fresh_doc(shipped: list, pre: list, fitted: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fresh2_doc(shipped: list, pre: list) -> str:
-    """docs/serving_fresh2.md: the second fresh set, registered before it was collected
-    (docs/serving_fresh2_plan.md), evaluated once as shipped."""
-    data = S.load_fresh2()
-    lines = ["# Second fresh set: the planner as shipped on runs collected after it (generated by benchmarks/bench_serving_accuracy.py --fresh-doc; do not edit)", "", data.get("about", ""), ""]
-    lines += ["Registered before collection in docs/serving_fresh2_plan.md (what is reported, what the results may not change).", ""]
-    lines += ["## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x.", ""]
-    lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
-    lines += _goal_rows("shipped constants", shipped) + _goal_rows("pre-registered constants (reference fit split only)", pre)
-    lines += data_check("shipped constants", shipped)
-    lines += ["", "### By regime, shipped constants", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
-    by = {**{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
-    lines += _regime_rows(shipped, by)
-    lines += ["", "## Points (planner / measured: shipped constants; pre-registered in brackets)", ""]
-    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (pt, r), (_pt, rp) in zip(shipped, pre, strict=True):
-        lines.append(_point_row(pt, [f"{r[m]:.3f} ({rp[m]:.3f})" if m in r else "" for m in S.METRICS]))
-    lines += ["", "## Left out by the selection rule", ""]
-    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
-    lines += ["", "## How each was launched and measured", ""]
-    lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh2_points()]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     pts = S.points()
@@ -158,17 +198,19 @@ def main(argv: list[str] | None = None) -> None:
     sets += [("fresh held-out, never fitted: shipped constants", fresh_shipped), ("fresh held-out, never fitted: pre-registered constants", fresh_pre)]
     fresh2_shipped, fresh2_pre = fresh2_results()
     sets += [("fresh-2 held-out, registered before collection: shipped constants", fresh2_shipped), ("fresh-2 held-out: pre-registered constants", fresh2_pre)]
+    fresh3 = fresh3_results()
+    sets += [("fresh-3 held-out, registered before collection: shipped planner (candidate D, adopted)", fresh3["shipped"]), ("fresh-3 held-out: candidate E (D with the start burst; reported only)", fresh3["E"])]
     for label, subset in sets:
         print("\n".join(_goal_rows(label, subset)))
-    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped)):
+    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["shipped"])):
         print("\n".join(data_check(label, subset)))
-    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped)]
+    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["shipped"])]
     for label, subset in by_regime:
         print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
         print("\n".join(_regime_rows(subset, GROUPS)))
     if "--points" in argv:
         print("\n| point | split | engine | model | GPU | TP | clients | TPOT | TTFT | tok/s/GPU |\n|---|---|---|---|---|---|---|---|---|---|")
-        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped:
+        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["shipped"]:
             p = pt.raw
             cells = " | ".join(f"{r[m]:.3f}" if m in r else "" for m in S.METRICS)
             print(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} | {p['gpu']} | {p['tp']} | {p['concurrency'] or 'offline'} | {cells} |")
@@ -176,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     if "--fresh-doc" in argv:
         docs = Path(__file__).resolve().parents[1] / "docs"
         (docs / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
-        (docs / "serving_fresh2.md").write_text(fresh2_doc(fresh2_shipped, fresh2_pre))
+    if "--fresh3-doc" in argv:  # once, when the set is evaluated (docs/serving_fresh3_plan.md): a record afterwards
+        (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh3.md").write_text(fresh3_doc(fresh3))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,13 @@ FRESH2 = "fresh-2 held-out"
 # others (InferenceX #3318 and #3113 on AMD, the two vLLM PRs) stay held out. No candidate was
 # adopted, so the shipped constants never saw any of the set (every point keeps split FRESH)
 FRESH2_FIT_SOURCES = ("github.com/sgl-project/sgl-cookbook", "github.com/SemiAnalysisAI/InferenceX/pull/538")
+# a third set, registered before it was collected (docs/serving_fresh3_plan.md) to judge candidate D,
+# frozen there: ROCm's serving fixed costs at this scale of CUDA's (M1 alone; scripts/fit_serving.py
+# --candidate D); E, reported only: D's refit with the closed loop's start burst (M2)
+FRESH3_PATH = Path(__file__).resolve().with_name("fresh3_serving.json")
+FRESH3 = "fresh-3 held-out"
+CANDIDATE_D = {"rocm_fixed_scale": 6.307}
+CANDIDATE_E = {"rocm_fixed_scale": 6.064}
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -399,9 +406,32 @@ def in_fresh2_fit_part(pt: Point) -> bool:
     return any(src in pt.raw["url"] for src in FRESH2_FIT_SOURCES)
 
 
+@lru_cache(maxsize=1)
+def load_fresh3() -> dict:
+    return json.loads(FRESH3_PATH.read_text())
+
+
+@lru_cache(maxsize=1)
+def fresh3_points() -> tuple[Point, ...]:
+    """The third fresh set (benchmarks/fresh3_serving.json), held out whole, planned as the reference points are."""
+    return tuple(plan_point(p, FRESH3) for p in load_fresh3()["points"])
+
+
 def never_fitted() -> list[Point]:
-    """Every point the shipped constants never saw: the first set's held-out sources and the whole second set."""
-    return held_out_fresh() + list(fresh2_points())
+    """Every point the shipped constants never saw: the first set's held-out sources and the whole second and third sets."""
+    return held_out_fresh() + list(fresh2_points()) + list(fresh3_points())
+
+
+def candidate_ratios(pt: Point, name: str) -> dict[str, float]:
+    """planner / measured of ``pt`` under candidate D or E (docs/serving_fresh3_plan.md): the shipped
+    constants with ROCm's fitted scale (an NVIDIA point as shipped), E with the start burst too."""
+    global START_BURST
+    extra = {"D": CANDIDATE_D, "E": CANDIDATE_E}[name]
+    was, START_BURST = START_BURST, name == "E"
+    try:
+        return ratios(pt, with_fit(pt, {**latency.SERVING_FIT, **extra}, dict(latency.KERNEL_FIT)))
+    finally:
+        START_BURST = was
 
 
 # a decode step does not get faster with a bigger batch: within one series of a source, a mean TPOT
@@ -444,10 +474,10 @@ def with_fit(pt: Point, serving: dict[str, float] | None = None, kernels: dict[s
     roof = pt.roof
     if serving is not None:
         roof = dataclasses.replace(roof, eff=latency.serving_efficiency(pt.engine, serving))
-        if pt.rocm and "rocm_fixed_scale" in serving:  # a refit candidate's M1: the catalog's AMD fixed_cost_scale, and the eager launches at that scale too
+        if pt.rocm and "rocm_fixed_scale" in serving:  # a refit candidate's M1: the catalog's AMD fixed_cost_scale, and the eager launches at that scale (latency.eager_prefill_floor)
             roof = dataclasses.replace(roof, fixed_scale=serving["rocm_fixed_scale"])
             if pt.eager_prefill:
-                roof = dataclasses.replace(roof, eager_prefill_s=latency.eager_prefill_floor(roof) * roof.fixed_scale)
+                roof = dataclasses.replace(roof, eager_prefill_s=latency.eager_prefill_floor(roof))
         if pt.multi_node and "scaleout_message_s" in serving:
             roof = dataclasses.replace(roof, link_latency_s=(pt.intra_latency_us + serving["scaleout_message_s"] * 1e6) * 1e-6)  # as Device.link_at and build_roofline compute it
     if kernels is not None:

@@ -136,10 +136,11 @@ _NVL5 = "NVLink 5: 1.8 TB/s bidirectional = 900 per direction (NVIDIA datasheet)
 _CX7 = "one ConnectX-7 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 GB/s per direction); 25 us a message across nodes (estimate, on top of the in-node latency; NCCL's own latency model, src/graph/tuning.cc, gives a small tree all-reduce over 2 x 8 GPUs 6.8 + 2 x (7 x 0.6 + 5.0) = 25.2 us in all)"
 _CX8 = "one ConnectX-8 SuperNIC per GPU, 800 Gb/s (InfiniBand XDR or 2 x 400 GbE: 100 GB/s per direction); 25 us a message across nodes (estimate, as ConnectX-7)"
 _ETH = "no RDMA NIC per GPU in a typical PCIe server: 200 GbE per 8 GPUs = 3.1 GB/s per GPU per direction, 50 us a message (estimate)"
-AMD_FIXED_COST_SCALE = 1.5
+AMD_FIXED_COST_SCALE = 6.307
 _AMD_STACK = (
-    "estimate, not fitted (no AMD point in the measured serving set): ROCm's per-layer fixed costs and per-step host overhead at 1.5x the CUDA stack's, "
-    "as SemiAnalysis's AMD vs NVIDIA inference benchmark (2025) found the ROCm builds of vLLM / SGLang behind CUDA's at small batch; override when you measure"
+    "fitted: ROCm's per-layer serving fixed costs, host work per step and sequence and eager-prefill launches at 6.307x the CUDA stack's, "
+    "fitted on the SGLang cookbook's 13 runs on 8 x MI300X (SGLang 0.5.6-0.5.7) and adopted on a third set of published runs collected after it was frozen "
+    "(docs/serving_fresh3_plan.md, docs/serving_fresh3.md); one scale for every AMD GPU and engine release; override when you measure"
 )
 _L40S_FIT = "fitted to AIConfigurator 0.12.0 measured L40S (vLLM) fit-split rows (docs/latency_fit.md, stage 2)"
 # (tp, link GB/s, latency us): AIConfigurator's measured L40S all-reduce, fitted per TP size. Other

@@ -977,8 +977,10 @@ def eager_prefill_floor(roof: Roofline) -> float:
     kind has a published eager figure: 0 for them). What ``Roofline.eager_prefill_s`` is set to for an
     engine release that runs prefill eagerly (SGLang before prefill CUDA graphs: 0.5.6's
     ``enable_piecewise_cuda_graph`` defaults to False, ForwardMode.is_cuda_graph() holds for decode,
-    target-verify and idle batches only; 0.5.23 graphs prefill by default, ``default_prefill_backend``)."""
-    return roof.mla_layers * EAGER_MLA_LAYER_S
+    target-verify and idle batches only; 0.5.23 graphs prefill by default, ``default_prefill_backend``).
+    Times ``roof.fixed_scale``: the launches are host work, as slow as the rest of the software stack's
+    (ROCm's fitted scale, docs/serving_fresh3_plan.md)."""
+    return roof.mla_layers * EAGER_MLA_LAYER_S * roof.fixed_scale
 
 
 def api_preprocess_s(eff: Efficiency, prompt_tokens: int) -> float:

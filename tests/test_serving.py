@@ -170,7 +170,8 @@ def test_2026_catalog_entries_carry_sources_dates_memory_and_prices():
     assert hardware.get_device("GB200-NVL72-186GB").smi_memory_mib == 189471 and hardware.get_device("GB200-NVL72-186GB").cuda_memory_kind == "derived"
     for name in ("B300-SXM-288GB", "GB300-NVL72-288GB", "MI355X-288GB", "RTX-PRO-6000-96GB"):
         assert hardware.get_device(name).fp4_tflops, name
-    assert hardware.get_device("MI355X-288GB").fixed_cost_scale == hardware.AMD_FIXED_COST_SCALE > 1 and "estimate" in hardware.get_device("MI355X-288GB").fixed_cost_source
+    assert hardware.get_device("MI355X-288GB").fixed_cost_scale == hardware.AMD_FIXED_COST_SCALE > 1 and "fitted" in hardware.get_device("MI355X-288GB").fixed_cost_source
+    assert hardware.AMD_FIXED_COST_SCALE == S.CANDIDATE_D["rocm_fixed_scale"]  # docs/serving_fresh3_plan.md: candidate D, adopted
 
 
 def _deepseek_tp8() -> tuple:

@@ -355,9 +355,9 @@ def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios(
     # fresh-fit points carry their leave-one-sweep-out ratios, as the reference points do
     from planner import accuracy
 
-    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] in (S.FRESH, S.FRESH2)}
+    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] in (S.FRESH, S.FRESH2, S.FRESH3)}
     fitted_rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] == S.FRESH_FIT}
-    fresh = S.never_fitted()  # the first set's held-out sources and the whole second set
+    fresh = S.never_fitted()  # the first set's held-out sources and the whole second and third sets
     assert set(rows) == {pt.id for pt in fresh} and set(fitted_rows) == {pt.id for pt in S.fresh_points() if pt.split == S.FRESH_FIT}
     assert all(set(r["cv"]) == {"engine", "GPU", "sweep"} and r["ratios"] == r["cv"]["sweep"] for r in fitted_rows.values())
     for pt in fresh:
@@ -397,7 +397,7 @@ def test_the_second_fresh_set_is_held_out_whole_and_planned_like_the_first():
     assert all(pt.split == S.FRESH2 for pt in fresh2)
     fitted_ids = {pt.id for pt in S.fitted_points()}
     assert not fitted_ids & {pt.id for pt in fresh2}
-    assert [pt.id for pt in S.never_fitted()] == [pt.id for pt in S.held_out_fresh()] + [pt.id for pt in fresh2]
+    assert [pt.id for pt in S.never_fitted()] == [pt.id for pt in S.held_out_fresh()] + [pt.id for pt in fresh2] + [pt.id for pt in S.fresh3_points()]
     earlier = {(p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) for p in S.load()["points"] + S.load_fresh()["points"]}
     used = {p["url"] for p in S.load()["points"] + S.load_fresh()["points"]}
     ids = [pt.id for pt in fresh2]
@@ -488,3 +488,62 @@ def test_batch_waiting_on_every_surface():
     at2.query_params.update({"v": "3", "m": "preset", "n": "llama-3.1-8b"})
     at2.run()
     assert not [n for n in at2.number_input if n.key.startswith("batch_wait")]  # vLLM: not shown
+
+
+# --------------------------------------------------------------------------- refit candidates (docs/serving_fresh2_plan.md, addendum 2; docs/serving_fresh3_plan.md)
+
+
+def test_the_second_set_splits_by_source_for_a_refit_and_stays_held_out_for_the_shipped_constants():
+    # addendum 1 fixed the split before any refit: the SGLang cookbook's 46 runs and InferenceX #538's
+    # 7 may be fitted by a candidate, InferenceX #3318 (6) and #3113 (5) and the two vLLM PRs stay
+    # out. No candidate was adopted, so for the shipped constants every point is still never fitted
+    fresh2 = S.fresh2_points()
+    part = [pt for pt in fresh2 if S.in_fresh2_fit_part(pt)]
+    assert (len(part), len(fresh2) - len(part)) == (53, 13)
+    assert {pt.raw["source"] for pt in part} == {"sgl-cookbook", "inferencex"} and {pt.raw["url"] for pt in part if pt.raw["source"] == "inferencex"} == {"https://github.com/SemiAnalysisAI/InferenceX/pull/538"}
+    assert sum(pt.rocm for pt in part) == 13  # the cookbook's MI300X runs: what candidate D's one constant is fitted on
+    assert all(pt.split == S.FRESH2 for pt in fresh2) and not {pt.id for pt in S.fitted_points()} & {pt.id for pt in fresh2}
+
+
+def test_harness_prompts_read_from_each_sources_own_words():
+    # the closed loop's start (M2) needs the prompts a run sent in all: the cookbook points' summary
+    # ("request rate inf, 500 prompts"), a command line's --num-prompts / --num-prompt, InferenceX's
+    # 10 x clients; tenstorrent's sweeps state none, and the harness field wins
+    by = {pt.id: pt for pt in S.fitted_points() + S.never_fitted()}
+    assert by["g52-ckqwen3"].prompts == 500 and by["g78-ckqnext"].prompts == 1000  # '--num-prompt 1000'
+    assert by["g92-vpr23151"].prompts == 100 and by["f64-gpustack"].prompts == 100
+    assert by["g05-ix3318"].prompts == 640 and by["p05-inferencex"].prompts == 40  # 10 x 64, 10 x 4
+    assert all(pt.prompts == 0 for pt in S.points() if pt.raw["source"] in ("tenstorrent", "trtllm"))
+    assert S.harness_prompts({**by["g52-ckqwen3"].raw, "harness": {"prompts": 7}}) == 7
+
+
+def test_the_start_burst_weights_the_first_wave_into_the_mean_ttft(monkeypatch):
+    # M2: C clients started at once, N prompts: mean TTFT = (C x first wave + (N - C) x steady) / N.
+    # InferenceX sends N = 10 C, so the first wave weighs exactly 1/10; one client has no wave
+    pt = next(p for p in S.never_fitted() if p.id == "g05-ix3318")  # 64 clients, 640 prompts
+    steady = S.predict(pt)["ttft_mean_ms"]
+    monkeypatch.setattr(S, "START_BURST", True)
+    s = pt.setup
+    first = latency.api_preprocess_s(s.roof.eff, s.prompt) * 1e3 + latency.served(s.roof, s.prompt, s.cached, s.generated, 64, s.kv_mid, s.mid, s.budget).prefill_served_ms
+    assert first > steady  # 64 prompts of 7,373 tokens queued on an idle engine wait longer than one arriving in steady state
+    assert S.predict(pt)["ttft_mean_ms"] == pytest.approx(0.1 * first + 0.9 * steady, rel=1e-12)
+    one = next(p for p in S.fresh2_points() if p.id == "g87-ckkimi25")  # one client, 10 prompts
+    monkeypatch.setattr(S, "START_BURST", False)
+    alone = S.predict(one)["ttft_mean_ms"]
+    monkeypatch.setattr(S, "START_BURST", True)
+    assert S.predict(one)["ttft_mean_ms"] == alone
+
+
+def test_rocm_scale_of_candidate_d_is_shipped_and_scales_fixed_costs_and_eager_launches_only_on_amd():
+    # M1, adopted by the third set (docs/serving_fresh3_plan.md, docs/serving_fresh3.md): on an AMD GPU
+    # the serving fixed costs and the eager-prefill floor carry the fitted 6.307x; DeepSeek-V3's 61
+    # MLA layers x 1.148 ms (latency.EAGER_MLA_LAYER_S) x 6.307 = 441.7 ms, x 1.5 (the old estimate)
+    # = 105.0 ms; the key leaves an NVIDIA point as it is
+    amd = next(p for p in S.fresh2_points() if p.id == "g68-ckds31")
+    assert amd.roof.fixed_scale == S.CANDIDATE_D["rocm_fixed_scale"] == 6.307
+    assert amd.roof.eager_prefill_s == pytest.approx(61 * 1.148e-3 * 6.307) == pytest.approx(0.4417, rel=1e-4)
+    old = S.with_fit(amd, {**latency.SERVING_FIT, "rocm_fixed_scale": 1.5}, dict(latency.KERNEL_FIT))
+    assert old.fixed_scale == 1.5 and old.eager_prefill_s == pytest.approx(0.1050, rel=1e-3)
+    assert S.ratios(amd)["tpot_mean_ms"] > S.ratios(amd, old)["tpot_mean_ms"]  # 6.307x: slower steps, nearer the measured 23.8 ms
+    nv = next(p for p in S.fresh2_points() if p.id == "g59-ckdsr1")
+    assert S.candidate_ratios(nv, "D") == S.ratios(nv) and S.candidate_ratios(amd, "D") == S.ratios(amd)

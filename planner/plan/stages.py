@@ -400,7 +400,7 @@ def eager_notes(inputs: PlanInputs, roof: latency.Roofline) -> tuple[str, ...]:
         return ()
     return (
         f"SGLang with pipeline parallelism (pp {inputs.pp}) runs prefill outside CUDA graphs (its default for pp > 1): a step carrying prompt tokens "
-        f"lasts at least its {roof.mla_layers} MLA layers' host launches, {roof.mla_layers} x {latency.EAGER_MLA_LAYER_S * 1e3:.3f} ms = "
+        f"lasts at least its {roof.mla_layers} MLA layers' host launches, {roof.mla_layers} x {latency.EAGER_MLA_LAYER_S * 1e3:.3f} ms" + (f" x {roof.fixed_scale:g} (software stack)" if roof.fixed_scale != 1 else "") + " = "
         f"{roof.eager_prefill_s * 1e3:,.1f} ms a stage (SGLang's published eager DeepSeek-V2-family latencies); decode steps stay graphed",
     )
 
