@@ -221,6 +221,11 @@ def test_sglang_with_pipeline_parallelism_prefills_eagerly():
     for other in (dict(shape, pp=2, runtime="vllm"), dict(shape, gpu_count=8, runtime="sglang")):
         plan = compute_plan(make_inputs(**other), model)
         assert plan.roof.eager_prefill_s == 0.0 and not any("outside CUDA graphs" in n for n in plan.notes)
+    # on ROCm the launches are host work at the stack's fitted scale (hardware.AMD_FIXED_COST_SCALE,
+    # docs/serving_fresh3_plan.md): 30 x 1.148 ms x 6.307 = 217.2 ms a stage on MI300X
+    amd = compute_plan(make_inputs(**dict(shape, gpu="MI300X-192GB"), pp=2, serving_engine="sglang"), model)  # SGLang has no memory profile for AMD cards: its serving costs only
+    assert amd.roof.eager_prefill_s == pytest.approx(30 * 1.148e-3 * 6.307) == pytest.approx(0.2172, rel=1e-3)
+    assert any("30 x 1.148 ms x 6.307 (software stack) = 217.2 ms a stage" in n for n in amd.notes)
 
 
 def test_the_receive_interval_is_a_plan_input_of_sglangs_serving_costs():
