@@ -138,9 +138,8 @@ _CX8 = "one ConnectX-8 SuperNIC per GPU, 800 Gb/s (InfiniBand XDR or 2 x 400 GbE
 _ETH = "no RDMA NIC per GPU in a typical PCIe server: 200 GbE per 8 GPUs = 3.1 GB/s per GPU per direction, 50 us a message (estimate)"
 AMD_FIXED_COST_SCALE = 6.307
 _AMD_STACK = (
-    "fitted: ROCm's per-layer serving fixed costs, host work per step and sequence and eager-prefill launches at 6.307x the CUDA stack's, "
-    "fitted on the SGLang cookbook's 13 runs on 8 x MI300X (SGLang 0.5.6-0.5.7) and adopted on a third set of published runs collected after it was frozen "
-    "(docs/serving_fresh3_plan.md, docs/serving_fresh3.md); one scale for every AMD GPU and engine release; override when you measure"
+    "fitted on the SGLang cookbook's 13 published runs on 8 x MI300X (SGLang 0.5.6-0.5.7) and adopted on 9 later vLLM runs on 8 x MI355X "
+    "(docs/serving_fresh3_plan.md, docs/serving_fresh3.md); one scale for every AMD GPU and engine release; import a benchmark run of your own to calibrate a plan"
 )
 _L40S_FIT = "fitted to AIConfigurator 0.12.0 measured L40S (vLLM) fit-split rows (docs/latency_fit.md, stage 2)"
 # (tp, link GB/s, latency us): AIConfigurator's measured L40S all-reduce, fitted per TP size. Other

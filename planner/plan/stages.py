@@ -590,10 +590,23 @@ def _recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadF
     )
 
 
+def stack_note(device: Device) -> str:
+    """What a GPU whose software stack has its own serving fixed costs (catalog ``fixed_cost_scale``,
+    its source in ``fixed_cost_source``) does to the latency figures; short enough for the page's
+    400-character cap on a shown value (pages/ui/safe_text.MAX_SHOWN)."""
+    return (
+        f"{device.name}: the serving fixed costs are {device.fixed_cost_scale:g}x CUDA's (ROCm's, fitted on 13 published SGLang runs on MI300X, "
+        "adopted on 9 later vLLM runs on MI355X: docs/serving_fresh3.md); prefill runs at the efficiency fitted on NVIDIA GPUs, which those "
+        "AMD runs measure 2.3-7.5x slower, so TTFT is likely optimistic"
+    )
+
+
 def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: ContextBudget, sharing: bool) -> tuple[str, ...]:
     """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
+    if device.fixed_cost_scale != 1:
+        notes.append(stack_note(device))
     if inputs.runtime == "sglang":
         notes.append("runtime sglang: memory is SGLang's static fraction of the free memory before the weights (mem_fraction_static), so the headroom and workspace inputs do not apply; the prefix is not deduplicated")
     elif inputs.runtime != "vllm" and any(sp.kind == "sliding" for sp in report.specs):
