@@ -583,6 +583,10 @@ def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, 
     return recs, refused, visited
 
 
+# the published AMD runs measure prefill slower than any plan of them (docs/serving_fresh3_plan.md's result)
+AMD_TTFT_CAVEAT = "On AMD GPUs published runs measure prefill 2.3-7.5x slower than planned, so benchmark the p95 TTFT before committing (docs/serving_fresh3.md)."
+
+
 def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
     """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context it plans."""
     best = recs[0]
@@ -591,6 +595,8 @@ def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, dis
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if best.margin_note:
         answer += f" The {best.margin_note}."
+    if best.gpu in CATALOG and CATALOG[best.gpu].fixed_cost_scale != 1:
+        answer += f" {AMD_TTFT_CAVEAT}"
     if disagg:
         answer += " " + _disagg_why(recs)
     return answer, ctx.reserved_total_tokens
