@@ -16,7 +16,7 @@ import json
 import math
 import sys
 
-GPUS = ("H100-SXM-80GB", "H200-141GB", "B200-180GB", "A100-SXM-80GB", "L40S-48GB")
+GPUS = ("H100-SXM-80GB", "H200-141GB", "B200-180GB", "A100-SXM-80GB", "L40S-48GB", "MI300X-192GB")  # an AMD GPU: its own stack costs (catalog fixed_cost_scale)
 LOADS = (1, 8, 64)
 
 
