@@ -23,8 +23,6 @@ the frozen candidate D; ``--fresh3-doc`` writes its record, docs/serving_fresh3.
 
 from __future__ import annotations
 
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -60,27 +58,18 @@ def fresh2_results() -> tuple[list, list]:
 
 
 def fresh3_results() -> dict[str, list]:
-    """The third fresh set (docs/serving_fresh3_plan.md) under the shipped planner, candidate D and candidate E."""
+    """The third fresh set (docs/serving_fresh3_plan.md) under the planner it judged D against
+    ("before D", the catalog's 1.5 ROCm scale), candidate D (the shipped planner since) and E."""
     pts = list(S.fresh3_points())
-    return {"shipped": [(pt, S.ratios(pt)) for pt in pts], "D": [(pt, S.candidate_ratios(pt, "D")) for pt in pts], "E": [(pt, S.candidate_ratios(pt, "E")) for pt in pts]}
-
-
-def median_abs_log(subset: list) -> dict[str, float]:
-    """Median |log(planner / measured)| per metric (figures the source flags left out)."""
-    out = {}
-    for m in S.METRICS:
-        v = [abs(math.log(r[m])) for pt, r in subset if m in r and m not in pt.raw.get("anomalies", {})]
-        if v:
-            out[m] = statistics.median(v)
-    return out
+    return {"before D": [(pt, S.candidate_ratios(pt, "before D")) for pt in pts], "D": [(pt, S.ratios(pt)) for pt in pts], "E": [(pt, S.candidate_ratios(pt, "E")) for pt in pts]}
 
 
 def fresh3_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
     """docs/serving_fresh3_plan.md's rule, decided once: D replaces the shipped AMD scale if no metric's
     median |log| is worse than shipped by more than 0.01, their sum is lower, and the set holds at
     least 8 AMD runs (fewer: None, no decision). Returns the decision and its reasons."""
-    base, cand = median_abs_log(results["shipped"]), median_abs_log(results["D"])
-    amd = sum(pt.rocm for pt, _r in results["shipped"])
+    base, cand = S.median_abs_log(results["before D"]), S.median_abs_log(results["D"])
+    amd = sum(pt.rocm for pt, _r in results["D"])
     why = [f"{m}: shipped {base[m]:.4f}, D {cand[m]:.4f}" for m in base]
     why.append(f"sum: shipped {sum(base.values()):.4f}, D {sum(cand.values()):.4f}; AMD runs {amd}")
     if amd < 8:
@@ -100,16 +89,16 @@ def fresh3_doc(results: dict[str, list]) -> str:
     lines += [f"* {w}" for w in why]
     lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x.", ""]
     lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
-    for name, label in (("shipped", "shipped planner"), ("D", "candidate D (ROCm scale 6.307)"), ("E", "candidate E (D with the start burst; reported only)")):
+    for name, label in (("before D", "shipped planner"), ("D", "candidate D (ROCm scale 6.307)"), ("E", "candidate E (D with the start burst; reported only)")):
         lines += _goal_rows(label, results[name])
-    lines += data_check("shipped planner", results["shipped"])
+    lines += data_check("shipped planner", results["before D"])
     by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
-    for name, label in (("shipped", "shipped planner"), ("D", "candidate D")):
+    for name, label in (("before D", "shipped planner"), ("D", "candidate D")):
         lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
         lines += _regime_rows(results[name], by)
     lines += ["", "## Points (planner / measured: shipped; D in brackets, where it differs)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (pt, r), (_pt, rd) in zip(results["shipped"], results["D"], strict=True):
+    for (pt, r), (_pt, rd) in zip(results["before D"], results["D"], strict=True):
         lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rd[m]:.3f})" if rd[m] != r[m] else "")) if m in r else "" for m in S.METRICS]))
     lines += ["", "## Left out by the selection rule", ""]
     lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
@@ -199,18 +188,18 @@ def main(argv: list[str] | None = None) -> None:
     fresh2_shipped, fresh2_pre = fresh2_results()
     sets += [("fresh-2 held-out, registered before collection: shipped constants", fresh2_shipped), ("fresh-2 held-out: pre-registered constants", fresh2_pre)]
     fresh3 = fresh3_results()
-    sets += [("fresh-3 held-out, registered before collection: shipped planner (candidate D, adopted)", fresh3["shipped"]), ("fresh-3 held-out: candidate E (D with the start burst; reported only)", fresh3["E"])]
+    sets += [("fresh-3 held-out, registered before collection: shipped planner (candidate D, adopted)", fresh3["D"]), ("fresh-3 held-out: candidate E (D with the start burst; reported only)", fresh3["E"])]
     for label, subset in sets:
         print("\n".join(_goal_rows(label, subset)))
-    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["shipped"])):
+    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"])):
         print("\n".join(data_check(label, subset)))
-    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["shipped"])]
+    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"])]
     for label, subset in by_regime:
         print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
         print("\n".join(_regime_rows(subset, GROUPS)))
     if "--points" in argv:
         print("\n| point | split | engine | model | GPU | TP | clients | TPOT | TTFT | tok/s/GPU |\n|---|---|---|---|---|---|---|---|---|---|")
-        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["shipped"]:
+        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["D"]:
             p = pt.raw
             cells = " | ".join(f"{r[m]:.3f}" if m in r else "" for m in S.METRICS)
             print(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} | {p['gpu']} | {p['tp']} | {p['concurrency'] or 'offline'} | {cells} |")
@@ -218,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--fresh-doc" in argv:
         docs = Path(__file__).resolve().parents[1] / "docs"
         (docs / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
-    if "--fresh3-doc" in argv:  # once, when the set is evaluated (docs/serving_fresh3_plan.md): a record afterwards
+    if "--fresh3-doc" in argv:  # the record of the one decision (docs/serving_fresh3_plan.md): reproduced, "before D" being the planner it judged D against
         (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh3.md").write_text(fresh3_doc(fresh3))
 
 

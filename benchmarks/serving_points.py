@@ -60,8 +60,9 @@ FRESH2_FIT_SOURCES = ("github.com/sgl-project/sgl-cookbook", "github.com/SemiAna
 # --candidate D); E, reported only: D's refit with the closed loop's start burst (M2)
 FRESH3_PATH = Path(__file__).resolve().with_name("fresh3_serving.json")
 FRESH3 = "fresh-3 held-out"
-CANDIDATE_D = {"rocm_fixed_scale": 6.307}
+CANDIDATE_D = {"rocm_fixed_scale": 6.307}  # adopted (docs/serving_fresh3.md): hardware.AMD_FIXED_COST_SCALE
 CANDIDATE_E = {"rocm_fixed_scale": 6.064}
+BEFORE_D = {"rocm_fixed_scale": 1.5}  # the catalog's estimate the third set judged D against
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -423,10 +424,11 @@ def never_fitted() -> list[Point]:
 
 
 def candidate_ratios(pt: Point, name: str) -> dict[str, float]:
-    """planner / measured of ``pt`` under candidate D or E (docs/serving_fresh3_plan.md): the shipped
-    constants with ROCm's fitted scale (an NVIDIA point as shipped), E with the start burst too."""
+    """planner / measured of ``pt`` under candidate D or E (docs/serving_fresh3_plan.md) or the model
+    the third set judged them against ("before D": the catalog's 1.5): the shipped constants with that
+    ROCm scale (an NVIDIA point as shipped; D is the shipped planner), E with the start burst too."""
     global START_BURST
-    extra = {"D": CANDIDATE_D, "E": CANDIDATE_E}[name]
+    extra = {"D": CANDIDATE_D, "E": CANDIDATE_E, "before D": BEFORE_D}[name]
     was, START_BURST = START_BURST, name == "E"
     try:
         return ratios(pt, with_fit(pt, {**latency.SERVING_FIT, **extra}, dict(latency.KERNEL_FIT)))
@@ -538,6 +540,17 @@ def ratios(pt: Point, roof: latency.Roofline | None = None) -> dict[str, float]:
     pred = predict(pt, roof)
     meas = pt.raw["measured"]
     return {m: pred[m] / meas[m] for m in METRICS if meas.get(m)}
+
+
+def median_abs_log(results: list[tuple[Point, dict[str, float]]]) -> dict[str, float]:
+    """Median |log(planner / measured)| per metric of ``results`` (figures the source flags left out;
+    a metric no point measured is absent): what the refit and third-set rules compare."""
+    out = {}
+    for m in METRICS:
+        v = [abs(math.log(r[m])) for pt, r in results if m in r and m not in pt.raw.get("anomalies", {})]
+        if v:
+            out[m] = statistics.median(v)
+    return out
 
 
 def regime(pt: Point) -> dict[str, str]:

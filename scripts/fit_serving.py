@@ -453,7 +453,7 @@ def _print(title: str, subset) -> None:
 
 
 def _median_abs_log(subset) -> dict[str, float]:
-    return {m: round(float(np.median([abs(math.log(r[m])) for pt, r in subset if m in r and m not in pt.raw.get("anomalies", {})])), 4) for m in S.METRICS}
+    return {m: round(v, 4) for m, v in S.median_abs_log(subset).items()}
 
 
 def evaluate_candidate(name: str) -> None:
