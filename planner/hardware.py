@@ -137,6 +137,9 @@ _CX7 = "one ConnectX-7 400 Gb/s NIC per GPU (InfiniBand NDR or 400 GbE RoCE: 50 
 _CX8 = "one ConnectX-8 SuperNIC per GPU, 800 Gb/s (InfiniBand XDR or 2 x 400 GbE: 100 GB/s per direction); 25 us a message across nodes (estimate, as ConnectX-7)"
 _ETH = "no RDMA NIC per GPU in a typical PCIe server: 200 GbE per 8 GPUs = 3.1 GB/s per GPU per direction, 50 us a message (estimate)"
 AMD_FIXED_COST_SCALE = 6.307
+# how much slower than planned the published AMD runs measure prefill (docs/serving_fresh3.md: TTFT
+# planner / measured 0.13-0.44 on 8 x MI355X), which no fixed cost explains: plans and sizing say it
+AMD_PREFILL_SLOWER = "2.3-7.5x"
 _AMD_STACK = (
     "fitted on the SGLang cookbook's 13 published runs on 8 x MI300X (SGLang 0.5.6-0.5.7) and adopted on 9 later vLLM runs on 8 x MI355X "
     "(docs/serving_fresh3_plan.md, docs/serving_fresh3.md); one scale for every AMD GPU and engine release; import a benchmark run of your own to calibrate a plan"

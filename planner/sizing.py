@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from planner.capacity import largest_within, smallest_passing
 from planner.errors import PlannerError
 from planner.frontier import FrontierPoint, PoolShape
-from planner.hardware import CATALOG
+from planner.hardware import AMD_PREFILL_SLOWER, CATALOG
 from planner.limits import BOUNDS, CAPACITY_TIME_BUDGET_S
 from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
 from planner.prices import PRICE_TABLE
@@ -584,7 +584,7 @@ def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, 
 
 
 # the published AMD runs measure prefill slower than any plan of them (docs/serving_fresh3_plan.md's result)
-AMD_TTFT_CAVEAT = "On AMD GPUs published runs measure prefill 2.3-7.5x slower than planned, so benchmark the p95 TTFT before committing (docs/serving_fresh3.md)."
+AMD_TTFT_CAVEAT = f"On AMD GPUs published runs measure prefill {AMD_PREFILL_SLOWER} slower than planned, so benchmark the p95 TTFT before committing (docs/serving_fresh3.md)."
 
 
 def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
@@ -595,7 +595,7 @@ def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, dis
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if best.margin_note:
         answer += f" The {best.margin_note}."
-    if best.gpu in CATALOG and CATALOG[best.gpu].fixed_cost_scale != 1:
+    if best.gpu in CATALOG and CATALOG[best.gpu].vendor == "amd":
         answer += f" {AMD_TTFT_CAVEAT}"
     if disagg:
         answer += " " + _disagg_why(recs)

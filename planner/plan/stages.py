@@ -9,7 +9,7 @@ from planner import capacity, latency, parallel, speculative
 from planner.context import COMPONENTS, ContextBudget, context_budget
 from planner.errors import PlannerError
 from planner.geometry import ModelGeometry
-from planner.hardware import Device
+from planner.hardware import AMD_PREFILL_SLOWER, Device
 from planner.kv import InspectReport, inspect_geometry
 from planner.limits import ByteBudgetCache, size_of
 from planner.plan import serving
@@ -591,13 +591,13 @@ def _recv_notes(inputs: PlanInputs, setup: serving.Setup, figures: serving.LoadF
 
 
 def stack_note(device: Device) -> str:
-    """What a GPU whose software stack has its own serving fixed costs (catalog ``fixed_cost_scale``,
-    its source in ``fixed_cost_source``) does to the latency figures; short enough for the page's
+    """What ROCm's own serving fixed costs (catalog ``fixed_cost_scale``, its source in
+    ``fixed_cost_source``) and AMD's prefill miss do to an AMD plan's latency figures; short enough for the page's
     400-character cap on a shown value (pages/ui/safe_text.MAX_SHOWN)."""
     return (
         f"{device.name}: the serving fixed costs are {device.fixed_cost_scale:g}x CUDA's (ROCm's, fitted on 13 published SGLang runs on MI300X, "
         "adopted on 9 later vLLM runs on MI355X: docs/serving_fresh3.md); prefill runs at the efficiency fitted on NVIDIA GPUs, which those "
-        "AMD runs measure 2.3-7.5x slower, so TTFT is likely optimistic"
+        f"AMD runs measure {AMD_PREFILL_SLOWER} slower, so TTFT is likely optimistic"
     )
 
 
@@ -605,7 +605,7 @@ def plan_notes(inputs: PlanInputs, report: InspectReport, device: Device, ctx: C
     """The geometry's notes and what this plan assumes beyond them."""
     notes = list(report.notes)
     notes.append(f"latency estimate uses MFU {inputs.mfu:g} and MBU {inputs.mbu:g} on {device.name}")
-    if device.fixed_cost_scale != 1:
+    if device.vendor == "amd":
         notes.append(stack_note(device))
     if inputs.runtime == "sglang":
         notes.append("runtime sglang: memory is SGLang's static fraction of the free memory before the weights (mem_fraction_static), so the headroom and workspace inputs do not apply; the prefix is not deduplicated")
