@@ -17,8 +17,9 @@ it was collected) the same way, and the registered data check (TPOT falling as c
 median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x. ``--points`` also
 prints every point; ``--fresh-doc`` writes docs/serving_fresh.md (the first set's tables; docs/serving_fresh2.md
 is the record of the second set's one evaluation, written by this script's fresh2_doc at b753f4a). The third
-fresh set (benchmarks/fresh3_serving.json, docs/serving_fresh3_plan.md) is run under the shipped planner and
-the frozen candidate D; ``--fresh3-doc`` writes its record, docs/serving_fresh3.md, once.
+fresh set (benchmarks/fresh3_serving.json, docs/serving_fresh3_plan.md) is run under the planner it judged
+candidate D against (the catalog's 1.5 ROCm scale), D (shipped since) and E; ``--fresh3-doc`` reproduces its
+record, docs/serving_fresh3.md.
 """
 
 from __future__ import annotations
