@@ -558,7 +558,7 @@ def regime(pt: Point) -> dict[str, str]:
     same shape labels itself (GPUs a replica, clients a replica)."""
     p = pt.raw
     device = get_device(p["gpu"])
-    return accuracy.regime(bool(pt.roof.num_experts), p["tp"], p["concurrency"] or pt.clients * (p["tp"] if pt.dep else 1), device.generation, pt.engine, device.node_gpus)
+    return accuracy.regime(bool(pt.roof.num_experts), p["tp"], p["concurrency"] or pt.clients * (p["tp"] if pt.dep else 1), device.generation, pt.engine, device.node_gpus, pt.weight_format)
 
 
 def fitted_quantities(pt: Point) -> list[str]:

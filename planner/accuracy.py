@@ -1,8 +1,8 @@
 """How far the latency model's figures land from published runs like the plan at hand.
 
 ``planner/serving_accuracy.json`` (written by scripts/fit_serving.py) holds, for every point of the
-measured-serving reference set, its regime (dense or MoE, TP, concurrency band, GPU generation,
-engine) and planner / measured for TPOT, TTFT and output tokens/s per GPU. :func:`band` picks the
+measured-serving reference set, its regime (dense or MoE, 4-bit integer weights or not, TP,
+concurrency band, GPU generation, engine) and planner / measured for TPOT, TTFT and output tokens/s per GPU. :func:`band` picks the
 points in a plan's regime and says how far off the model was there, for the app, the CLI and the
 PDF to print beside each figure ("±18 % on points like this one, n=12"); outside every measured
 regime it returns None and :func:`warning` says why.
@@ -22,10 +22,13 @@ from planner.results import Result
 DATA_PATH = Path(__file__).with_name("serving_accuracy.json")
 METRICS = {"tpot": "tpot_mean_ms", "ttft": "ttft_mean_ms", "throughput": "out_tps_per_gpu"}
 FAMILIES = {"ampere": "NVIDIA Ampere", "ada": "NVIDIA Ada", "turing": "NVIDIA Turing", "hopper": "NVIDIA Hopper", "blackwell": "NVIDIA Blackwell", "blackwell-ultra": "NVIDIA Blackwell", "blackwell-rtx": "NVIDIA Blackwell (RTX)", "cdna3": "AMD CDNA", "cdna4": "AMD CDNA"}
-# regime keys relaxed in this order when too few points share them all (arch and GPU family never)
-RELAX = ("engine", "tp", "concurrency")
+# regime keys relaxed in this order when too few points share them all (arch and GPU family never);
+# the weight format last: W4A16 kernels (AWQ / GPTQ / compressed-tensors int4) miss by far more
+# than the rest (benchmarks/band_coverage.py), so their plans take their bands from their own runs
+KEYS = ("weights", "arch", "family", "concurrency", "tp", "engine")
+RELAX = ("engine", "tp", "concurrency", "weights")
 MIN_POINTS = 3
-COVERAGE = 0.8  # the band covers this share of the matched points' errors
+COVERAGE = 0.8  # the band covers this share of the errors on a new point like the matched ones
 
 
 def concurrency_band(clients: int) -> str:
@@ -36,9 +39,21 @@ def tp_band(tp: int, node_gpus: int = 8) -> str:
     return "1" if tp <= 1 else ("2-8" if tp <= node_gpus else "multi-node")
 
 
-def regime(moe: bool, tp: int, clients: int, generation: str, engine: str = "vllm", node_gpus: int = 8) -> dict[str, str]:
+def weights_class(weight_format: str) -> str:
+    """"int4" for 4-bit integer weights run by W4A16 kernels (the planner's weight format "int4"), else "other"."""
+    return "int4" if weight_format == "int4" else "other"
+
+
+def regime(moe: bool, tp: int, clients: int, generation: str, engine: str = "vllm", node_gpus: int = 8, weight_format: str = "bf16") -> dict[str, str]:
     """The regime labels a plan (or a measured point) is grouped by."""
-    return {"arch": "MoE" if moe else "dense", "tp": tp_band(tp, node_gpus), "concurrency": concurrency_band(clients), "family": FAMILIES.get(generation, generation or "custom"), "engine": engine}
+    return {"weights": weights_class(weight_format), "arch": "MoE" if moe else "dense", "tp": tp_band(tp, node_gpus), "concurrency": concurrency_band(clients), "family": FAMILIES.get(generation, generation or "custom"), "engine": engine}
+
+
+def cover_rank(n: int) -> int:
+    """The index, in ``n`` sorted errors, of the one the band reaches: the ceil(COVERAGE (n + 1))-th
+    smallest (the split-conformal rank), so a new point like the n lands inside as often as the band
+    says; the largest where that rank passes n (n = 3: the largest of the three)."""
+    return min(n, math.ceil(COVERAGE * (n + 1))) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +75,10 @@ def load() -> dict:
     return json.loads(DATA_PATH.read_text())
 
 
-def _matching(reg: dict[str, str], metric: str) -> tuple[list[dict], tuple[str, ...]]:
+def _matching(reg: dict[str, str], metric: str, points: list[dict] | None = None, keys: tuple[str, ...] = KEYS, relax: tuple[str, ...] = RELAX) -> tuple[list[dict], tuple[str, ...]]:
     key = METRICS[metric]
-    rows = [p for p in load()["points"] if key in p["ratios"] and not p.get("anomalous", {}).get(key)]
-    keys = ["arch", "family", "concurrency", "tp", "engine"]
-    for drop in ((), *[RELAX[: i + 1] for i in range(len(RELAX))]):
+    rows = [p for p in (load()["points"] if points is None else points) if key in p["ratios"] and not p.get("anomalous", {}).get(key)]
+    for drop in ((), *[relax[: i + 1] for i in range(len(relax))]):
         use = tuple(k for k in keys if k not in drop)
         found = [p for p in rows if all(p["regime"][k] == reg[k] for k in use)]
         if len(found) >= MIN_POINTS:
@@ -72,17 +86,20 @@ def _matching(reg: dict[str, str], metric: str) -> tuple[list[dict], tuple[str, 
     return [], ()
 
 
-def band(metric: str, reg: dict[str, str]) -> Band | None:
+def band(metric: str, reg: dict[str, str], points: list[dict] | None = None, keys: tuple[str, ...] = KEYS, relax: tuple[str, ...] = RELAX, rank=cover_rank) -> Band | None:
     """The error band of ``metric`` ("tpot", "ttft", "throughput") for a plan in regime ``reg``
     (:func:`regime`): the measured points sharing the most regime keys (all of them, then without
-    engine, TP and concurrency in turn; dense-or-MoE and GPU family always), at least
-    ``MIN_POINTS`` of them; None where no such set exists (see :func:`warning`)."""
-    found, keys = _matching(reg, metric)
+    engine, TP, concurrency and the weight class in turn; dense-or-MoE and GPU family always), at
+    least ``MIN_POINTS`` of them; None where no such set exists (see :func:`warning`). The band is
+    the :func:`cover_rank`-th smallest of their errors. ``points``, ``keys``, ``relax`` and ``rank``
+    (other measured rows, matching rules and rank) are for benchmarks/band_coverage.py, which checks
+    the rule leaving each point out."""
+    found, keys = _matching(reg, metric, points, keys, relax)
     if not found:
         return None
     ratios = sorted(p["ratios"][METRICS[metric]] for p in found)
     errors = sorted(abs(math.log(r)) for r in ratios)
-    cover = errors[min(len(errors) - 1, math.ceil(COVERAGE * len(errors)) - 1)]
+    cover = errors[rank(len(errors))]
     pct = (math.exp(cover) - 1.0) * 100.0
     worst = max(ratios, key=lambda r: abs(math.log(r)))
     # a band says how far, not which way: where every point missed the same way, say that too, and

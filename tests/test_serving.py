@@ -268,6 +268,30 @@ def test_accuracy_bands_from_the_committed_points_and_a_warning_outside_them():
     assert accuracy.warning("tpot", hopper_moe) is None
 
 
+def test_a_band_reaches_the_split_conformal_rank_of_its_points_errors():
+    # the band is the ceil(0.8 (n + 1))-th smallest of the n matched errors (hand arithmetic):
+    # n = 3 -> ceil(3.2) = 4 > 3, the largest; n = 4 -> 4th; n = 9 -> 8th; n = 19 -> 16th
+    assert [accuracy.cover_rank(n) + 1 for n in (1, 3, 4, 9, 19)] == [1, 3, 4, 8, 16]
+    # on three made-up rows (planner / measured 0.5, 1.25, 2.5) the band is the largest error, |log 2.5|
+    rows = [{"id": f"r{i}", "regime": accuracy.regime(False, 1, 4, "hopper"), "ratios": {"tpot_mean_ms": r}} for i, r in enumerate((0.5, 1.25, 2.5))]
+    b = accuracy.band("tpot", accuracy.regime(False, 1, 4, "hopper"), rows)
+    assert b.band_pct == pytest.approx(150.0) and b.n == 3 and b.text == "±150 % on points like this one, n=3"
+
+
+def test_int4_weights_take_their_band_from_int4_runs():
+    # W4A16 (AWQ / GPTQ / compressed-tensors int4) plans match the int4 runs first: Kimi-K2.5 INT4 on
+    # 8 x H200 under SGLang at 16 clients are the SGLang cookbook's g88, g94, g96 (benchmarks/
+    # fresh2_serving.json), whose TPOT the planner puts 0.46, 0.22 and 0.20 of measured
+    reg = accuracy.regime(True, 8, 16, "hopper", "sglang", weight_format="int4")
+    assert reg["weights"] == "int4" and accuracy.regime(True, 8, 16, "hopper", "sglang", weight_format="fp8")["weights"] == "other"
+    b = accuracy.band("tpot", reg)
+    assert set(b.points) == {"g88-ckkimi25", "g94-ckkimi25", "g96-ckkimi25"} and "weights" in b.matched_on
+    assert ", all measured higher, " in b.text
+    # the same plan in fp8 never borrows them
+    other = accuracy.band("tpot", accuracy.regime(True, 8, 16, "hopper", "sglang", weight_format="fp8"))
+    assert not set(other.points) & set(b.points)
+
+
 def test_committed_serving_fit_matches_the_model_and_meets_the_goal_in_sample():
     # planner/serving_accuracy.json and docs/serving_fit.md are what scripts/fit_serving.py wrote
     # with the constants now in latency.py (fitted on every point): recomputing every ratio gives

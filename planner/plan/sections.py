@@ -435,7 +435,7 @@ def _accuracy(plan: Plan) -> dict[str, str]:
     inputs, device = plan.inputs, plan.device
     moe = bool(plan.weights.num_experts and plan.weights.experts_per_token)
     engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
-    reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus)
+    reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
     out = {}
     for metric in ("tpot", "ttft", "throughput"):
         b = accuracy.band(metric, reg)
