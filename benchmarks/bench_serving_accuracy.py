@@ -33,7 +33,6 @@ from planner import accuracy, latency
 GROUPS = {
     "split": lambda pt: pt.split,
     "dense/MoE": lambda pt: S.regime(pt)["arch"],
-    "weights": lambda pt: S.regime(pt)["weights"],
     "TP": lambda pt: S.regime(pt)["tp"],
     "concurrency": lambda pt: S.regime(pt)["concurrency"],
     "GPU generation": lambda pt: S.regime(pt)["family"],
