@@ -516,18 +516,11 @@ START_BURST = False  # docs/serving_fresh2_plan.md, addendum 2, M2: a refit cand
 
 
 def start_burst_ttft_ms(pt: Point, setup, steady_ms: float) -> float:
-    """The mean TTFT of a closed loop whose harness starts its ``C`` clients at once and sends ``N``
-    prompts in all (:attr:`Point.prompts`): the first wave's ``C`` prompts queue on an idle engine
-    (their mean: preprocessing + the burst's mean time to the end of its prefill, latency.served),
-    the other ``N - C`` see the steady state. ``steady_ms`` where the harness states no ``N``."""
+    """M2 (:data:`START_BURST`): the mean TTFT of the point's harness, which starts its ``C`` clients
+    at once and sends ``N`` prompts in all (:attr:`Point.prompts`), as the planner computes it
+    (serving.benchmark_ttft_ms); ``steady_ms`` where the harness states no ``N``."""
     c, n = pt.clients, pt.prompts * pt.clients // max(1, pt.raw["concurrency"] or 1)  # per rank
-    if not START_BURST or n <= c or c <= 1:
-        return steady_ms
-    s = setup
-    pre = s.preprocess_s if s.preprocess_s is not None else latency.api_preprocess_s(s.roof.eff, s.prompt)
-    burst = latency.served(s.roof, s.prompt, s.cached, s.generated, c, s.kv_mid, s.mid, s.budget)
-    first = pre * 1e3 + burst.prefill_served_ms
-    return (c * first + (n - c) * steady_ms) / n
+    return serving.benchmark_ttft_ms(setup, c, n, steady_ms) if START_BURST else steady_ms
 
 
 METRICS = ("tpot_mean_ms", "ttft_mean_ms", "out_tps_per_gpu")

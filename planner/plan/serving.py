@@ -120,6 +120,22 @@ def closed(setup: Setup, clients: int) -> LoadFigures:
     return _figures(setup, CLOSED, cl.clients, cl.running, f, cl.ttft_ms, cl.ttft_p95_ms, cl.tpot_ms, cl.tpot_p95_ms, parts, cl.saturated, cl.decode_step_ms, cl.prefill_step_share, cl.slot_wait_ms, tpot_p99=cl.tpot_p99_ms, decoding=cl.decoding)
 
 
+def benchmark_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float) -> float:
+    """The mean TTFT a closed-loop benchmark measures when it starts its ``clients`` clients at once
+    and sends ``prompts`` prompts in all (``vllm bench serve`` / ``sglang.bench_serving`` with
+    ``--max-concurrency`` at an infinite request rate, InferenceX's ``benchmark_serving``): the first
+    wave's C prompts queue on an idle engine (their mean: preprocessing + the burst's mean time to
+    the end of its prefill, :func:`latency.served`), the other N - C see the steady state
+    ``steady_ms``, so the mean is (C x first + (N - C) x steady) / N. ``steady_ms`` where N <= C or
+    one client (no queue to start with)."""
+    c, n = clients, prompts
+    if n <= c or c <= 1:
+        return steady_ms
+    burst = latency.served(setup.roof, setup.prompt, setup.cached, setup.generated, c, setup.kv_mid, setup.mid, setup.budget)
+    first = _preprocess_s(setup) * 1e3 + burst.prefill_served_ms
+    return (c * first + (n - c) * steady_ms) / n
+
+
 def decode_step_s(setup: Setup, sequences: int) -> float:
     """A decode-only step of ``sequences`` sequences on one rank (every one decoding, as in a
     disaggregated decode pool), speculation's factor included: the step :func:`closed` reports
