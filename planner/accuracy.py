@@ -68,6 +68,7 @@ class Band(Result):
     worst_ratio: float  # farthest from 1 either way
     matched_on: tuple[str, ...]  # the regime keys the points share with the plan
     points: tuple[str, ...]
+    side: str = ""  # "higher": every matched run measured above the planner's figure; "lower": below; "": both ways
 
 
 @lru_cache(maxsize=1)
@@ -105,17 +106,55 @@ def band(metric: str, reg: dict[str, str], points: list[dict] | None = None, key
     # a band says how far, not which way: where every point missed the same way, say that too, and
     # by how much at the median (measured / planned), the figure a reader would scale the plan's by
     median = statistics.median(ratios)
-    side = f", all measured higher, {1 / median:.2g}x at the median" if ratios[-1] < 1.0 else (f", all measured lower, {median:.2g}x at the median" if ratios[0] > 1.0 else "")
+    side = "higher" if ratios[-1] < 1.0 else ("lower" if ratios[0] > 1.0 else "")
+    said = f", all measured {side}, {(1 / median if side == 'higher' else median):.2g}x at the median" if side else ""
     return Band(
         metric=metric,
-        text=f"±{pct:.0f} % on points like this one, n={len(found)}{side}",
+        text=f"±{pct:.0f} % on points like this one, n={len(found)}{said}",
         n=len(found),
         band_pct=pct,
         median_ratio=median,
         worst_ratio=worst,
         matched_on=keys,
         points=tuple(p["id"] for p in found),
+        side=side,
     )
+
+
+FLAG_FACTOR = 1.5  # a one-sided band whose median misses by this much or more is said beside the headline figures
+_NAMES = {"ttft": ("TTFT", "longer"), "tpot": ("TPOT", "longer"), "throughput": ("throughput", "lower")}
+
+
+def caveat(bands: dict[str, Band | None]) -> str:
+    """One sentence for the headline figures when published runs like the plan all missed them the
+    same way by :data:`FLAG_FACTOR` or more at the median ("" when none did): "Published runs like
+    this one measured TTFT 1.9x and TPOT 4.6x longer than planned, and throughput 5.2x lower
+    (n=3 each)." Latency longer (the planner was too fast) or shorter; throughput lower or higher."""
+    parts: list[tuple[str, str]] = []  # (the figure with its factor, which way)
+    ns = []
+    for metric, (name, worse) in _NAMES.items():
+        b = bands.get(metric)
+        if b is None or not b.side:
+            continue
+        factor = 1.0 / b.median_ratio if b.side == "higher" else b.median_ratio
+        if factor < FLAG_FACTOR:
+            continue
+        latency_way = "longer" if b.side == "higher" else "shorter"
+        way = latency_way if worse == "longer" else ("higher" if b.side == "higher" else "lower")
+        parts.append((f"{name} {factor:.2g}x", way))
+        ns.append(b.n)
+    if not parts:
+        return ""
+    groups: list[tuple[list[str], str]] = []  # consecutive figures that missed the same way share it
+    for what, way in parts:
+        if groups and groups[-1][1] == way:
+            groups[-1][0].append(what)
+        else:
+            groups.append(([what], way))
+    said = [" and ".join(whats) + f" {way}" for whats, way in groups]
+    said[0] += " than planned"
+    n = f"n={ns[0]} each" if len(set(ns)) == 1 and len(ns) > 1 else ("n=" + ", ".join(str(k) for k in ns))
+    return "Published runs like this one measured " + ", and ".join(said) + f" ({n})."
 
 
 def warning(metric: str, reg: dict[str, str]) -> str | None:

@@ -410,6 +410,8 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
             + (f"; speculative decoding {r.spec_method} x{r.spec_speedup:.2f}" if r.spec_method != "none" else "")
         )
         lines.append("accuracy     " + "; ".join(f"{k}: {v}" for k, v in band_texts(plan).items()))
+        if r.accuracy_caveat:
+            lines.append("             " + r.accuracy_caveat)
     if cache_line:
         lines.append(cache_line)
     return tuple(lines)

@@ -325,6 +325,8 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
 
     for metric, text in band_texts(plan).items():  # how far published runs like this one landed from the model
         rows.append([f"accuracy of {metric}"] + (["-", text] if two else [text]))
+    if r.accuracy_caveat:
+        rows.append(["published runs like this one"] + (["-", r.accuracy_caveat] if two else [r.accuracy_caveat]))
     return rows
 
 

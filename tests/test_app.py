@@ -436,3 +436,21 @@ def test_vllm_startup_controls_change_the_budget_and_the_serve_line():
     assert at.number_input(key="max_loras").value == 1 and at.number_input(key="max_lora_rank").value == 16
     text = " ".join(m.value for m in at.markdown)
     assert "LoRA adapter slots [" in text  # a term of the start-up card's budget
+
+
+def test_a_plan_like_runs_that_all_ran_slower_warns_beside_its_headline():
+    # a share link to Kimi-K2 INT4 on 8 x H200 under SGLang at 16 clients: its published int4 runs
+    # (the SGLang cookbook's g88, g94, g96) all measured TPOT about 4.6x the plan's, which the page
+    # says under the headline figures, in the planner's words (planner.accuracy.caveat)
+    from planner.plan import PlanInputs, compute_plan
+    from planner.source import preset_ref
+
+    query = {"v": "3", "m": "preset", "n": "kimi-k2", "in": "500", "out": "500", "gpu": "H200-141GB", "gpus": "8", "tp": "8", "seq": "16", "wd": "int4", "serving_engine": "sglang"}
+    at = _app(query)
+    _ref, model = preset_ref("kimi-k2")
+    plan = compute_plan(PlanInputs(gpu="H200-141GB", tp=8, gpu_count=8, sequences=16, weight_dtype="int4", input_tokens=500, output_tokens=500, serving_engine="sglang"), model)
+    warned = [w.value for w in at.warning if w.value.startswith("Published runs like this one")]
+    assert warned and "TPOT 4.6x" in warned[0] and warned[0] == plan.roofline.accuracy_caveat
+    # the same link in fp8 weights: the runs like it miss both ways, no such warning
+    fp8 = _app({**query, "wd": "auto", "n": "deepseek-v3"})
+    assert not [w.value for w in fp8.warning if w.value.startswith("Published runs like this one")]

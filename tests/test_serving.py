@@ -292,6 +292,22 @@ def test_int4_weights_take_their_band_from_int4_runs():
     assert not set(other.points) & set(b.points)
 
 
+def test_the_caveat_says_each_figure_every_run_like_the_plan_missed_one_way_by_1_5x():
+    def band(metric: str, ratios: tuple[float, ...]) -> accuracy.Band:
+        rows = [{"id": f"{metric}{i}", "regime": accuracy.regime(False, 1, 4, "hopper"), "ratios": {accuracy.METRICS[metric]: r}} for i, r in enumerate(ratios)]
+        return accuracy.band(metric, accuracy.regime(False, 1, 4, "hopper"), rows)
+
+    # planner / measured all below 1 (runs slower than planned): medians 0.5 -> 2x, 0.25 -> 4x
+    ttft, tpot = band("ttft", (0.4, 0.5, 0.6)), band("tpot", (0.2, 0.25, 0.3))
+    thr = band("throughput", (2.0, 3.0, 5.0))  # planner above measured: measured 3x lower at the median
+    assert (ttft.side, tpot.side, thr.side) == ("higher", "higher", "lower")
+    assert accuracy.caveat({"ttft": ttft, "tpot": tpot, "throughput": thr}) == "Published runs like this one measured TTFT 2x and TPOT 4x longer than planned, and throughput 3x lower (n=3 each)."
+    # a band that misses both ways, or one way by less than 1.5x at the median (1 / 0.8 = 1.25), says nothing
+    assert accuracy.caveat({"ttft": band("ttft", (0.5, 1.0, 2.0)), "tpot": band("tpot", (0.7, 0.8, 0.9)), "throughput": None}) == ""
+    # planned too slow: TTFT measured 1.5x shorter (median 1.5 exactly counts), throughput 2x higher
+    assert accuracy.caveat({"ttft": band("ttft", (1.4, 1.5, 1.6)), "throughput": band("throughput", (0.4, 0.5, 0.6))}) == "Published runs like this one measured TTFT 1.5x shorter than planned, and throughput 2x higher (n=3 each)."
+
+
 def test_committed_serving_fit_matches_the_model_and_meets_the_goal_in_sample():
     # planner/serving_accuracy.json and docs/serving_fit.md are what scripts/fit_serving.py wrote
     # with the constants now in latency.py (fitted on every point): recomputing every ratio gives

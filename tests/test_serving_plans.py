@@ -248,6 +248,20 @@ def test_every_figure_carries_its_band_or_the_warning():
     assert any(line.startswith("accuracy") and "n=" in line for line in summary_lines(moe))
 
 
+def test_a_plan_like_runs_that_all_ran_slower_says_so_beside_its_headline():
+    # Kimi-K2 INT4 on 8 x H200 under SGLang at 16 clients: the cookbook's three int4 runs like it
+    # (g88, g94, g96) measured TPOT 53-141 ms where the planner says 24-28 ms (planner / measured
+    # 0.46, 0.22, 0.20: 4.6x at the median), so the plan's caveat names it, and the CLI prints it
+    from planner.explain import summary_lines
+
+    kimi = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, sequences=16, weight_dtype="int4", input_tokens=500, output_tokens=500, serving_engine="sglang"), _model("kimi-k2"))
+    assert "TPOT 4.6x" in kimi.roofline.accuracy_caveat and kimi.roofline.accuracy_caveat.startswith("Published runs like this one measured")
+    assert any(line.strip() == kimi.roofline.accuracy_caveat for line in summary_lines(kimi))
+    # the fp8 plan of the same shape matches the tuned InferenceX runs, which miss both ways: no caveat
+    fp8 = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, sequences=16, input_tokens=500, output_tokens=500, serving_engine="sglang"), _model("deepseek-v3"))
+    assert fp8.roofline.accuracy_caveat == ""
+
+
 def test_the_benchmark_reads_the_plans_own_figures():
     # a closed-loop point's prediction is its plan's figures, and the fit's step model with the
     # shipped constants is the plan's own (so the fit fits what the plan computes); the harness's

@@ -196,6 +196,8 @@ def render_metrics(plan: Plan) -> None:
         )
     else:
         row2[2].metric("Cost per hour", "–", delta="give a GPU-hour price", delta_color="gray", delta_arrow="off", help=_help(help_of.cost))
+    if estimated and roof.accuracy_caveat:  # every published run like this one missed the same way by 1.5x or more
+        st.warning(md(roof.accuracy_caveat), icon=":material/straighten:")
 
 
 def _help(text: str) -> str:

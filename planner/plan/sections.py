@@ -320,6 +320,7 @@ class RooflineSection(Section):
     spec_speedup: float = 1.0
     # planner / measured on published runs like this one: {"tpot"|"ttft"|"throughput": band text or the warning}
     accuracy: dict[str, str] = field(default_factory=dict)
+    accuracy_caveat: str = ""  # when every run like this one missed a figure the same way by 1.5x or more at the median (accuracy.caveat)
     itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
@@ -339,6 +340,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
     out_tps = fig.output_tokens_per_s * mem.ranks
     best, best_label = _most_throughput(plan, fig)
     spec = setup.spec
+    texts, caveat = _accuracy(plan)
     return RooflineSection(
         mfu=inputs.mfu,
         mbu=inputs.mbu,
@@ -398,7 +400,8 @@ def roofline_section(plan: Plan) -> RooflineSection:
         spec_acceptance_length=_spec_result(plan).acceptance_length if spec else 1.0,
         spec_acceptance_source=_spec_result(plan).acceptance_source if spec else "",
         spec_speedup=fig.speedup,
-        accuracy=_accuracy(plan),
+        accuracy=texts,
+        accuracy_caveat=caveat,
     )
 
 
@@ -429,18 +432,16 @@ def _spec_result(plan: Plan):
     return speculative.speculative(setup.roof, s.method, plan._load.concurrency, setup.kv_mid, setup.mid, s.tokens, s.acceptance, s.draft_roof, s.draft_kv_mid)
 
 
-def _accuracy(plan: Plan) -> dict[str, str]:
+def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
     """Per figure, the accuracy band of published runs in this plan's regime, or the warning that
-    none covers it (:mod:`planner.accuracy`)."""
+    none covers it; and the headline's caveat where they all missed one way (:mod:`planner.accuracy`)."""
     inputs, device = plan.inputs, plan.device
     moe = bool(plan.weights.num_experts and plan.weights.experts_per_token)
     engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
     reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
-    out = {}
-    for metric in ("tpot", "ttft", "throughput"):
-        b = accuracy.band(metric, reg)
-        out[metric] = b.text if b is not None else accuracy.warning(metric, reg)
-    return out
+    bands = {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
+    texts = {metric: b.text if b is not None else accuracy.warning(metric, reg) for metric, b in bands.items()}
+    return texts, accuracy.caveat(bands)
 
 
 def _decode_tokens_per_second(plan: Plan) -> float:
