@@ -590,13 +590,17 @@ AMD_TTFT_CAVEAT = f"On AMD GPUs published runs measure prefill {AMD_PREFILL_SLOW
 def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
     """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context it plans."""
     best = recs[0]
-    ctx = compute_plan(make_inputs(**best.plan_inputs()), model).context
+    best_plan = compute_plan(make_inputs(**best.plan_inputs()), model)
+    ctx = best_plan.context
     slo_bits = [f"p95 ITL {fmt_ms_rounded(best.itl_p95_ms)}", f"p95 TTFT {fmt_ms_rounded(best.ttft_p95_ms)}"]
     answer = f"{_describe(best)} — holds {workload} at {ctx.reserved_total_tokens:,}-token context with " + " and ".join(slo_bits) + "."
     if best.margin_note:
         answer += f" The {best.margin_note}."
-    if best.gpu in CATALOG and CATALOG[best.gpu].vendor == "amd":
+    amd = best.gpu in CATALOG and CATALOG[best.gpu].vendor == "amd"
+    if amd:
         answer += f" {AMD_TTFT_CAVEAT}"
+    if caveat := best_plan.roofline.accuracy_caveat:  # every published run like it missed a figure one way by 1.5x or more
+        answer += f" {caveat}" if amd else f" {caveat[:-1]}: benchmark the p95s before committing."
     if disagg:
         answer += " " + _disagg_why(recs)
     return answer, ctx.reserved_total_tokens
