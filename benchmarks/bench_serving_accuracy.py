@@ -62,7 +62,7 @@ def fresh3_results() -> dict[str, list]:
     """The third fresh set (docs/serving_fresh3_plan.md) under the planner it judged D against
     ("before D", the catalog's 1.5 ROCm scale), candidate D (the shipped planner since) and E."""
     pts = list(S.fresh3_points())
-    return {"before D": [(pt, S.candidate_ratios(pt, "before D")) for pt in pts], "D": [(pt, S.ratios(pt)) for pt in pts], "E": [(pt, S.candidate_ratios(pt, "E")) for pt in pts]}
+    return {"before D": [(pt, S.candidate_ratios(pt, "before D")) for pt in pts], "D": [(pt, S.candidate_ratios(pt, "D")) for pt in pts], "E": [(pt, S.candidate_ratios(pt, "E")) for pt in pts]}
 
 
 def fresh3_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
@@ -105,6 +105,65 @@ def fresh3_doc(results: dict[str, list]) -> str:
     lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
     lines += ["", "## How each was launched and measured", ""]
     lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh3_points()]
+    return "\n".join(lines) + "\n"
+
+
+def fresh4_results() -> dict[str, list]:
+    """The fourth fresh set (docs/serving_fresh4_plan.md) under the shipped planner and candidate F (M2 alone)."""
+    pts = list(S.fresh4_points())
+    return {"shipped": [(pt, S.ratios_at(pt, False)) for pt in pts], "F": [(pt, S.ratios_at(pt, True)) for pt in pts]}
+
+
+def _stated(results: list) -> list:
+    """The runs whose harness states its prompt count and that measured a mean TTFT the goal counts."""
+    return [(pt, r) for pt, r in results if pt.prompts and "ttft_mean_ms" in r and "ttft_mean_ms" not in pt.raw.get("anomalies", {})]
+
+
+def fresh4_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
+    """docs/serving_fresh4_plan.md's rule, decided once: F replaces the shipped closed-loop TTFT if, on the
+    runs with a stated prompt count, TTFT's median |log| is lower; on the whole set neither TPOT's nor
+    throughput's is worse by more than 0.01; and there are at least 10 such runs from 2 sources or more."""
+    base_n, cand_n = _stated(results["shipped"]), _stated(results["F"])
+    base_t, cand_t = S.median_abs_log(base_n)["ttft_mean_ms"], S.median_abs_log(cand_n)["ttft_mean_ms"]
+    whole_b, whole_c = S.median_abs_log(results["shipped"]), S.median_abs_log(results["F"])
+    sources = sorted({pt.raw["source"] for pt, _r in base_n})
+    why = [f"ttft_mean_ms on the {len(base_n)} runs with a stated prompt count ({len(sources)} sources): shipped {base_t:.4f}, F {cand_t:.4f}"]
+    why += [f"{m} on the whole set: shipped {whole_b[m]:.4f}, F {whole_c[m]:.4f}" for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_b]
+    if len(base_n) < 10 or len(sources) < 2:
+        return None, why + ["fewer than 10 such runs or one source: no decision"]
+    worse = [m for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_b and whole_c[m] > whole_b[m] + 0.01]
+    ok = cand_t < base_t and not worse
+    return ok, why + ([f"worse by more than 0.01: {', '.join(worse)}"] if worse else []) + [f"F {'replaces' if ok else 'does not replace'} the shipped closed-loop TTFT"]
+
+
+def fresh4_doc(results: dict[str, list]) -> str:
+    """docs/serving_fresh4.md: the fourth fresh set and the one decision it makes (docs/serving_fresh4_plan.md)."""
+    data = S.load_fresh4()
+    decision, why = fresh4_decision(results)
+    lines = ["# Fourth fresh set: the planner as shipped and candidate F (the closed loop's start burst) on runs collected after F was registered (written once by benchmarks/bench_serving_accuracy.py --fresh4-doc; a record, not regenerated)", "", data.get("about", ""), ""]
+    lines += ["Registered before collection in docs/serving_fresh4_plan.md (the models under test, the rule, what is reported).", ""]
+    lines += ["## The decision", "", f"**{'F adopted' if decision else 'F not adopted' if decision is False else 'No decision'}.** Median |log(planner / measured)|:", ""]
+    lines += [f"* {w}" for w in why]
+    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x. Anomalies the source flags are left out of the goal rows.", ""]
+    lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+    for name, label in (("shipped", "shipped planner"), ("F", "candidate F (start burst)")):
+        lines += _goal_rows(f"{label}, whole set", results[name])
+        lines += _goal_rows(f"{label}, runs with a stated prompt count", _stated(results[name]))
+        lines += _goal_rows(f"{label}, without the two runs behind Modal's web endpoint", [(pt, r) for pt, r in results[name] if "achatbot" not in pt.raw["url"]])
+    lines += data_check("shipped planner", results["shipped"])
+    by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
+    for name, label in (("shipped", "shipped planner"), ("F", "candidate F")):
+        lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
+        lines += _regime_rows(results[name], by)
+    lines += ["", "## Points (planner / measured: shipped; F in brackets, where it differs; an anomaly the source flags marked *)", ""]
+    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (pt, r), (_pt, rf) in zip(results["shipped"], results["F"], strict=True):
+        flag = pt.raw.get("anomalies", {})
+        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rf[m]:.3f})" if rf[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
+    lines += ["", "## Left out by the selection rule", ""]
+    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
+    lines += ["", "## How each was launched and measured", ""]
+    lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh4_points()]
     return "\n".join(lines) + "\n"
 
 
@@ -190,17 +249,19 @@ def main(argv: list[str] | None = None) -> None:
     sets += [("fresh-2 held-out, registered before collection: shipped constants", fresh2_shipped), ("fresh-2 held-out: pre-registered constants", fresh2_pre)]
     fresh3 = fresh3_results()
     sets += [("fresh-3 held-out, registered before collection: shipped planner (candidate D, adopted)", fresh3["D"]), ("fresh-3 held-out: candidate E (D with the start burst; reported only)", fresh3["E"])]
+    fresh4 = fresh4_results()
+    sets += [("fresh-4 held-out, registered before collection: shipped planner (candidate F, adopted)", fresh4["F"]), ("fresh-4 held-out: the planner F was judged against (no start burst)", fresh4["shipped"])]
     for label, subset in sets:
         print("\n".join(_goal_rows(label, subset)))
-    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"])):
+    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"])):
         print("\n".join(data_check(label, subset)))
-    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"])]
+    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"])]
     for label, subset in by_regime:
         print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
         print("\n".join(_regime_rows(subset, GROUPS)))
     if "--points" in argv:
         print("\n| point | split | engine | model | GPU | TP | clients | TPOT | TTFT | tok/s/GPU |\n|---|---|---|---|---|---|---|---|---|---|")
-        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["D"]:
+        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["D"] + fresh4["F"]:
             p = pt.raw
             cells = " | ".join(f"{r[m]:.3f}" if m in r else "" for m in S.METRICS)
             print(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} | {p['gpu']} | {p['tp']} | {p['concurrency'] or 'offline'} | {cells} |")
@@ -208,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     if "--fresh-doc" in argv:
         docs = Path(__file__).resolve().parents[1] / "docs"
         (docs / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
+    if "--fresh4-doc" in argv:  # the record of the one decision (docs/serving_fresh4_plan.md)
+        (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh4.md").write_text(fresh4_doc(fresh4_results()))
     if "--fresh3-doc" in argv:  # the record of the one decision (docs/serving_fresh3_plan.md): reproduced, "before D" being the planner it judged D against
         (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh3.md").write_text(fresh3_doc(fresh3))
 

@@ -24,6 +24,7 @@ admits). ``predict`` redoes either from the plan's load setup, so the fit can tr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -63,6 +64,10 @@ FRESH3 = "fresh-3 held-out"
 CANDIDATE_D = {"rocm_fixed_scale": 6.307}  # adopted (docs/serving_fresh3.md): hardware.AMD_FIXED_COST_SCALE
 CANDIDATE_E = {"rocm_fixed_scale": 6.064}
 BEFORE_D = {"rocm_fixed_scale": 1.5}  # the catalog's estimate the third set judged D against
+# a fourth set, registered before it was collected (docs/serving_fresh4_plan.md) to judge candidate F:
+# the shipped planner with M2 alone (START_BURST; no constant refitted)
+FRESH4_PATH = Path(__file__).resolve().with_name("fresh4_serving.json")
+FRESH4 = "fresh-4 held-out"
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -418,22 +423,60 @@ def fresh3_points() -> tuple[Point, ...]:
     return tuple(plan_point(p, FRESH3) for p in load_fresh3()["points"])
 
 
+@lru_cache(maxsize=1)
+def load_fresh4() -> dict:
+    return json.loads(FRESH4_PATH.read_text())
+
+
+@lru_cache(maxsize=1)
+def fresh4_points() -> tuple[Point, ...]:
+    """The fourth fresh set (benchmarks/fresh4_serving.json), held out whole, planned as the reference points are."""
+    return tuple(plan_point(p, FRESH4) for p in load_fresh4()["points"])
+
+
+def ratios_at(pt: Point, burst: bool) -> dict[str, float]:
+    """planner / measured of ``pt`` with the closed loop's start burst (M2, :data:`START_BURST`) on or
+    off: the fourth set judged candidate F (on) against the planner before it (off)."""
+    with start_burst(burst):
+        return ratios(pt)
+
+
+@contextlib.contextmanager
+def start_burst(on: bool):
+    """:data:`START_BURST` set to ``on`` inside the block (the fit runs with it off: the steady state)."""
+    global START_BURST
+    was, START_BURST = START_BURST, on
+    try:
+        yield
+    finally:
+        START_BURST = was
+
+
+# the earliest releases the planner has profiles for (planner/engines: vLLM's RELEASES start at 0.10,
+# SGLang's serving costs are 0.5.x's): a run on an older release is reported, never a band's point
+PROFILED_FROM = {"vllm": (0, 10), "sglang": (0, 5)}
+
+
+def older_release(p: dict) -> bool:
+    """Whether the run's stated engine version precedes every release the planner profiles (PROFILED_FROM)."""
+    floor = PROFILED_FROM.get(ENGINE.get(p["engine"], ""))
+    m = re.match(r"v?(\d+)\.(\d+)", p.get("engine_version", ""))
+    return bool(floor and m and (int(m.group(1)), int(m.group(2))) < floor)
+
+
 def never_fitted() -> list[Point]:
-    """Every point the shipped constants never saw: the first set's held-out sources and the whole second and third sets."""
-    return held_out_fresh() + list(fresh2_points()) + list(fresh3_points())
+    """Every point the shipped constants never saw: the first set's held-out sources and the whole second, third and fourth sets."""
+    return held_out_fresh() + list(fresh2_points()) + list(fresh3_points()) + list(fresh4_points())
 
 
 def candidate_ratios(pt: Point, name: str) -> dict[str, float]:
     """planner / measured of ``pt`` under candidate D or E (docs/serving_fresh3_plan.md) or the model
     the third set judged them against ("before D": the catalog's 1.5): the shipped constants with that
-    ROCm scale (an NVIDIA point as shipped; D is the shipped planner), E with the start burst too."""
-    global START_BURST
+    ROCm scale (an NVIDIA point as shipped; D the planner shipped until F), E with the start burst too
+    (the third set ran before F: D and "before D" without it)."""
     extra = {"D": CANDIDATE_D, "E": CANDIDATE_E, "before D": BEFORE_D}[name]
-    was, START_BURST = START_BURST, name == "E"
-    try:
+    with start_burst(name == "E"):
         return ratios(pt, with_fit(pt, {**latency.SERVING_FIT, **extra}, dict(latency.KERNEL_FIT)))
-    finally:
-        START_BURST = was
 
 
 # a decode step does not get faster with a bigger batch: within one series of a source, a mean TPOT
@@ -512,7 +555,11 @@ def predict(pt: Point, roof: latency.Roofline | None = None) -> dict[str, float]
     return {"ttft_mean_ms": start_burst_ttft_ms(pt, setup, fig.ttft_ms), "tpot_mean_ms": fig.tpot_ms, "out_tps_per_gpu": tps}
 
 
-START_BURST = False  # docs/serving_fresh2_plan.md, addendum 2, M2: a refit candidate's (scripts/fit_serving.py --candidate); not shipped
+# M2 (docs/serving_fresh2_plan.md, addendum 2): a run whose harness states its prompt count N is compared
+# with the mean TTFT over N prompts, the first C queued at once (serving.benchmark_ttft_ms). Candidate F,
+# adopted by the fourth set (docs/serving_fresh4.md); the constants stay fitted on the steady state
+# (scripts/fit_serving.py fits with it off: steady_state), so F refitted nothing
+START_BURST = True
 
 
 def start_burst_ttft_ms(pt: Point, setup, steady_ms: float) -> float:

@@ -5,7 +5,9 @@ measured-serving reference set, its regime (dense or MoE, 4-bit integer weights 
 concurrency band, GPU generation, engine) and planner / measured for TPOT, TTFT and output tokens/s per GPU. :func:`band` picks the
 points in a plan's regime and says how far off the model was there, for the app, the CLI and the
 PDF to print beside each figure ("±18 % on points like this one, n=12"); outside every measured
-regime it returns None and :func:`warning` says why.
+regime it returns None and :func:`warning` says why. A run on an engine release older than every one the
+planner profiles (``older_release``: vLLM before 0.10, SGLang before 0.5) is no plan's look-alike and
+never a band's point.
 """
 
 from __future__ import annotations
@@ -64,11 +66,12 @@ class Band(Result):
     text: str  # what to print beside the figure
     n: int
     band_pct: float  # |planner / measured - 1| that COVERAGE of the points stay within, in %
-    median_ratio: float  # planner / measured
+    median_ratio: float  # planner / measured at the median of the held-out ratios the reach reads (a fitted run left out of its sweep's fit)
     worst_ratio: float  # farthest from 1 either way
     matched_on: tuple[str, ...]  # the regime keys the points share with the plan
     points: tuple[str, ...]
-    side: str = ""  # "higher": every matched run measured above the planner's figure; "lower": below; "": both ways
+    side: str = ""  # "higher": every matched run measured above the shipped planner's figure; "lower": below; "": both ways
+    shipped_median_ratio: float = 1.0  # planner / measured at the median with the shipped constants (fit_ratios: in sample for a fitted run)
 
 
 @lru_cache(maxsize=1)
@@ -78,7 +81,7 @@ def load() -> dict:
 
 def _matching(reg: dict[str, str], metric: str, points: list[dict] | None = None, keys: tuple[str, ...] = KEYS, relax: tuple[str, ...] = RELAX) -> tuple[list[dict], tuple[str, ...]]:
     key = METRICS[metric]
-    rows = [p for p in (load()["points"] if points is None else points) if key in p["ratios"] and not p.get("anomalous", {}).get(key)]
+    rows = [p for p in (load()["points"] if points is None else points) if key in p["ratios"] and not p.get("anomalous", {}).get(key) and not p.get("older_release")]
     for drop in ((), *[relax[: i + 1] for i in range(len(relax))]):
         use = tuple(k for k in keys if k not in drop)
         found = [p for p in rows if all(p["regime"][k] == reg[k] for k in use)]
@@ -104,10 +107,14 @@ def band(metric: str, reg: dict[str, str], points: list[dict] | None = None, key
     pct = (math.exp(cover) - 1.0) * 100.0
     worst = max(ratios, key=lambda r: abs(math.log(r)))
     # a band says how far, not which way: where every point missed the same way, say that too, and
-    # by how much at the median (measured / planned), the figure a reader would scale the plan's by
+    # by how much at the median (measured / planned), the figure a reader would scale the plan's by.
+    # Which way is a fact about the planner as shipped, so it reads each run's shipped ratio (a fitted
+    # run's in-sample fit_ratios, a held-out run's own), where the reach reads the held-out ``ratios``
+    shipped = sorted(p.get("fit_ratios", p["ratios"])[METRICS[metric]] for p in found)
     median = statistics.median(ratios)
-    side = "higher" if ratios[-1] < 1.0 else ("lower" if ratios[0] > 1.0 else "")
-    said = f", all measured {side}, {(1 / median if side == 'higher' else median):.2g}x at the median" if side else ""
+    shipped_median = statistics.median(shipped)
+    side = "higher" if shipped[-1] < 1.0 else ("lower" if shipped[0] > 1.0 else "")
+    said = f", all measured {side}, {(1 / shipped_median if side == 'higher' else shipped_median):.2g}x at the median" if side else ""
     return Band(
         metric=metric,
         text=f"±{pct:.0f} % on points like this one, n={len(found)}{said}",
@@ -118,6 +125,7 @@ def band(metric: str, reg: dict[str, str], points: list[dict] | None = None, key
         matched_on=keys,
         points=tuple(p["id"] for p in found),
         side=side,
+        shipped_median_ratio=shipped_median,
     )
 
 
@@ -136,7 +144,7 @@ def caveat(bands: dict[str, Band | None]) -> str:
         b = bands.get(metric)
         if b is None or not b.side:
             continue
-        factor = 1.0 / b.median_ratio if b.side == "higher" else b.median_ratio
+        factor = 1.0 / b.shipped_median_ratio if b.side == "higher" else b.shipped_median_ratio
         if factor < FLAG_FACTOR:
             continue
         latency_way = "longer" if b.side == "higher" else "shorter"

@@ -405,6 +405,8 @@ def summary_lines(plan: Plan) -> tuple[str, ...]:
             f"             p95: TTFT {r.ttft_p95_ms:,.1f} ms, ITL {r.itl_p95_ms:,.1f} ms ({r.prefill_step_share:.0%} of steps carry a prefill chunk); "
             f"prefill budget {r.prefill_utilisation:.0%} used{' (SATURATED: prompts queue)' if r.prefill_saturated else ''}; all prompts at once: the last waits {r.burst_wait_max_ms:,.1f} ms"
         )
+        if bench := benchmark_sentence(plan):
+            lines.append("             " + bench)
         lines.append(
             f"throughput   {r.output_tokens_per_second_per_gpu:,.1f} output tok/s a GPU ({at}); {r.max_throughput_tokens_per_second_per_gpu:,.1f} at most ({r.max_throughput_label})"
             + (f"; speculative decoding {r.spec_method} x{r.spec_speedup:.2f}" if r.spec_method != "none" else "")
@@ -449,6 +451,17 @@ def pool_figures(plan: Plan) -> str:
     if engine is not None and engine.applies and engine.startup_max_concurrency is not None and engine.serve_max_model_len:
         out += f" vLLM's start-up log counts requests of the full {engine.serve_max_model_len:,}-token context instead: {engine.startup_max_concurrency:,.2f}x."
     return out
+
+
+def benchmark_sentence(plan: Plan) -> str:
+    """What a closed-loop benchmark of the requested clients should print as its mean TTFT (the plan's
+    roofline.benchmark_ttft_ms), with the flags that run it; "" for another load or an observed latency."""
+    r, inputs = plan.roofline, plan.inputs
+    if not r.benchmark_prompts or plan.latency.source == "observed":
+        return ""
+    c, n = inputs.sequences, r.benchmark_prompts
+    why = f"its first {c:,} prompts queue on an idle engine" if n > c and c > 1 else "no first wave to queue"
+    return f"A benchmark of {n:,} prompts from {c:,} clients started at once (--num-prompts {n} --max-concurrency {c}) prints a mean TTFT of about {fmt_ms_step(r.benchmark_ttft_ms)} ({why})."
 
 
 def band_texts(plan: Plan) -> dict[str, str]:

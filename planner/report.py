@@ -321,10 +321,12 @@ def _latency_rows(plan: Plan) -> list[list[str]]:
         (f"{r.max_throughput_label} a GPU", f"{r.max_throughput_tokens_per_second_per_gpu:,.1f} tok/s"),
     ):
         rows.append([label] + (["-", value] if two else [value]))
-    from planner.explain import band_texts  # here, not above: explain reads this module's formatters
+    from planner.explain import band_texts, benchmark_sentence  # here, not above: explain reads this module's formatters
 
     for metric, text in band_texts(plan).items():  # how far published runs like this one landed from the model
         rows.append([f"accuracy of {metric}"] + (["-", text] if two else [text]))
+    if bench := benchmark_sentence(plan):  # the benchmark that checks the plan
+        rows.append(["benchmark check"] + (["-", bench] if two else [bench]))
     if r.accuracy_caveat:
         rows.append(["published runs like this one"] + (["-", r.accuracy_caveat] if two else [r.accuracy_caveat]))
     return rows

@@ -39,7 +39,7 @@ Query keys (schema version 3; keys are stable, never reuse one for another meani
     own   entry_point  enforce_eager (1/0)  limit_mm_per_prompt  enable_lora (1/0)
     names max_loras  max_lora_rank  (vLLM's start-up settings)
     -- under their own names (no short key) --
-    dp     pp     serving_engine     request_rate     spec_method     (shape, load)
+    dp     pp     serving_engine     request_rate     bench_prompts     spec_method     (shape, load)
     spec_tokens     spec_acceptance     spec_draft     (speculative decoding)
     batch_wait_iters     batch_wait_tokens_ratio     (TensorRT-LLM's batch waiting)
     -- session workload and cache tiers (planner/cache) --

@@ -454,3 +454,12 @@ def test_a_plan_like_runs_that_all_ran_slower_warns_beside_its_headline():
     # the same link in fp8 weights: the runs like it miss both ways, no such warning
     fp8 = _app({**query, "wd": "auto", "n": "deepseek-v3"})
     assert not [w.value for w in fp8.warning if w.value.startswith("Published runs like this one")]
+
+
+def test_the_serving_card_names_the_benchmark_that_checks_the_plan():
+    # a link with bench_prompts: the card says what --num-prompts 80 --max-concurrency 8 should print as its
+    # mean TTFT, in the planner's words (planner.explain.benchmark_sentence), and the link keeps the input
+    at = _app({"v": "3", "m": "preset", "n": "llama-3.1-8b", "in": "4096", "out": "256", "seq": "8", "bench_prompts": "80"})
+    checks = [m.value for m in at.markdown if m.value.startswith("**Check it:**")]
+    assert checks and "--num-prompts 80 --max-concurrency 8" in checks[0] and "its first 8 prompts queue on an idle engine" in checks[0]
+    assert at.query_params.get("bench_prompts") in ("80", ["80"])

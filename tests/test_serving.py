@@ -250,15 +250,18 @@ def test_accuracy_bands_from_the_committed_points_and_a_warning_outside_them():
     b = accuracy.band("tpot", hopper_moe)
     assert b is not None and b.n >= accuracy.MIN_POINTS and b.text.startswith(f"±{b.band_pct:.0f} % on points like this one, n={b.n}")
     # where every matched point missed the same way the band says which: a dense vLLM plan on one
-    # H100 at 4 clients matches gpustack's vLLM runs, whose TTFT all measured above the plan
-    # (planner / measured 0.25-0.3 left out of their sweep's fit)
+    # H100 at 4 clients matches gpustack's vLLM runs, whose TTFT all measured above the shipped planner
+    # (planner / measured 0.80 in sample; the reach reads their 0.25-0.3 left out of their sweep's fit)
     ttft = accuracy.band("ttft", accuracy.regime(False, 1, 4, "hopper", "vllm"))
-    rows = {p["id"]: p["ratios"]["ttft_mean_ms"] for p in accuracy.load()["points"] if "ttft_mean_ms" in p["ratios"]}
+    rows = {p["id"]: p["fit_ratios"]["ttft_mean_ms"] for p in accuracy.load()["points"] if "ttft_mean_ms" in p["ratios"]}
+    held = {p["id"]: p["ratios"]["ttft_mean_ms"] for p in accuracy.load()["points"] if "ttft_mean_ms" in p["ratios"]}
     assert all(rows[i] < 1 for i in ttft.points) and ", all measured higher, " in ttft.text
-    # ... with the median factor: measured / planned at the median of the matched points
-    assert ttft.text.endswith(f"{1 / statistics.median(rows[i] for i in ttft.points):.2g}x at the median")
+    # ... with the median factor, measured / planned at the median of the matched points as shipped
+    # (1 / 0.80 = 1.2x), not the held-out ratios' (about 3x), which set the reach
+    assert ttft.text.endswith(f"{1 / statistics.median(rows[i] for i in ttft.points):.2g}x at the median") and ttft.text.endswith("1.2x at the median")
+    assert 1 / statistics.median(held[i] for i in ttft.points) > 2.5
     # ... and says nothing of a side where the points missed both ways (the same plan's throughput)
-    tps = {p["id"]: p["ratios"]["out_tps_per_gpu"] for p in accuracy.load()["points"] if "out_tps_per_gpu" in p["ratios"]}
+    tps = {p["id"]: p["fit_ratios"]["out_tps_per_gpu"] for p in accuracy.load()["points"] if "out_tps_per_gpu" in p["ratios"]}
     both_ways = accuracy.band("throughput", accuracy.regime(False, 1, 4, "hopper", "vllm"))
     assert min(tps[i] for i in both_ways.points) < 1 < max(tps[i] for i in both_ways.points) and both_ways.text.endswith(f"n={both_ways.n}")
     assert set(b.matched_on) >= {"arch", "family"}

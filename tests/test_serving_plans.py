@@ -279,7 +279,8 @@ def test_the_benchmark_reads_the_plans_own_figures():
             continue
         assert pt.roof is pt.plan.roof, pt.id
         if not pt.requests:
-            pred = S.predict(pt)
+            with S.start_burst(False):  # the steady state: the plan's TTFT (M2, the harness's start, below)
+                pred = S.predict(pt)
             plan_ttft = pt.plan.latency.time_to_first_token_ms - (pt.plan.inputs.queue_ms or 0.0)
             assert pred["ttft_mean_ms"] == pytest.approx(plan_ttft), pt.id
             assert pred["tpot_mean_ms"] == pytest.approx(pt.plan.latency.mean_inter_token_latency_ms), pt.id
@@ -288,6 +289,12 @@ def test_the_benchmark_reads_the_plans_own_figures():
             polled[pt.id] = pt.recv_interval
             assert pt.setup.recv_interval == pt.recv_interval, pt.id  # SGLang's serving costs use it
     assert polled == {"p05-inferencex": 10, "p06-inferencex": 10, "p07-inferencex": 30, "p08-inferencex": 30, "p09-inferencex": 30}
+    # with the harness's start (M2, adopted: docs/serving_fresh4.md) the prediction is what the plan says a
+    # benchmark of the harness's prompts prints: InferenceMAX's p10 sends 10 x 4 = 40 prompts from 4 clients
+    # (a run whose prefill the plan graphs: an eager one's step model adds the launch floor above)
+    p10 = next(pt for pt in S.points() if pt.id == "p10-inferencex")
+    bench = compute_plan(p10.plan.inputs.model_copy(update={"bench_prompts": p10.prompts}), _model(p10.raw["preset"]))
+    assert p10.prompts == 40 and S.predict(p10)["ttft_mean_ms"] == pytest.approx(bench.roofline.benchmark_ttft_ms - (bench.inputs.queue_ms or 0.0), rel=1e-9)
     assert eager == set(polled) | {"p54-tenstorrent", "p55-tenstorrent", "p56-tenstorrent"}
     # one client, 128 new tokens over two nodes: the TTFT is the plan's with its prefill raised to the
     # 70 ms floor (61 MLA layers x 1.148 ms), as nothing else waits at one client
@@ -369,7 +376,7 @@ def test_fresh_points_join_the_accuracy_bands_with_the_shipped_constants_ratios(
     # fresh-fit points carry their leave-one-sweep-out ratios, as the reference points do
     from planner import accuracy
 
-    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] in (S.FRESH, S.FRESH2, S.FRESH3)}
+    rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] in (S.FRESH, S.FRESH2, S.FRESH3, S.FRESH4)}
     fitted_rows = {p["id"]: p for p in accuracy.load()["points"] if p["split"] == S.FRESH_FIT}
     fresh = S.never_fitted()  # the first set's held-out sources and the whole second and third sets
     assert set(rows) == {pt.id for pt in fresh} and set(fitted_rows) == {pt.id for pt in S.fresh_points() if pt.split == S.FRESH_FIT}
@@ -411,7 +418,7 @@ def test_the_second_fresh_set_is_held_out_whole_and_planned_like_the_first():
     assert all(pt.split == S.FRESH2 for pt in fresh2)
     fitted_ids = {pt.id for pt in S.fitted_points()}
     assert not fitted_ids & {pt.id for pt in fresh2}
-    assert [pt.id for pt in S.never_fitted()] == [pt.id for pt in S.held_out_fresh()] + [pt.id for pt in fresh2] + [pt.id for pt in S.fresh3_points()]
+    assert [pt.id for pt in S.never_fitted()] == [pt.id for pt in S.held_out_fresh()] + [pt.id for pt in fresh2] + [pt.id for pt in S.fresh3_points()] + [pt.id for pt in S.fresh4_points()]
     earlier = {(p["url"], p["isl"], p["osl"], p["concurrency"], p["gpu"], p["tp"]) for p in S.load()["points"] + S.load_fresh()["points"]}
     used = {p["url"] for p in S.load()["points"] + S.load_fresh()["points"]}
     ids = [pt.id for pt in fresh2]
@@ -535,6 +542,7 @@ def test_the_start_burst_weights_the_first_wave_into_the_mean_ttft(monkeypatch):
     # M2: C clients started at once, N prompts: mean TTFT = (C x first wave + (N - C) x steady) / N.
     # InferenceX sends N = 10 C, so the first wave weighs exactly 1/10; one client has no wave
     pt = next(p for p in S.never_fitted() if p.id == "g05-ix3318")  # 64 clients, 640 prompts
+    monkeypatch.setattr(S, "START_BURST", False)
     steady = S.predict(pt)["ttft_mean_ms"]
     monkeypatch.setattr(S, "START_BURST", True)
     s = pt.setup
@@ -580,11 +588,66 @@ def test_the_third_sets_record_reproduces_its_one_decision():
 def test_the_band_coverage_record_is_what_the_bench_prints():
     # docs/accuracy_bands.md is benchmarks/band_coverage.py --doc: every measured figure left out in
     # turn, the share inside the band the other runs give its regime (a measurement, not a goal: only
-    # that the record is current and that it covers every run with a band)
+    # that the record is current and that it covers every run of a release the planner profiles)
     from pathlib import Path
 
     from benchmarks import band_coverage as BC
     from planner import accuracy
 
     assert BC.doc() == (Path(__file__).resolve().parents[1] / "docs" / "accuracy_bands.md").read_text()
-    assert {row["id"] for row, *_x in BC.left_out("shipped")} == {p["id"] for p in accuracy.load()["points"]}
+    assert {row["id"] for row, *_x in BC.left_out("shipped")} == {p["id"] for p in accuracy.load()["points"] if not p.get("older_release")}
+
+
+def test_a_plans_benchmark_ttft_averages_the_first_wave_into_the_steady_state():
+    # M2 as the plan shows it (serving.benchmark_ttft_ms, adopted by docs/serving_fresh4.md): 8 clients
+    # started at once, N = 80 prompts: mean TTFT = (8 x the first wave's + 72 x the steady state's) / 80,
+    # the first wave's mean being the API server's preprocessing + the 8-prompt burst's mean prefill
+    from planner.explain import benchmark_sentence
+
+    model = _model("llama-3.1-8b")
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=4096, output_tokens=256, bench_prompts=80), model)
+    s, fig = plan._load.setup, plan._load.figures
+    first = latency.api_preprocess_s(s.roof.eff, s.prompt) * 1e3 + latency.served(s.roof, s.prompt, s.cached, s.generated, 8, s.kv_mid, s.mid, s.budget).prefill_served_ms
+    assert first > fig.ttft_ms  # eight 4,096-token prompts queued on an idle engine wait longer than one in the steady state
+    assert plan.roofline.benchmark_prompts == 80 and plan.roofline.benchmark_ttft_ms == pytest.approx((8 * first + 72 * fig.ttft_ms) / 80, rel=1e-12)
+    assert "--num-prompts 80 --max-concurrency 8" in benchmark_sentence(plan) and "its first 8 prompts queue on an idle engine" in benchmark_sentence(plan)
+    # the tools' default, 1,000 prompts, weighs the first wave 8 / 1,000; as many prompts as clients: one wave, all of it
+    default = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=4096, output_tokens=256), model)
+    assert default.roofline.benchmark_prompts == 1000 and default.roofline.benchmark_ttft_ms == pytest.approx((8 * first + 992 * fig.ttft_ms) / 1000, rel=1e-12)
+    one_wave = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=4096, output_tokens=256, bench_prompts=8), model)
+    assert one_wave.roofline.benchmark_ttft_ms == pytest.approx(first, rel=1e-12)
+    # an open loop has no benchmark of this kind
+    rate = compute_plan(make_inputs(gpu="H100-SXM-80GB", request_rate=2.0, input_tokens=4096, output_tokens=256), model)
+    assert rate.roofline.benchmark_prompts == 0 and benchmark_sentence(rate) == ""
+
+
+def test_the_fourth_sets_record_reproduces_its_one_decision():
+    # docs/serving_fresh4.md records the rule's one decision (docs/serving_fresh4_plan.md): F, the start
+    # burst alone, adopted (TTFT median |log| 3.3792 -> 2.7554 on 33 runs with a stated prompt count, two
+    # sources; TPOT and throughput untouched). "shipped" there is the planner before F (no start burst)
+    from pathlib import Path
+
+    from benchmarks import bench_serving_accuracy as B
+
+    results = B.fresh4_results()
+    decision, why = B.fresh4_decision(results)
+    assert decision is True and "33 runs with a stated prompt count (2 sources): shipped 3.3792, F 2.7554" in why[0]
+    assert B.fresh4_doc(results) == (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh4.md").read_text()
+    assert [r for _pt, r in results["F"]] == [S.ratios(pt) for pt in S.fresh4_points()]  # F is the planner as shipped now
+
+
+def test_runs_on_releases_the_planner_does_not_profile_are_reported_but_no_bands_points():
+    # the planner's vLLM profiles start at 0.10 and its SGLang serving costs are 0.5.x's: dstack's vLLM
+    # 0.7.3 / 0.7.4 and SGLang 0.4.2 / 0.4.3 runs (the fourth set) are in serving_accuracy.json, marked,
+    # and no band matches them; achatbot's SGLang v0.5.0rc0 runs are 0.5 and stay band points
+    from planner import accuracy
+
+    assert S.older_release({"engine": "vllm", "engine_version": "0.7.3.dev138+g21f6ca217 (rocm)"})
+    assert S.older_release({"engine": "sglang", "engine_version": "0.4.3.post2"})
+    assert not S.older_release({"engine": "sglang", "engine_version": "v0.5.0rc0"}) and not S.older_release({"engine": "vllm", "engine_version": "0.11.0"})
+    assert not S.older_release({"engine": "vllm", "engine_version": "(2025-07, not stated)"})  # unstated: kept
+    rows = {p["id"]: p for p in accuracy.load()["points"]}
+    older = {i for i, p in rows.items() if p.get("older_release")}
+    assert older == {pt.id for pt in S.fresh4_points() if "dstack" in pt.id} and len(older) == 35
+    b = accuracy.band("tpot", accuracy.regime(True, 8, 16, "hopper", "sglang"))
+    assert not set(b.points) & older

@@ -35,7 +35,7 @@ GROUP_KEYS = {
     "context": ("system_tokens", "tool_tokens", "retrieval_tokens", "history_tokens", "user_tokens", "input_tokens", "output_tokens", "max_context", "encoder_tokens"),
     "cache": ("kv_dtype", "mtp", "runtime", "vllm_version", *VLLM_STARTUP, "mem_fraction_static", "chunked_prefill_size", "page_size", "reservation", "block_tokens"),
     "hardware": ("gpu", "device_gib", "device_bandwidth_gb_s", "device_bf16_tflops", "gpu_count", "tp", "ep", "dp", "pp", "disagg", "headroom_pct", "weight_dtype", "workspace_gib", "model_resident_gib"),
-    "load": ("sequences", "request_rate", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine", "recv_interval", "batch_wait_iters", "batch_wait_tokens_ratio"),
+    "load": ("sequences", "request_rate", "bench_prompts", "itl_slo_ms", "ttft_slo_ms", "max_num_seqs", "tenant_quota", "max_batched_tokens", "serving_engine", "recv_interval", "batch_wait_iters", "batch_wait_tokens_ratio"),
     "speculation": ("spec_method", "spec_tokens", "spec_acceptance", "spec_draft"),
     "sharing": ("shared_prefix_tokens", "prefix_hit_rate", "tenants", "gpu_hour_price"),
     "efficiency": ("mfu", "mbu"),
@@ -271,6 +271,7 @@ def render_inputs(model: PreparedModel, values: dict, err_key: str | None, err) 
         with exp:
             _num("sequences", err_key, err)
             render_control(CONTROLS["request_rate"], err_key, err)
+            _num("bench_prompts", err_key, err)
             with _pair() as (a, b):
                 with a:
                     _num("itl_slo_ms", err_key, err, step=1.0, fmt="%.2f")

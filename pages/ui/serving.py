@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui.safe_text import md
-from planner.explain import band_texts
+from planner.explain import band_texts, benchmark_sentence
 from planner.plan import Plan
 
 
@@ -33,6 +33,8 @@ def render_serving(plan: Plan) -> None:
             strict=True,
         ):
             col.metric(title, _tps(value), delta=delta, delta_color="gray", delta_arrow="off", help=md(f"{what} Accuracy: {bands['throughput']}.", limit=2000))
+        if bench := benchmark_sentence(plan):  # the benchmark that checks the plan, and what it should print
+            st.markdown(f"**Check it:** {md(bench)}")
         rows = [f"- **{md(name)}:** {md(text)}" for name, text in bands.items()]
         st.markdown("**Accuracy on published runs like this one** (planner ÷ measured)\n" + "\n".join(rows))
         if any("outside every measured regime" in text for text in bands.values()):

@@ -94,6 +94,7 @@ class PlanInputs(BaseModel):
         return _checked(pools.check_pools, value)
     serving_engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"  # whose serving costs the latency uses (auto: the runtime's; vLLM's for transformers)
     request_rate: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False)  # open loop: Poisson requests a second to the deployment (None: sequences are clients in a closed loop)
+    bench_prompts: int = Field(default=1000, ge=1, le=10_000_000)  # a closed-loop benchmark's prompts in all (vllm bench serve / sglang.bench_serving --num-prompts, 1000 by default): its mean TTFT counts the first C queued at once
     spec_method: Literal["none", "mtp", "eagle3", "draft"] = "none"  # speculative decoding
     spec_tokens: int | None = Field(default=None, ge=1, le=16)  # drafts per step (None: the method's default)
     spec_acceptance: float | None = Field(default=None, ge=1, le=17, allow_inf_nan=False)  # measured acceptance length (None: the method's published figure)

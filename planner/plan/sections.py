@@ -321,6 +321,10 @@ class RooflineSection(Section):
     # planner / measured on published runs like this one: {"tpot"|"ttft"|"throughput": band text or the warning}
     accuracy: dict[str, str] = field(default_factory=dict)
     accuracy_caveat: str = ""  # when every run like this one missed a figure the same way by 1.5x or more at the median (accuracy.caveat)
+    # what a closed-loop benchmark of benchmark_prompts prompts from the requested clients, started at
+    # once, prints as its mean TTFT (serving.benchmark_ttft_ms; 0: not a closed loop)
+    benchmark_prompts: int = 0
+    benchmark_ttft_ms: float = 0.0
     itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
@@ -341,6 +345,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
     best, best_label = _most_throughput(plan, fig)
     spec = setup.spec
     texts, caveat = _accuracy(plan)
+    bench_n, bench_ttft = _benchmark_ttft(plan, queue)
     return RooflineSection(
         mfu=inputs.mfu,
         mbu=inputs.mbu,
@@ -402,6 +407,8 @@ def roofline_section(plan: Plan) -> RooflineSection:
         spec_speedup=fig.speedup,
         accuracy=texts,
         accuracy_caveat=caveat,
+        benchmark_prompts=bench_n,
+        benchmark_ttft_ms=bench_ttft,
     )
 
 
@@ -430,6 +437,17 @@ def _spec_result(plan: Plan):
     """Speculative decoding's step at the requested load (its acceptance length and source)."""
     s, setup = plan._load.setup.spec, plan._load.setup
     return speculative.speculative(setup.roof, s.method, plan._load.concurrency, setup.kv_mid, setup.mid, s.tokens, s.acceptance, s.draft_roof, s.draft_kv_mid)
+
+
+def _benchmark_ttft(plan: Plan, queue_ms: float) -> tuple[int, float]:
+    """A closed loop's benchmark: the prompts it sends in all (inputs.bench_prompts) and the mean TTFT it
+    prints (serving.benchmark_ttft_ms on the busiest rank, its share of the prompts as of the clients);
+    (0, 0.0) for another load."""
+    fig, setup, inputs = plan._load.figures, plan._load.setup, plan.inputs
+    if fig.kind != serving.CLOSED:
+        return 0, 0.0
+    per_rank = max(1, round(inputs.bench_prompts * fig.per_rank / max(1, inputs.sequences)))
+    return inputs.bench_prompts, queue_ms + serving.benchmark_ttft_ms(setup, fig.per_rank, per_rank, fig.ttft_ms)
 
 
 def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:

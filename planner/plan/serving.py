@@ -126,14 +126,15 @@ def benchmark_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float
     ``--max-concurrency`` at an infinite request rate, InferenceX's ``benchmark_serving``): the first
     wave's C prompts queue on an idle engine (their mean: preprocessing + the burst's mean time to
     the end of its prefill, :func:`latency.served`), the other N - C see the steady state
-    ``steady_ms``, so the mean is (C x first + (N - C) x steady) / N. ``steady_ms`` where N <= C or
-    one client (no queue to start with)."""
+    ``steady_ms``, so the mean is (C x first + (N - C) x steady) / N. N <= C: one wave of N prompts,
+    its mean alone; one client: ``steady_ms`` (no queue to start with)."""
     c, n = clients, prompts
-    if n <= c or c <= 1:
+    if c <= 1 or n <= 1:
         return steady_ms
-    burst = latency.served(setup.roof, setup.prompt, setup.cached, setup.generated, c, setup.kv_mid, setup.mid, setup.budget)
+    wave = min(c, n)
+    burst = latency.served(setup.roof, setup.prompt, setup.cached, setup.generated, wave, setup.kv_mid, setup.mid, setup.budget)
     first = _preprocess_s(setup) * 1e3 + burst.prefill_served_ms
-    return (c * first + (n - c) * steady_ms) / n
+    return (wave * first + (n - wave) * steady_ms) / n
 
 
 def decode_step_s(setup: Setup, sequences: int) -> float:
