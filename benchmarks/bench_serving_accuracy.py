@@ -80,31 +80,49 @@ def fresh3_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
     return ok, why + ([f"worse by more than 0.01: {', '.join(worse)}"] if worse else []) + [f"D {'replaces' if ok else 'does not replace'} the shipped AMD scale"]
 
 
+def _record_head(title: str, data: dict, plan: str, name: str, decision: bool | None, why: list[str], over: str, goal_note: str) -> list[str]:
+    """The opening of a fresh set's record: its title, what the set is, where it was registered, the
+    one decision on candidate ``name`` with its reasons, and the accuracy table's header."""
+    lines = [title, "", data.get("about", ""), ""]
+    lines += [f"Registered before collection in {plan} (the models under test, the rule, what is reported).", ""]
+    lines += ["## The decision", "", f"**{f'{name} adopted' if decision else f'{name} not adopted' if decision is False else 'No decision'}.** Median |log(planner / measured)|{over}:", ""]
+    lines += [f"* {w}" for w in why]
+    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", f"The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x.{goal_note}", ""]
+    return lines + ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+
+
+def _record_regimes(results: dict[str, list], names: tuple[tuple[str, str], ...]) -> list[str]:
+    """A record's tables by regime (vendor, the bench's groups, source, GPU, model), one per (results key, label)."""
+    by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
+    lines: list[str] = []
+    for name, label in names:
+        lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
+        lines += _regime_rows(results[name], by)
+    return lines
+
+
+def _record_tail(data: dict, pts) -> list[str]:
+    """A record's closing sections: what the selection rule left out, and how each run was launched."""
+    lines = ["", "## Left out by the selection rule", ""]
+    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
+    lines += ["", "## How each was launched and measured", ""]
+    return lines + [f"* **{pt.id}**: {pt.raw['notes']}" for pt in pts]
+
+
 def fresh3_doc(results: dict[str, list]) -> str:
     """docs/serving_fresh3.md: the third fresh set and the one decision it makes (docs/serving_fresh3_plan.md)."""
     data = S.load_fresh3()
     decision, why = fresh3_decision(results)
-    lines = ["# Third fresh set: the planner as shipped and candidate D on runs collected after D was frozen (written once by benchmarks/bench_serving_accuracy.py --fresh3-doc; a record, not regenerated)", "", data.get("about", ""), ""]
-    lines += ["Registered before collection in docs/serving_fresh3_plan.md (the models under test, the rule, what is reported).", ""]
-    lines += ["## The decision", "", f"**{'D adopted' if decision else 'D not adopted' if decision is False else 'No decision'}.** Median |log(planner / measured)| on the whole set:", ""]
-    lines += [f"* {w}" for w in why]
-    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x.", ""]
-    lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+    lines = _record_head("# Third fresh set: the planner as shipped and candidate D on runs collected after D was frozen (written once by benchmarks/bench_serving_accuracy.py --fresh3-doc; a record, not regenerated)", data, "docs/serving_fresh3_plan.md", "D", decision, why, " on the whole set", "")
     for name, label in (("before D", "shipped planner"), ("D", "candidate D (ROCm scale 6.307)"), ("E", "candidate E (D with the start burst; reported only)")):
         lines += _goal_rows(label, results[name])
     lines += data_check("shipped planner", results["before D"])
-    by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
-    for name, label in (("before D", "shipped planner"), ("D", "candidate D")):
-        lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
-        lines += _regime_rows(results[name], by)
+    lines += _record_regimes(results, (("before D", "shipped planner"), ("D", "candidate D")))
     lines += ["", "## Points (planner / measured: shipped; D in brackets, where it differs)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rd) in zip(results["before D"], results["D"], strict=True):
         lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rd[m]:.3f})" if rd[m] != r[m] else "")) if m in r else "" for m in S.METRICS]))
-    lines += ["", "## Left out by the selection rule", ""]
-    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
-    lines += ["", "## How each was launched and measured", ""]
-    lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh3_points()]
+    lines += _record_tail(data, S.fresh3_points())
     return "\n".join(lines) + "\n"
 
 
@@ -140,30 +158,19 @@ def fresh4_doc(results: dict[str, list]) -> str:
     """docs/serving_fresh4.md: the fourth fresh set and the one decision it makes (docs/serving_fresh4_plan.md)."""
     data = S.load_fresh4()
     decision, why = fresh4_decision(results)
-    lines = ["# Fourth fresh set: the planner as shipped and candidate F (the closed loop's start burst) on runs collected after F was registered (written once by benchmarks/bench_serving_accuracy.py --fresh4-doc; a record, not regenerated)", "", data.get("about", ""), ""]
-    lines += ["Registered before collection in docs/serving_fresh4_plan.md (the models under test, the rule, what is reported).", ""]
-    lines += ["## The decision", "", f"**{'F adopted' if decision else 'F not adopted' if decision is False else 'No decision'}.** Median |log(planner / measured)|:", ""]
-    lines += [f"* {w}" for w in why]
-    lines += ["", "## Accuracy (planner / measured; worst = farthest from 1)", "", "The issue's goal: TPOT median within 1.2x and worst within 2x, TTFT 1.5x / 3x, throughput 1.2x / 2x. Anomalies the source flags are left out of the goal rows.", ""]
-    lines += ["| set | metric | n | median | worst | goal |", "|---|---|---|---|---|---|"]
+    lines = _record_head("# Fourth fresh set: the planner as shipped and candidate F (the closed loop's start burst) on runs collected after F was registered (written once by benchmarks/bench_serving_accuracy.py --fresh4-doc; a record, not regenerated)", data, "docs/serving_fresh4_plan.md", "F", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
     for name, label in (("shipped", "shipped planner"), ("F", "candidate F (start burst)")):
         lines += _goal_rows(f"{label}, whole set", results[name])
         lines += _goal_rows(f"{label}, runs with a stated prompt count", _stated(results[name]))
         lines += _goal_rows(f"{label}, without the two runs behind Modal's web endpoint", [(pt, r) for pt, r in results[name] if "achatbot" not in pt.raw["url"]])
     lines += data_check("shipped planner", results["shipped"])
-    by = {"vendor": lambda pt: "AMD" if pt.rocm else "NVIDIA", **{k: v for k, v in GROUPS.items() if k != "split"}, "source": lambda pt: pt.raw["source"], "GPU": lambda pt: pt.raw["gpu"], "model": lambda pt: pt.raw["preset"]}
-    for name, label in (("shipped", "shipped planner"), ("F", "candidate F")):
-        lines += ["", f"### By regime, {label}", "", "| regime | metric | n | median | worst |", "|---|---|---|---|---|"]
-        lines += _regime_rows(results[name], by)
+    lines += _record_regimes(results, (("shipped", "shipped planner"), ("F", "candidate F")))
     lines += ["", "## Points (planner / measured: shipped; F in brackets, where it differs; an anomaly the source flags marked *)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (pt, r), (_pt, rf) in zip(results["shipped"], results["F"], strict=True):
         flag = pt.raw.get("anomalies", {})
         lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rf[m]:.3f})" if rf[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
-    lines += ["", "## Left out by the selection rule", ""]
-    lines += [f"* {d.get('what', '')} ({d.get('url', '')}): {d['why']}" for d in data.get("left_out", [])]
-    lines += ["", "## How each was launched and measured", ""]
-    lines += [f"* **{pt.id}**: {pt.raw['notes']}" for pt in S.fresh4_points()]
+    lines += _record_tail(data, S.fresh4_points())
     return "\n".join(lines) + "\n"
 
 
