@@ -388,7 +388,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         return _cache_output(args, simulate_plan(plan, args.sessions or DEFAULT_SESSIONS, seed=args.seed, time_budget_s=args.time_budget_s), source)
     cost, blocks = sim.from_plan(plan)
-    requests = sim.plan_requests(plan.context, args.rate, args.requests, lengths=args.lengths, trace_text=text, seed=args.seed)
+    clients = None
+    if args.closed_loop:  # the benchmark the plan describes: --sequences clients started at once, --bench-prompts prompts in all
+        if text is not None or args.replicas != 1:
+            raise PlannerError("closed_loop", "on", "a closed loop is simulated on one replica from the plan's lengths (no --trace, no --replicas)")
+        clients = plan.inputs.sequences
+        drawn = sim.plan_requests(plan.context, 1.0, plan.inputs.bench_prompts, lengths=args.lengths, seed=args.seed)
+        requests = [r.model_copy(update={"arrival_s": 0.0}) for r in drawn]
+    else:
+        requests = sim.plan_requests(plan.context, args.rate, args.requests, lengths=args.lengths, trace_text=text, seed=args.seed)
     cfg = sim.plan_config(
         plan,
         blocks,
@@ -401,11 +409,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         time_budget_s=args.time_budget_s,
     )
     started = time.perf_counter()
-    result = sim.simulate(requests, cfg, cost)
+    result = sim.simulate(requests, cfg, cost, clients=clients)
     out = result.model_dump(mode="json", exclude={"kv_utilisation", "per_request"})
     left = args.time_budget_s - (time.perf_counter() - started)
+    if clients is not None:  # the simulator has no API server: its preprocessing is the plan's
+        pre = plan.latency.preprocessing_ms
+        out["closed_loop"] = {"clients": clients, "prompts": len(requests), "simulated_ttft_mean_ms": result.ttft_ms.mean + pre, "preprocessing_ms": pre, "plan_benchmark_ttft_ms": plan.roofline.benchmark_ttft_ms}
     if result.stopped_early is None and left > 0.5:  # the static comparison gets what is left of the budget
-        static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens, "time_budget_s": left}), cost)
+        static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens, "time_budget_s": left}), cost, clients=clients)
         out["static_reservation"] = {k: static.model_dump(mode="json")[k] for k in ("requests_completed", "requests_rejected", "throughput_tokens_per_s", "preemptions", "ttft_ms", "e2e_ms", "stopped_early")}
     out["pool_blocks"] = blocks
     out["source"] = source
@@ -420,6 +431,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             + (f" x {result.replicas} replicas ({result.router})" if result.replicas > 1 else "")
         )
         emit(result.overload.message)
+        if clients is not None:
+            c = out["closed_loop"]
+            emit(
+                f"closed loop of {clients:,} clients started at once, {len(requests):,} prompts: mean TTFT {c['simulated_ttft_mean_ms']:,.1f} ms simulated "
+                f"(the API server's {c['preprocessing_ms']:,.1f} ms included); the plan's benchmark figure {c['plan_benchmark_ttft_ms']:,.1f} ms"
+            )
         if result.stopped_early:
             emit(f"stopped early: {result.stopped_early}")
     return 0
@@ -934,6 +951,7 @@ def _add_simulate(sub) -> None:
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
     p.add_argument("--seed", type=bounded("seed"), default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")
+    p.add_argument("--closed-loop", action="store_true", help="simulate the benchmark the plan describes instead of --rate / --requests: --sequences clients started at once, --bench-prompts prompts in all, each client sending its next when its last ends (default: off)")
     p.add_argument("--replicas", type=bounded("replicas"), default=1, metavar="N", help="identical engine replicas behind the router, each with the plan's GPUs (default: %(default)s)")
     p.add_argument("--router", choices=["round-robin", "least-outstanding-tokens"], default="round-robin", help="how requests are spread over the replicas (default: %(default)s)")
     p.add_argument("--time-budget-s", type=bounded("time_budget_s"), default=20.0, metavar="S", help="wall-clock seconds after which the simulation stops and says so (default: %(default)s)")

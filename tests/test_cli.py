@@ -209,3 +209,26 @@ def test_engine_takes_vllms_batching_defaults_per_gpu_and_entry_point():
     assert "16,384 / 1,024  (vLLM 0.33 EngineArgs.get_batch_defaults: `LLM class` default" in llm.stdout
     assert "LoRA adapter slots" in llm.stdout and "derived from vLLM 0.33 lora/layers create_lora_weights: 4 adapter slot(s) of rank 64" in llm.stdout
     assert llm.stdout.rstrip().splitlines()[-1].startswith('LLM(model="meta-llama/Llama-3.1-8B-Instruct", tensor_parallel_size=1, max_model_len=32768, max_num_batched_tokens=16384, max_num_seqs=1024')
+
+
+def test_simulate_closed_loop_runs_the_benchmark_the_plan_describes(capsys):
+    # --closed-loop: --sequences clients started at once, --bench-prompts prompts, each client sending its
+    # next when its last ends; the JSON carries the simulated mean TTFT (the plan's API server added: the
+    # simulator has none) beside the plan's benchmark figure (serving.benchmark_ttft_ms)
+    from planner.cli import main
+    from planner.plan import compute_plan, make_inputs, prepare_model
+    from planner.presets import load_preset
+
+    argv = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "H100-SXM-80GB", "--sequences", "8", "--input-tokens", "4096", "--output-tokens", "256", "--bench-prompts", "24", "--closed-loop", "--policy", "chunked", "--chunk-tokens", "8192"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=4096, output_tokens=256, bench_prompts=24), prepare_model(load_preset("llama-3.1-8b")))
+    c = out["closed_loop"]
+    assert (c["clients"], c["prompts"], out["requests_completed"]) == (8, 24, 24)
+    assert c["simulated_ttft_mean_ms"] == pytest.approx(out["ttft_ms"]["mean"] + plan.latency.preprocessing_ms)
+    assert c["plan_benchmark_ttft_ms"] == pytest.approx(plan.roofline.benchmark_ttft_ms)
+    assert main(argv) == 0 and "closed loop of 8 clients started at once, 24 prompts: mean TTFT" in capsys.readouterr().out
+    # one replica, the plan's lengths: one clear line otherwise
+    assert main([*argv, "--replicas", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "closed_loop" in err and "one replica" in err and "Traceback" not in err

@@ -629,3 +629,25 @@ def test_simulate_page_runs():
     assert at.metric[0].value == "300 of 300"  # every one of the 300 default requests completes
     at.number_input(key="sim_rate").set_value(0.0).run()  # below the widget's minimum: clamped, no crash
     assert not at.exception
+
+
+def test_a_closed_loop_sends_each_next_request_when_one_ends():
+    # 2 clients, 4 requests of P=32, O=4 on the fixed step D (every step costs D, any batch): requests 0
+    # and 1 arrive at 0 and prefill together in step 1 (first tokens at D), decode tokens 2-4 in steps
+    # 2-4 and end at 4D; requests 2 and 3 arrive then, prefill in step 5 (first tokens at 5D: TTFT D)
+    # and end at 8D. So every TTFT is D, every e2e 4D, and the makespan 8D
+    reqs = [req(i, 0.0, 32, 4) for i in range(4)]
+    r = simulate(reqs, SimConfig(total_blocks=16), FIXED, check_invariants=True, record_requests=True, clients=2)
+    assert r.requests_completed == 4 and r.step_count == 8
+    arrivals = [x.arrival_s for x in r.per_request]
+    assert arrivals == pytest.approx([0.0, 0.0, 4 * D, 4 * D])
+    assert all(x.ttft_ms == pytest.approx(D * 1e3) and x.e2e_ms == pytest.approx(4 * D * 1e3) for x in r.per_request)
+    assert r.makespan_s == pytest.approx(8 * D)
+    assert_clean(r)
+    # one client: strictly one request at a time, each arriving when the last ends
+    one = simulate(reqs, SimConfig(total_blocks=16), FIXED, record_requests=True, clients=1)
+    assert [x.arrival_s for x in one.per_request] == pytest.approx([0.0, 4 * D, 8 * D, 12 * D])
+    with pytest.raises(PlannerError, match="one replica"):
+        simulate(reqs, SimConfig(total_blocks=16, replicas=2), FIXED, clients=2)
+    with pytest.raises(PlannerError, match="at least one client"):
+        simulate(reqs, SimConfig(total_blocks=16), FIXED, clients=0)

@@ -12,6 +12,7 @@ at most ``MAX_STEPS`` engine steps and ``SimConfig.time_budget_s`` seconds of wa
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
@@ -49,8 +50,12 @@ class _Budget:
             raise _Stop(f"time budget of {self.seconds:g} s reached")
 
 
-def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False) -> SimResult:
+def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False, clients: int | None = None) -> SimResult:
     """Run the serving simulation (see the package docstring).
+
+    ``clients``: a closed loop instead of the requests' arrival times, as a benchmark at
+    ``--max-concurrency`` runs it: that many clients send the first requests at once, and each sends
+    the next (in the requests' order) the moment its last one ends (one replica).
 
     ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
     verifies the block, request and counter bookkeeping after every step and at the end
@@ -62,6 +67,7 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
             reservation or shared prefix larger than the pool, an unknown cancellation id.
     """
     reqs = _prepare(requests, cfg)
+    everyone = reqs
     static_blocks = _static_blocks(reqs, cfg)
     replicas = [Replica(k, cfg, cost, static_blocks, block_pool.BlockAllocator) for k in range(cfg.replicas)]
     _mark_rejections(reqs, cfg, replicas[0], static_blocks)
@@ -75,6 +81,11 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     queue = [0, 0]
     stopped = None
     try:
+        if clients is not None:
+            if cfg.replicas != 1:
+                raise PlannerError("replicas", cfg.replicas, "a closed loop is simulated on one replica")
+            _run_closed(reqs, replicas[0], clients, budget, replicas)
+            reqs = []
         for r in reqs:
             a = r.arrival_s
             if router.needs_current_load or r.index in (mid, n - 1):
@@ -91,9 +102,39 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
             _drain(rep, budget, replicas)
     except _Stop as stop:
         stopped = stop.reason
+    reqs = everyone
     if check_invariants:
         check_end(replicas, reqs, stopped is not None)
     return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
+
+
+def _run_closed(reqs: list[SimRequest], rep: Replica, clients: int, budget: _Budget, replicas: list[Replica]) -> None:
+    """A closed loop of ``clients`` on ``rep``: the first requests arrive together at the start, each
+    next one when a request ends (its arrival time is that end); every request is run to its end."""
+    if clients < 1:
+        raise PlannerError("clients", clients, "a closed loop needs at least one client")
+    t0 = reqs[0].arrival_s if reqs else 0.0
+    rep.t = t0
+    rep.ended = []
+    queue = iter(reqs)
+    for r in itertools.islice(queue, clients):
+        r.arrival_s = t0
+        rep.add(r)
+    stats = rep.stats
+    while stats.finished < len(reqs):
+        while rep.ended:
+            ended = rep.ended.pop()
+            nxt = next(queue, None)
+            if nxt is not None:
+                nxt.arrival_s = max(t0, ended.finished_s if ended.finished_s >= 0 else rep.t)
+                rep.add(nxt)
+        if stats.finished >= len(reqs):
+            break
+        if not rep.step():
+            raise RuntimeError(f"closed-loop simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
+        if stats.steps % CHECK_EVERY_STEPS == 0:
+            budget.check(replicas)
+    rep.ended = None
 
 
 def _run_until(rep: Replica, t: float, budget: _Budget, replicas: list[Replica]) -> None:

@@ -69,6 +69,7 @@ class Replica:
         # finds no more, the admission loop is skipped (overloaded runs spend most steps here)
         self._blocked_head: SimRequest | None = None
         self._blocked_avail = 0
+        self.ended: list[SimRequest] | None = None  # a closed loop's driver collects the requests that end here (engine._run_closed)
 
     # ------------------------------------------------------------------ arrivals and endings
 
@@ -78,6 +79,8 @@ class Replica:
         self.stats.requests += 1
         if r.rejected:
             self.stats.finished += 1
+            if self.ended is not None:
+                self.ended.append(r)
         else:
             self.outstanding_tokens += r.prompt_tokens + r.output_tokens
             self.waiting.append(r)
@@ -91,6 +94,8 @@ class Replica:
             self._release(r)
         r.finish(status, self.t)
         self.stats.finished += 1
+        if self.ended is not None:
+            self.ended.append(r)
         self.outstanding_tokens -= r.prompt_tokens + r.output_tokens
         if r.batch_member:
             self.batch_left -= 1

@@ -1,0 +1,59 @@
+"""The plan's closed-loop TTFT against the simulator's closed loop (never asserted in unit tests).
+
+    .venv/bin/python -m benchmarks.bench_closed_loop
+
+A benchmark at ``--max-concurrency C`` with ``--num-prompts N`` starts its C clients at once and
+sends each next prompt when one ends. The plan says what its mean TTFT should be
+(serving.benchmark_ttft_ms: the first wave's burst, then the closed loop's steady state). The
+simulator (planner.simulate, ``clients=C``) runs that loop step by step on the plan's step costs
+with the chunked policy at the plan's token budget. Both figures include the plan's API-server
+preprocessing (the simulator has none of its own). Fixed prompt and output lengths, as
+``vllm bench serve``'s random dataset draws by default: in the simulator, the prompts that a step
+prefilled together also finish together, so the next ones arrive together. The analytic steady
+state has no such waves.
+"""
+
+from __future__ import annotations
+
+from planner import simulate as sim
+from planner.plan import compute_plan, make_inputs, prepare_model
+from planner.presets import load_preset
+from planner.simulate.model import Request
+
+CASES = (  # clients, prompts, prompt tokens, output tokens (Llama-3.1-8B on one H100)
+    (4, 40, 1024, 1024),
+    (8, 8, 4096, 256),
+    (8, 80, 4096, 256),
+    (8, 1000, 4096, 256),
+    (16, 16, 2048, 256),
+    (16, 160, 2048, 256),
+    (32, 320, 2048, 256),
+)
+
+
+def rows() -> list[tuple]:
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    out = []
+    for c, n, isl, osl in CASES:
+        plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n), model)
+        cost, blocks = sim.from_plan(plan)
+        budget = plan._load.setup.budget
+        cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=budget, policy="chunked", chunk_tokens=budget, time_budget_s=60)
+        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, record_requests=True)
+        pre = plan.latency.preprocessing_ms
+        ttft = [x.ttft_ms for x in r.per_request]
+        first, rest = ttft[:c], ttft[c:]
+        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, r.ttft_ms.mean + pre, plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms))
+    return out
+
+
+def main() -> None:
+    print("| clients | prompts | ISL/OSL | simulated: first wave | later | mean | plan: steady state | benchmark mean | plan / simulated |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c, n, isl, osl, first, rest, mean, steady, bench in rows():
+        later = f"{rest:,.1f}" if rest is not None else "-"
+        print(f"| {c} | {n:,} | {isl}/{osl} | {first:,.1f} | {later} | {mean:,.1f} | {steady:,.1f} | {bench:,.1f} | {bench / mean:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
