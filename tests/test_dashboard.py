@@ -336,6 +336,28 @@ def test_simulate_controls_survive_a_page_switch_and_bad_plan_is_named():
     assert at.number_input(key="sim_requests").value == 40
 
 
+def test_simulate_runs_the_plans_benchmark_as_a_closed_loop():
+    # "Closed loop (a benchmark)": the plan's 8 clients start at once and send 40 prompts, each client its
+    # next when its last ends; the page sets the simulated mean TTFT (the API server added) beside the
+    # plan's benchmark figure for 40 prompts (roofline.benchmark_ttft_ms), and the rate is unused
+    from planner.plan import PlanInputs, compute_plan
+    from planner.source import preset_ref
+    from planner.units import fmt_ms
+
+    at = _app()
+    at.switch_page("pages/simulate.py").run()
+    at.radio(key="sim_arrivals").set_value("Closed loop (a benchmark)").run()
+    at.number_input(key="sim_requests").set_value(40).run()
+    _clean(at)
+    assert at.number_input(key="sim_rate").disabled and not [e.value for e in at.error]
+    lines = [i.value for i in at.info if i.value.startswith("Closed loop of")]
+    assert lines and "Closed loop of 8 clients started at once, 40 prompts: mean TTFT simulated fifo " in lines[0], [i.value for i in at.info]
+    bench = compute_plan(PlanInputs(bench_prompts=40), preset_ref("llama-3.1-8b")[1]).roofline.benchmark_ttft_ms
+    assert f"the plan's benchmark figure {fmt_ms(bench)}. With every request at the plan's lengths" in lines[0] and lines[0].endswith("waves the plan's steady state does not model.")
+    assert at.dataframe[0].value.loc["Completed", "fifo"] == "40"
+    assert at.session_state["simulate"]["sim_arrivals"] == "Closed loop (a benchmark)"  # kept across page switches
+
+
 # --------------------------------------------------------------------------- 10. Probe opens on what runs here
 
 

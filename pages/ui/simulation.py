@@ -22,7 +22,8 @@ MOONCAKE_HELP = f"At most {TRACE_MIB} MiB and {sim.MAX_REQUESTS:,} requests; a m
 
 STORE = "simulate"  # st.session_state[STORE]: the traffic controls' values
 FIXED_LENGTHS = "the plan's prompt and output"
-DEFAULTS: dict[str, Any] = {"sim_rate": 4.0, "sim_requests": 300, "sim_lengths": FIXED_LENGTHS, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
+POISSON, CLOSED = "Poisson arrivals", "Closed loop (a benchmark)"
+DEFAULTS: dict[str, Any] = {"sim_arrivals": POISSON, "sim_rate": 4.0, "sim_requests": 300, "sim_lengths": FIXED_LENGTHS, "sim_policies": list(sim.POLICIES), "sim_chunk": 512, "sim_budget": 8192, "sim_seed": 0}
 LABELS = {
     "rate": "Arrival rate (requests/s, whole deployment)",
     "requests": "Requests",
@@ -44,6 +45,7 @@ class Traffic:
     seed: int
     trace_text: str | None
     lengths: str | None = None  # a name of planner.simulate.LENGTH_PROFILES; None: the plan's lengths
+    clients: int | None = None  # a closed loop of this many clients on one replica (None: the arrivals above)
 
 
 def plan_summary(current: state.Shown) -> None:
@@ -90,9 +92,16 @@ def traffic_controls(plan) -> Traffic | None:
     _seed()
     traced = st.session_state.get("sim_trace") is not None  # a trace sets arrivals and lengths itself
     off = "Unused while a trace is loaded: the trace gives every arrival and length."
+    replicas = max(1, plan.capacity.replicas)
+    clients = max(1, -(-plan.inputs.sequences // replicas))  # the plan's clients on one replica
+    closed = st.radio(
+        "Arrivals", [POISSON, CLOSED], key="sim_arrivals", horizontal=True, disabled=traced,
+        help=off if traced else f"Poisson: requests arrive at the rate below. Closed loop: the plan's {clients:,} clients on one replica start at once and each sends its next request when its last one ends, "
+        "as a benchmark at --max-concurrency does; the requests below are its --num-prompts.",
+    ) == CLOSED and not traced  # fmt: skip
     c1, c2, c3 = st.columns(3)
-    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", disabled=traced, help=off if traced else "Poisson arrivals per second across all replicas; each replica receives its share.")
-    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", disabled=traced, help=off if traced else "Requests simulated on one replica.")
+    c1.number_input(LABELS["rate"], 0.01, min(10_000.0, BOUNDS["rate"].hi), step=0.5, key="sim_rate", disabled=traced or closed, help=off if traced else ("Unused in a closed loop: each client sends its next request when its last one ends." if closed else "Poisson arrivals per second across all replicas; each replica receives its share."))
+    c2.number_input(LABELS["requests"], 1, min(10_000, BOUNDS["requests"].hi), step=100, key="sim_requests", disabled=traced, help=off if traced else ("Prompts the benchmark sends in all (its --num-prompts), on one replica." if closed else "Requests simulated on one replica."))
     c3.number_input(LABELS["seed"], **BOUNDS["seed"].widget(), key="sim_seed", disabled=traced, help=off if traced else "Seed of the arrival times and lengths.")
     profiles = sim.LENGTH_PROFILES
     # The box shows the profile's name and the line under it its lengths: with the lengths in the box
@@ -124,10 +133,9 @@ def traffic_controls(plan) -> Traffic | None:
     except PlannerError as exc:  # oversized, not UTF-8 or binary: one line
         st.error(f"{LABELS['trace']} {md(exc.value)}: {md(exc.reason)}.", icon=":material/error:")
         return None
-    replicas = max(1, plan.capacity.replicas)
     lengths = st.session_state["sim_lengths"]
     return Traffic(float(st.session_state["sim_rate"]) / replicas, int(st.session_state["sim_requests"]), policies, int(st.session_state["sim_chunk"]), int(st.session_state["sim_budget"]), int(st.session_state["sim_seed"]), text,
-                   lengths if lengths in sim.LENGTH_PROFILES else None)  # fmt: skip
+                   lengths if lengths in sim.LENGTH_PROFILES else None, clients if closed and text is None else None)  # fmt: skip
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -135,6 +143,8 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
     requests = sim.plan_requests(ctx, traffic.rate, traffic.requests, lengths=traffic.lengths, trace_text=traffic.trace_text or None, seed=traffic.seed)
+    if traffic.clients is not None:  # a closed loop: the clients send the first requests at once, then one as each ends
+        requests = [r.model_copy(update={"arrival_s": 0.0}) for r in requests]
     cfg = sim.plan_config(
         _plan,
         blocks,
@@ -146,7 +156,7 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
     )
     if reservation == "static":
         cfg = cfg.model_copy(update={"reservation": "static", "static_tokens": ctx.maximum_context_tokens})
-    return sim.simulate(requests, cfg, cost), blocks
+    return sim.simulate(requests, cfg, cost, clients=traffic.clients), blocks
 
 
 @dataclass
@@ -156,6 +166,7 @@ class Outcome:
     blocks: int
     ceiling: int
     error: str | None = None
+    benchmark: str | None = None  # a closed loop: the simulated mean TTFT beside the plan's benchmark figure
 
 
 def run(current: state.Shown, traffic: Traffic) -> Outcome:
@@ -177,7 +188,22 @@ def run(current: state.Shown, traffic: Traffic) -> Outcome:
         bar.empty()
         return Outcome({}, None, blocks, 0, run_error(exc))
     bar.empty()
-    return Outcome(results, static, blocks, plan.capacity.sequences_per_replica)
+    return Outcome(results, static, blocks, plan.capacity.sequences_per_replica, benchmark=_benchmark_line(plan, current.model, traffic, results))
+
+
+def _benchmark_line(plan, model, traffic: Traffic, results: dict[str, Any]) -> str | None:
+    """A closed loop's mean TTFT per policy (the plan's API server added: the simulator has none)
+    beside what the plan says that benchmark prints (its roofline.benchmark_ttft_ms at these prompts)."""
+    if traffic.clients is None:
+        return None
+    from planner.plan import compute_plan
+
+    replicas = max(1, plan.capacity.replicas)
+    bench = compute_plan(plan.inputs.model_copy(update={"bench_prompts": traffic.requests * replicas}), model).roofline.benchmark_ttft_ms
+    pre = plan.latency.preprocessing_ms
+    said = ", ".join(f"{name} {fmt_ms(r.ttft_ms.mean + pre)}" for name, r in results.items())
+    waves = " With every request at the plan's lengths, requests prefilled together end together and their clients' next ones arrive together: waves the plan's steady state does not model." if traffic.lengths is None and traffic.clients > 1 else ""
+    return f"Closed loop of {traffic.clients:,} clients started at once, {traffic.requests:,} prompts: mean TTFT simulated {said} (the API server's {fmt_ms(pre)} included); the plan's benchmark figure {fmt_ms(bench)}.{waves}"
 
 
 # The index column of a table whose rows are named ("Longest queue wait"): wide enough for the name.
@@ -225,6 +251,8 @@ def show(out: Outcome) -> None:
         return
     first_name, first = next(iter(out.results.items()))
     st.caption(f"KV pool: {out.blocks:,} blocks per replica; memory admits {out.ceiling:,} sequences per replica at the plan's reserved length.")
+    if out.benchmark:
+        st.info(md(out.benchmark), icon=":material/timer:")
     for name, r in out.results.items():  # the overload verdict (planner.simulate.verdict) and early stops
         if r.overload.overloaded or r.overload.thrashing or r.overload.rejected:
             st.warning(f"{name}: {r.overload.message}", icon=":material/warning:")
