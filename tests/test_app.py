@@ -463,3 +463,6 @@ def test_the_serving_card_names_the_benchmark_that_checks_the_plan():
     checks = [m.value for m in at.markdown if m.value.startswith("**Check it:**")]
     assert checks and "--num-prompts 80 --max-concurrency 8" in checks[0] and "its first 8 prompts queue on an idle engine" in checks[0]
     assert at.query_params.get("bench_prompts") in ("80", ["80"])
+    at.session_state["group_load"] = True  # the control under "Load and SLOs" holds the link's value
+    at.run()
+    assert at.number_input(key="bench_prompts").value == 80 and at.number_input(key="bench_prompts").label == "Benchmark prompts"
