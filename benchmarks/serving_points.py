@@ -375,9 +375,20 @@ def points() -> list[Point]:
     return [point(i) for i in range(len(load()["points"]))]
 
 
-@lru_cache(maxsize=1)
+@functools.cache
+def _read(path: Path) -> dict:
+    """A collected set's file, read once."""
+    return json.loads(path.read_text())
+
+
+@functools.cache
+def _held_out_whole(path: Path, split: str) -> tuple[Point, ...]:
+    """Every point of a set held out whole (the second, third and fourth), planned as the reference points are."""
+    return tuple(plan_point(p, split) for p in _read(path)["points"])
+
+
 def load_fresh() -> dict:
-    return json.loads(FRESH_PATH.read_text())
+    return _read(FRESH_PATH)
 
 
 def fresh_split(p: dict) -> str:
@@ -396,15 +407,13 @@ def held_out_fresh() -> list[Point]:
     return [pt for pt in fresh_points() if pt.split == FRESH]
 
 
-@lru_cache(maxsize=1)
 def load_fresh2() -> dict:
-    return json.loads(FRESH2_PATH.read_text())
+    return _read(FRESH2_PATH)
 
 
-@lru_cache(maxsize=1)
 def fresh2_points() -> tuple[Point, ...]:
-    """The second fresh set (benchmarks/fresh2_serving.json), never fitted by the shipped constants, planned as the reference points are."""
-    return tuple(plan_point(p, FRESH2) for p in load_fresh2()["points"])
+    """The second fresh set (benchmarks/fresh2_serving.json), never fitted by the shipped constants."""
+    return _held_out_whole(FRESH2_PATH, FRESH2)
 
 
 def in_fresh2_fit_part(pt: Point) -> bool:
@@ -412,26 +421,22 @@ def in_fresh2_fit_part(pt: Point) -> bool:
     return any(src in pt.raw["url"] for src in FRESH2_FIT_SOURCES)
 
 
-@lru_cache(maxsize=1)
 def load_fresh3() -> dict:
-    return json.loads(FRESH3_PATH.read_text())
+    return _read(FRESH3_PATH)
 
 
-@lru_cache(maxsize=1)
 def fresh3_points() -> tuple[Point, ...]:
-    """The third fresh set (benchmarks/fresh3_serving.json), held out whole, planned as the reference points are."""
-    return tuple(plan_point(p, FRESH3) for p in load_fresh3()["points"])
+    """The third fresh set (benchmarks/fresh3_serving.json), held out whole."""
+    return _held_out_whole(FRESH3_PATH, FRESH3)
 
 
-@lru_cache(maxsize=1)
 def load_fresh4() -> dict:
-    return json.loads(FRESH4_PATH.read_text())
+    return _read(FRESH4_PATH)
 
 
-@lru_cache(maxsize=1)
 def fresh4_points() -> tuple[Point, ...]:
-    """The fourth fresh set (benchmarks/fresh4_serving.json), held out whole, planned as the reference points are."""
-    return tuple(plan_point(p, FRESH4) for p in load_fresh4()["points"])
+    """The fourth fresh set (benchmarks/fresh4_serving.json), held out whole."""
+    return _held_out_whole(FRESH4_PATH, FRESH4)
 
 
 def ratios_at(pt: Point, burst: bool) -> dict[str, float]:
