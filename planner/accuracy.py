@@ -130,7 +130,8 @@ def band(metric: str, reg: dict[str, str], points: list[dict] | None = None, key
 
 
 FLAG_FACTOR = 1.5  # a one-sided band whose median misses by this much or more is said beside the headline figures
-_NAMES = {"ttft": ("TTFT", "longer"), "tpot": ("TPOT", "longer"), "throughput": ("throughput", "lower")}
+# per figure: its name, and the word for runs that measured it above the planner's (side "higher") and below
+_NAMES = {"ttft": ("TTFT", "longer", "shorter"), "tpot": ("TPOT", "longer", "shorter"), "throughput": ("throughput", "higher", "lower")}
 
 
 def caveat(bands: dict[str, Band | None]) -> str:
@@ -140,16 +141,14 @@ def caveat(bands: dict[str, Band | None]) -> str:
     (n=3 each)." Latency longer (the planner was too fast) or shorter; throughput lower or higher."""
     parts: list[tuple[str, str]] = []  # (the figure with its factor, which way)
     ns = []
-    for metric, (name, worse) in _NAMES.items():
+    for metric, (name, above, below) in _NAMES.items():
         b = bands.get(metric)
         if b is None or not b.side:
             continue
         factor = 1.0 / b.shipped_median_ratio if b.side == "higher" else b.shipped_median_ratio
         if factor < FLAG_FACTOR:
             continue
-        latency_way = "longer" if b.side == "higher" else "shorter"
-        way = latency_way if worse == "longer" else ("higher" if b.side == "higher" else "lower")
-        parts.append((f"{name} {factor:.2g}x", way))
+        parts.append((f"{name} {factor:.2g}x", above if b.side == "higher" else below))
         ns.append(b.n)
     if not parts:
         return ""
