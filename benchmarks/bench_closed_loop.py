@@ -43,7 +43,7 @@ def rows() -> list[tuple]:
         pre = plan.latency.preprocessing_ms
         ttft = [x.ttft_ms for x in r.per_request]
         first, rest = ttft[:c], ttft[c:]
-        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, r.ttft_ms.mean + pre, plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms))
+        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, sim.benchmark_ttft_ms(plan, r), plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms))
     return out
 
 

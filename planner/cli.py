@@ -392,9 +392,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.closed_loop:  # the benchmark the plan describes: --sequences clients started at once, --bench-prompts prompts in all
         if text is not None or args.replicas != 1:
             raise PlannerError("closed_loop", "on", "a closed loop is simulated on one replica from the plan's lengths (no --trace, no --replicas)")
-        clients = plan.inputs.sequences
-        drawn = sim.plan_requests(plan.context, 1.0, plan.inputs.bench_prompts, lengths=args.lengths, seed=args.seed)
-        requests = [r.model_copy(update={"arrival_s": 0.0}) for r in drawn]
+        clients = plan.inputs.sequences  # the loop sets every arrival itself
+        requests = sim.plan_requests(plan.context, args.rate, plan.inputs.bench_prompts, lengths=args.lengths, seed=args.seed)
     else:
         requests = sim.plan_requests(plan.context, args.rate, args.requests, lengths=args.lengths, trace_text=text, seed=args.seed)
     cfg = sim.plan_config(
@@ -412,9 +411,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     result = sim.simulate(requests, cfg, cost, clients=clients)
     out = result.model_dump(mode="json", exclude={"kv_utilisation", "per_request"})
     left = args.time_budget_s - (time.perf_counter() - started)
-    if clients is not None:  # the simulator has no API server: its preprocessing is the plan's
-        pre = plan.latency.preprocessing_ms
-        out["closed_loop"] = {"clients": clients, "prompts": len(requests), "simulated_ttft_mean_ms": result.ttft_ms.mean + pre, "preprocessing_ms": pre, "plan_benchmark_ttft_ms": plan.roofline.benchmark_ttft_ms}
+    if clients is not None:
+        out["closed_loop"] = {"clients": clients, "prompts": len(requests), "simulated_ttft_mean_ms": sim.benchmark_ttft_ms(plan, result), "preprocessing_ms": plan.latency.preprocessing_ms, "plan_benchmark_ttft_ms": plan.roofline.benchmark_ttft_ms}
     if result.stopped_early is None and left > 0.5:  # the static comparison gets what is left of the budget
         static = sim.simulate(requests, cfg.model_copy(update={"reservation": "static", "static_tokens": plan.context.maximum_context_tokens, "time_budget_s": left}), cost, clients=clients)
         out["static_reservation"] = {k: static.model_dump(mode="json")[k] for k in ("requests_completed", "requests_rejected", "throughput_tokens_per_s", "preemptions", "ttft_ms", "e2e_ms", "stopped_early")}

@@ -143,8 +143,6 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
     cost, blocks = sim.from_plan(_plan)
     ctx = _plan.context
     requests = sim.plan_requests(ctx, traffic.rate, traffic.requests, lengths=traffic.lengths, trace_text=traffic.trace_text or None, seed=traffic.seed)
-    if traffic.clients is not None:  # a closed loop: the clients send the first requests at once, then one as each ends
-        requests = [r.model_copy(update={"arrival_s": 0.0}) for r in requests]
     cfg = sim.plan_config(
         _plan,
         blocks,
@@ -201,7 +199,7 @@ def _benchmark_line(plan, model, traffic: Traffic, results: dict[str, Any]) -> s
     replicas = max(1, plan.capacity.replicas)
     bench = compute_plan(plan.inputs.model_copy(update={"bench_prompts": traffic.requests * replicas}), model).roofline.benchmark_ttft_ms
     pre = plan.latency.preprocessing_ms
-    said = ", ".join(f"{name} {fmt_ms(r.ttft_ms.mean + pre)}" for name, r in results.items())
+    said = ", ".join(f"{name} {fmt_ms(sim.benchmark_ttft_ms(plan, r))}" for name, r in results.items())
     waves = " With every request at the plan's lengths, requests prefilled together end together and their clients' next ones arrive together: waves the plan's steady state does not model." if traffic.lengths is None and traffic.clients > 1 else ""
     return f"Closed loop of {traffic.clients:,} clients started at once, {traffic.requests:,} prompts: mean TTFT simulated {said} (the API server's {fmt_ms(pre)} included); the plan's benchmark figure {fmt_ms(bench)}.{waves}"
 

@@ -85,6 +85,13 @@ def from_plan(plan) -> tuple[StepCost, int]:
     return cost, blocks
 
 
+def benchmark_ttft_ms(plan, result) -> float:
+    """A simulated closed loop's mean TTFT as its benchmark prints it: the simulator has no API
+    server, so the plan's preprocessing is added (what the CLI, the Simulate page and
+    benchmarks/bench_closed_loop.py set beside the plan's roofline.benchmark_ttft_ms)."""
+    return result.ttft_ms.mean + plan.latency.preprocessing_ms
+
+
 def plan_config(plan, total_blocks: int, **settings: object):
     """The :class:`SimConfig` of a plan's replica: its block size, ``total_blocks`` of pool, its
     ``max_num_seqs`` (256 when the plan sets none) and its TTFT/ITL SLOs; ``settings`` add the

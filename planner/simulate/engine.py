@@ -54,8 +54,9 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     """Run the serving simulation (see the package docstring).
 
     ``clients``: a closed loop instead of the requests' arrival times, as a benchmark at
-    ``--max-concurrency`` runs it: that many clients send the first requests at once, and each sends
-    the next (in the requests' order) the moment its last one ends (one replica).
+    ``--max-concurrency`` runs it: that many clients send the first requests at once (at the first
+    arrival time), and each sends the next (in arrival order) the moment its last one ends (one
+    replica); every later arrival time is the end that released it.
 
     ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
     verifies the block, request and counter bookkeeping after every step and at the end
@@ -66,8 +67,11 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
         PlannerError: too many requests or tokens for the budget, duplicate ids, a static
             reservation or shared prefix larger than the pool, an unknown cancellation id.
     """
+    if clients is not None and cfg.replicas != 1:
+        raise PlannerError("replicas", cfg.replicas, "a closed loop is simulated on one replica")
+    if clients is not None and clients < 1:
+        raise PlannerError("clients", clients, "a closed loop needs at least one client")
     reqs = _prepare(requests, cfg)
-    everyone = reqs
     static_blocks = _static_blocks(reqs, cfg)
     replicas = [Replica(k, cfg, cost, static_blocks, block_pool.BlockAllocator) for k in range(cfg.replicas)]
     _mark_rejections(reqs, cfg, replicas[0], static_blocks)
@@ -76,43 +80,45 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
         rep.check_invariants = check_invariants
     router = ROUTER_CLASSES[cfg.router](replicas)
     budget = _Budget(cfg.time_budget_s)
-    n = len(reqs)
-    mid = n // 2
     queue = [0, 0]
     stopped = None
     try:
         if clients is not None:
-            if cfg.replicas != 1:
-                raise PlannerError("replicas", cfg.replicas, "a closed loop is simulated on one replica")
             _run_closed(reqs, replicas[0], clients, budget, replicas)
-            reqs = []
-        for r in reqs:
-            a = r.arrival_s
-            if router.needs_current_load or r.index in (mid, n - 1):
-                for rep in replicas:
-                    _run_until(rep, a, budget, replicas)
-                rep = router.choose(r)
-            else:
-                rep = router.choose(r)
-                _run_until(rep, a, budget, replicas)
-            rep.add(r)
-            if r.index in (mid, n - 1):
-                queue[r.index != mid] = sum(len(x.waiting) for x in replicas)
-        for rep in replicas:
-            _drain(rep, budget, replicas)
+        else:
+            _run_open(reqs, replicas, router, budget, queue)
     except _Stop as stop:
         stopped = stop.reason
-    reqs = everyone
     if check_invariants:
         check_end(replicas, reqs, stopped is not None)
     return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
 
 
+def _run_open(reqs: list[SimRequest], replicas: list[Replica], router, budget: _Budget, queue: list[int]) -> None:
+    """Every request at its arrival time on the replica the router picks, then every replica to its
+    end; ``queue`` gets the waiting requests when the middle and the last request arrive."""
+    n = len(reqs)
+    mid = n // 2
+    for r in reqs:
+        a = r.arrival_s
+        if router.needs_current_load or r.index in (mid, n - 1):
+            for rep in replicas:
+                _run_until(rep, a, budget, replicas)
+            rep = router.choose(r)
+        else:
+            rep = router.choose(r)
+            _run_until(rep, a, budget, replicas)
+        rep.add(r)
+        if r.index in (mid, n - 1):
+            queue[r.index != mid] = sum(len(x.waiting) for x in replicas)
+    for rep in replicas:
+        _drain(rep, budget, replicas)
+
+
 def _run_closed(reqs: list[SimRequest], rep: Replica, clients: int, budget: _Budget, replicas: list[Replica]) -> None:
     """A closed loop of ``clients`` on ``rep``: the first requests arrive together at the start, each
-    next one when a request ends (its arrival time is that end); every request is run to its end."""
-    if clients < 1:
-        raise PlannerError("clients", clients, "a closed loop needs at least one client")
+    next one when a request ends (its arrival time is that end, whatever the request said); every
+    request is run to its end."""
     t0 = reqs[0].arrival_s if reqs else 0.0
     rep.t = t0
     rep.ended = []
