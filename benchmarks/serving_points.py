@@ -572,7 +572,20 @@ def start_burst_ttft_ms(pt: Point, setup, steady_ms: float) -> float:
     at once and sends ``N`` prompts in all (:attr:`Point.prompts`), as the planner computes it
     (serving.benchmark_ttft_ms); ``steady_ms`` where the harness states no ``N``."""
     c, n = pt.clients, pt.prompts * pt.clients // max(1, pt.raw["concurrency"] or 1)  # per rank
+    if WAVES and waves_apply(pt):
+        return serving.waves_ttft_ms(setup, c, n, steady_ms)
     return serving.benchmark_ttft_ms(setup, c, n, steady_ms) if START_BURST else steady_ms
+
+
+# candidate W (docs/serving_fresh5_plan.md), registered for the fifth set: on SGLang, whose scheduler runs
+# a waiting prefill before any decode, a fixed-length closed loop queues every wave as the first one
+WAVES = False
+
+
+def waves_apply(pt: Point) -> bool:
+    """Whether W applies to the run: SGLang, a closed loop whose harness states its prompt count and
+    draws fixed prompt and output lengths (``harness.fixed_lengths``, the lead's reading of the source)."""
+    return pt.engine == "sglang" and bool(pt.prompts) and not pt.requests and bool(pt.raw.get("harness", {}).get("fixed_lengths"))
 
 
 METRICS = ("tpot_mean_ms", "ttft_mean_ms", "out_tps_per_gpu")

@@ -132,9 +132,31 @@ def benchmark_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float
     if c <= 1 or n <= 1:
         return steady_ms
     wave = min(c, n)
+    return (wave * _burst_mean_ms(setup, wave) + (n - wave) * steady_ms) / n
+
+
+def waves_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float) -> float:
+    """Candidate W (docs/serving_fresh5_plan.md): the mean TTFT of the same benchmark on an engine
+    that runs a waiting prompt's prefill before any decode (SGLang's scheduler without
+    ``--enable-mixed-chunk``: ``get_next_batch_to_run`` runs a new prefill batch whenever it can
+    form one) when every prompt and every output has the same length. Each wave's prompts are
+    prefilled before any of them decodes, so they decode in the same steps, finish in the same step,
+    and the clients send the next wave together: every wave of min(C, prompts left) queues on an
+    engine with nothing else to do, as the first one does. The mean over N prompts is the waves'
+    burst means weighted by their sizes; one client, or one prompt: ``steady_ms``."""
+    c, n = clients, prompts
+    if c <= 1 or n <= 1:
+        return steady_ms
+    full, rest = divmod(n, c)
+    total = full * c * _burst_mean_ms(setup, c) + (rest * _burst_mean_ms(setup, rest) if rest else 0.0)
+    return total / n
+
+
+def _burst_mean_ms(setup: Setup, wave: int) -> float:
+    """Preprocessing + the mean time to the end of its own prefill of ``wave`` prompts that arrive
+    at once on an idle engine (:func:`latency.served`'s burst)."""
     burst = latency.served(setup.roof, setup.prompt, setup.cached, setup.generated, wave, setup.kv_mid, setup.mid, setup.budget)
-    first = _preprocess_s(setup) * 1e3 + burst.prefill_served_ms
-    return (wave * first + (n - wave) * steady_ms) / n
+    return _preprocess_s(setup) * 1e3 + burst.prefill_served_ms
 
 
 def decode_step_s(setup: Setup, sequences: int) -> float:
