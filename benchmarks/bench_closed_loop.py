@@ -47,12 +47,48 @@ def rows() -> list[tuple]:
     return out
 
 
+SGLANG_CASES = (  # clients, prompts, prompt tokens, output tokens (Llama-3.1-8B on one H100 under SGLang)
+    (4, 40, 1024, 1024),
+    (8, 80, 4096, 256),
+    (16, 160, 2048, 256),
+    (32, 320, 2048, 256),
+    (64, 640, 2048, 512),
+)
+
+
+def sglang_rows() -> list[tuple]:
+    """SGLang's scheduler (the simulator's prefill-first policy at the plan's chunked prefill size)
+    against the plan's F (serving.benchmark_ttft_ms, shipped) and candidate W (serving.waves_ttft_ms,
+    registered in docs/serving_fresh5_plan.md): every wave of a fixed-length loop queues as the first."""
+    from planner.plan import serving
+
+    model = prepare_model(load_preset("llama-3.1-8b"))
+    out = []
+    for c, n, isl, osl in SGLANG_CASES:
+        plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n, serving_engine="sglang"), model)
+        cost, blocks = sim.from_plan(plan)
+        setup = plan._load.setup
+        cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=setup.budget, policy="prefill-first", chunk_tokens=setup.budget, time_budget_s=60)
+        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, record_requests=True)
+        steady = serving.closed(setup, c).ttft_ms
+        out.append((c, n, isl, osl, sim.benchmark_ttft_ms(plan, r), plan.roofline.benchmark_ttft_ms, serving.waves_ttft_ms(setup, c, n, steady)))
+    return out
+
+
 def main() -> None:
     print("| clients | prompts | ISL/OSL | simulated: first wave | later | mean | plan: steady state | benchmark mean | plan / simulated |")
     print("|---|---|---|---|---|---|---|---|---|")
     for c, n, isl, osl, first, rest, mean, steady, bench in rows():
         later = f"{rest:,.1f}" if rest is not None else "-"
         print(f"| {c} | {n:,} | {isl}/{osl} | {first:,.1f} | {later} | {mean:,.1f} | {steady:,.1f} | {bench:,.1f} | {bench / mean:.2f} |")
+
+    print()
+    print("SGLang (the simulator's prefill-first policy at the plan's chunked prefill size)")
+    print()
+    print("| clients | prompts | ISL/OSL | simulated mean | plan F (shipped) | F / simulated | plan W (candidate) | W / simulated |")
+    print("|---|---|---|---|---|---|---|---|")
+    for c, n, isl, osl, mean, f, w in sglang_rows():
+        print(f"| {c} | {n:,} | {isl}/{osl} | {mean:,.1f} | {f:,.1f} | {f / mean:.2f} | {w:,.1f} | {w / mean:.2f} |")
 
 
 if __name__ == "__main__":

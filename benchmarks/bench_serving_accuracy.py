@@ -24,6 +24,7 @@ record, docs/serving_fresh3.md.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -174,6 +175,77 @@ def fresh4_doc(results: dict[str, list]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fresh5_results() -> dict[str, list]:
+    """The fifth fresh set (docs/serving_fresh5_plan.md) under F (shipped) and candidate W."""
+    pts = list(S.fresh5_points())
+    return {"F": [(pt, S.ratios_waves(pt, False)) for pt in pts], "W": [(pt, S.ratios_waves(pt, True)) for pt in pts]}
+
+
+def _w_counted(results: list) -> list:
+    """The runs the fifth set's rule counts: W applies (SGLang, fixed lengths, a stated prompt count), a
+    profiled release (SGLang 0.5 or later), at least 2 clients, a mean TTFT that is not a flagged anomaly."""
+    return [(pt, r) for pt, r in _stated(results) if S.waves_apply(pt) and not S.older_release(pt.raw) and (pt.raw["concurrency"] or 0) >= 2]
+
+
+def _vllm_fixed(results: list) -> list:
+    """The control: vLLM closed loops at fixed lengths with a stated prompt count (W leaves them as F)."""
+    return [(pt, r) for pt, r in results if pt.engine == "vllm" and pt.prompts and pt.raw.get("harness", {}).get("fixed_lengths")]
+
+
+def ttft_slope(results: list) -> float | None:
+    """Least-squares slope of log(planner / measured TTFT) on log(clients): near 0 where the model's shape in the clients holds."""
+    xy = [(math.log(pt.raw["concurrency"]), math.log(r["ttft_mean_ms"])) for pt, r in results if "ttft_mean_ms" in r]
+    if len({x for x, _y in xy}) < 2:
+        return None
+    mx, my = sum(x for x, _y in xy) / len(xy), sum(y for _x, y in xy) / len(xy)
+    return sum((x - mx) * (y - my) for x, y in xy) / sum((x - mx) ** 2 for x, _y in xy)
+
+
+def fresh5_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
+    """docs/serving_fresh5_plan.md's rule, decided once: W replaces F for the runs it applies to if, on
+    those runs on SGLang 0.5 or later with at least 2 clients, TTFT's median |log| is lower under W;
+    on the whole set neither TPOT's nor throughput's moves by more than 0.01; and there are at least 8
+    such runs from 2 publishers or more."""
+    base_n, cand_n = _w_counted(results["F"]), _w_counted(results["W"])
+    pubs = sorted({pt.raw["source"] for pt, _r in base_n})
+    if not base_n:
+        return None, ["no run the rule counts: no decision"]
+    base_t, cand_t = S.median_abs_log(base_n)["ttft_mean_ms"], S.median_abs_log(cand_n)["ttft_mean_ms"]
+    whole_f, whole_w = S.median_abs_log(results["F"]), S.median_abs_log(results["W"])
+    why = [f"ttft_mean_ms on the {len(base_n)} runs the rule counts ({len(pubs)} publishers: {', '.join(pubs)}): F {base_t:.4f}, W {cand_t:.4f}"]
+    why += [f"{m} on the whole set: F {whole_f[m]:.4f}, W {whole_w[m]:.4f}" for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_f]
+    if len(base_n) < 8 or len(pubs) < 2:
+        return None, why + ["fewer than 8 such runs or one publisher: no decision"]
+    moved = [m for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_f and abs(whole_w[m] - whole_f[m]) > 0.01]
+    ok = cand_t < base_t and not moved
+    return ok, why + ([f"moved by more than 0.01: {', '.join(moved)}"] if moved else []) + [f"W {'replaces' if ok else 'does not replace'} F for the runs it applies to"]
+
+
+def fresh5_doc(results: dict[str, list]) -> str:
+    """docs/serving_fresh5.md: the fifth fresh set and the one decision it makes (docs/serving_fresh5_plan.md)."""
+    data = S.load_fresh5()
+    decision, why = fresh5_decision(results)
+    lines = _record_head("# Fifth fresh set: the planner as shipped (F) and candidate W (every wave of a fixed-length SGLang closed loop queues as the first) on runs collected after W was registered (written once by benchmarks/bench_serving_accuracy.py --fresh5-doc; a record, not regenerated)", data, "docs/serving_fresh5_plan.md", "W", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
+    for name, label in (("F", "F (shipped)"), ("W", "candidate W")):
+        lines += _goal_rows(f"{label}, whole set", results[name])
+        lines += _goal_rows(f"{label}, the runs the rule counts", _w_counted(results[name]))
+        lines += _goal_rows(f"{label}, vLLM fixed-length runs (the control; W leaves them)", _vllm_fixed(results[name]))
+    lines += data_check("F (shipped)", results["F"])
+    lines += ["", "## The shape in the clients", "", "Least-squares slope of log(planner / measured TTFT) on log(clients); near 0 where the model's shape holds.", ""]
+    for name, label in (("F", "F (shipped)"), ("W", "candidate W")):
+        for what, subset in (("the runs the rule counts", _w_counted(results[name])), ("vLLM fixed-length runs", _vllm_fixed(results[name]))):
+            slope = ttft_slope(subset)
+            lines.append(f"* {label}, {what}: " + (f"{slope:+.3f}" if slope is not None else "fewer than two client counts"))
+    lines += _record_regimes(results, (("F", "F (shipped)"), ("W", "candidate W")))
+    lines += ["", "## Points (planner / measured: F; W in brackets, where it differs; an anomaly the source flags marked *)", ""]
+    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (pt, r), (_pt, rw) in zip(results["F"], results["W"], strict=True):
+        flag = pt.raw.get("anomalies", {})
+        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rw[m]:.3f})" if rw[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
+    lines += _record_tail(data, S.fresh5_points())
+    return "\n".join(lines) + "\n"
+
+
 def data_check(label: str, subset: list) -> list[str]:
     """The registered data check: points whose TPOT falls as clients rise in their own series, and the
     goal rows without them beside the headline (which keeps them)."""
@@ -278,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
         (docs / "serving_fresh.md").write_text(fresh_doc(fresh_shipped, fresh_pre, fresh_fit))
     if "--fresh4-doc" in argv:  # the record of the one decision (docs/serving_fresh4_plan.md)
         (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh4.md").write_text(fresh4_doc(fresh4_results()))
+    if "--fresh5-doc" in argv:  # the record of the one decision (docs/serving_fresh5_plan.md)
+        (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh5.md").write_text(fresh5_doc(fresh5_results()))
     if "--fresh3-doc" in argv:  # the record of the one decision (docs/serving_fresh3_plan.md): reproduced, "before D" being the planner it judged D against
         (Path(__file__).resolve().parents[1] / "docs" / "serving_fresh3.md").write_text(fresh3_doc(fresh3))
 

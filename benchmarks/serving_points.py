@@ -68,6 +68,10 @@ BEFORE_D = {"rocm_fixed_scale": 1.5}  # the catalog's estimate the third set jud
 # the shipped planner with M2 alone (START_BURST; no constant refitted)
 FRESH4_PATH = Path(__file__).resolve().with_name("fresh4_serving.json")
 FRESH4 = "fresh-4 held-out"
+# a fifth set, registered before it was collected (docs/serving_fresh5_plan.md) to judge candidate W:
+# F with every wave of a fixed-length SGLang closed loop queued as the first (WAVES; no constant refitted)
+FRESH5_PATH = Path(__file__).resolve().with_name("fresh5_serving.json")
+FRESH5 = "fresh-5 held-out"
 HELD_OUT_GPUS = frozenset({"H200-141GB"})
 HELD_OUT_ENGINES = frozenset({"sglang"})
 ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
@@ -437,6 +441,25 @@ def load_fresh4() -> dict:
 def fresh4_points() -> tuple[Point, ...]:
     """The fourth fresh set (benchmarks/fresh4_serving.json), held out whole."""
     return _held_out_whole(FRESH4_PATH, FRESH4)
+
+
+def load_fresh5() -> dict:
+    return _read(FRESH5_PATH)
+
+
+def fresh5_points() -> tuple[Point, ...]:
+    """The fifth fresh set (benchmarks/fresh5_serving.json), held out whole; none before it is collected."""
+    return _held_out_whole(FRESH5_PATH, FRESH5) if FRESH5_PATH.exists() else ()
+
+
+def ratios_waves(pt: Point, on: bool) -> dict[str, float]:
+    """planner / measured of ``pt`` with candidate W (:data:`WAVES`) on or off (off: F, shipped)."""
+    global WAVES
+    was, WAVES = WAVES, on
+    try:
+        return ratios(pt)
+    finally:
+        WAVES = was
 
 
 def ratios_at(pt: Point, burst: bool) -> dict[str, float]:

@@ -945,7 +945,7 @@ def _add_simulate(sub) -> None:
     p.add_argument("--sessions", type=bounded("sessions"), metavar="N", help="with a session workload (--sessions-per-min): sessions simulated through the cache tiers, the first fifth warming them; sessions x turns at most 100,000 (default: 2,000)")
     p.add_argument("--lengths", choices=["chat", "rag", "agent", "summarisation"], help="built-in request lengths instead of the plan's prompt and output: log-normal prompt and output with a stated p50/p95 each, capped at the plan's context "
                    "(chat 1,000/4,000 + 250/800, rag 4,000/12,000 + 300/900, agent 12,000/40,000 + 400/2,000, summarisation 6,000/24,000 + 500/1,200 tokens) (default: the plan's)")  # fmt: skip
-    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked"], default="fifo", help="scheduling policy (default: %(default)s)")
+    p.add_argument("--policy", choices=["fifo", "decode-priority", "chunked", "prefill-first"], default="fifo", help="scheduling policy: fifo, decode-priority, chunked (vLLM: decodes first, prompts in chunks), prefill-first (SGLang: a prefill step alone while any prompt waits) (default: %(default)s)")
     p.add_argument("--chunk-tokens", type=bounded("chunk_tokens"), default=512, metavar="N", help="prefill chunk size in tokens for the chunked policy (default: %(default)s)")
     p.add_argument("--max-batched-tokens", type=bounded("max_batched_tokens"), default=8192, metavar="N", help="tokens one engine step may process (vLLM max_num_batched_tokens) (default: %(default)s)")
     p.add_argument("--seed", type=bounded("seed"), default=0, metavar="N", help="random seed of the arrivals (default: %(default)s)")

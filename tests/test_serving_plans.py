@@ -621,6 +621,28 @@ def test_a_plans_benchmark_ttft_averages_the_first_wave_into_the_steady_state():
     assert rate.roofline.benchmark_prompts == 0 and benchmark_sentence(rate) == ""
 
 
+def test_candidate_w_queues_every_wave_as_the_first():
+    # W (docs/serving_fresh5_plan.md, registered, not shipped): every wave of min(C, prompts left) queues
+    # as the first, so N = 3C prompts average the C-prompt burst alone (F weighs it C / N), and a last wave
+    # of 1 prompt has one prompt's burst (its prefill on an idle engine); N <= C or one client: as F
+    from planner.plan import serving
+
+    model = _model("llama-3.1-8b")
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=8, input_tokens=4096, output_tokens=256, serving_engine="sglang"), model)
+    s, steady = plan._load.setup, plan._load.figures.ttft_ms
+
+    def burst(n):
+        return latency.api_preprocess_s(s.roof.eff, s.prompt) * 1e3 + latency.served(s.roof, s.prompt, s.cached, s.generated, n, s.kv_mid, s.mid, s.budget).prefill_served_ms
+
+    assert serving.waves_ttft_ms(s, 8, 24, steady) == pytest.approx(burst(8), rel=1e-12)
+    assert serving.waves_ttft_ms(s, 8, 25, steady) == pytest.approx((24 * burst(8) + burst(1)) / 25, rel=1e-12)
+    assert serving.waves_ttft_ms(s, 8, 24, steady) > serving.benchmark_ttft_ms(s, 8, 24, steady) == pytest.approx((8 * burst(8) + 16 * steady) / 24, rel=1e-12)
+    assert serving.waves_ttft_ms(s, 8, 8, steady) == pytest.approx(serving.benchmark_ttft_ms(s, 8, 8, steady), rel=1e-12)
+    assert serving.waves_ttft_ms(s, 1, 24, steady) == steady
+    # not shipped: the plan's benchmark figure is still F's, and the accuracy bench compares F
+    assert S.WAVES is False and plan.roofline.benchmark_ttft_ms == pytest.approx(serving.benchmark_ttft_ms(s, 8, 1000, steady), rel=1e-12)
+
+
 def test_the_fourth_sets_record_reproduces_its_one_decision():
     # docs/serving_fresh4.md records the rule's one decision (docs/serving_fresh4_plan.md): F, the start
     # burst alone, adopted (TTFT median |log| 3.3792 -> 2.7554 on 33 runs with a stated prompt count, two

@@ -319,7 +319,9 @@ def test_prefix_cache_hits_skip_prefill_and_share_blocks():
     assert_clean(r)
 
 
-@pytest.mark.parametrize("policy", sim.POLICIES)
+# prefill-first runs one step of at most chunk_tokens prefill in all, so request 1 cannot be admitted
+# beside request 0 in its first step: the scenario below needs two prompts admitted in one step
+@pytest.mark.parametrize("policy", [p for p in sim.POLICIES if p != "prefill-first"])
 def test_prefix_is_not_shared_before_it_is_computed(policy):
     # Requests 0 and 1 arrive together: 0 leases the prefix blocks and computes them; 1 is
     # admitted in the same step, before they are computed, so it prefills all 100 tokens itself
@@ -629,6 +631,43 @@ def test_simulate_page_runs():
     assert at.metric[0].value == "300 of 300"  # every one of the 300 default requests completes
     at.number_input(key="sim_rate").set_value(0.0).run()  # below the widget's minimum: clamped, no crash
     assert not at.exception
+
+
+def test_prefill_first_runs_prefill_alone_and_decodes_in_steps_without_it():
+    # SGLang's scheduler (prefill-first): 3 requests of P=64, O=3 at 0 with a 32-token prefill a step,
+    # fixed step D. Steps 1-6 are prefill alone, 32 tokens each (r0 in 1-2, r1 in 3-4, r2 in 5-6), so the
+    # first tokens land at 2D, 4D, 6D; r0 and r1 decode nothing while r1 and r2 prefill. Steps 7-8 decode
+    # all three together (tokens 2-3), so all three end at 8D. Under chunked (decodes first, 32 tokens
+    # per prompt a step, budget 64): r0 and r1 prefill 32 + 32 in step 1 and finish in step 2 (first
+    # tokens at 2D); step 3 decodes both and starts r2 (62 tokens left: 32), step 4 ends r2's prefill
+    # beside their last decodes: r0 and r1 end at 4D, r2 at 6D
+    reqs = [req(i, 0.0, 64, 3) for i in range(3)]
+    cfg = SimConfig(total_blocks=32, max_num_batched_tokens=64, chunk_tokens=32, policy="prefill-first")
+    r = simulate(reqs, cfg, FIXED, check_invariants=True, record_requests=True)
+    assert [x.ttft_ms for x in r.per_request] == pytest.approx([2 * D * 1e3, 4 * D * 1e3, 6 * D * 1e3])
+    assert [x.e2e_ms for x in r.per_request] == pytest.approx([8 * D * 1e3] * 3)
+    assert r.step_count == 8
+    assert_clean(r)
+    mixed = simulate(reqs, cfg.model_copy(update={"policy": "chunked"}), FIXED, check_invariants=True, record_requests=True)
+    assert [x.ttft_ms for x in mixed.per_request] == pytest.approx([2 * D * 1e3, 2 * D * 1e3, 4 * D * 1e3])
+    assert [x.e2e_ms for x in mixed.per_request] == pytest.approx([4 * D * 1e3, 4 * D * 1e3, 6 * D * 1e3])
+
+
+def test_prefill_first_keeps_a_fixed_length_closed_loop_in_waves():
+    # 3 clients, 9 requests of P=64, O=3 under prefill-first (as above): every wave ends in one step
+    # (8D after it starts), its clients send the next wave together, and each wave's TTFTs are
+    # 2D, 4D, 6D again: the second and third waves queue exactly as the first (planner candidate W,
+    # serving.waves_ttft_ms). Under chunked the waves spread out and the later ones queue less
+    reqs = [req(i, 0.0, 64, 3) for i in range(9)]
+    cfg = SimConfig(total_blocks=32, max_num_batched_tokens=64, chunk_tokens=32, policy="prefill-first")
+    r = simulate(reqs, cfg, FIXED, check_invariants=True, record_requests=True, clients=3)
+    ttft = [round(x.ttft_ms / (D * 1e3), 6) for x in r.per_request]
+    assert sorted(ttft[:3]) == sorted(ttft[3:6]) == sorted(ttft[6:]) == [2, 4, 6]
+    assert sorted(x.arrival_s for x in r.per_request) == pytest.approx([0.0] * 3 + [8 * D] * 3 + [16 * D] * 3)
+    assert r.makespan_s == pytest.approx(24 * D)
+    mixed = simulate(reqs, cfg.model_copy(update={"policy": "chunked"}), FIXED, record_requests=True, clients=3)
+    later = [x.ttft_ms for x in mixed.per_request[3:]]
+    assert sum(later) / len(later) < 4 * D * 1e3  # below the waves' mean of 4D
 
 
 def test_a_closed_loop_sends_each_next_request_when_one_ends():

@@ -29,7 +29,7 @@ LABELS = {
     "requests": "Requests",
     "lengths": "Request lengths",
     "trace": "Trace (CSV)",
-    "chunk_tokens": "Chunk tokens (chunked policy)",
+    "chunk_tokens": "Chunk tokens (chunked: a prompt a step; prefill-first: a step)",
     "max_num_batched_tokens": "Max batched tokens per step",
     "seed": "Seed",
 }
@@ -114,7 +114,7 @@ def traffic_controls(plan) -> Traffic | None:
     if chosen in profiles and not traced:
         st.caption(profile_lengths(chosen))
     c1, c2, c3 = st.columns([2, 1, 1])  # room for the three policies' chips
-    c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks.")
+    c1.multiselect("Policies", list(sim.POLICIES), key="sim_policies", help="fifo: first come first served; decode-priority: running sequences first; chunked: prefills split into chunks beside the decodes (vLLM); prefill-first: a step of prefill chunks alone while any prompt waits, decodes only in steps without one (SGLang).")
     c2.number_input(LABELS["chunk_tokens"], 1, min(65_536, BOUNDS["chunk_tokens"].hi), step=128, key="sim_chunk")
     c3.number_input(LABELS["max_num_batched_tokens"], 1, min(1_000_000, BOUNDS["max_batched_tokens"].hi), step=1024, key="sim_budget", help="Tokens one engine step may process (vLLM max_num_batched_tokens).")
     trace = st.file_uploader(

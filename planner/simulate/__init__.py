@@ -18,7 +18,8 @@ Read it in this order, each part a short module:
                      (``allocate_slots`` returns the blocks taken or None), ``free``, the shared
                      prefix looked up and shared: the only caller of the pool;
 * ``policies.py``    one class per scheduling policy: ``fifo`` (prefill first), ``decode-priority``,
-                     ``chunked`` (decodes first, prompts in chunks of ``chunk_tokens``);
+                     ``chunked`` (decodes first, prompts in chunks of ``chunk_tokens``: vLLM),
+                     ``prefill-first`` (a step of prefill chunks alone while any prompt waits: SGLang);
 * ``decode_batch.py`` the decoders: advanced lazily, so a step costs O(events), not O(sequences),
                      and the stalled ones outside the batch;
 * ``replica.py``     the scheduler of one engine: KV growth (preempt the newest on exhaustion),

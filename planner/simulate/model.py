@@ -8,10 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import PlannerError
 
-Policy = Literal["fifo", "decode-priority", "chunked"]
+Policy = Literal["fifo", "decode-priority", "chunked", "prefill-first"]
 Router = Literal["round-robin", "least-outstanding-tokens"]
 CancelStage = Literal["admission", "mid-prefill", "first-token", "decode"]
-POLICIES: tuple[str, ...] = ("fifo", "decode-priority", "chunked")
+POLICIES: tuple[str, ...] = ("fifo", "decode-priority", "chunked", "prefill-first")
 ROUTERS: tuple[str, ...] = ("round-robin", "least-outstanding-tokens")
 CANCEL_STAGES: tuple[str, ...] = ("admission", "mid-prefill", "first-token", "decode")
 
