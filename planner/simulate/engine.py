@@ -12,6 +12,7 @@ at most ``MAX_STEPS`` engine steps and ``SimConfig.time_budget_s`` seconds of wa
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import random
@@ -50,7 +51,7 @@ class _Budget:
             raise _Stop(f"time budget of {self.seconds:g} s reached")
 
 
-def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False, clients: int | None = None) -> SimResult:
+def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False, clients: int | None = None, lag_s: float = 0.0) -> SimResult:
     """Run the serving simulation (see the package docstring).
 
     ``clients``: a closed loop instead of the requests' arrival times, as a benchmark at
@@ -84,7 +85,7 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     stopped = None
     try:
         if clients is not None:
-            _run_closed(reqs, replicas[0], clients, budget, replicas)
+            _run_closed(reqs, replicas[0], clients, budget, replicas, lag_s)
         else:
             _run_open(reqs, replicas, router, budget, queue)
     except _Stop as stop:
@@ -115,10 +116,10 @@ def _run_open(reqs: list[SimRequest], replicas: list[Replica], router, budget: _
         _drain(rep, budget, replicas)
 
 
-def _run_closed(reqs: list[SimRequest], rep: Replica, clients: int, budget: _Budget, replicas: list[Replica]) -> None:
+def _run_closed(reqs: list[SimRequest], rep: Replica, clients: int, budget: _Budget, replicas: list[Replica], lag_s: float = 0.0) -> None:
     """A closed loop of ``clients`` on ``rep``: the first requests arrive together at the start, each
-    next one when a request ends (its arrival time is that end, whatever the request said); every
-    request is run to its end."""
+    next one ``lag_s`` after a request ends (its arrival time is that end + the lag, whatever the
+    request said); every request is run to its end."""
     t0 = reqs[0].arrival_s if reqs else 0.0
     rep.t = t0
     rep.ended = []
@@ -127,17 +128,22 @@ def _run_closed(reqs: list[SimRequest], rep: Replica, clients: int, budget: _Bud
         r.arrival_s = t0
         rep.add(r)
     stats = rep.stats
+    pending: list[tuple[float, int, SimRequest]] = []  # sent, not yet at the scheduler: (arrival, index, request)
     while stats.finished < len(reqs):
         while rep.ended:
             ended = rep.ended.pop()
             nxt = next(queue, None)
             if nxt is not None:
-                nxt.arrival_s = max(t0, ended.finished_s if ended.finished_s >= 0 else rep.t)
-                rep.add(nxt)
+                nxt.arrival_s = max(t0, ended.finished_s if ended.finished_s >= 0 else rep.t) + lag_s
+                heapq.heappush(pending, (nxt.arrival_s, nxt.index, nxt))
+        while pending and pending[0][0] <= rep.t:
+            rep.add(heapq.heappop(pending)[2])
         if stats.finished >= len(reqs):
             break
         if not rep.step():
-            raise RuntimeError(f"closed-loop simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
+            if not pending:
+                raise RuntimeError(f"closed-loop simulation stalled at t={rep.t:.6f}s with {len(rep.waiting)} waiting and {len(rep.running)} running")
+            rep.t = pending[0][0]  # idle until the next request reaches the scheduler
         if stats.steps % CHECK_EVERY_STEPS == 0:
             budget.check(replicas)
     rep.ended = None
