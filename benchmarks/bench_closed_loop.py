@@ -6,8 +6,9 @@ A benchmark at ``--max-concurrency C`` with ``--num-prompts N`` starts its C cli
 sends each next prompt when one ends. The plan says what its mean TTFT should be
 (serving.benchmark_ttft_ms: the first wave's burst, then the closed loop's steady state). The
 simulator (planner.simulate, ``clients=C``) runs that loop step by step on the plan's step costs
-with the chunked policy at the plan's token budget. Both figures include the plan's API-server
-preprocessing (the simulator has none of its own). Fixed prompt and output lengths, as
+with the chunked policy at the plan's token budget (SGLang: its prefill-first policy), each next
+prompt reaching the scheduler the plan's preprocessing after the last ended (``lag_s``). Both
+figures include the plan's API-server preprocessing (the simulator has none of its own). Fixed prompt and output lengths, as
 ``vllm bench serve``'s random dataset draws by default: in the simulator, the prompts that a step
 prefilled together also finish together, so the next ones arrive together. The analytic steady
 state has no such waves.
@@ -32,6 +33,8 @@ CASES = (  # clients, prompts, prompt tokens, output tokens (Llama-3.1-8B on one
 
 
 def rows() -> list[tuple]:
+    from planner.plan import serving
+
     model = prepare_model(load_preset("llama-3.1-8b"))
     out = []
     for c, n, isl, osl in CASES:
@@ -39,11 +42,15 @@ def rows() -> list[tuple]:
         cost, blocks = sim.from_plan(plan)
         budget = plan._load.setup.budget
         cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=budget, policy="chunked", chunk_tokens=budget, time_budget_s=60)
-        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, record_requests=True)
+        reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)]
+        r = sim.simulate(reqs, cfg, cost, clients=c, record_requests=True, lag_s=sim.closed_loop_lag_s(plan))
+        no_lag = sim.simulate(reqs, cfg, cost, clients=c)
         pre = plan.latency.preprocessing_ms
         ttft = [x.ttft_ms for x in r.per_request]
         first, rest = ttft[:c], ttft[c:]
-        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, sim.benchmark_ttft_ms(plan, r), plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms))
+        steady = serving.closed(plan._load.setup, c).ttft_ms
+        waves = serving.waves_ttft_ms(plan._load.setup, c, n, steady)
+        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, sim.benchmark_ttft_ms(plan, r), sim.benchmark_ttft_ms(plan, no_lag), plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms, waves))
     return out
 
 
@@ -69,18 +76,20 @@ def sglang_rows() -> list[tuple]:
         cost, blocks = sim.from_plan(plan)
         setup = plan._load.setup
         cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=setup.budget, policy="prefill-first", chunk_tokens=setup.budget, time_budget_s=60)
-        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, record_requests=True)
+        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, lag_s=sim.closed_loop_lag_s(plan))
         steady = serving.closed(setup, c).ttft_ms
         out.append((c, n, isl, osl, sim.benchmark_ttft_ms(plan, r), plan.roofline.benchmark_ttft_ms, serving.waves_ttft_ms(setup, c, n, steady)))
     return out
 
 
 def main() -> None:
-    print("| clients | prompts | ISL/OSL | simulated: first wave | later | mean | plan: steady state | benchmark mean | plan / simulated |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for c, n, isl, osl, first, rest, mean, steady, bench in rows():
+    print("vLLM (the simulator's chunked policy at the plan's token budget; each next prompt reaches the scheduler the plan's preprocessing after the last ended)")
+    print()
+    print("| clients | prompts | ISL/OSL | simulated: first wave | later | mean | mean with no lag | plan: steady state | plan F (shipped) | F / simulated | plan W2 (candidate) | W2 / simulated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for c, n, isl, osl, first, rest, mean, no_lag, steady, bench, waves in rows():
         later = f"{rest:,.1f}" if rest is not None else "-"
-        print(f"| {c} | {n:,} | {isl}/{osl} | {first:,.1f} | {later} | {mean:,.1f} | {steady:,.1f} | {bench:,.1f} | {bench / mean:.2f} |")
+        print(f"| {c} | {n:,} | {isl}/{osl} | {first:,.1f} | {later} | {mean:,.1f} | {no_lag:,.1f} | {steady:,.1f} | {bench:,.1f} | {bench / mean:.2f} | {waves:,.1f} | {waves / mean:.2f} |")
 
     print()
     print("SGLang (the simulator's prefill-first policy at the plan's chunked prefill size)")

@@ -178,18 +178,19 @@ def fresh4_doc(results: dict[str, list]) -> str:
 def fresh5_results() -> dict[str, list]:
     """The fifth fresh set (docs/serving_fresh5_plan.md) under F (shipped) and candidate W."""
     pts = list(S.fresh5_points())
-    return {"F": [(pt, S.ratios_waves(pt, False)) for pt in pts], "W": [(pt, S.ratios_waves(pt, True)) for pt in pts]}
+    return {"F": [(pt, S.ratios_waves(pt, frozenset())) for pt in pts], "W": [(pt, S.ratios_waves(pt, S.W_ENGINES)) for pt in pts], "W2": [(pt, S.ratios_waves(pt, S.W2_ENGINES)) for pt in pts]}
 
 
-def _w_counted(results: list) -> list:
-    """The runs the fifth set's rule counts: W applies (SGLang, fixed lengths, a stated prompt count), a
-    profiled release (SGLang 0.5 or later), at least 2 clients, a mean TTFT that is not a flagged anomaly."""
-    return [(pt, r) for pt, r in _stated(results) if S.waves_apply(pt) and not S.older_release(pt.raw) and (pt.raw["concurrency"] or 0) >= 2]
+def _w_counted(results: list, engine: str = "sglang") -> list:
+    """The runs the fifth set's rules count for ``engine`` (W: SGLang; W2: vLLM): a wave candidate applies
+    (fixed lengths, a stated prompt count, a profiled release: SGLang 0.5 / vLLM 0.10 or later), at least
+    2 clients, a mean TTFT that is not a flagged anomaly."""
+    return [(pt, r) for pt, r in _stated(results) if pt.engine == engine and S.waves_apply(pt) and (pt.raw["concurrency"] or 0) >= 2]
 
 
 def _vllm_fixed(results: list) -> list:
-    """The control: vLLM closed loops at fixed lengths with a stated prompt count (W leaves them as F)."""
-    return [(pt, r) for pt, r in results if pt.engine == "vllm" and pt.prompts and pt.raw.get("harness", {}).get("fixed_lengths")]
+    """vLLM closed loops the addendum's W2 rule counts (W leaves them as F)."""
+    return _w_counted(results, "vllm")
 
 
 def ttft_slope(results: list) -> float | None:
@@ -201,45 +202,49 @@ def ttft_slope(results: list) -> float | None:
     return sum((x - mx) * (y - my) for x, y in xy) / sum((x - mx) ** 2 for x, _y in xy)
 
 
-def fresh5_decision(results: dict[str, list]) -> tuple[bool | None, list[str]]:
-    """docs/serving_fresh5_plan.md's rule, decided once: W replaces F for the runs it applies to if, on
-    those runs on SGLang 0.5 or later with at least 2 clients, TTFT's median |log| is lower under W;
-    on the whole set neither TPOT's nor throughput's moves by more than 0.01; and there are at least 8
-    such runs from 2 publishers or more."""
-    base_n, cand_n = _w_counted(results["F"]), _w_counted(results["W"])
+def fresh5_decision(results: dict[str, list], name: str = "W") -> tuple[bool | None, list[str]]:
+    """docs/serving_fresh5_plan.md's rules, each decided once: W (SGLang) or W2 (the addendum: vLLM)
+    replaces F for the runs of its engine it applies to if, on those runs with at least 2 clients, TTFT's
+    median |log| is lower; on the whole set neither TPOT's nor throughput's moves by more than 0.01; and
+    there are at least 8 such runs from 2 publishers or more."""
+    engine = "sglang" if name == "W" else "vllm"
+    base_n, cand_n = _w_counted(results["F"], engine), _w_counted(results[name], engine)
     pubs = sorted({pt.raw["source"] for pt, _r in base_n})
     if not base_n:
-        return None, ["no run the rule counts: no decision"]
+        return None, [f"{name}: no {engine} run the rule counts: no decision"]
     base_t, cand_t = S.median_abs_log(base_n)["ttft_mean_ms"], S.median_abs_log(cand_n)["ttft_mean_ms"]
-    whole_f, whole_w = S.median_abs_log(results["F"]), S.median_abs_log(results["W"])
-    why = [f"ttft_mean_ms on the {len(base_n)} runs the rule counts ({len(pubs)} publishers: {', '.join(pubs)}): F {base_t:.4f}, W {cand_t:.4f}"]
-    why += [f"{m} on the whole set: F {whole_f[m]:.4f}, W {whole_w[m]:.4f}" for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_f]
+    whole_f, whole_w = S.median_abs_log(results["F"]), S.median_abs_log(results[name])
+    why = [f"{name}: ttft_mean_ms on the {len(base_n)} {engine} runs the rule counts ({len(pubs)} publishers: {', '.join(pubs)}): F {base_t:.4f}, {name} {cand_t:.4f}"]
+    why += [f"{name}: {m} on the whole set: F {whole_f[m]:.4f}, {name} {whole_w[m]:.4f}" for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_f]
     if len(base_n) < 8 or len(pubs) < 2:
-        return None, why + ["fewer than 8 such runs or one publisher: no decision"]
+        return None, why + [f"{name}: fewer than 8 such runs or one publisher: no decision"]
     moved = [m for m in ("tpot_mean_ms", "out_tps_per_gpu") if m in whole_f and abs(whole_w[m] - whole_f[m]) > 0.01]
     ok = cand_t < base_t and not moved
-    return ok, why + ([f"moved by more than 0.01: {', '.join(moved)}"] if moved else []) + [f"W {'replaces' if ok else 'does not replace'} F for the runs it applies to"]
+    return ok, why + ([f"moved by more than 0.01: {', '.join(moved)}"] if moved else []) + [f"{name} {'replaces' if ok else 'does not replace'} F for the {engine} runs it applies to"]
 
 
 def fresh5_doc(results: dict[str, list]) -> str:
     """docs/serving_fresh5.md: the fifth fresh set and the one decision it makes (docs/serving_fresh5_plan.md)."""
     data = S.load_fresh5()
     decision, why = fresh5_decision(results)
-    lines = _record_head("# Fifth fresh set: the planner as shipped (F) and candidate W (every wave of a fixed-length SGLang closed loop queues as the first) on runs collected after W was registered (written once by benchmarks/bench_serving_accuracy.py --fresh5-doc; a record, not regenerated)", data, "docs/serving_fresh5_plan.md", "W", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
-    for name, label in (("F", "F (shipped)"), ("W", "candidate W")):
+    decision2, why2 = fresh5_decision(results, "W2")
+    lines = _record_head("# Fifth fresh set: the planner as shipped (F) and candidates W and W2 (every wave of a fixed-length closed loop queues as the first: SGLang; SGLang and vLLM) on runs collected after both were registered (written once by benchmarks/bench_serving_accuracy.py --fresh5-doc; a record, not regenerated)", data, "docs/serving_fresh5_plan.md", "W", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
+    at = lines.index("## Accuracy (planner / measured; worst = farthest from 1)")
+    lines[at:at] = [f"**{'W2 adopted' if decision2 else 'W2 not adopted' if decision2 is False else 'No decision on W2'}.**", ""] + [f"* {w}" for w in why2] + [""]
+    for name, label in (("F", "F (shipped)"), ("W", "candidate W"), ("W2", "candidate W2")):
         lines += _goal_rows(f"{label}, whole set", results[name])
         lines += _goal_rows(f"{label}, the runs the rule counts", _w_counted(results[name]))
         lines += _goal_rows(f"{label}, vLLM fixed-length runs (the control; W leaves them)", _vllm_fixed(results[name]))
     lines += data_check("F (shipped)", results["F"])
     lines += ["", "## The shape in the clients", "", "Least-squares slope of log(planner / measured TTFT) on log(clients); near 0 where the model's shape holds.", ""]
-    for name, label in (("F", "F (shipped)"), ("W", "candidate W")):
-        for what, subset in (("the runs the rule counts", _w_counted(results[name])), ("vLLM fixed-length runs", _vllm_fixed(results[name]))):
+    for name, label in (("F", "F (shipped)"), ("W", "candidate W"), ("W2", "candidate W2")):
+        for what, subset in (("SGLang runs W counts", _w_counted(results[name])), ("vLLM runs W2 counts", _vllm_fixed(results[name]))):
             slope = ttft_slope(subset)
             lines.append(f"* {label}, {what}: " + (f"{slope:+.3f}" if slope is not None else "fewer than two client counts"))
-    lines += _record_regimes(results, (("F", "F (shipped)"), ("W", "candidate W")))
-    lines += ["", "## Points (planner / measured: F; W in brackets, where it differs; an anomaly the source flags marked *)", ""]
+    lines += _record_regimes(results, (("F", "F (shipped)"), ("W2", "candidate W2")))
+    lines += ["", "## Points (planner / measured: F; W2 in brackets, where it differs (W is W2 on SGLang runs); an anomaly the source flags marked *)", ""]
     lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (pt, r), (_pt, rw) in zip(results["F"], results["W"], strict=True):
+    for (pt, r), (_pt, rw) in zip(results["F"], results["W2"], strict=True):
         flag = pt.raw.get("anomalies", {})
         lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rw[m]:.3f})" if rw[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
     lines += _record_tail(data, S.fresh5_points())

@@ -452,10 +452,10 @@ def fresh5_points() -> tuple[Point, ...]:
     return _held_out_whole(FRESH5_PATH, FRESH5) if FRESH5_PATH.exists() else ()
 
 
-def ratios_waves(pt: Point, on: bool) -> dict[str, float]:
-    """planner / measured of ``pt`` with candidate W (:data:`WAVES`) on or off (off: F, shipped)."""
+def ratios_waves(pt: Point, engines: frozenset[str]) -> dict[str, float]:
+    """planner / measured of ``pt`` with the wave candidate of ``engines`` (:data:`WAVES`; empty: F, shipped)."""
     global WAVES
-    was, WAVES = WAVES, on
+    was, WAVES = WAVES, engines
     try:
         return ratios(pt)
     finally:
@@ -595,20 +595,25 @@ def start_burst_ttft_ms(pt: Point, setup, steady_ms: float) -> float:
     at once and sends ``N`` prompts in all (:attr:`Point.prompts`), as the planner computes it
     (serving.benchmark_ttft_ms); ``steady_ms`` where the harness states no ``N``."""
     c, n = pt.clients, pt.prompts * pt.clients // max(1, pt.raw["concurrency"] or 1)  # per rank
-    if WAVES and waves_apply(pt):
+    if pt.engine in WAVES and waves_apply(pt):
         return serving.waves_ttft_ms(setup, c, n, steady_ms)
     return serving.benchmark_ttft_ms(setup, c, n, steady_ms) if START_BURST else steady_ms
 
 
-# candidate W (docs/serving_fresh5_plan.md), registered for the fifth set: on SGLang, whose scheduler runs
-# a waiting prefill before any decode, a fixed-length closed loop queues every wave as the first one
-WAVES = False
+# candidates registered for the fifth set (docs/serving_fresh5_plan.md): the engines whose fixed-length
+# closed loops queue every wave as the first one. W: SGLang (its scheduler runs a waiting prefill before
+# any decode); W2 (the addendum): vLLM too (the next prompts reach the scheduler together after the
+# API server's lag). Empty: F, shipped
+WAVES: frozenset[str] = frozenset()
+W_ENGINES, W2_ENGINES = frozenset({"sglang"}), frozenset({"sglang", "vllm"})
 
 
 def waves_apply(pt: Point) -> bool:
-    """Whether W applies to the run: SGLang, a closed loop whose harness states its prompt count and
-    draws fixed prompt and output lengths (``harness.fixed_lengths``, the lead's reading of the source)."""
-    return pt.engine == "sglang" and bool(pt.prompts) and not pt.requests and bool(pt.raw.get("harness", {}).get("fixed_lengths"))
+    """Whether a wave candidate may apply to the run: SGLang or vLLM on a profiled release, a closed loop
+    whose harness states its prompt count and draws fixed prompt and output lengths
+    (``harness.fixed_lengths``, the lead's reading of the source)."""
+    fixed = bool(pt.raw.get("harness", {}).get("fixed_lengths"))
+    return pt.engine in W2_ENGINES and bool(pt.prompts) and not pt.requests and fixed and not older_release(pt.raw)
 
 
 METRICS = ("tpot_mean_ms", "ttft_mean_ms", "out_tps_per_gpu")

@@ -640,7 +640,7 @@ def test_candidate_w_queues_every_wave_as_the_first():
     assert serving.waves_ttft_ms(s, 8, 8, steady) == pytest.approx(serving.benchmark_ttft_ms(s, 8, 8, steady), rel=1e-12)
     assert serving.waves_ttft_ms(s, 1, 24, steady) == steady
     # not shipped: the plan's benchmark figure is still F's, and the accuracy bench compares F
-    assert S.WAVES is False and plan.roofline.benchmark_ttft_ms == pytest.approx(serving.benchmark_ttft_ms(s, 8, 1000, steady), rel=1e-12)
+    assert S.WAVES == frozenset() and plan.roofline.benchmark_ttft_ms == pytest.approx(serving.benchmark_ttft_ms(s, 8, 1000, steady), rel=1e-12)
 
 
 def test_the_fourth_sets_record_reproduces_its_one_decision():

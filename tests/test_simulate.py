@@ -425,7 +425,7 @@ def _expected_rejections(reqs: list[Request], cfg: SimConfig) -> int:
     static = cfg.static_tokens or max(r.prompt_tokens + r.output_tokens for r in reqs)
     n = 0
     for r in reqs:
-        if cfg.policy != "chunked" and r.prompt_tokens > cfg.max_num_batched_tokens:
+        if cfg.policy not in ("chunked", "prefill-first") and r.prompt_tokens > cfg.max_num_batched_tokens:
             n += 1
         elif cfg.reservation == "dynamic" and math.ceil((r.prompt_tokens + r.output_tokens - 1) / cfg.block_tokens) > cfg.total_blocks:
             n += 1
@@ -668,6 +668,12 @@ def test_prefill_first_keeps_a_fixed_length_closed_loop_in_waves():
     mixed = simulate(reqs, cfg.model_copy(update={"policy": "chunked"}), FIXED, record_requests=True, clients=3)
     later = [x.ttft_ms for x in mixed.per_request[3:]]
     assert sum(later) / len(later) < 4 * D * 1e3  # below the waves' mean of 4D
+    # under chunked, r0 and r1 end at 4D and r2 at 6D (above); with a lag of 2D from an end to the next
+    # prompt reaching the scheduler, r3 and r4 arrive at 6D on an idle engine and prefill 32 + 32 tokens in
+    # each of two steps (first tokens at 8D: TTFT 2D), and r5 arrives at 8D
+    lagged = simulate(reqs, cfg.model_copy(update={"policy": "chunked"}), FIXED, record_requests=True, clients=3, lag_s=2 * D)
+    assert [x.arrival_s for x in lagged.per_request[3:6]] == pytest.approx([6 * D, 6 * D, 8 * D])
+    assert [x.ttft_ms for x in lagged.per_request[3:5]] == pytest.approx([2 * D * 1e3] * 2)
 
 
 def test_a_closed_loop_sends_each_next_request_when_one_ends():
@@ -686,6 +692,15 @@ def test_a_closed_loop_sends_each_next_request_when_one_ends():
     # one client: strictly one request at a time, each arriving when the last ends
     one = simulate(reqs, SimConfig(total_blocks=16), FIXED, record_requests=True, clients=1)
     assert [x.arrival_s for x in one.per_request] == pytest.approx([0.0, 4 * D, 8 * D, 12 * D])
+    # a lag of 1.5D from an end to the next prompt reaching the scheduler: requests 2 and 3 arrive at
+    # 5.5D (the engine idles from 4D), prefill in one step (first tokens at 6.5D: TTFT D) and end at 9.5D
+    lagged = simulate(reqs, SimConfig(total_blocks=16), FIXED, check_invariants=True, record_requests=True, clients=2, lag_s=1.5 * D)
+    assert [x.arrival_s for x in lagged.per_request] == pytest.approx([0.0, 0.0, 5.5 * D, 5.5 * D])
+    assert all(x.ttft_ms == pytest.approx(D * 1e3) for x in lagged.per_request) and lagged.makespan_s == pytest.approx(9.5 * D) and lagged.step_count == 8
+    assert_clean(lagged)
+    for bad in (-0.1, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(PlannerError, match="lag_s"):
+            simulate(reqs, SimConfig(total_blocks=16), FIXED, clients=2, lag_s=bad)
     with pytest.raises(PlannerError, match="one replica"):
         simulate(reqs, SimConfig(total_blocks=16, replicas=2), FIXED, clients=2)
     with pytest.raises(PlannerError, match="at least one client"):

@@ -154,7 +154,8 @@ def _run_one(_plan, plan_key: str, traffic: Traffic, policy: str, reservation: s
     )
     if reservation == "static":
         cfg = cfg.model_copy(update={"reservation": "static", "static_tokens": ctx.maximum_context_tokens})
-    return sim.simulate(requests, cfg, cost, clients=traffic.clients), blocks
+    lag = sim.closed_loop_lag_s(_plan) if traffic.clients is not None else 0.0
+    return sim.simulate(requests, cfg, cost, clients=traffic.clients, lag_s=lag), blocks
 
 
 @dataclass
@@ -200,8 +201,8 @@ def _benchmark_line(plan, model, traffic: Traffic, results: dict[str, Any]) -> s
     bench = compute_plan(plan.inputs.model_copy(update={"bench_prompts": traffic.requests * replicas}), model).roofline.benchmark_ttft_ms
     pre = plan.latency.preprocessing_ms
     said = ", ".join(f"{name} {fmt_ms(sim.benchmark_ttft_ms(plan, r))}" for name, r in results.items())
-    waves = " With every request at the plan's lengths, requests prefilled together end together and their clients' next ones arrive together: waves the plan's steady state does not model." if traffic.lengths is None and traffic.clients > 1 else ""
-    return f"Closed loop of {traffic.clients:,} clients started at once, {traffic.requests:,} prompts: mean TTFT simulated {said} (the API server's {fmt_ms(pre)} included); the plan's benchmark figure {fmt_ms(bench)}.{waves}"
+    waves = f" With every request at the plan's lengths, requests that end within {fmt_ms(pre)} of each other send their next prompts to the scheduler together: waves the plan's steady state does not model (prefill-first keeps every wave whole)." if traffic.lengths is None and traffic.clients > 1 else ""
+    return f"Closed loop of {traffic.clients:,} clients started at once, {traffic.requests:,} prompts: mean TTFT simulated {said} (the API server's {fmt_ms(pre)} included: each next prompt reaches the scheduler that long after the last ended); the plan's benchmark figure {fmt_ms(bench)}.{waves}"
 
 
 # The index column of a table whose rows are named ("Longest queue wait"): wide enough for the name.

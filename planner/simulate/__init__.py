@@ -43,7 +43,7 @@ with a :class:`PlannerError`); a run stops cleanly after 2,000,000 engine steps 
 
 from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFreeError, OutOfBlocksError, PrefixCache
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
-from planner.simulate.cost import StepCost, benchmark_ttft_ms, from_plan, plan_config
+from planner.simulate.cost import StepCost, benchmark_ttft_ms, closed_loop_lag_s, from_plan, plan_config
 from planner.simulate.engine import simulate
 from planner.simulate.invariants import SimulationInvariantError
 from planner.simulate.model import (
@@ -79,7 +79,7 @@ __all__ = [
     "AllocatorError", "BlockAllocator", "CANCEL_STAGES", "Cancellation", "CancelStage", "DEFAULT_TIME_BUDGET_S", "DoubleFreeError",
     "KV_SAMPLES", "LENGTH_PROFILES", "LengthProfile", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
     "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "REJECTION_REASONS", "ROUTERS", "Rejection", "ReplicaSummary", "Request", "RequestRecord",
-    "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "benchmark_ttft_ms", "build", "compare_batching",
+    "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "benchmark_ttft_ms", "build", "closed_loop_lag_s", "compare_batching",
     "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "plan_requests", "poisson_requests", "profile_requests", "read_trace",
     "simulate", "verdict_label", "weighted_percentiles",
 ]  # fmt: skip

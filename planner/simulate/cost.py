@@ -92,6 +92,14 @@ def benchmark_ttft_ms(plan, result) -> float:
     return result.ttft_ms.mean + plan.latency.preprocessing_ms
 
 
+def closed_loop_lag_s(plan) -> float:
+    """How long after a request ends the next prompt of its client reaches the scheduler in a closed
+    loop: the plan's API-server preprocessing (:func:`benchmark_ttft_ms` counts it in every TTFT, so
+    the prompt cannot be scheduled before it is done). Prompts that end within it of each other
+    reach the scheduler together (``simulate(..., lag_s=...)``)."""
+    return plan.latency.preprocessing_ms / 1e3
+
+
 def plan_config(plan, total_blocks: int, **settings: object):
     """The :class:`SimConfig` of a plan's replica: its block size, ``total_blocks`` of pool, its
     ``max_num_seqs`` (256 when the plan sets none) and its TTFT/ITL SLOs; ``settings`` add the

@@ -59,6 +59,10 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     arrival time), and each sends the next (in arrival order) the moment its last one ends (one
     replica); every later arrival time is the end that released it.
 
+    ``lag_s``: in a closed loop, the time from a request's end to the next one reaching the
+    scheduler (the client's turnaround and the API server's preprocessing); requests that end within
+    it of each other reach the scheduler together.
+
     ``record_requests`` adds one :class:`RequestRecord` per request; ``check_invariants``
     verifies the block, request and counter bookkeeping after every step and at the end
     (``invariants.py``; slow, for tests) and raises :class:`SimulationInvariantError` on the
@@ -72,6 +76,8 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
         raise PlannerError("replicas", cfg.replicas, "a closed loop is simulated on one replica")
     if clients is not None and clients < 1:
         raise PlannerError("clients", clients, "a closed loop needs at least one client")
+    if isinstance(lag_s, bool) or not isinstance(lag_s, (int, float)) or not 0.0 <= lag_s <= MAX_LAG_S:
+        raise PlannerError("lag_s", lag_s, f"the closed loop's lag must be a number of seconds from 0 to {MAX_LAG_S:g}")
     reqs = _prepare(requests, cfg)
     static_blocks = _static_blocks(reqs, cfg)
     replicas = [Replica(k, cfg, cost, static_blocks, block_pool.BlockAllocator) for k in range(cfg.replicas)]
@@ -93,6 +99,9 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_
     if check_invariants:
         check_end(replicas, reqs, stopped is not None)
     return _result(reqs, cfg, replicas, router.name, queue, stopped, record_requests)
+
+
+MAX_LAG_S = 3600.0  # a closed loop's lag above an hour is refused
 
 
 def _run_open(reqs: list[SimRequest], replicas: list[Replica], router, budget: _Budget, queue: list[int]) -> None:
