@@ -335,17 +335,19 @@ def main(argv: list[str] | None = None) -> None:
     sets += [("fresh-3 held-out, registered before collection: shipped planner (candidate D, adopted)", fresh3["D"]), ("fresh-3 held-out: candidate E (D with the start burst; reported only)", fresh3["E"])]
     fresh4 = fresh4_results()
     sets += [("fresh-4 held-out, registered before collection: shipped planner (candidate F, adopted)", fresh4["F"]), ("fresh-4 held-out: the planner F was judged against (no start burst)", fresh4["shipped"])]
+    fresh5 = fresh5_results()
+    sets += [("fresh-5 held-out, registered before collection: shipped planner (F; W and W2 undecided)", fresh5["F"]), ("fresh-5 held-out: candidate W2 (waves on SGLang and vLLM; reported only)", fresh5["W2"])]
     for label, subset in sets:
         print("\n".join(_goal_rows(label, subset)))
-    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"])):
+    for label, subset in (("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"]), ("fresh-5 held-out", fresh5["F"])):
         print("\n".join(data_check(label, subset)))
-    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"])]
+    by_regime = [("fit (reference and fresh-fit points)", results + fresh_fit), ("leave-one-sweep-out", cv["sweep"]), ("fresh held-out", fresh_shipped), ("fresh-2 held-out", fresh2_shipped), ("fresh-3 held-out", fresh3["D"]), ("fresh-4 held-out", fresh4["F"]), ("fresh-5 held-out", fresh5["F"])]
     for label, subset in by_regime:
         print(f"\n{label} by regime (planner / measured):\n\n| regime | metric | n | median | worst |\n|---|---|---|---|---|")
         print("\n".join(_regime_rows(subset, GROUPS)))
     if "--points" in argv:
         print("\n| point | split | engine | model | GPU | TP | clients | TPOT | TTFT | tok/s/GPU |\n|---|---|---|---|---|---|---|---|---|---|")
-        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["D"] + fresh4["F"]:
+        for pt, r in results + fresh_fit + fresh_shipped + fresh2_shipped + fresh3["D"] + fresh4["F"] + fresh5["F"]:
             p = pt.raw
             cells = " | ".join(f"{r[m]:.3f}" if m in r else "" for m in S.METRICS)
             print(f"| {pt.id} | {pt.split} | {pt.engine} | {p['preset']} | {p['gpu']} | {p['tp']} | {p['concurrency'] or 'offline'} | {cells} |")

@@ -493,8 +493,8 @@ def older_release(p: dict) -> bool:
 
 
 def never_fitted() -> list[Point]:
-    """Every point the shipped constants never saw: the first set's held-out sources and the whole second, third and fourth sets."""
-    return held_out_fresh() + list(fresh2_points()) + list(fresh3_points()) + list(fresh4_points())
+    """Every point the shipped constants never saw: the first set's held-out sources and the whole second to fifth sets."""
+    return held_out_fresh() + list(fresh2_points()) + list(fresh3_points()) + list(fresh4_points()) + list(fresh5_points())
 
 
 def candidate_ratios(pt: Point, name: str) -> dict[str, float]:

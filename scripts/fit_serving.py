@@ -173,12 +173,12 @@ def _rounded(ratios: dict[str, float]) -> dict[str, float]:
     return {m: float(f"{r:.5g}") for m, r in ratios.items()}
 
 
-ACCURACY_SOURCE = "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server), benchmarks/fresh_serving.json (published runs collected later: its fresh-fit sources fitted, the rest held out) and benchmarks/fresh2_serving.json, fresh3_serving.json and fresh4_serving.json (collected after the constants were fixed, registered before collection, held out whole)"
+ACCURACY_SOURCE = "../shared/reference/measured_serving.json (published runs: InferenceMAX, TensorRT-LLM perf overview, tt-inference-server), benchmarks/fresh_serving.json (published runs collected later: its fresh-fit sources fitted, the rest held out) and benchmarks/fresh2_serving.json to fresh5_serving.json (collected after the constants were fixed, registered before collection, held out whole)"
 ACCURACY_RATIOS = "planner / measured predicted with the sweep left out of the fit (leave-one-sweep-out cross-validation; a held-out fresh point: the shipped constants, which never saw it); fit_ratios: the shipped constants, fitted on the reference and fresh-fit points"
 
 
 def fresh_rows(x: dict, pre_x: dict) -> list[dict]:
-    """The rows of the points no fit saw (splits S.FRESH, S.FRESH2, S.FRESH3 and S.FRESH4): planner / measured with the
+    """The rows of the points no fit saw (splits S.FRESH and S.FRESH2 to S.FRESH5): planner / measured with the
     constants ``x`` as their ``ratios`` (the bands use them) and with the pre-registered fit's."""
     rows = []
     held = S.never_fitted()
@@ -199,7 +199,7 @@ def write_fresh_only() -> None:
     data = json.loads(path.read_text())
     x = {**latency.SERVING_FIT, **latency.KERNEL_FIT}
     data.update(source=ACCURACY_SOURCE, ratios=ACCURACY_RATIOS)
-    data["points"] = [p for p in data["points"] if p["split"] not in (S.FRESH, S.FRESH2, S.FRESH3, S.FRESH4)] + fresh_rows(x, data["preregistered_constants"])
+    data["points"] = [p for p in data["points"] if p["split"] not in (S.FRESH, S.FRESH2, S.FRESH3, S.FRESH4, S.FRESH5)] + fresh_rows(x, data["preregistered_constants"])
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -345,6 +345,7 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
     lines += _table(f"Second fresh set: the shipped constants on the {len(S.fresh2_points())} runs registered before their collection (docs/serving_fresh2_plan.md, docs/serving_fresh2.md)", evaluate(list(S.fresh2_points()), x))
     lines += _table(f"Third fresh set: the shipped constants on the {len(S.fresh3_points())} runs collected after candidate D was frozen (docs/serving_fresh3_plan.md, docs/serving_fresh3.md)", evaluate(list(S.fresh3_points()), x))
     lines += _table(f"Fourth fresh set: the shipped constants on the {len(S.fresh4_points())} runs collected after candidate F was registered (docs/serving_fresh4_plan.md, docs/serving_fresh4.md)", evaluate(list(S.fresh4_points()), x))
+    lines += _table(f"Fifth fresh set: the shipped constants on the {len(S.fresh5_points())} runs collected after candidates W and W2 were registered (docs/serving_fresh5_plan.md, docs/serving_fresh5.md)", evaluate(list(S.fresh5_points()), x))
     lines += ["", "### Refit candidates after the second set (benchmarks/refit_candidates.json, `--candidate`)", ""]
     lines += ["Median |log(planner / measured)| (TPOT / TTFT / throughput) on the held-out sets; A-C registered before they ran (docs/serving_fresh2_plan.md,", "addendum 2), none adopted; D and E defined after, judged by the third set only.", ""]
     lines += ["| candidate | fitted constants | first set's held-out | second set's held-out part | reference TTFT in sample (median / worst) |", "|---|---|---|---|---|"]
@@ -437,6 +438,12 @@ def write_doc(results, x: dict, result, pre_x: dict, pre_results, cv: dict) -> N
         "  The constants above are fitted on the steady state (the fit runs with it off); candidate F added it on top, refitting",
         "  nothing, and a fourth set collected after F was registered adopted it (docs/serving_fresh4_plan.md, docs/serving_fresh4.md:",
         "  TTFT median |log| 3.379 -> 2.755 on its 33 runs with a stated prompt count). The tables here carry it.",
+        "* **Waves** (docs/serving_fresh5_plan.md): at fixed lengths a closed loop's later waves can queue as the first: SGLang",
+        "  runs a waiting prefill before any decode, and on any engine the prompts that end within the API server's lag of each",
+        "  other reach the scheduler together (the simulator shows both: `simulate(..., lag_s=...)`, the prefill-first policy).",
+        "  W (every SGLang wave queues as the first) and W2 (vLLM too) were registered before a fifth set was collected; it",
+        "  holds one SGLang and two vLLM runs that the rules count, too few for either decision (docs/serving_fresh5.md: F",
+        "  under, W2 over on both vLLM runs). Not modelled: the tables carry F.",
         "* **ROCm's fixed costs** (docs/serving_fresh3_plan.md): the catalog's AMD `fixed_cost_scale`, an estimate of 1.5 until",
         "  2026-12-07, is 6.307: fitted alone on the SGLang cookbook's 13 runs on 8 x MI300X (every other constant as above) and adopted by",
         "  a third set of runs collected after it was frozen (docs/serving_fresh3.md: nine vLLM runs on 8 x MI355X). DeepSeek-V3 on",

@@ -325,6 +325,10 @@ class RooflineSection(Section):
     # once, prints as its mean TTFT (serving.benchmark_ttft_ms; 0: not a closed loop)
     benchmark_prompts: int = 0
     benchmark_ttft_ms: float = 0.0
+    # the same benchmark if every wave queues as the first (serving.waves_ttft_ms): at fixed lengths the
+    # prompts that end together (SGLang), or within the API server's lag of each other, reach the scheduler
+    # together; measured runs land between the two (docs/serving_fresh5.md). 0: not a closed loop
+    benchmark_ttft_waves_ms: float = 0.0
     itl_p99_ms: float = 0.0  # the served model's 99th-percentile gap (continuous in the load like the p95)
 
 
@@ -345,7 +349,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
     best, best_label = _most_throughput(plan, fig)
     spec = setup.spec
     texts, caveat = _accuracy(plan)
-    bench_n, bench_ttft = _benchmark_ttft(plan, queue)
+    bench_n, bench_ttft, bench_waves = _benchmark_ttft(plan, queue)
     return RooflineSection(
         mfu=inputs.mfu,
         mbu=inputs.mbu,
@@ -409,6 +413,7 @@ def roofline_section(plan: Plan) -> RooflineSection:
         accuracy_caveat=caveat,
         benchmark_prompts=bench_n,
         benchmark_ttft_ms=bench_ttft,
+        benchmark_ttft_waves_ms=bench_waves,
     )
 
 
@@ -439,15 +444,16 @@ def _spec_result(plan: Plan):
     return speculative.speculative(setup.roof, s.method, plan._load.concurrency, setup.kv_mid, setup.mid, s.tokens, s.acceptance, s.draft_roof, s.draft_kv_mid)
 
 
-def _benchmark_ttft(plan: Plan, queue_ms: float) -> tuple[int, float]:
-    """A closed loop's benchmark: the prompts it sends in all (inputs.bench_prompts) and the mean TTFT it
-    prints (serving.benchmark_ttft_ms on the busiest rank, its share of the prompts as of the clients);
-    (0, 0.0) for another load."""
+def _benchmark_ttft(plan: Plan, queue_ms: float) -> tuple[int, float, float]:
+    """A closed loop's benchmark: the prompts it sends in all (inputs.bench_prompts), the mean TTFT it
+    prints (serving.benchmark_ttft_ms on the busiest rank, its share of the prompts as of the clients)
+    and the same if every wave queues as the first (serving.waves_ttft_ms); (0, 0.0, 0.0) for another load."""
     fig, setup, inputs = plan._load.figures, plan._load.setup, plan.inputs
     if fig.kind != serving.CLOSED:
-        return 0, 0.0
+        return 0, 0.0, 0.0
     per_rank = max(1, round(inputs.bench_prompts * fig.per_rank / max(1, inputs.sequences)))
-    return inputs.bench_prompts, queue_ms + serving.benchmark_ttft_ms(setup, fig.per_rank, per_rank, fig.ttft_ms)
+    first = serving.benchmark_ttft_ms(setup, fig.per_rank, per_rank, fig.ttft_ms)
+    return inputs.bench_prompts, queue_ms + first, queue_ms + max(first, serving.waves_ttft_ms(setup, fig.per_rank, per_rank, fig.ttft_ms))
 
 
 def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
