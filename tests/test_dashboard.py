@@ -313,7 +313,7 @@ def test_simulate_runs_the_plan_with_its_tp_dtype_and_replicas():
     summary = " ".join(m.value for m in at.markdown)
     assert "4 × H100-SXM-80GB, TP 2 (2 replicas), KV fp8, headroom 10 %" in summary, summary
     df = at.dataframe[0].value
-    assert list(df.columns) == ["fifo", "decode-priority", "chunked", "static reservation"]
+    assert list(df.columns) == ["fifo", "decode-priority", "chunked", "prefill-first", "static reservation"]
     assert all(v.endswith(" ms") for v in df.loc["TTFT p95"]) and not [e.value for e in at.error]
     # the row labels have their own width: left to the grid, "End-to-end p95" read "End-to-end p" at 1280 px
     assert json.loads(at.dataframe[0].proto.columns)["_index"]["width"] == "medium"
