@@ -32,25 +32,36 @@ CASES = (  # clients, prompts, prompt tokens, output tokens (Llama-3.1-8B on one
 )
 
 
-def rows() -> list[tuple]:
+def _simulated(model, c: int, n: int, isl: int, osl: int, engine: str, policy: str, lag: bool = True):
+    """(plan, simulated closed loop) of ``c`` clients sending ``n`` prompts of fixed lengths on one H100,
+    under ``policy`` at the plan's token budget; ``lag``: each next prompt reaches the scheduler the
+    plan's preprocessing after the last ended (simulate.closed_loop_lag_s), else at once."""
+    plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n, serving_engine=engine), model)
+    cost, blocks = sim.from_plan(plan)
+    budget = plan._load.setup.budget
+    cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=budget, policy=policy, chunk_tokens=budget, time_budget_s=60)
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)]
+    return plan, sim.simulate(reqs, cfg, cost, clients=c, record_requests=True, lag_s=sim.closed_loop_lag_s(plan) if lag else 0.0)
+
+
+def _waves_ms(plan, c: int, n: int) -> float:
+    """The plan's candidate W / W2 figure (serving.waves_ttft_ms): every wave queued as the first."""
     from planner.plan import serving
 
+    setup = plan._load.setup
+    return serving.waves_ttft_ms(setup, c, n, serving.closed(setup, c).ttft_ms)
+
+
+def rows() -> list[tuple]:
     model = prepare_model(load_preset("llama-3.1-8b"))
     out = []
     for c, n, isl, osl in CASES:
-        plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n), model)
-        cost, blocks = sim.from_plan(plan)
-        budget = plan._load.setup.budget
-        cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=budget, policy="chunked", chunk_tokens=budget, time_budget_s=60)
-        reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)]
-        r = sim.simulate(reqs, cfg, cost, clients=c, record_requests=True, lag_s=sim.closed_loop_lag_s(plan))
-        no_lag = sim.simulate(reqs, cfg, cost, clients=c)
+        plan, r = _simulated(model, c, n, isl, osl, "vllm", "chunked")
+        _plan, no_lag = _simulated(model, c, n, isl, osl, "vllm", "chunked", lag=False)
         pre = plan.latency.preprocessing_ms
         ttft = [x.ttft_ms for x in r.per_request]
         first, rest = ttft[:c], ttft[c:]
-        steady = serving.closed(plan._load.setup, c).ttft_ms
-        waves = serving.waves_ttft_ms(plan._load.setup, c, n, steady)
-        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, sim.benchmark_ttft_ms(plan, r), sim.benchmark_ttft_ms(plan, no_lag), plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms, waves))
+        out.append((c, n, isl, osl, sum(first) / len(first) + pre, (sum(rest) / len(rest) + pre) if rest else None, sim.benchmark_ttft_ms(plan, r), sim.benchmark_ttft_ms(plan, no_lag), plan.latency.time_to_first_token_ms, plan.roofline.benchmark_ttft_ms, _waves_ms(plan, c, n)))
     return out
 
 
@@ -67,18 +78,11 @@ def sglang_rows() -> list[tuple]:
     """SGLang's scheduler (the simulator's prefill-first policy at the plan's chunked prefill size)
     against the plan's F (serving.benchmark_ttft_ms, shipped) and candidate W (serving.waves_ttft_ms,
     registered in docs/serving_fresh5_plan.md): every wave of a fixed-length loop queues as the first."""
-    from planner.plan import serving
-
     model = prepare_model(load_preset("llama-3.1-8b"))
     out = []
     for c, n, isl, osl in SGLANG_CASES:
-        plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n, serving_engine="sglang"), model)
-        cost, blocks = sim.from_plan(plan)
-        setup = plan._load.setup
-        cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=setup.budget, policy="prefill-first", chunk_tokens=setup.budget, time_budget_s=60)
-        r = sim.simulate([Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)], cfg, cost, clients=c, lag_s=sim.closed_loop_lag_s(plan))
-        steady = serving.closed(setup, c).ttft_ms
-        out.append((c, n, isl, osl, sim.benchmark_ttft_ms(plan, r), plan.roofline.benchmark_ttft_ms, serving.waves_ttft_ms(setup, c, n, steady)))
+        plan, r = _simulated(model, c, n, isl, osl, "sglang", "prefill-first")
+        out.append((c, n, isl, osl, sim.benchmark_ttft_ms(plan, r), plan.roofline.benchmark_ttft_ms, _waves_ms(plan, c, n)))
     return out
 
 

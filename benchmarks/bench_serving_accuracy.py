@@ -166,11 +166,7 @@ def fresh4_doc(results: dict[str, list]) -> str:
         lines += _goal_rows(f"{label}, without the two runs behind Modal's web endpoint", [(pt, r) for pt, r in results[name] if "achatbot" not in pt.raw["url"]])
     lines += data_check("shipped planner", results["shipped"])
     lines += _record_regimes(results, (("shipped", "shipped planner"), ("F", "candidate F")))
-    lines += ["", "## Points (planner / measured: shipped; F in brackets, where it differs; an anomaly the source flags marked *)", ""]
-    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (pt, r), (_pt, rf) in zip(results["shipped"], results["F"], strict=True):
-        flag = pt.raw.get("anomalies", {})
-        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rf[m]:.3f})" if rf[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
+    lines += _points_table("shipped; F in brackets, where it differs", results["shipped"], results["F"])
     lines += _record_tail(data, S.fresh4_points())
     return "\n".join(lines) + "\n"
 
@@ -242,13 +238,20 @@ def fresh5_doc(results: dict[str, list]) -> str:
             slope = ttft_slope(subset)
             lines.append(f"* {label}, {what}: " + (f"{slope:+.3f}" if slope is not None else "fewer than two client counts"))
     lines += _record_regimes(results, (("F", "F (shipped)"), ("W2", "candidate W2")))
-    lines += ["", "## Points (planner / measured: F; W2 in brackets, where it differs (W is W2 on SGLang runs); an anomaly the source flags marked *)", ""]
-    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (pt, r), (_pt, rw) in zip(results["F"], results["W2"], strict=True):
-        flag = pt.raw.get("anomalies", {})
-        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({rw[m]:.3f})" if rw[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
+    lines += _points_table("F; W2 in brackets, where it differs (W is W2 on SGLang runs)", results["F"], results["W2"])
     lines += _record_tail(data, S.fresh5_points())
     return "\n".join(lines) + "\n"
+
+
+def _points_table(legend: str, base: list, other: list) -> list[str]:
+    """A record's per-point table: planner / measured under ``base``, ``other``'s in brackets where it
+    differs, an anomaly the source flags marked *."""
+    lines = ["", f"## Points (planner / measured: {legend}; an anomaly the source flags marked *)", ""]
+    lines += ["| point | engine | model | GPU | TP/EP | ISL/OSL | clients | TPOT | TTFT | tok/s/GPU | source |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (pt, r), (_pt, ro) in zip(base, other, strict=True):
+        flag = pt.raw.get("anomalies", {})
+        lines.append(_point_row(pt, [(f"{r[m]:.3f}" + (f" ({ro[m]:.3f})" if ro[m] != r[m] else "") + ("*" if m in flag else "")) if m in r else "" for m in S.METRICS]))
+    return lines
 
 
 def data_check(label: str, subset: list) -> list[str]:
