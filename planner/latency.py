@@ -343,6 +343,12 @@ class Roofline(Result):
         """``sum(terms(...).values())``: the step's seconds."""
         return self._step(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)[1]
 
+    def unmemoised_step_s(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> float:
+        """:meth:`step_s` without the memo: for a caller whose steps rarely repeat (the simulator's,
+        each over its own K/V read), which would only churn it."""
+        out = self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens) if self.pp > 1 else self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        return sum(out.values())
+
     def _step(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> tuple[dict[str, float], float]:
         """(terms, their sum), memoised per Roofline (a frozen model: the same step, the same seconds)."""
         k = self._k

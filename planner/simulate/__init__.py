@@ -3,7 +3,8 @@
 A deterministic discrete-event simulation of one or more engine replicas behind a router.
 Requests arrive (Poisson or a trace), wait, are admitted when the step's token budget and the KV
 blocks they need fit, prefill, decode one token per step and finish or are cancelled. A step's
-duration comes from a roofline :class:`StepCost`; nothing reads the wall clock except the time
+duration comes from a roofline :class:`StepCost`, or from a plan's own step model
+(:class:`PlanStepCost`, what :func:`from_plan` gives); nothing reads the wall clock except the time
 budget.
 
 Read it in this order, each part a short module:
@@ -28,8 +29,8 @@ Read it in this order, each part a short module:
 * ``router.py``      round robin or least outstanding tokens over replicas;
 * ``engine.py``      the event loop, the budgets and the result; ``verdict.py`` the overload verdict;
 * ``stats.py``       the counters of each replica (:class:`ReplicaStats`), the requests' outcomes
-                     and percentiles; ``cost.py`` the step cost, its folded :class:`StepClock` and
-                     :func:`from_plan`;
+                     and percentiles; ``cost.py`` the step costs and their clocks (:class:`StepClock`,
+                     :class:`RoofClock` over the plan's Roofline) and :func:`from_plan`;
 * ``workload.py``    Poisson arrivals (fixed, uniform or a named length profile) and CSV traces; ``compare.py`` the same trace under other settings.
 
 The first output token is produced at the end of the step that completes the prefill
@@ -43,7 +44,7 @@ with a :class:`PlannerError`); a run stops cleanly after 2,000,000 engine steps 
 
 from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFreeError, OutOfBlocksError, PrefixCache
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
-from planner.simulate.cost import StepCost, benchmark_ttft_ms, closed_loop_lag_s, from_plan, plan_config
+from planner.simulate.cost import PlanStepCost, StepCost, benchmark_ttft_ms, closed_loop_lag_s, from_plan, plan_config
 from planner.simulate.engine import simulate
 from planner.simulate.invariants import SimulationInvariantError
 from planner.simulate.model import (
@@ -79,7 +80,7 @@ __all__ = [
     "AllocatorError", "BlockAllocator", "CANCEL_STAGES", "Cancellation", "CancelStage", "DEFAULT_TIME_BUDGET_S", "DoubleFreeError",
     "KV_SAMPLES", "LENGTH_PROFILES", "LengthProfile", "MAX_REQUESTS", "MAX_STEPS", "MAX_TOKENS_PER_REQUEST", "MAX_TOTAL_TOKENS", "MAX_TRACE_BYTES", "OutOfBlocksError",
     "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "REJECTION_REASONS", "ROUTERS", "Rejection", "ReplicaSummary", "Request", "RequestRecord",
-    "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "benchmark_ttft_ms", "build", "closed_loop_lag_s", "compare_batching",
+    "PlanStepCost", "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "benchmark_ttft_ms", "build", "closed_loop_lag_s", "compare_batching",
     "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "plan_requests", "poisson_requests", "profile_requests", "read_trace",
     "simulate", "verdict_label", "weighted_percentiles",
 ]  # fmt: skip

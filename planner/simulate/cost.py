@@ -1,4 +1,5 @@
-"""How long one engine step takes: a roofline over the bytes read and the FLOPs done."""
+"""How long one engine step takes: a roofline over the bytes read and the FLOPs done (:class:`StepCost`),
+or a plan's own step model (:class:`PlanStepCost`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,31 @@ class StepCost(BaseModel):
         return max(t_mem, t_cmp) + self.overhead_s
 
 
+    def clock(self) -> StepClock:
+        """The replica's per-step clock of this cost."""
+        return StepClock(self)
+
+
+class PlanStepCost:
+    """The plan's own step model (:class:`planner.latency.Roofline`, its fitted kernels and serving
+    costs: MoE experts touched, fixed costs a layer, all-reduce, the engine's host work) as the
+    simulator's step cost, so a simulation of a plan times its steps as the plan does.
+    ``kv_bytes_per_token``: the plan's K/V bytes a cached token; ``weights_bytes``: the weights a GPU
+    holds (reported, not timed: the step model reads what a step touches)."""
+
+    __slots__ = ("roof", "kv_bytes_per_token", "weights_bytes", "span_per_token")
+
+    def __init__(self, roof, kv_bytes_per_token: float, weights_bytes: float, mid: int) -> None:
+        self.roof = roof
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.weights_bytes = weights_bytes
+        m = max(1, mid)
+        self.span_per_token = roof.decode_span(m) / m  # key positions a decode token attends to per cached token, over the layers (windows capped at the plan's mean context)
+
+    def clock(self) -> RoofClock:
+        return RoofClock(self)
+
+
 class StepClock:
     """:meth:`StepCost.step_time_s` with its constants folded (seconds per byte read and per
     FLOP), for the replica's step loop: one call a step, plain attributes."""
@@ -60,26 +86,48 @@ class StepClock:
         return (t_mem if t_mem > t_cmp else t_cmp) + self.overhead_s
 
 
-def from_plan(plan) -> tuple[StepCost, int]:
+class RoofClock:
+    """:class:`PlanStepCost`'s per-step clock: one step as :meth:`Roofline.step_s` times it, over the
+    step's tokens (its prefill chunks and one a decoder), its logits (a decoder's each, and a chunk's),
+    the K/V it reads and its attention FLOPs (a chunk's over its context, a decoder's over its own)."""
+
+    __slots__ = ("roof", "kv_token", "decode_pair")
+
+    def __init__(self, cost: PlanStepCost) -> None:
+        roof = cost.roof
+        self.roof = roof
+        self.kv_token = cost.kv_bytes_per_token
+        self.decode_pair = 4.0 * cost.span_per_token * roof.q_heads * roof.head_dim
+
+    def step_s(self, chunks: list[tuple[object, int, int]], new_tokens: int, decode_read: int) -> float:
+        """Seconds of a step of ``new_tokens`` tokens: prefill ``chunks`` of ``(request, start,
+        tokens)`` and, for the rest, one token a decoder over ``decode_read`` cached tokens in all."""
+        roof = self.roof
+        kv_read = decode_read
+        attn = self.decode_pair * decode_read
+        prefill = prompt = 0
+        for _r, c, m in chunks:
+            kv_read += c + m
+            attn += roof._attention_flops(m, c)
+            prefill += m
+            prompt = max(prompt, c + m)
+        decoders = new_tokens - prefill
+        return roof.unmemoised_step_s(new_tokens, decoders + len(chunks), kv_read * self.kv_token, attn, prompt)
+
+
+def from_plan(plan) -> tuple[PlanStepCost, int]:
     """(step cost, KV pool blocks per replica) for a :class:`planner.plan.Plan`.
 
-    The step cost uses the plan's roofline inputs (weights per GPU, MFU/MBU, device peak and
-    bandwidth); K/V bytes per token are the plan's bytes at its reserved length divided by that
-    length (so sliding layers count their capped share), and the pool is the plan's memory for
-    K/V split into blocks of the plan's block size.
+    The step cost is the plan's own step model (:class:`PlanStepCost` over the Roofline its load
+    figures use: the same kernels, fixed costs and engine host work); K/V bytes per token are the
+    plan's bytes at its reserved length divided by that length (so sliding layers count their
+    capped share), and the pool is the plan's memory for K/V split into blocks of the plan's block
+    size.
     """
-    res, cap, roof = plan.reservation, plan.capacity, plan.roofline
+    res, cap = plan.reservation, plan.capacity
     per_token = max(1, res.used_kv_bytes // max(1, res.tokens))
-    cost = StepCost(
-        weights_bytes=cap.model_resident_bytes,
-        kv_bytes_per_token=per_token,
-        bandwidth_bytes_per_s=plan.device.bandwidth_bytes_s,
-        mbu=plan.inputs.mbu,
-        flops_per_token=2.0 * plan.weights.active_params / plan.inputs.tp,
-        attn_flops_per_token_ctx=4.0 * roof.q_heads_per_gpu * plan.inspect.head_dim * roof.attention_layers,
-        peak_flops=roof.peak_tflops * 1e12,
-        mfu=plan.inputs.mfu,
-    )
+    setup = plan._load.setup
+    cost = PlanStepCost(setup.roof, per_token, cap.model_resident_bytes, setup.mid)
     block = plan.inputs.block_tokens
     blocks = max(1, cap.available_for_kv_bytes // (per_token * block))
     return cost, blocks

@@ -20,7 +20,7 @@ import time
 
 from planner.errors import PlannerError
 from planner.simulate import block_pool
-from planner.simulate.cost import StepCost
+from planner.simulate.cost import PlanStepCost, StepCost
 from planner.simulate.invariants import check_end
 from planner.simulate.model import MAX_REQUESTS, MAX_STEPS, MAX_TOTAL_TOKENS, Rejection, ReplicaSummary, Request, RequestRecord, SimConfig, SimResult
 from planner.simulate.replica import Replica
@@ -51,7 +51,7 @@ class _Budget:
             raise _Stop(f"time budget of {self.seconds:g} s reached")
 
 
-def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost, *, record_requests: bool = False, check_invariants: bool = False, clients: int | None = None, lag_s: float = 0.0) -> SimResult:
+def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost | PlanStepCost, *, record_requests: bool = False, check_invariants: bool = False, clients: int | None = None, lag_s: float = 0.0) -> SimResult:
     """Run the serving simulation (see the package docstring).
 
     ``clients``: a closed loop instead of the requests' arrival times, as a benchmark at

@@ -26,7 +26,7 @@ from bisect import insort
 from collections import deque
 
 from planner.simulate.block_pool import BlockAllocator
-from planner.simulate.cost import StepClock, StepCost
+from planner.simulate.cost import PlanStepCost, StepCost
 from planner.simulate.decode_batch import DecodeBatch
 from planner.simulate.invariants import check_step
 from planner.simulate.kv_manager import NO_PREFIX, PREFIX_HIT, KVManager
@@ -49,12 +49,12 @@ class Replica:
     arithmetic goes through ``kv`` (:class:`KVManager`), the decoders through ``batch``
     (:class:`DecodeBatch`), counters into ``stats`` (:class:`ReplicaStats`)."""
 
-    def __init__(self, number: int, cfg: SimConfig, cost: StepCost, static_blocks: int, allocator: type[BlockAllocator] = BlockAllocator) -> None:
+    def __init__(self, number: int, cfg: SimConfig, cost: StepCost | PlanStepCost, static_blocks: int, allocator: type[BlockAllocator] = BlockAllocator) -> None:
         self.number = number
         self.max_num_seqs = cfg.max_num_seqs
         self.static_batching = cfg.batching == "static"
         self.policy = make_policy(cfg.policy, cfg.max_num_batched_tokens, cfg.chunk_tokens)
-        self.clock = StepClock(cost)
+        self.clock = cost.clock()
         self.kv = KVManager(cfg, static_blocks, allocator)
         self.waiting: deque[SimRequest] = deque()
         self.running: dict[int, SimRequest] = {}  # by arrival index: max() is the newest
