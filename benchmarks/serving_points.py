@@ -608,6 +608,24 @@ WAVES: frozenset[str] = frozenset()
 W_ENGINES, W2_ENGINES = frozenset({"sglang"}), frozenset({"sglang", "vllm"})
 
 
+def simulated_ttft_ms(pt: Point) -> float:
+    """Candidate S (docs/serving_fresh6_plan.md, registered): the run's benchmark simulated step by step on
+    the plan's own step model (planner.simulate.from_plan), its C clients per rank sending its N prompts
+    per rank at the run's fixed lengths, each next prompt reaching the scheduler the API server's time after
+    the last ended; vLLM's chunked policy, SGLang's prefill-first, at the run's token budget. The mean TTFT
+    as the benchmark prints it (the preprocessing added)."""
+    from planner import simulate as sim
+    from planner.simulate.model import Request
+
+    p, plan, setup = pt.raw, pt.plan, pt.setup
+    n = max(1, pt.prompts * pt.clients // max(1, p["concurrency"] or 1))
+    cost, blocks = sim.from_plan(plan)
+    policy = "prefill-first" if pt.engine == "sglang" else "chunked"
+    cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=setup.budget, policy=policy, chunk_tokens=setup.budget, time_budget_s=60)
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=p["isl"], output_tokens=p["osl"]) for i in range(n)]
+    return sim.benchmark_ttft_ms(plan, sim.simulate(reqs, cfg, cost, clients=pt.clients, lag_s=sim.closed_loop_lag_s(plan)))
+
+
 def waves_apply(pt: Point) -> bool:
     """Whether a wave candidate may apply to the run: SGLang or vLLM on a profiled release, a closed loop
     whose harness states its prompt count and draws fixed prompt and output lengths

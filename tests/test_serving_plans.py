@@ -710,3 +710,18 @@ def test_runs_on_releases_the_planner_does_not_profile_are_reported_but_no_bands
     assert older == {pt.id for pt in S.fresh4_points() if "dstack" in pt.id} and len(older) == 35
     b = accuracy.band("tpot", accuracy.regime(True, 8, 16, "hopper", "sglang"))
     assert not set(b.points) & older
+
+
+def test_candidate_s_simulates_the_benchmark_on_the_plans_step_model():
+    # S (docs/serving_fresh6_plan.md, registered): the run's benchmark simulated on the plan's own step
+    # model with the API server's lag. On k04 (Qwen3-235B FP8, 4 x RTX PRO 6000, vLLM 0.27.1, 32 clients,
+    # 640 prompts of 1,024/256) it lands between F (the first wave queues) and W2 (every wave does), as the
+    # measured 3,176 ms does (the registration's in-sample figures: F 0.308, S 1.470, W2 2.424)
+    from planner.plan import serving
+
+    pt = next(p for p in S.fresh5_points() if p.id == "k04-gh-kubesimq235c32")
+    s, c, n = pt.setup, pt.clients, pt.prompts
+    steady = serving.closed(s, c).ttft_ms
+    f, w, sim = serving.benchmark_ttft_ms(s, c, n, steady), serving.waves_ttft_ms(s, c, n, steady), S.simulated_ttft_ms(pt)
+    assert f < sim < w
+    assert sim / pt.raw["measured"]["ttft_mean_ms"] == pytest.approx(1.470, abs=0.005)
