@@ -19,7 +19,6 @@ from __future__ import annotations
 from planner import simulate as sim
 from planner.plan import compute_plan, make_inputs, prepare_model
 from planner.presets import load_preset
-from planner.simulate.model import Request
 
 CASES = (  # clients, prompts, prompt tokens, output tokens (Llama-3.1-8B on one H100)
     (4, 40, 1024, 1024),
@@ -37,11 +36,7 @@ def _simulated(model, c: int, n: int, isl: int, osl: int, engine: str, policy: s
     under ``policy`` at the plan's token budget; ``lag``: each next prompt reaches the scheduler the
     plan's preprocessing after the last ended (simulate.closed_loop_lag_s), else at once."""
     plan = compute_plan(make_inputs(gpu="H100-SXM-80GB", sequences=c, input_tokens=isl, output_tokens=osl, bench_prompts=n, serving_engine=engine), model)
-    cost, blocks = sim.from_plan(plan)
-    budget = plan._load.setup.budget
-    cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=budget, policy=policy, chunk_tokens=budget, time_budget_s=60)
-    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(n)]
-    return plan, sim.simulate(reqs, cfg, cost, clients=c, record_requests=True, lag_s=sim.closed_loop_lag_s(plan) if lag else 0.0)
+    return plan, sim.simulate_benchmark(plan, c, n, policy, plan._load.setup.budget, lag=lag, record_requests=True)
 
 
 def _waves_ms(plan, c: int, n: int) -> float:

@@ -454,10 +454,17 @@ def fresh5_points() -> tuple[Point, ...]:
 
 def ratios_waves(pt: Point, engines: frozenset[str]) -> dict[str, float]:
     """planner / measured of ``pt`` with the wave candidate of ``engines`` (:data:`WAVES`; empty: F, shipped)."""
+    with waves(engines):
+        return ratios(pt)
+
+
+@contextlib.contextmanager
+def waves(engines: frozenset[str]):
+    """:data:`WAVES` set to ``engines`` inside the block, as :func:`start_burst` sets its flag."""
     global WAVES
     was, WAVES = WAVES, engines
     try:
-        return ratios(pt)
+        yield
     finally:
         WAVES = was
 
@@ -615,15 +622,10 @@ def simulated_ttft_ms(pt: Point) -> float:
     the last ended; vLLM's chunked policy, SGLang's prefill-first, at the run's token budget. The mean TTFT
     as the benchmark prints it (the preprocessing added)."""
     from planner import simulate as sim
-    from planner.simulate.model import Request
 
-    p, plan, setup = pt.raw, pt.plan, pt.setup
-    n = max(1, pt.prompts * pt.clients // max(1, p["concurrency"] or 1))
-    cost, blocks = sim.from_plan(plan)
+    n = max(1, pt.prompts * pt.clients // max(1, pt.raw["concurrency"] or 1))
     policy = "prefill-first" if pt.engine == "sglang" else "chunked"
-    cfg = sim.plan_config(plan, blocks, max_num_batched_tokens=setup.budget, policy=policy, chunk_tokens=setup.budget, time_budget_s=60)
-    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=p["isl"], output_tokens=p["osl"]) for i in range(n)]
-    return sim.benchmark_ttft_ms(plan, sim.simulate(reqs, cfg, cost, clients=pt.clients, lag_s=sim.closed_loop_lag_s(plan)))
+    return sim.benchmark_ttft_ms(pt.plan, sim.simulate_benchmark(pt.plan, pt.clients, n, policy, pt.setup.budget))
 
 
 def waves_apply(pt: Point) -> bool:

@@ -325,9 +325,14 @@ class Roofline(Result):
         key = ("attention_flops", tokens, cached)
         hit = memo.get(key)
         if hit is None:
-            hit = 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
+            hit = self.unmemoised_attention_flops(tokens, cached)
             _remember(memo, key, hit)
         return hit
+
+    def unmemoised_attention_flops(self, tokens: int, cached: int) -> float:
+        """Attention FLOPs of ``tokens`` prompt tokens after ``cached`` ones (QK^T and AV over the
+        layers' causal pairs), without the memo: as :meth:`unmemoised_step_s`, for the simulator."""
+        return 4.0 * (self._pairs(cached + tokens) - self._pairs(cached)) * self.q_heads * self.head_dim
 
     def prefill_flops(self, tokens: int, cached: int = 0) -> float:
         """FLOPs to prefill ``tokens`` new tokens after ``cached`` already-cached prefix tokens

@@ -195,11 +195,13 @@ def _benchmark_line(plan, model, traffic: Traffic, results: dict[str, Any]) -> s
     beside what the plan says that benchmark prints (its roofline.benchmark_ttft_ms at these prompts)."""
     if traffic.clients is None:
         return None
+    from planner.explain import waves_upper_ms
     from planner.plan import compute_plan
 
     replicas = max(1, plan.capacity.replicas)
     roof = compute_plan(plan.inputs.model_copy(update={"bench_prompts": traffic.requests * replicas}), model).roofline
-    bench = fmt_ms(roof.benchmark_ttft_ms) + (f", {fmt_ms(roof.benchmark_ttft_waves_ms)} if every wave queues as the first" if roof.benchmark_ttft_waves_ms > roof.benchmark_ttft_ms * 1.05 else "")
+    upper = waves_upper_ms(roof)
+    bench = fmt_ms(roof.benchmark_ttft_ms) + (f", {fmt_ms(upper)} if every wave queues as the first" if upper else "")
     pre = plan.latency.preprocessing_ms
     said = ", ".join(f"{name} {fmt_ms(sim.benchmark_ttft_ms(plan, r))}" for name, r in results.items())
     waves = f" With every request at the plan's lengths, requests that end within {fmt_ms(pre)} of each other send their next prompts to the scheduler together: waves the plan's steady state does not model (prefill-first keeps every wave whole)." if traffic.lengths is None and traffic.clients > 1 else ""

@@ -143,7 +143,9 @@ def waves_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float) ->
     prefilled before any of them decodes, so they decode in the same steps, finish in the same step,
     and the clients send the next wave together: every wave of min(C, prompts left) queues on an
     engine with nothing else to do, as the first one does. The mean over N prompts is the waves'
-    burst means weighted by their sizes; one client, or one prompt: ``steady_ms``."""
+    burst means weighted by their sizes; one client, or one prompt: ``steady_ms``. On any engine
+    the prompts that end within the API server's time of each other reach the scheduler together,
+    so the plan shows this figure as its benchmark's upper end (roofline.benchmark_ttft_waves_ms)."""
     c, n = clients, prompts
     if c <= 1 or n <= 1:
         return steady_ms

@@ -44,7 +44,7 @@ with a :class:`PlannerError`); a run stops cleanly after 2,000,000 engine steps 
 
 from planner.simulate.block_pool import AllocatorError, BlockAllocator, DoubleFreeError, OutOfBlocksError, PrefixCache
 from planner.simulate.compare import compare_batching, compare_policies, compare_reservation
-from planner.simulate.cost import PlanStepCost, StepCost, benchmark_ttft_ms, closed_loop_lag_s, from_plan, plan_config
+from planner.simulate.cost import PlanStepCost, StepCost, benchmark_ttft_ms, closed_loop_lag_s, from_plan, plan_config, simulate_benchmark
 from planner.simulate.engine import simulate
 from planner.simulate.invariants import SimulationInvariantError
 from planner.simulate.model import (
@@ -82,5 +82,5 @@ __all__ = [
     "OverloadVerdict", "POLICIES", "Percentiles", "Policy", "PrefixCache", "REJECTION_REASONS", "ROUTERS", "Rejection", "ReplicaSummary", "Request", "RequestRecord",
     "PlanStepCost", "Router", "SimConfig", "SimResult", "SimulationInvariantError", "StepCost", "TRACE_COLUMNS", "benchmark_ttft_ms", "build", "closed_loop_lag_s", "compare_batching",
     "compare_policies", "compare_reservation", "from_plan", "plan_config", "parse_trace_csv", "percentiles", "plan_requests", "poisson_requests", "profile_requests", "read_trace",
-    "simulate", "verdict_label", "weighted_percentiles",
+    "simulate", "simulate_benchmark", "verdict_label", "weighted_percentiles",
 ]  # fmt: skip

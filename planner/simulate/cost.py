@@ -108,7 +108,7 @@ class RoofClock:
         prefill = prompt = 0
         for _r, c, m in chunks:
             kv_read += c + m
-            attn += roof._attention_flops(m, c)
+            attn += roof.unmemoised_attention_flops(m, c)
             prefill += m
             prompt = max(prompt, c + m)
         decoders = new_tokens - prefill
@@ -138,6 +138,23 @@ def benchmark_ttft_ms(plan, result) -> float:
     server, so the plan's preprocessing is added (what the CLI, the Simulate page and
     benchmarks/bench_closed_loop.py set beside the plan's roofline.benchmark_ttft_ms)."""
     return result.ttft_ms.mean + plan.latency.preprocessing_ms
+
+
+def simulate_benchmark(plan, clients: int, prompts: int, policy: str, token_budget: int, *, lag: bool = True, record_requests: bool = False):
+    """The closed-loop benchmark of a plan, simulated: ``clients`` clients started at once send
+    ``prompts`` prompts in all at the plan's prompt and output lengths, on one replica of the plan's
+    pool and step cost (:func:`from_plan`), under ``policy`` with ``token_budget`` tokens a step (the
+    chunk size too); ``lag``: each next prompt reaches the scheduler :func:`closed_loop_lag_s` after
+    the last ended, else at once. Returns the :class:`SimResult` (:func:`benchmark_ttft_ms` reads its
+    mean TTFT as the benchmark prints it)."""
+    from planner.simulate.engine import simulate
+    from planner.simulate.model import Request
+
+    cost, blocks = from_plan(plan)
+    cfg = plan_config(plan, blocks, max_num_batched_tokens=token_budget, policy=policy, chunk_tokens=token_budget, time_budget_s=60)
+    isl, osl = plan.context.input_tokens, plan.inputs.output_tokens
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=isl, output_tokens=osl) for i in range(prompts)]
+    return simulate(reqs, cfg, cost, clients=clients, record_requests=record_requests, lag_s=closed_loop_lag_s(plan) if lag else 0.0)
 
 
 def closed_loop_lag_s(plan) -> float:

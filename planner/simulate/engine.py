@@ -56,8 +56,8 @@ def simulate(requests: list[Request], cfg: SimConfig, cost: StepCost | PlanStepC
 
     ``clients``: a closed loop instead of the requests' arrival times, as a benchmark at
     ``--max-concurrency`` runs it: that many clients send the first requests at once (at the first
-    arrival time), and each sends the next (in arrival order) the moment its last one ends (one
-    replica); every later arrival time is the end that released it.
+    arrival time), and each sends the next (in arrival order) when its last one ends (one
+    replica); every later arrival time is the end that released it plus ``lag_s``.
 
     ``lag_s``: in a closed loop, the time from a request's end to the next one reaching the
     scheduler (the client's turnaround and the API server's preprocessing); requests that end within

@@ -80,24 +80,21 @@ class ChunkedPrefillPolicy(SchedulingPolicy):
         return min(tokens, self.chunk_tokens, budget)
 
 
-class PrefillFirstPolicy(SchedulingPolicy):
+class PrefillFirstPolicy(ChunkedPrefillPolicy):
     """SGLang's default scheduler: whenever a prefill batch can be formed (prompts in progress
     first, then new ones, up to ``chunk_tokens`` a step: ``--chunked-prefill-size``), the step is that
     prefill alone and every decode waits; decodes run in steps with no prefill to do
     (``Scheduler.get_next_batch_to_run``, "Run prefill first if possible", without
-    ``--enable-mixed-chunk``)."""
+    ``--enable-mixed-chunk``). Prompts are chunked as :class:`ChunkedPrefillPolicy` chunks them, within
+    the step's whole prefill budget."""
 
     name = "prefill-first"
-    splits_prompts = True
 
     def prefill_budget(self, decoders: int) -> int:
         return min(self.token_budget, self.chunk_tokens)
 
     def decode_room(self, prefill_tokens: int) -> int:
         return 0 if prefill_tokens > 0 else self.token_budget
-
-    def first_chunk(self, tokens: int, budget: int, step_has_prefill: bool, decoders: int) -> int:
-        return min(tokens, budget)
 
 
 POLICY_CLASSES: dict[str, type[SchedulingPolicy]] = {p.name: p for p in (FifoPolicy, DecodePriorityPolicy, ChunkedPrefillPolicy, PrefillFirstPolicy)}
