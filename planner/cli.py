@@ -234,7 +234,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--latency-model",
         choices=["roofline", "measured"],
-        help="roofline: the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core, vLLM data) side by side, or the reason it has no data (default: roofline)",
+        help="roofline: the planner's fitted roofline; measured: also NVIDIA AIConfigurator's measured kernels (aiconfigurator-core: the plan's serving engine's data, vLLM, SGLang or TensorRT-LLM, in its weight format) side by side, or the reason it has no data (default: roofline)",
     )
 
 

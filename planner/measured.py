@@ -9,7 +9,10 @@ them into a static-batch step time. This module is the planner's edge to it:
 * one :class:`MeasuredEstimator` per (GPU, backend, model config, parallelism) is built once and
   cached; later estimates reuse its session (well under a millisecond each);
 * where the database has no data for the GPU, the backend or the model family, :func:`coverage`
-  says so in one sentence and callers fall back to the roofline.
+  says so in one sentence and callers fall back to the roofline;
+* a plan is compared with the kernels of its own serving engine (vLLM's, SGLang's or TensorRT-LLM's
+  database) in its own weight format (:func:`quant_modes`: fp8 block-scaled or per tensor, int4
+  experts, NVFP4, MXFP4 experts), so a quantized checkpoint is never timed as bf16.
 
 The config is handed to AIConfigurator as a local folder holding ``config.json``, so it never
 reaches for the Hugging Face Hub.
@@ -28,8 +31,8 @@ from functools import lru_cache
 from planner.results import Result
 
 VERSION = "0.12.0"
-BACKEND = "vllm"
-# planner catalog name -> AIConfigurator system with vLLM data in 0.12.0
+BACKEND = "vllm"  # the default database; a plan's comparison reads its serving engine's (vllm, sglang, trtllm)
+# planner catalog name -> AIConfigurator system (0.12.0 ships vLLM, SGLang and TensorRT-LLM data for each)
 SYSTEMS = {
     "H100-SXM-80GB": "h100_sxm",
     "H200-141GB": "h200_sxm",
@@ -43,6 +46,39 @@ SYSTEMS = {
 }
 # AIConfigurator's model families it builds from an architecture (sdk/models); others are not covered
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int4", "nvfp4", "mxfp4")  # the formats quant_modes maps
+
+
+def quant_modes(weight_format: str, generation: str, moe: bool, block_fp8: bool = False) -> tuple[str, str | None]:
+    """AIConfigurator's (GEMM quant mode, MoE quant mode) for weights in ``weight_format`` on a GPU of
+    ``generation``: the kernels the engines run them with, as the planner's step model assumes them
+    (:func:`planner.latency.kernel_dtype`). None for the MoE mode: AIConfigurator's default (the GEMM's).
+
+    * fp8: block-scaled (``fp8_block``, DeepSeek-style checkpoints with ``weight_block_size``) or per tensor;
+    * int4 (AWQ / GPTQ / compressed-tensors): W4A16 (``int4_wo``), on the routed experts of a MoE model
+      (their attention and dense layers bf16), on every GEMM of a dense one;
+    * nvfp4: W4A4 on FP4 tensor cores, else widened to bf16 (``nvfp4_wo``);
+    * mxfp4 (gpt-oss: experts only): W4A8 MXFP4 x MXFP8 on FP4 tensor cores, else W4A16.
+
+    Raises:
+        NotCovered: a format AIConfigurator has no kernels for (fp32, int8 experts, dense mxfp4).
+    """
+    from planner.latency import FP4_GENERATIONS
+
+    fp4 = generation in FP4_GENERATIONS
+    if weight_format in ("bf16", "fp16"):
+        return _DTYPE[weight_format], None
+    if weight_format == "fp8":
+        mode = "fp8_block" if block_fp8 else "fp8"
+        return mode, mode
+    if weight_format == "int4":
+        return ("bfloat16", "int4_wo") if moe else ("int4_wo", None)
+    if weight_format == "nvfp4":
+        mode = "nvfp4" if fp4 else "nvfp4_wo"
+        return mode, mode
+    if weight_format == "mxfp4" and moe:
+        return "bfloat16", "w4a8_mxfp4_mxfp8" if fp4 else "w4a16_mxfp4"
+    raise NotCovered(f"AIConfigurator {VERSION} has no kernels for {'dense ' if weight_format == 'mxfp4' else ''}{weight_format} weights (covered: bf16, fp16, fp8, int4, nvfp4, mxfp4 experts)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +107,16 @@ def available() -> bool:
 
 
 def coverage(gpu: str, kv_dtype: str = "bf16", weight_dtype: str = "bf16") -> str | None:
-    """``None`` when the database covers the GPU and dtypes, else the sentence saying why not."""
+    """``None`` when the database covers the GPU and dtypes, else the sentence saying why not
+    (``weight_dtype``: a weight format, :data:`WEIGHT_FORMATS`)."""
     if not available():
         return f"the measured backend needs aiconfigurator-core {VERSION} (pip install aiconfigurator-core=={VERSION})"
     if gpu not in SYSTEMS:
         return f"AIConfigurator {VERSION} has no vLLM kernel data for {gpu} (covered: {', '.join(SYSTEMS)})"
-    for name, dtype in (("K/V", kv_dtype), ("weight", weight_dtype)):
-        if dtype not in _DTYPE:
-            return f"AIConfigurator's vLLM data has no {dtype} {name} kernels (covered: bf16, fp16, fp8)"
+    if kv_dtype not in _DTYPE:
+        return f"AIConfigurator's data has no {kv_dtype} K/V kernels (covered: bf16, fp16, fp8)"
+    if weight_dtype not in WEIGHT_FORMATS:
+        return f"AIConfigurator's data has no {weight_dtype} weight kernels (covered: {', '.join(WEIGHT_FORMATS)})"
     return None
 
 
@@ -110,7 +148,7 @@ class MeasuredEstimator:
             AIConfigurator models, or the layout is invalid there.
     """
 
-    def __init__(self, config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1) -> None:
+    def __init__(self, config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> None:
         why = coverage(gpu, kv_dtype, weight_dtype)
         if why:
             raise NotCovered(why)
@@ -121,30 +159,31 @@ class MeasuredEstimator:
         from aiconfigurator_core.sdk.models.helpers import check_is_moe
         from aiconfigurator_core.sdk.perf_database import get_database_view, get_latest_database_version
 
+        from planner.hardware import get_device
+
         self.system = SYSTEMS[gpu]
-        self.version = get_latest_database_version(system=self.system, backend=BACKEND)
+        self.backend = backend
+        self.version = get_latest_database_version(system=self.system, backend=backend)
         if self.version is None:
-            raise NotCovered(f"AIConfigurator {VERSION} ships no {BACKEND} database for {gpu}")
-        folder = _config_dir(json.loads(config_json))
+            raise NotCovered(f"AIConfigurator {VERSION} ships no {backend} database for {gpu}")
+        config = json.loads(config_json)
+        folder = _config_dir(config)
         try:
             moe = check_is_moe(folder)
-            model_config = build_model_config(
-                tp,
-                1,
-                1,
-                tp // ep if moe else None,
-                ep if moe else None,
-                _DTYPE[weight_dtype] if weight_dtype != "fp16" else "float16",
-                _DTYPE[kv_dtype],
-                _DTYPE[kv_dtype] if kv_dtype != "fp8" else "bfloat16",
-            )
-            if moe:
-                model_config.resolve_moe_parallelism()
-            self._model = get_model(folder, model_config, BACKEND)
         except Exception as exc:  # AIConfigurator raises plain ValueError/KeyError for families it lacks
             raise NotCovered(f"AIConfigurator {VERSION} cannot model this architecture: {str(exc).splitlines()[0][:160]}") from None
-        self._database = get_database_view(self.system, BACKEND, self.version, allow_missing_data=True, database_mode="HYBRID")
-        self._backend = get_backend(BACKEND)
+        quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+        gemm, moe_mode = quant_modes(weight_dtype, get_device(gpu).generation, moe, block_fp8=bool(quant.get("weight_block_size")))
+        self.quant = (gemm, moe_mode)
+        try:
+            model_config = build_model_config(tp, 1, 1, tp // ep if moe else None, ep if moe else None, gemm, _DTYPE[kv_dtype], _DTYPE[kv_dtype] if kv_dtype != "fp8" else "bfloat16", moe_mode if moe else None)
+            if moe:
+                model_config.resolve_moe_parallelism()
+            self._model = get_model(folder, model_config, backend)
+        except Exception as exc:  # AIConfigurator raises plain ValueError/KeyError for families it lacks
+            raise NotCovered(f"AIConfigurator {VERSION} cannot model this architecture: {str(exc).splitlines()[0][:160]}") from None
+        self._database = get_database_view(self.system, backend, self.version, allow_missing_data=True, database_mode="HYBRID")
+        self._backend = get_backend(backend)
 
     def run(self, prompt_tokens: int, output_tokens: int, batch: int):  # -> aiconfigurator's InferenceSummary
         """AIConfigurator's own summary of a static batch (per-op times and their sources).
@@ -179,29 +218,29 @@ class MeasuredEstimator:
             measured_share_prefill=_measured_share(summary.get_context_latency_dict(), summary.get_context_source_dict()),
             measured_share_decode=_measured_share(summary.get_generation_latency_dict(), summary.get_generation_source_dict()),
             system=self.system,
-            backend=BACKEND,
+            backend=self.backend,
             version=self.version,
         )
 
 
 @lru_cache(maxsize=16)
-def estimator(config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1) -> MeasuredEstimator:
+def estimator(config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> MeasuredEstimator:
     """The cached session for this model and layout (``config_json``: the config, sorted keys).
 
     Raises:
         NotCovered: see :class:`MeasuredEstimator`.
     """
-    return MeasuredEstimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep)
+    return MeasuredEstimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend)
 
 
 @lru_cache(maxsize=4096)
-def measured(config_json: str, gpu: str, tp: int, prompt_tokens: int, output_tokens: int, batch: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1) -> MeasuredLatency:
+def measured(config_json: str, gpu: str, tp: int, prompt_tokens: int, output_tokens: int, batch: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> MeasuredLatency:
     """A cached static-batch estimate (see :meth:`MeasuredEstimator.estimate`).
 
     Raises:
         NotCovered: the database does not cover this GPU, family, dtype or shape.
     """
-    return estimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep).estimate(prompt_tokens, output_tokens, batch)
+    return estimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend).estimate(prompt_tokens, output_tokens, batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,29 +284,34 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
     Never raises for a gap in AIConfigurator's data; the first call per model and layout costs
     about 1-2 s (import and database view), later ones well under a millisecond.
     """
+    from planner.plan.serving import serving_engine
+
     inputs, r = plan.inputs, plan.roofline
     n = r.decode_concurrency
-    weight_dtype = "fp8" if inputs.weight_dtype == "fp8" else "bf16"
+    weight_format = "fp32" if inputs.weight_dtype == "fp32" else "fp16" if inputs.weight_dtype == "fp16" else model.weight_format(inputs.weight_dtype)
     kv = plan.inspect.kv_dtype  # "auto" resolved from the checkpoint
     if plan.device.name not in SYSTEMS and plan.device.source == "user-provided":
         return Comparison(covered=False, reason=f"a custom device has no measured kernels in AIConfigurator {VERSION}", requests=n)
-    why = coverage(plan.device.name, kv, weight_dtype)
-    if why is None and inputs.runtime != "vllm":
-        why = f"AIConfigurator's kernels are measured under vLLM; this plan's runtime is {inputs.runtime}"
+    why = coverage(plan.device.name, kv, weight_format)
+    if why is None and inputs.runtime not in ("vllm", "sglang"):
+        why = f"AIConfigurator's kernels are measured under vLLM, SGLang and TensorRT-LLM; this plan's runtime is {inputs.runtime}"
     if why:
         return Comparison(covered=False, reason=why, requests=n)
+    engine = serving_engine(inputs.runtime, inputs.serving_engine)
     prompt, output = plan.context.input_tokens, max(2, inputs.generated_tokens or inputs.output_tokens)
+    config_json = json.dumps(model.config, sort_keys=True)
     try:
-        config_json = json.dumps(model.config, sort_keys=True)
-        one = measured(config_json, plan.device.name, inputs.tp, prompt, output, 1, kv, weight_dtype, inputs.ep)
-        many = measured(config_json, plan.device.name, inputs.tp, prompt, output, n, kv, weight_dtype, inputs.ep) if n > 1 else one
+        one = measured(config_json, plan.device.name, inputs.tp, prompt, output, 1, kv, weight_format, inputs.ep, engine)
+        many = measured(config_json, plan.device.name, inputs.tp, prompt, output, n, kv, weight_format, inputs.ep, engine) if n > 1 else one
     except NotCovered as exc:
         return Comparison(covered=False, reason=str(exc), requests=n)
+    gemm, moe_mode = estimator(config_json, plan.device.name, inputs.tp, kv, weight_format, inputs.ep, engine).quant
+    kernels = gemm + (f" GEMMs, {moe_mode} experts" if moe_mode and moe_mode != gemm else " kernels")
     return Comparison(
         covered=True,
         reason="",
         requests=n,
-        source=f"aiconfigurator-core {VERSION}, {BACKEND} {one.version} database, {one.system}",
+        source=f"aiconfigurator-core {VERSION}, {one.backend} {one.version} database, {one.system}, {kernels}",
         prefill_ms_at_1=one.prefill_ms,
         itl_ms_at_1=one.itl_ms,
         ttft_ms_at_n=many.prefill_ms,

@@ -356,6 +356,52 @@ def test_cli_measured_backend_side_by_side_and_plain_refusal(capsys):
     assert "measured     not available: AIConfigurator 0.12.0 has no vLLM kernel data for L4-24GB" in capsys.readouterr().out
 
 
+def test_measured_kernels_follow_the_plans_weight_format():
+    # AIConfigurator's quant modes (aiconfigurator_core.sdk.common GEMMQuantMode / MoEQuantMode) for the
+    # kernels the planner's own step model assumes (latency.kernel_dtype)
+    assert measured.quant_modes("bf16", "hopper", moe=True) == ("bfloat16", None)
+    assert measured.quant_modes("fp8", "hopper", moe=True, block_fp8=True) == ("fp8_block", "fp8_block")
+    assert measured.quant_modes("fp8", "hopper", moe=False) == ("fp8", "fp8")
+    assert measured.quant_modes("int4", "hopper", moe=True) == ("bfloat16", "int4_wo")  # Marlin experts, bf16 attention
+    assert measured.quant_modes("int4", "hopper", moe=False) == ("int4_wo", None)
+    assert measured.quant_modes("nvfp4", "blackwell", moe=True) == ("nvfp4", "nvfp4")
+    assert measured.quant_modes("nvfp4", "hopper", moe=True) == ("nvfp4_wo", "nvfp4_wo")  # widened to bf16
+    assert measured.quant_modes("mxfp4", "hopper", moe=True) == ("bfloat16", "w4a16_mxfp4")
+    assert measured.quant_modes("mxfp4", "blackwell", moe=True) == ("bfloat16", "w4a8_mxfp4_mxfp8")
+    with pytest.raises(measured.NotCovered, match="dense mxfp4"):
+        measured.quant_modes("mxfp4", "hopper", moe=False)
+    assert "no int8 weight kernels" in measured.coverage("H100-SXM-80GB", weight_dtype="int8")
+
+
+def test_measured_comparison_reads_the_plans_engine_and_format_as_aiconfigurator_times_them():
+    # DeepSeek-V3's checkpoint is block-scaled fp8 (weight_block_size [128, 128]): the comparison used to time it
+    # with bf16 weights under vLLM whatever the plan's engine; it now reads SGLang's database in fp8_block, and its
+    # figure is AIConfigurator's own static batch of one 4,096-token prompt (run here through its SDK directly)
+    import logging
+
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+    from aiconfigurator_core.sdk.perf_database import get_database_view
+
+    model = prepare_model(load_preset("deepseek-v3"))
+    plan = compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, input_tokens=4096, output_tokens=256, sequences=1, serving_engine="sglang"), model)
+    c = measured.compare(plan, model)
+    assert c.covered and "sglang 0.5.14 database, h200_sxm, fp8_block kernels" in c.source
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    config = build_model_config(8, 1, 1, 8, 1, "fp8_block", "bfloat16", "bfloat16", "fp8_block")
+    config.resolve_moe_parallelism()
+    aic = get_model(measured._config_dir(load_preset("deepseek-v3")), config, "sglang")
+    summary = get_backend("sglang").run_static(aic, get_database_view("h200_sxm", "sglang", "0.5.14", allow_missing_data=True, database_mode="HYBRID"), RuntimeConfig(batch_size=1, isl=4096, osl=256, prefix=0), "static", 32)
+    assert c.itl_ms_at_1 == pytest.approx(float(summary.get_result_dict()["tpot"]), rel=1e-9)
+    assert c.prefill_ms_at_1 == pytest.approx(float(summary.get_result_dict()["ttft"]), rel=1e-9)
+    vllm = measured.compare(compute_plan(make_inputs(gpu="H200-141GB", tp=8, gpu_count=8, input_tokens=4096, output_tokens=256, sequences=1), model), model)
+    assert "vllm 0.24.0 database" in vllm.source and vllm.itl_ms_at_1 != c.itl_ms_at_1
+    oss = prepare_model(load_preset("gpt-oss-120b"))  # MXFP4 experts, bf16 attention
+    assert "bfloat16 GEMMs, w4a16_mxfp4 experts" in measured.compare(compute_plan(make_inputs(gpu="H100-SXM-80GB"), oss), oss).source
+
+
 def test_app_toggle_shows_measured_beside_roofline_or_says_why_not():
     from pathlib import Path
 

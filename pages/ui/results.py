@@ -329,7 +329,7 @@ def card_latency_models(r: Shown) -> None:
         "Latency model: roofline + measured kernels",
         key="latency_model_measured",
         value=False,
-        help="Off: the planner's roofline (fitted to measured kernels). On: also NVIDIA AIConfigurator's database of measured kernel timings (vLLM), side by side; where it has no data for this GPU, model family or dtype, it says so and the roofline stands.",
+        help="Off: the planner's roofline (fitted to measured kernels). On: also NVIDIA AIConfigurator's database of measured kernel timings (the serving engine's own: vLLM, SGLang or TensorRT-LLM, in the plan's weight format), side by side; where it has no data for this GPU, model family or dtype, it says so and the roofline stands.",
     )
     if not measured_on:
         return
