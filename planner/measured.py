@@ -148,7 +148,7 @@ class MeasuredEstimator:
             AIConfigurator models, or the layout is invalid there.
     """
 
-    def __init__(self, config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> None:
+    def __init__(self, config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND, dp: int = 1) -> None:
         why = coverage(gpu, kv_dtype, weight_dtype)
         if why:
             raise NotCovered(why)
@@ -175,8 +175,10 @@ class MeasuredEstimator:
         quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
         gemm, moe_mode = quant_modes(weight_dtype, get_device(gpu).generation, moe, block_fp8=bool(quant.get("weight_block_size")))
         self.quant = (gemm, moe_mode)
-        try:
-            model_config = build_model_config(tp, 1, 1, tp // ep if moe else None, ep if moe else None, gemm, _DTYPE[kv_dtype], _DTYPE[kv_dtype] if kv_dtype != "fp8" else "bfloat16", moe_mode if moe else None)
+        if moe and (tp * dp) % ep:
+            raise NotCovered(f"AIConfigurator splits the experts over TP x DP = {tp * dp} GPUs, which expert parallelism {ep} does not divide")
+        try:  # attention over tp GPUs in each of dp data-parallel ranks; the experts over all tp x dp, ep-way expert parallel
+            model_config = build_model_config(tp, 1, dp, tp * dp // ep if moe else None, ep if moe else None, gemm, _DTYPE[kv_dtype], _DTYPE[kv_dtype] if kv_dtype != "fp8" else "bfloat16", moe_mode if moe else None)
             if moe:
                 model_config.resolve_moe_parallelism()
             self._model = get_model(folder, model_config, backend)
@@ -224,23 +226,23 @@ class MeasuredEstimator:
 
 
 @lru_cache(maxsize=16)
-def estimator(config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> MeasuredEstimator:
+def estimator(config_json: str, gpu: str, tp: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND, dp: int = 1) -> MeasuredEstimator:
     """The cached session for this model and layout (``config_json``: the config, sorted keys).
 
     Raises:
         NotCovered: see :class:`MeasuredEstimator`.
     """
-    return MeasuredEstimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend)
+    return MeasuredEstimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend, dp)
 
 
 @lru_cache(maxsize=4096)
-def measured(config_json: str, gpu: str, tp: int, prompt_tokens: int, output_tokens: int, batch: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND) -> MeasuredLatency:
+def measured(config_json: str, gpu: str, tp: int, prompt_tokens: int, output_tokens: int, batch: int, kv_dtype: str = "bf16", weight_dtype: str = "bf16", ep: int = 1, backend: str = BACKEND, dp: int = 1) -> MeasuredLatency:
     """A cached static-batch estimate (see :meth:`MeasuredEstimator.estimate`).
 
     Raises:
         NotCovered: the database does not cover this GPU, family, dtype or shape.
     """
-    return estimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend).estimate(prompt_tokens, output_tokens, batch)
+    return estimator(config_json, gpu, tp, kv_dtype, weight_dtype, ep, backend, dp).estimate(prompt_tokens, output_tokens, batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +295,8 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
     if plan.device.name not in SYSTEMS and plan.device.source == "user-provided":
         return Comparison(covered=False, reason=f"a custom device has no measured kernels in AIConfigurator {VERSION}", requests=n)
     why = coverage(plan.device.name, kv, weight_format)
+    if why is None and inputs.pp > 1:
+        why = "the comparison covers tensor, attention data and expert parallelism, not pipeline parallelism"
     if why is None and inputs.runtime not in ("vllm", "sglang"):
         why = f"AIConfigurator's kernels are measured under vLLM, SGLang and TensorRT-LLM; this plan's runtime is {inputs.runtime}"
     if why:
@@ -301,11 +305,11 @@ def compare(plan, model) -> Comparison:  # planner.plan.Plan, planner.plan.Prepa
     prompt, output = plan.context.input_tokens, max(2, inputs.generated_tokens or inputs.output_tokens)
     config_json = json.dumps(model.config, sort_keys=True)
     try:
-        one = measured(config_json, plan.device.name, inputs.tp, prompt, output, 1, kv, weight_format, inputs.ep, engine)
-        many = measured(config_json, plan.device.name, inputs.tp, prompt, output, n, kv, weight_format, inputs.ep, engine) if n > 1 else one
+        one = measured(config_json, plan.device.name, inputs.tp, prompt, output, 1, kv, weight_format, inputs.ep, engine, inputs.dp)
+        many = measured(config_json, plan.device.name, inputs.tp, prompt, output, n, kv, weight_format, inputs.ep, engine, inputs.dp) if n > 1 else one
     except NotCovered as exc:
         return Comparison(covered=False, reason=str(exc), requests=n)
-    gemm, moe_mode = estimator(config_json, plan.device.name, inputs.tp, kv, weight_format, inputs.ep, engine).quant
+    gemm, moe_mode = estimator(config_json, plan.device.name, inputs.tp, kv, weight_format, inputs.ep, engine, inputs.dp).quant
     kernels = gemm + (f" GEMMs, {moe_mode} experts" if moe_mode and moe_mode != gemm else " kernels")
     return Comparison(
         covered=True,

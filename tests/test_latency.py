@@ -402,6 +402,21 @@ def test_measured_comparison_reads_the_plans_engine_and_format_as_aiconfigurator
     assert "bfloat16 GEMMs, w4a16_mxfp4 experts" in measured.compare(compute_plan(make_inputs(gpu="H100-SXM-80GB"), oss), oss).source
 
 
+def test_measured_comparison_of_attention_data_parallel_plans():
+    # DEP8 (attention DP 8, experts over the 8 GPUs 8-way): AIConfigurator's own static batch of one 4,096-token
+    # prompt with build_model_config(1, 1, 8, 1, 8, "fp8_block", "bfloat16", "bfloat16", "fp8_block") under SGLang
+    # 0.5.14 on h200_sxm, run through its SDK: TTFT 1,265.866 ms, TPOT 20.2385 ms. The comparison used to hand it
+    # moe_tp = tp // ep = 0 and report "cannot model this architecture"
+    model = prepare_model(load_preset("deepseek-v3"))
+    plan = compute_plan(make_inputs(gpu="H200-141GB", tp=1, dp=8, ep=8, gpu_count=8, input_tokens=4096, output_tokens=256, sequences=8, serving_engine="sglang"), model)
+    c = measured.compare(plan, model)
+    assert c.covered and c.requests == 1  # one client per rank
+    assert c.prefill_ms_at_1 == pytest.approx(1265.866, rel=1e-5) and c.itl_ms_at_1 == pytest.approx(20.2385, rel=1e-5)
+    pp = compute_plan(make_inputs(gpu="H100-SXM-80GB", tp=2, pp=2, gpu_count=4), prepare_model(load_preset("llama-3.1-70b")))
+    refused = measured.compare(pp, prepare_model(load_preset("llama-3.1-70b")))
+    assert not refused.covered and "not pipeline parallelism" in refused.reason
+
+
 def test_app_toggle_shows_measured_beside_roofline_or_says_why_not():
     from pathlib import Path
 
