@@ -46,7 +46,7 @@ SYSTEMS = {
 }
 # AIConfigurator's model families it builds from an architecture (sdk/models); others are not covered
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8"}
-WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int4", "nvfp4", "mxfp4")  # the formats quant_modes maps
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")  # the formats quant_modes maps
 
 
 def quant_modes(weight_format: str, generation: str, moe: bool, block_fp8: bool = False) -> tuple[str, str | None]:
@@ -56,7 +56,7 @@ def quant_modes(weight_format: str, generation: str, moe: bool, block_fp8: bool 
 
     * fp8: block-scaled (``fp8_block``, DeepSeek-style checkpoints with ``weight_block_size``) or per tensor;
     * int4 (AWQ / GPTQ / compressed-tensors): W4A16 (``int4_wo``), on the routed experts of a MoE model
-      (their attention and dense layers bf16), on every GEMM of a dense one;
+      (their attention and dense layers bf16), on every GEMM of a dense one; int8: W8A16 GEMMs (dense models);
     * nvfp4: W4A4 on FP4 tensor cores, else widened to bf16 (``nvfp4_wo``);
     * mxfp4 (gpt-oss: experts only): W4A8 MXFP4 x MXFP8 on FP4 tensor cores, else W4A16.
 
@@ -73,12 +73,15 @@ def quant_modes(weight_format: str, generation: str, moe: bool, block_fp8: bool 
         return mode, mode
     if weight_format == "int4":
         return ("bfloat16", "int4_wo") if moe else ("int4_wo", None)
+    if weight_format == "int8" and not moe:
+        return "int8_wo", None  # W8A16, as the planner multiplies int8 weights (bf16 tensor cores)
     if weight_format == "nvfp4":
         mode = "nvfp4" if fp4 else "nvfp4_wo"
         return mode, mode
     if weight_format == "mxfp4" and moe:
         return "bfloat16", "w4a8_mxfp4_mxfp8" if fp4 else "w4a16_mxfp4"
-    raise NotCovered(f"AIConfigurator {VERSION} has no kernels for {'dense ' if weight_format == 'mxfp4' else ''}{weight_format} weights (covered: bf16, fp16, fp8, int4, nvfp4, mxfp4 experts)")
+    kind = "dense " if weight_format == "mxfp4" else "MoE " if weight_format == "int8" else ""
+    raise NotCovered(f"AIConfigurator {VERSION} has no kernels for {kind}{weight_format} weights (covered: bf16, fp16, fp8, int4, nvfp4, int8 dense, mxfp4 experts)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -370,7 +370,10 @@ def test_measured_kernels_follow_the_plans_weight_format():
     assert measured.quant_modes("mxfp4", "blackwell", moe=True) == ("bfloat16", "w4a8_mxfp4_mxfp8")
     with pytest.raises(measured.NotCovered, match="dense mxfp4"):
         measured.quant_modes("mxfp4", "hopper", moe=False)
-    assert "no int8 weight kernels" in measured.coverage("H100-SXM-80GB", weight_dtype="int8")
+    assert measured.quant_modes("int8", "hopper", moe=False) == ("int8_wo", None)  # W8A16, as the planner multiplies int8
+    with pytest.raises(measured.NotCovered, match="MoE int8"):
+        measured.quant_modes("int8", "hopper", moe=True)
+    assert "no fp32 weight kernels" in measured.coverage("H100-SXM-80GB", weight_dtype="fp32")
 
 
 def test_measured_comparison_reads_the_plans_engine_and_format_as_aiconfigurator_times_them():
