@@ -351,8 +351,13 @@ class Roofline(Result):
     def unmemoised_step_s(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int = 0) -> float:
         """:meth:`step_s` without the memo: for a caller whose steps rarely repeat (the simulator's,
         each over its own K/V read), which would only churn it."""
-        out = self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens) if self.pp > 1 else self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
-        return sum(out.values())
+        return sum(self._unmemoised_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens).values())
+
+    def _unmemoised_terms(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> dict[str, float]:
+        """The step's terms: through the pipeline's stages where there are several, else one stage's."""
+        if self.pp > 1:
+            return self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        return self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
 
     def _step(self, tokens: int, logits: int, kv_read_bytes: float, attn_flops: float, prompt_tokens: int) -> tuple[dict[str, float], float]:
         """(terms, their sum), memoised per Roofline (a frozen model: the same step, the same seconds)."""
@@ -361,7 +366,7 @@ class Roofline(Result):
         hit = k.memo.get(key)
         if hit is not None:
             return hit
-        out = self._pipeline_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens) if self.pp > 1 else self._stage_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
+        out = self._unmemoised_terms(tokens, logits, kv_read_bytes, attn_flops, prompt_tokens)
         hit = (out, sum(out.values()))
         _remember(k.memo, key, hit)
         return hit
