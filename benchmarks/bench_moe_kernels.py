@@ -11,10 +11,12 @@ every engine) and, beside them, under candidate K's scales per class and engine,
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections import defaultdict
 
 from benchmarks import moe_kernel_rows as R
+from benchmarks.serving_points import worst
 from planner import latency
 from planner.hardware import get_device
 
@@ -53,14 +55,8 @@ def table(results: list[tuple[dict, str, float]], before: list[tuple[dict, str, 
     for (kind, engine, band), idx in sorted(groups.items()):
         now = [results[i][2] for i in idx]
         old = [before[i][2] for i in idx]
-        lines.append(f"| {kind} | {engine} | {band} | {len(idx)} | {_med(now):.3f} | {R.worst(now):.3f} | {_med(old):.3f} | {R.worst(old):.3f} |")
+        lines.append(f"| {kind} | {engine} | {band} | {len(idx)} | {statistics.median(now):.3f} | {worst(now):.3f} | {statistics.median(old):.3f} | {worst(old):.3f} |")
     return lines
-
-
-def _med(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] * s[n // 2]) ** 0.5
 
 
 def summary(results: list[tuple[dict, str, float]], before: list[tuple[dict, str, float]]) -> list[str]:

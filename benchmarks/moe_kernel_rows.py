@@ -75,8 +75,4 @@ def band(tokens: int) -> str:
 
 
 def median_abs_log(ratios: list[float]) -> float:
-    return statistics.median(abs(math.log(r)) for r in ratios) if ratios else float("nan")
-
-
-def worst(ratios: list[float]) -> float:
-    return max(ratios, key=lambda r: abs(math.log(r))) if ratios else float("nan")
+    return statistics.median(abs(math.log(r)) for r in ratios)

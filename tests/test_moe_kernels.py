@@ -4,7 +4,6 @@ candidate K's record (docs/moe_kernel_plan.md, docs/moe_kernel.md)."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,7 +53,6 @@ def test_bench_uses_the_engines_own_scale_under_k_and_the_shipped_one_otherwise(
 
 @pytest.mark.skipif(importlib.util.find_spec("scipy") is None, reason="the fit needs scipy (aiconfigurator-core's)")
 def test_fit_reproduces_k_and_rule_one_holds():
-    sys.path.insert(0, str(ROOT / "scripts"))
     spec = importlib.util.spec_from_file_location("fit_moe_kernels", ROOT / "scripts" / "fit_moe_kernels.py")
     fit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fit)
