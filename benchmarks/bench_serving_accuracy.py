@@ -159,7 +159,7 @@ def fresh4_doc(results: dict[str, list]) -> str:
     """docs/serving_fresh4.md: the fourth fresh set and the one decision it makes (docs/serving_fresh4_plan.md)."""
     data = S.load_fresh4()
     decision, why = fresh4_decision(results)
-    lines = _record_head("# Fourth fresh set: the planner as shipped and candidate F (the closed loop's start burst) on runs collected after F was registered (written once by benchmarks/bench_serving_accuracy.py --fresh4-doc; a record, not regenerated)", data, "docs/serving_fresh4_plan.md", "F", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
+    lines = _record_head("# Fourth fresh set: the planner as shipped and candidate F (the closed loop's start burst) on runs collected after F was registered (written by benchmarks/bench_serving_accuracy.py --fresh4-doc; the decision was taken once, and stands; the tables are the current planner's, regenerated when a later change moves a figure, and git keeps each version)", data, "docs/serving_fresh4_plan.md", "F", decision, why, "", " Anomalies the source flags are left out of the goal rows.")
     for name, label in (("shipped", "shipped planner"), ("F", "candidate F (start burst)")):
         lines += _goal_rows(f"{label}, whole set", results[name])
         lines += _goal_rows(f"{label}, runs with a stated prompt count", _stated(results[name]))

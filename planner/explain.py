@@ -438,8 +438,8 @@ def pool_figures(plan: Plan) -> str:
         )
     elif engine is not None and engine.applies and not engine.refusal and engine.startup_kv_cache_tokens:
         out = (
-            f"The KV pool holds {engine.startup_kv_cache_tokens:,} tokens{per} (vLLM's GPU KV cache size). At most {admitted:,} sequences run at once{per}: "
-            f"vLLM lets a request in only when blocks for all its {reserved} are free, {behind}."
+            f"The KV pool holds {engine.startup_kv_cache_tokens:,} tokens{per} (vLLM's GPU KV cache size). {admitted:,} sequences fit{per} with blocks for all their {reserved}, "
+            f"so none is ever preempted: {behind}."
         )
     elif cap.pool_kv_tokens is not None:
         out = f"The KV pool holds {cap.pool_kv_tokens:,} tokens{per}. At most {admitted:,} sequences run at once{per}, each reserving {reserved}: {behind}."
@@ -448,9 +448,27 @@ def pool_figures(plan: Plan) -> str:
     if steady != admitted:
         more = "more than admission lets in" if steady > admitted else "fewer than admission lets in, since blocks are rounded"
         out += f" In steady state the same memory would hold {steady:,}{per} ({more}): that count charges a running sequence only what it holds, a sliding layer its window."
+    if more := beyond_limit_sentence(plan):
+        out += " " + more
     if engine is not None and engine.applies and engine.startup_max_concurrency is not None and engine.serve_max_model_len:
         out += f" vLLM's start-up log counts requests of the full {engine.serve_max_model_len:,}-token context instead: {engine.startup_max_concurrency:,.2f}x."
     return out
+
+
+def beyond_limit_sentence(plan: Plan) -> str:
+    """What a vLLM or SGLang engine runs under more load than the memory limit admits
+    (stages.memory_running: the K/V pool at the mean decode context), when that is more; "" else."""
+    setup, cap = plan._load.setup, plan.capacity
+    running = setup.max_running or 0
+    if running <= cap.sequences_per_replica or plan._admission.limits.get("runtime", running + 1) <= cap.sequences_per_replica:
+        return ""
+    per = " per replica" if cap.replicas > 1 else ""
+    how = (
+        "SGLang takes a request in when its prompt and a share of its remaining output fit (the share decays from 0.7 to about 0.1 over 600 steps) and retracts the newest when the pool runs out"
+        if plan.sglang is not None
+        else f"{'vLLM' if plan.inputs.runtime == 'vllm' else 'a paged engine'} takes a request in once its prompt's blocks are free and preempts the newest when the pool runs out"
+    )
+    return f"Under more load than {cap.sequences_per_replica:,}{per}, {how}: about {running:,} run at once{per} at the mean context of {setup.mid:,} tokens, the count the latency uses for a load beyond the limit."
 
 
 def benchmark_sentence(plan: Plan) -> str:
@@ -460,7 +478,9 @@ def benchmark_sentence(plan: Plan) -> str:
     if not r.benchmark_prompts or plan.latency.source == "observed":
         return ""
     c, n = inputs.sequences, r.benchmark_prompts
-    why = f"its first {c:,} prompts queue on an idle engine" if n > c and c > 1 else "no first wave to queue"
+    fig = plan._load.figures
+    first = min(c, fig.running * plan._memory.ranks) if 0 < fig.running < fig.per_rank else c  # beyond what runs at once, prompts wait for a slot
+    why = f"its first {first:,} prompts queue on an idle engine" if n > first and first > 1 else "no first wave to queue"
     said = f"A benchmark of {n:,} prompts from {c:,} clients started at once (--num-prompts {n} --max-concurrency {c}) prints a mean TTFT of about {fmt_ms_step(r.benchmark_ttft_ms)} ({why})."
     if upper := waves_upper_ms(r):
         said += f" At fixed lengths (the random dataset's default) requests that end together send their next prompts together, so later waves can queue as the first: up to {fmt_ms_step(upper)}; published runs land between the two."

@@ -456,15 +456,18 @@ def test_a_trace_is_timed_at_its_own_arrival_rate(llama8b):
     assert trace_rate(still) is None and timing.itl_s == pytest.approx(plan.estimate.mean_inter_token_latency_ms / 1e3)
     assert timed_at.startswith("the plan's load (") and timed_at.endswith("the trace's timestamps span no time")
     # 3 requests 1 ms apart: 1,000 requests/s is more than one H100 serves; the line says so (it
-    # read as a plain rate at the engine's 1,024 in flight)
+    # read as a plain rate at the engine's 1,024 in flight). The open loop stops at what the K/V pool
+    # runs at once, the plan's memory limit here (481 with the shared prefix held once: more than the
+    # 57,832,407,991 B pool / 366,739,456 B a sequence at the mean context = 157 without sharing)
     burst = parse_mooncake("\n".join(_trace_line(t, [1, 2], "a") for t in (0, 0.5, 1)))
     _, timing, _, timed_at = trace_setup(plan, burst)
-    assert timed_at.startswith("the trace's own arrival rate, 2,000 requests/s over 0.001 s (1,024 in flight a replica")
+    assert plan._admission.limits["memory"] == 481
+    assert timed_at.startswith("the trace's own arrival rate, 2,000 requests/s over 0.001 s (481 in flight a replica")
     assert timed_at.endswith("; not sustainable on the plan's 1 replica(s): timed at the engine's limit, further requests queue")
     assert "not sustainable" not in trace_setup(plan, spread)[3]
     # under attention data parallelism the open loop's count is a rank's (the rate is split over replicas x dp)
     dp2 = compute_plan(make_inputs(cpu_tier_gib=64, dp=2, ep=2, gpu_count=2, **CHAT), prepare_model(load_preset("qwen3-30b-a3b")))
-    assert "(1,024 in flight a rank, 2 ranks a replica, the plan's context lengths)" in trace_setup(dp2, burst)[3]
+    assert dp2._admission.limits["memory"] == 922 and "(461 in flight a rank, 2 ranks a replica, the plan's context lengths)" in trace_setup(dp2, burst)[3]
 
 
 def test_replay_stops_at_its_time_budget(llama8b):

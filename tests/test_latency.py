@@ -49,13 +49,38 @@ def test_prefill_counts_the_lm_head_for_the_last_token_only():
 def test_refused_load_reports_the_requested_load_marked_not_admitted(capsys):
     out = _plan_json(capsys, "--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", "64")
     assert out["kv_cache"]["admitted"] is False and out["kv_cache"]["admissible_sequences"] < 64
-    assert out["latency"]["requests_per_replica"] == 64 and out["latency"]["at"] == "closed loop of 64 clients"
+    # the 64 clients stay the load; the engine runs what its K/V pool holds at the mean context and
+    # the rest wait for a slot (stages.memory_running). Hand arithmetic: Qwen3-30B-A3B caches
+    # 2 x 48 layers x 4 KV heads x 128 x 2 B = 98,304 B a token; the mean decode context is
+    # 8,192 + 1,024 / 2 = 8,704 tokens, 855,638,016 B a sequence; the pool's 12,541,717,431 B hold 14
+    running = out["capacity"]["available_for_kv_bytes"] // (98_304 * 8_704)
+    assert out["capacity"]["available_for_kv_bytes"] == 12_541_717_431 and running == 14
+    assert out["latency"]["requests_per_replica"] == 64 and out["latency"]["at"] == "closed loop of 64 clients, 14 running at once, 50 waiting for a slot"
     assert out["latency"]["load_admitted"] is False and out["roofline"]["load_admitted"] is False
     assert out["roofline"]["decode_concurrency"] == 64
     limit = out["kv_cache"]["admissible_sequences"]
     at_limit = _plan_json(capsys, "--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", str(limit))
-    assert at_limit["latency"]["load_admitted"] is True
-    assert out["latency"]["mean_inter_token_latency_ms"] > at_limit["latency"]["mean_inter_token_latency_ms"]
+    assert at_limit["latency"]["load_admitted"] is True and at_limit["latency"]["at"] == f"closed loop of {limit} clients"
+    assert out["latency"]["mean_inter_token_latency_ms"] > at_limit["latency"]["mean_inter_token_latency_ms"]  # 14 decode, not 13
+    # each of the 50 waiting clients waits a whole turn of the 14 running: TTFT = own + e2e x 50 / 14
+    lat = out["latency"]
+    own_e2e = lat["end_to_end_ms"] - lat["time_to_first_token_ms"]  # the decode after the first token
+    assert lat["time_to_first_token_ms"] > (own_e2e * 50 / 14)
+
+
+def test_a_closed_loop_beyond_the_pool_runs_what_each_engine_admits(capsys):
+    # vLLM and SGLang take a request in when its prompt fits and grow it as it decodes (the pool at the
+    # mean context: 14 above); TensorRT-LLM's default GUARANTEED_NO_EVICT starts one only when its
+    # prompt and whole output fit (the plan's own memory limit, 13), as does a static reservation
+    args = ("--preset", "qwen3-30b-a3b", "--gpu", "H100-SXM-80GB", "--input-tokens", "8192", "--output-tokens", "1024", "--sequences", "64")
+    trt = _plan_json(capsys, *args, "--serving-engine", "trtllm")
+    limit = trt["kv_cache"]["admissible_sequences"]
+    assert limit == 13 and trt["latency"]["at"] == "closed loop of 64 clients, 13 running at once, 51 waiting for a slot"
+    # an open loop at a rate memory cannot serve stops at what runs at once and says it is not sustainable
+    # (it used to put vLLM's 1,024 max_num_seqs in flight: 2,096 output tok/s a GPU from 14 sequences' memory)
+    rate = _plan_json(capsys, *args[:-2], "--request-rate", "5")
+    assert rate["latency"]["at"] == "open loop (Poisson) at 5 requests/s (14 in flight, not sustainable: the queue grows without bound)"
+    assert rate["roofline"]["output_tokens_per_second_per_gpu"] < trt["roofline"]["max_throughput_tokens_per_second_per_gpu"] * 1.2
 
 
 @pytest.mark.parametrize(

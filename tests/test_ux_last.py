@@ -113,8 +113,12 @@ def test_the_pool_caption_names_each_count_the_pool_gives():
     assert f"GPU KV cache size: {engine.startup_kv_cache_tokens:,} tokens" in log  # the same pool as vLLM will log
     assert f"The KV pool holds {engine.startup_kv_cache_tokens:,} tokens (vLLM's GPU KV cache size)" in text
     assert kv.maximum_sequences_by_memory < kv.steady_state_sequences  # the two counts the issue saw side by side
-    assert f"At most {kv.maximum_sequences_by_memory:,} sequences run at once" in text and "the memory limit behind Max sequences" in text
+    assert f"{kv.maximum_sequences_by_memory:,} sequences fit with blocks for all their 2,560 reserved tokens, so none is ever preempted: the memory limit behind Max sequences" in text
     assert f"In steady state the same memory would hold {kv.steady_state_sequences:,} (more than admission lets in)" in text
+    # a load beyond the limit runs what the pool holds at the mean context (stages.memory_running):
+    # 2,048 + 512 / 2 = 2,304 tokens, each sliding layer its 128-token window
+    running = plan._load.setup.max_running
+    assert running > kv.steady_state_sequences and f"Under more load than {kv.maximum_sequences_by_memory:,}, vLLM takes a request in once its prompt's blocks are free and preempts the newest when the pool runs out: about {running:,} run at once at the mean context of 2,304 tokens" in text
     assert f"{engine.startup_max_concurrency:,.2f}x" in log and f"full 32,768-token context instead: {engine.startup_max_concurrency:,.2f}x" in text
 
     at = AppTest.from_file(APP, default_timeout=60)

@@ -419,13 +419,15 @@ def roofline_section(plan: Plan) -> RooflineSection:
 
 def _most_throughput(plan: Plan, fig: serving.LoadFigures) -> tuple[serving.LoadFigures | None, str]:
     """The max-throughput figures and their label: one offline wave (:func:`_max_throughput`),
-    or an admitted load's ``fig`` when its steady state (prefill chunks riding in the decode
-    steps) beats that wave, which prefills every prompt before decoding any (not for a tie, as
-    prefill-bound loads give, nor for a load memory does not admit)."""
+    or the load's ``fig`` when its steady state (prefill chunks riding in the decode steps)
+    beats that wave, which prefills every prompt before decoding any (not for a tie, as
+    prefill-bound loads give). A load memory does not admit runs what the K/V pool holds at the
+    mean context (stages.memory_running), more than the wave's admitted count: "at most" is never
+    below the load's own figure."""
     best = _max_throughput(plan)
     if best is None:
         return None, f"{serving.OFFLINE}: memory admits no sequence"
-    if plan._admission.admitted and fig.output_tokens_per_s > best.output_tokens_per_s * 1.001:
+    if fig.output_tokens_per_s > best.output_tokens_per_s * 1.001:
         return fig, f"{serving.label(fig, plan.inputs.request_rate)}: steady state beats one offline wave"
     return best, serving.label(best)
 

@@ -88,6 +88,7 @@ class LoadFigures(Result):
     speedup: float = 1.0  # speculative decoding's TPOT gain at this batch (1: none)
     tpot_p99_ms: float = 0.0  # the 99th-percentile gap (planner.latency.step_quantile)
     decoding: float = 0.0  # sequences decoding in a step on average (the decode-only step's batch)
+    running: int = 0  # closed loop: clients the engine runs at once (the rest wait for a slot); else per_rank
 
 
 def _spec_factor(setup: Setup, decoding: float) -> float:
@@ -108,7 +109,7 @@ def _figures(setup: Setup, kind: str, per_rank: int, running: int, f: float, ttf
     e2e_run = ttft - slot_wait + (out - 1) * tpot
     if rate is None:
         rate = running / (e2e_run / 1e3) if e2e_run > 0 else 0.0
-    return LoadFigures(kind, per_rank, ttft, ttft_p95, tpot, tpot_p95 * f, e2e_run + slot_wait, rate * out, rate, *parts, saturated, decode_step * f, share, 1.0 / f, max(tpot_p99, tpot_p95) * f, decoding or running)
+    return LoadFigures(kind, per_rank, ttft, ttft_p95, tpot, tpot_p95 * f, e2e_run + slot_wait, rate * out, rate, *parts, saturated, decode_step * f, share, 1.0 / f, max(tpot_p99, tpot_p95) * f, decoding or running, running)
 
 
 def closed(setup: Setup, clients: int) -> LoadFigures:
@@ -128,7 +129,7 @@ def benchmark_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float
     the end of its prefill, :func:`latency.served`), the other N - C see the steady state
     ``steady_ms``, so the mean is (C x first + (N - C) x steady) / N. N <= C: one wave of N prompts,
     its mean alone; one client: ``steady_ms`` (no queue to start with)."""
-    c, n = clients, prompts
+    c, n = min(clients, setup.max_running or clients), prompts  # beyond what runs at once, a prompt waits as in the steady state
     if c <= 1 or n <= 1:
         return steady_ms
     wave = min(c, n)
@@ -146,7 +147,7 @@ def waves_ttft_ms(setup: Setup, clients: int, prompts: int, steady_ms: float) ->
     burst means weighted by their sizes; one client, or one prompt: ``steady_ms``. On any engine
     the prompts that end within the API server's time of each other reach the scheduler together,
     so the plan shows this figure as its benchmark's upper end (roofline.benchmark_ttft_waves_ms)."""
-    c, n = clients, prompts
+    c, n = min(clients, setup.max_running or clients), prompts  # waves of what runs at once
     if c <= 1 or n <= 1:
         return steady_ms
     full, rest = divmod(n, c)
@@ -235,10 +236,14 @@ def label(fig: LoadFigures, rate: float | None = None) -> str:
     """What every latency figure says it assumes: "closed loop of 8 clients", "open loop (Poisson)
     at 2.5 requests/s (12 in flight)", "max throughput (offline), 512 running" (per rank)."""
     if fig.kind == CLOSED:
-        return f"{CLOSED} of {fig.per_rank:,} client" + ("s" if fig.per_rank != 1 else "")
+        said = f"{CLOSED} of {fig.per_rank:,} client" + ("s" if fig.per_rank != 1 else "")
+        if 0 < fig.running < fig.per_rank:  # the engine's limit or its K/V pool: the others queue
+            said += f", {fig.running:,} running at once, {fig.per_rank - fig.running:,} waiting for a slot"
+        return said
     if fig.kind == OPEN:
         at_rate = f" at {rate:,.4g} requests/s" if rate is not None else ""
-        return f"{OPEN}{at_rate} ({fig.per_rank:,} in flight)"
+        beyond = ", not sustainable: the queue grows without bound" if fig.saturated and rate is not None else ""
+        return f"{OPEN}{at_rate} ({fig.per_rank:,} in flight{beyond})"
     return f"{OFFLINE}, {fig.per_rank:,} running"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from operator import attrgetter
 
 from planner import capacity, latency, parallel, speculative
@@ -157,6 +158,7 @@ def compute_plan(inputs: PlanInputs, model: PreparedModel) -> Plan:
     ceiling = memory_ceiling(inputs, model, ctx, res.total_bytes, memory, sharing, device, limits)
     if view is not None:
         ceiling = sglang_ceiling(ceiling, view, memory.ranks)
+    setup = memory_running(inputs, setup, memory, ceiling)
     admission = admit(inputs, setup, ceiling.limit_memory, memory.ranks, requested, limits)
     # latency at the requested load on the busiest rank (the same ceil split as memory), even
     # when the load is not admitted: the plan marks it, never silently shows a smaller load
@@ -477,6 +479,24 @@ def recv_interval(inputs: PlanInputs) -> int:
     input under SGLang's serving costs (its ``--scheduler-recv-interval``), 1 for every other
     engine (vLLM and TensorRT-LLM take new requests every step)."""
     return inputs.recv_interval if serving.serving_engine(inputs.runtime, inputs.serving_engine) == "sglang" else 1
+
+
+def memory_running(inputs: PlanInputs, setup: serving.Setup, memory: Memory, ceiling: Ceiling) -> serving.Setup:
+    """``setup`` with the most sequences a rank runs at once under load: the engine's limit, and
+    what its K/V pool holds. vLLM and SGLang take a request in when its prompt's blocks are free
+    and grow each sequence as it decodes (vLLM preempts the newest when the pool runs out; SGLang
+    charges the remaining output at a ratio that decays to about a tenth): in steady state the pool
+    holds about ``available / kv_mid`` sequences, each at the mean decode context.
+    TensorRT-LLM's default capacity policy (GUARANTEED_NO_EVICT) starts a request only when its
+    prompt and whole output fit, as does a static reservation: the plan's own memory limit.
+    Never below that limit. Clients of a closed loop beyond the result wait for a slot
+    (latency.closed_loop); an open loop beyond it is not sustainable."""
+    per_rank = ceiling.limit_memory // max(1, memory.ranks)
+    reserves = serving.serving_engine(inputs.runtime, inputs.serving_engine) == "trtllm" or inputs.reservation == "static"
+    if not reserves and setup.kv_mid > 0:
+        per_rank = max(per_rank, capacity.max_sequences(memory.available, math.ceil(setup.kv_mid)))
+    per_rank = max(1, per_rank)
+    return setup._replace(max_running=per_rank if setup.max_running is None else min(setup.max_running, per_rank))
 
 
 def kv_held(report: InspectReport, res: capacity.SequenceReservation):
