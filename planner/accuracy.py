@@ -134,6 +134,29 @@ FLAG_FACTOR = 1.5  # a one-sided band whose median misses by this much or more i
 _NAMES = {"ttft": ("TTFT", "longer", "shorter"), "tpot": ("TPOT", "longer", "shorter"), "throughput": ("throughput", "higher", "lower")}
 
 
+# the published runs whose load is beyond what memory admits without preemption (their plans are not
+# admitted: dstack's DeepSeek-R1 on 8 x H200 under vLLM 0.7.4, 128 clients of 3,200-token prompts and
+# 3,200 / 6,400 output tokens, benchmarks/fresh4_serving.json; tests/test_serving_plans.py checks no other is)
+BEYOND_LIMIT_POINTS = ("j74-dstackr1", "j75-dstackr1")
+
+
+def beyond_limit_caveat() -> str:
+    """The sentence a plan whose load memory does not admit carries beside its latency: how far the
+    only published runs beyond that limit landed (their TTFT, measured / planned); "" without them."""
+    rows = {p["id"]: p for p in load()["points"]}
+    runs = [rows[i] for i in BEYOND_LIMIT_POINTS if i in rows and rows[i]["ratios"].get("ttft_mean_ms")]
+    if not runs:
+        return ""
+    factors = " and ".join(f"{1.0 / r['ratios']['ttft_mean_ms']:,.0f}x" for r in runs)
+    first = runs[0]
+    release = (first.get("older_release") or "").split(" ")[0]
+    on = f"{first['model']} on {first['gpu']}" + (f" under vLLM {release}" if release else "")
+    return (
+        f"Beyond what memory admits without preemption the TTFT is a floor: the only published runs there ({on}, {len(runs)} runs) "
+        f"measured {factors} the planner's TTFT, and their source blames the K/V cache's pressure (preemption and recomputation, which the planner does not model)."
+    )
+
+
 def caveat(bands: dict[str, Band | None]) -> str:
     """One sentence for the headline figures when published runs like the plan all missed them the
     same way by :data:`FLAG_FACTOR` or more at the median ("" when none did): "Published runs like

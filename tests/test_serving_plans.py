@@ -731,3 +731,23 @@ def test_candidate_s_simulates_the_benchmark_on_the_plans_step_model():
     f, w, sim = serving.benchmark_ttft_ms(s, c, n, steady), serving.waves_ttft_ms(s, c, n, steady), S.simulated_ttft_ms(pt)
     assert f < sim < w
     assert sim / pt.raw["measured"]["ttft_mean_ms"] == pytest.approx(1.470, abs=0.005)
+
+
+def test_a_load_beyond_the_memory_limit_carries_the_runs_that_went_there():
+    # every published run whose load memory does not admit (its plan refused by the memory limit) is
+    # one accuracy.BEYOND_LIMIT_POINTS names: dstack's DeepSeek-R1 on 8 x H200 under vLLM 0.7.4 at
+    # 128 clients of 3,200 / 3,200 and 3,200 / 6,400 tokens. Their TTFT, measured / planned, is
+    # 1 / 0.0071334 = 140x and 1 / 0.045374 = 22x (planner/serving_accuracy.json), and a plan beyond
+    # its own limit says so beside its latency; an admitted plan does not
+    from planner import accuracy
+
+    every = list(S.points()) + list(S.fresh_points()) + list(S.fresh2_points()) + list(S.fresh3_points()) + list(S.fresh4_points()) + list(S.fresh5_points())
+    beyond = sorted(pt.id for pt in every if not pt.plan._admission.admitted and pt.plan._admission.binding == "memory")
+    assert beyond == sorted(accuracy.BEYOND_LIMIT_POINTS)
+    said = accuracy.beyond_limit_caveat()
+    assert "measured 140x and 22x the planner's TTFT" in said and "under vLLM 0.7.4.dev181+gf35f8e22, 2 runs" in said
+    base = dict(gpu="H100-SXM-80GB", input_tokens=8192, output_tokens=1024)
+    over = compute_plan(make_inputs(**base, sequences=64), _model("qwen3-30b-a3b"))
+    assert not over.roofline.load_admitted and said in over.roofline.accuracy_caveat
+    within = compute_plan(make_inputs(**base, sequences=8), _model("qwen3-30b-a3b"))
+    assert within.roofline.load_admitted and "Beyond what memory admits" not in within.roofline.accuracy_caveat

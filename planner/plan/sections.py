@@ -467,7 +467,11 @@ def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
     reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
     bands = {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
     texts = {metric: b.text if b is not None else accuracy.warning(metric, reg) for metric, b in bands.items()}
-    return texts, accuracy.caveat(bands)
+    said = accuracy.caveat(bands)
+    adm = plan._admission
+    if not adm.admitted and adm.binding == "memory" and (beyond := accuracy.beyond_limit_caveat()):
+        said = f"{said} {beyond}".strip()
+    return texts, said
 
 
 def _decode_tokens_per_second(plan: Plan) -> float:
