@@ -220,3 +220,20 @@ def test_a_disaggregated_run_is_predicted_at_its_own_load_whatever_the_plans_rat
         for rate in (0.5, 50.0):
             rated = compare(m, make_inputs(**{**PLAN, "gpu_count": 2, "request_rate": rate}), llama, disagg="1P:1,1D:1")
             assert rated.load == plain.load and [(r.figure, r.predicted) for r in rated.rows] == [(r.figure, r.predicted) for r in plain.rows], (name, rate)
+
+
+def test_compare_beyond_the_pool_runs_what_the_plan_runs(llama):
+    # a run of more clients than the K/V pool holds: the comparison uses the plan's own running limit
+    # (stages.memory_running), the pool at the mean context of 2,048 + 2,048 / 2 = 3,072 tokens, where
+    # it used to run all of them at once (up to vLLM's max_num_seqs 1,024); the rest wait for a slot
+    m = read_result(raw("vllm_bench_c8.json")).model_copy(update={"max_concurrency": 4000, "input_tokens_mean": 2048.0, "output_tokens_mean": 2048.0})
+    inputs = make_inputs(**{**PLAN, "input_tokens": 2048, "output_tokens": 2048})
+    c = compare(m, inputs, llama)
+    plan = compute_plan(inputs, llama)
+    held = plan.capacity.available_for_kv_bytes // (131_072 * 3072)  # Llama-3.1-8B: 2 x 32 layers x 8 heads x 128 x 2 B a token
+    assert plan._load.setup.max_running == held < 1024
+    rows = {r.figure: r.predicted for r in c.rows}
+    kv_at = kv_held(plan.inspect, plan.reservation)
+    at = {n: latency.closed_loop(plan.roof, 2048, 0, 2048, 4000, kv_at(3072), 3072, plan.batching.tokens, n, True) for n in (held, 1024)}
+    assert rows["ttft_ms"] == pytest.approx(at[held].ttft_ms) and rows["tpot_ms"] == pytest.approx(at[held].tpot_ms)
+    assert at[held].tpot_ms < 0.95 * at[1024].tpot_ms  # not the 1,024 it used to run
