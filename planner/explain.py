@@ -459,8 +459,8 @@ def beyond_limit_sentence(plan: Plan) -> str:
     """What a vLLM or SGLang engine runs under more load than the memory limit admits
     (stages.memory_running: the K/V pool at the mean decode context), when that is more; "" else."""
     setup, cap = plan._load.setup, plan.capacity
-    running = setup.max_running or 0
-    if running <= cap.sequences_per_replica or plan._admission.limits.get("runtime", running + 1) <= cap.sequences_per_replica:
+    running = setup.max_running or 0  # the engine's own limit already taken (stages.memory_running)
+    if running <= cap.sequences_per_replica:
         return ""
     per = " per replica" if cap.replicas > 1 else ""
     how = (

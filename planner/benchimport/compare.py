@@ -91,9 +91,8 @@ def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
     mid = prompt + generated // 2
     kv_mid = kv_at(mid)
     budget = plan.batching.tokens  # given, or vLLM's default for the GPU (the plan's own)
-    device = plan.device
-    # the plan's own running limit: the engine's, and what the K/V pool holds at the mean context (stages.memory_running)
-    max_running = plan._load.setup.max_running or inputs.max_num_seqs or latency.runtime_limits("vllm", device.memory_gib, device.generation, device.name).max_num_seqs
+    # the plan's own running limit: the engine's, and what the K/V pool holds at the mean context (stages.memory_running sets it on every plan)
+    max_running = plan._load.setup.max_running
     api_ms = latency.api_preprocess_s(roof.eff, prompt) * 1e3
     pool = plan.capacity.available_for_kv_bytes
 
