@@ -19,6 +19,7 @@ from planner.benchimport.readers import MAX_JSON_BYTES
 from planner.errors import PlannerError
 from planner.plan import compute_plan, make_inputs, prepare_model
 from planner.plan.stages import kv_held
+from planner.presets import load_preset
 
 DATA = Path(__file__).parent / "data" / "bench"
 LLAMA_8B = {  # meta-llama/Llama-3.1-8B config.json (the fields the planner reads)
@@ -103,7 +104,7 @@ def test_compare_closed_loop_predicts_the_plans_own_figures(llama):
     assert rows["output_tokens_per_s"].predicted == pytest.approx(cl.output_tokens_per_s)
     for r in c.rows:
         assert r.measured == m.figures[r.figure] and r.ratio == pytest.approx(r.measured / r.predicted)
-    assert c.load == "8 concurrent clients in a closed loop over 1 replica" and c.load.count("closed loop") == 1
+    assert c.load == "8 concurrent clients in a closed loop on one replica" and c.load.count("closed loop") == 1
 
 
 def test_compare_spreads_the_clients_over_the_replicas(llama):
@@ -139,6 +140,29 @@ def test_compare_open_loop_and_scrape(llama):
     assert rows["itl_ms"].predicted == pytest.approx(s.itl_ms) and s.itl_ms > s.itl_decode_ms
 
 
+@pytest.mark.parametrize(
+    ("extra", "name", "load"),
+    [
+        ({}, "vllm_bench_c8.json", {"sequences": 8}),
+        ({"runtime": "sglang", "recv_interval": 4}, "vllm_bench_c8.json", {"sequences": 8}),  # SGLang polls for requests every 4th decode step
+        ({"spec_method": "eagle3", "spec_tokens": 3}, "vllm_bench_c8.json", {"sequences": 8}),  # speculation scales the decode steps
+        ({}, "vllm_bench_rate8.json", {"request_rate": 8.0}),
+        ({"gpu_count": 2, "sequences": 8}, "vllm_bench_rate8.json", {"request_rate": 8.0}),  # 4 requests/s on each of 2 replicas
+    ],
+)
+def test_compare_predicts_what_the_plan_shows_at_the_runs_load(llama, extra, name, load):
+    # one function for every number: the comparison's prediction for a run is the plan's own TTFT,
+    # TPOT and throughput when the plan is asked for that run's load (its closed loop of 8 clients,
+    # or its open loop at 8 requests/s), with the same engine, scheduler poll and speculation
+    c = compare(read_result(raw(name)), make_inputs(**{**PLAN, **extra}), llama)
+    rows = {r.figure: r.predicted for r in c.rows}
+    plan = compute_plan(make_inputs(**{**PLAN, **extra, **load}), llama)
+    est, ranks = plan.estimate, plan._memory.ranks
+    assert rows["ttft_ms"] == pytest.approx(est.time_to_first_token_ms, rel=1e-9)
+    assert rows["tpot_ms"] == pytest.approx(est.mean_inter_token_latency_ms, rel=1e-9)
+    assert rows["output_tokens_per_s"] == pytest.approx(plan._load.figures.output_tokens_per_s * ranks, rel=1e-9)
+
+
 def test_compare_replans_at_the_runs_lengths_and_says_so(llama):
     m = read_result(raw("vllm_bench_c8.json"))
     c = compare(m, make_inputs(**{**PLAN, "input_tokens": 2000}), llama)
@@ -156,7 +180,7 @@ def test_calibration_round_trips_and_refuses_bad_text(llama):
         if r.figure in ratios:
             assert ratios[r.figure] == (float(f"{r.measured:.4g}"), float(f"{r.predicted:.4g}"))
     gl = compare(read_result(raw("guidellm_rate4.json")), make_inputs(**PLAN), llama)
-    assert gl.calibration == "src=guidellm;ttft_ms=51.38/67.02;tpot_ms=8.263/8.229;output_tokens_per_s=249.7/256;at=r4"  # the file's means beside the plan's (the fitted serving constants: scripts/fit_serving.py)
+    assert gl.calibration == "src=guidellm;ttft_ms=51.38/59.12;tpot_ms=8.263/8.229;output_tokens_per_s=249.7/256;at=r4"  # the file's means beside the plan's (the fitted serving constants: scripts/fit_serving.py)
     assert format_calibration("vllm-bench", c.rows, "c8") == c.calibration  # the run's 8 clients last
     for bad, why in (("ttft_ms=1/2", "src="), ("src=nope;ttft_ms=1/2", "source"), ("src=guidellm;evil=1/2", "figure="), ("src=guidellm;ttft_ms=0/2", "positive"), ("x" * 129, "at most")):
         with pytest.raises(PlannerError) as exc:
@@ -237,3 +261,17 @@ def test_compare_beyond_the_pool_runs_what_the_plan_runs(llama):
     at = {n: latency.closed_loop(plan.roof, 2048, 0, 2048, 4000, kv_at(3072), 3072, plan.batching.tokens, n, True) for n in (held, 1024)}
     assert rows["ttft_ms"] == pytest.approx(at[held].ttft_ms) and rows["tpot_ms"] == pytest.approx(at[held].tpot_ms)
     assert at[held].tpot_ms < 0.95 * at[1024].tpot_ms  # not the 1,024 it used to run
+
+
+def test_compare_spreads_the_clients_over_attention_data_parallel_ranks():
+    # Qwen3-30B-A3B served DP4 + EP4 on 4 H100s (vLLM --data-parallel-size 4 --enable-expert-parallel):
+    # each rank holds its own sequences, so the run's 8 clients are 2 a rank, not 8 on "one replica"
+    model = prepare_model(load_preset("qwen3-30b-a3b"))
+    dep = {**PLAN, "tp": 1, "dp": 4, "ep": 4, "gpu_count": 4}
+    c = compare(read_result(raw("vllm_bench_c8.json")), make_inputs(**dep), model)
+    rows = {r.figure: r.predicted for r in c.rows}
+    plan = compute_plan(make_inputs(**{**dep, "sequences": 8}), model)
+    assert plan._memory.ranks == 4 and plan._load.figures.per_rank == 2
+    assert rows["ttft_ms"] == pytest.approx(plan.estimate.time_to_first_token_ms, rel=1e-9)
+    assert rows["output_tokens_per_s"] == pytest.approx(4 * plan._load.figures.output_tokens_per_s, rel=1e-9)
+    assert c.load == "8 concurrent clients in a closed loop over 4 ranks"

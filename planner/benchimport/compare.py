@@ -5,11 +5,15 @@ file says them and they differ from the plan's, the plan is redone with them and
 so) and its load:
 
 * a fixed concurrency (``--max-concurrency C``, guidellm's ``concurrent``): C clients in a closed
-  loop spread over the replicas (:func:`planner.latency.closed_loop`, with the API server's
+  loop spread over the ranks (:func:`planner.plan.serving.closed`, with the API server's
   preprocessing, as load generators measure it);
-* a request rate (``--request-rate R``, guidellm's ``constant`` / ``poisson``): Poisson arrivals,
-  the served-latency model at the concurrency Little's law gives (n = R / replicas x end-to-end);
-* a ``/metrics`` scrape: the running requests it saw, as the concurrency of the served model.
+* a request rate (``--request-rate R``, guidellm's ``constant`` / ``poisson``): Poisson arrivals
+  at R / ranks a rank, the requests in flight from Little's law (:func:`planner.plan.serving.open_at_rate`);
+* a ``/metrics`` scrape: the running requests it saw, in flight under Poisson arrivals
+  (:func:`planner.plan.serving.poisson`).
+
+Each is the plan's own load function on the plan's own setup, so a prediction is what the plan
+shows when asked for the run's load. A rank is a replica, or an attention data-parallel rank of one.
 
 A disaggregated plan (``disagg`` set) is predicted by :func:`planner.disagg.plan_disagg` at the
 same load. The ratios measured / predicted are the deployment's calibration: :func:`format_calibration`
@@ -27,8 +31,7 @@ from planner import latency
 from planner.bench_calibration import LABELS, MAX_CALIBRATION_CHARS, SOURCES, format_calibration, load_text, parse_calibration  # noqa: F401 - re-exported
 from planner.benchimport.readers import Measured
 from planner.errors import PlannerError
-from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
-from planner.plan.stages import kv_held
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, serving
 
 LENGTH_TOLERANCE = 0.10  # prompts or outputs this far from the plan's: plan again with the run's
 
@@ -83,55 +86,30 @@ def _replan(inputs, model: PreparedModel, measured: Measured, warnings: list[str
 
 
 def _aggregated(plan: Plan, measured: Measured) -> tuple[dict[str, float], str]:
-    """The plan's figures at the run's load (module docstring), one aggregated deployment."""
-    roof, inputs, ctx = plan.roof, plan.inputs, plan.context
-    replicas = plan.capacity.replicas
-    prompt, cached, generated = ctx.input_tokens, int(plan.prefix.cached_prompt_tokens_expected), inputs.output_tokens
-    kv_at = kv_held(plan.inspect, plan.reservation)
-    mid = prompt + generated // 2
-    kv_mid = kv_at(mid)
-    budget = plan.batching.tokens  # given, or vLLM's default for the GPU (the plan's own)
-    # the plan's own running limit: the engine's, and what the K/V pool holds at the mean context (stages.memory_running sets it on every plan)
-    max_running = plan._load.setup.max_running
-    api_ms = latency.api_preprocess_s(roof.eff, prompt) * 1e3
-    pool = plan.capacity.available_for_kv_bytes
+    """The plan's figures at the run's load (module docstring), one aggregated deployment: the
+    plan's own load functions (:mod:`planner.plan.serving`) on the plan's own setup (its engine's
+    scheduler poll and batch wait, its preprocessing, its speculation, its running limit), per rank
+    (a replica, or an attention data-parallel rank of one), times the ranks."""
+    setup, ranks = plan._load.setup, plan._memory.ranks
+    kv_mid, pool = setup.kv_mid, plan.capacity.available_for_kv_bytes
+    where = f"over {ranks} {'ranks' if plan.inputs.dp > 1 else 'replicas'}" if ranks > 1 else "on one replica"
 
-    def open_loop(n: int) -> dict[str, float]:
-        s = latency.served(roof, prompt, cached, generated, n, kv_mid, mid, budget)
-        first = roof.decode_step_s(n, kv_at(prompt + 1), prompt + 1) * 1e3
-        ttft = api_ms + s.prefill_one_ms + s.wait_ms + first
+    def figures(fig: serving.LoadFigures) -> dict[str, float]:
         return {
-            "ttft_ms": ttft, "ttft_p95_ms": api_ms + s.prefill_one_ms + s.wait_p95_ms + first, "tpot_ms": s.itl_ms, "itl_ms": s.itl_ms, "itl_p95_ms": s.itl_p95_ms,
-            "e2e_ms": ttft + s.itl_ms * max(0, generated - 1), "running": n * replicas, "kv_cache_usage": min(1.0, n * kv_mid / pool) if pool > 0 else 0.0,
+            "ttft_ms": fig.ttft_ms, "ttft_p95_ms": fig.ttft_p95_ms, "tpot_ms": fig.tpot_ms, "itl_ms": fig.tpot_ms, "itl_p95_ms": fig.tpot_p95_ms, "e2e_ms": fig.e2e_ms,
+            "output_tokens_per_s": fig.output_tokens_per_s * ranks, "requests_per_s": fig.requests_per_s * ranks, "running": fig.running * ranks,
+            "kv_cache_usage": min(1.0, fig.running * kv_mid / pool) if pool > 0 else 0.0,
         }  # fmt: skip
 
     if measured.request_rate is None and measured.max_concurrency:
-        clients = max(1, math.ceil(measured.max_concurrency / replicas))
-        cl = latency.closed_loop(roof, prompt, cached, generated, clients, kv_mid, mid, budget, max_running, True)
-        itl_p95 = cl.prefill_step_ms if cl.prefill_step_share > latency.P95_Z else cl.decode_step_ms
-        out = {
-            "ttft_ms": cl.ttft_ms, "tpot_ms": cl.tpot_ms, "itl_ms": cl.tpot_ms, "itl_p95_ms": max(itl_p95, cl.decode_step_ms), "e2e_ms": cl.e2e_ms,
-            "output_tokens_per_s": cl.output_tokens_per_s * replicas, "requests_per_s": cl.requests_per_s * replicas, "running": cl.running * replicas,
-            "kv_cache_usage": min(1.0, cl.running * kv_mid / pool) if pool > 0 else 0.0,
-        }  # fmt: skip
-        return out, f"{measured.max_concurrency:,} concurrent clients in a closed loop over {replicas} replica{'s' if replicas > 1 else ''}"
+        fig = serving.closed(setup, max(1, math.ceil(measured.max_concurrency / ranks)))
+        return figures(fig), f"{measured.max_concurrency:,} concurrent clients in a closed loop {where}"
     if measured.request_rate is not None:
-        rate = measured.request_rate / replicas
-        top = max(1, plan.kv_cache.maximum_sequences_by_memory // max(1, replicas))
-        lo, hi = 1, max(1, min(top, max_running))
-        while lo < hi:  # the fewest requests in flight whose end-to-end time holds the rate (Little)
-            n = (lo + hi) // 2
-            if n >= rate * open_loop(n)["e2e_ms"] / 1e3:
-                hi = n
-            else:
-                lo = n + 1
-        out = open_loop(lo)
-        out |= {"output_tokens_per_s": measured.request_rate * generated, "requests_per_s": measured.request_rate}
-        return out, f"{measured.request_rate:g} requests/s, Poisson, {lo:,} in flight per replica (open loop, Little's law)"
-    n = max(1, math.ceil((measured.figures.get("running") or inputs.sequences) / replicas))
-    out = open_loop(n)
-    tokens = n * replicas * 1000.0 / out["itl_ms"] if out["itl_ms"] else 0.0
-    return out | {"output_tokens_per_s": tokens}, f"{n * replicas:,} running requests (the scrape's), the served model"
+        fig = serving.open_at_rate(setup._replace(rate=measured.request_rate / ranks))
+        return figures(fig), f"{measured.request_rate:g} requests/s, Poisson, {fig.per_rank:,} in flight per rank (open loop, Little's law)"
+    n = max(1, math.ceil((measured.figures.get("running") or plan.inputs.sequences) / ranks))
+    out = figures(serving.poisson(setup, n))
+    return out | {"output_tokens_per_s": n * ranks * 1000.0 / out["itl_ms"] if out["itl_ms"] else 0.0}, f"{n * ranks:,} running requests (the scrape's), the served model"
 
 
 def _disaggregated(model: PreparedModel, values: dict, measured: Measured) -> tuple[dict[str, float], str]:
