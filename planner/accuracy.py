@@ -157,6 +157,16 @@ def beyond_limit_caveat() -> str:
     )
 
 
+def longer_by(b: Band | None) -> float:
+    """How many times longer than planned published runs like a plan measured a latency figure at
+    their median, where every one of them measured it longer and by :data:`FLAG_FACTOR` or more (the
+    factor :func:`caveat` names); 1.0 otherwise (no band, runs on both sides, or a small miss)."""
+    if b is None or b.side != "higher":
+        return 1.0
+    factor = 1.0 / b.shipped_median_ratio
+    return factor if factor >= FLAG_FACTOR else 1.0
+
+
 def caveat(bands: dict[str, Band | None]) -> str:
     """One sentence for the headline figures when published runs like the plan all missed them the
     same way by :data:`FLAG_FACTOR` or more at the median ("" when none did): "Published runs like

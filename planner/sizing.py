@@ -35,12 +35,13 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from planner import accuracy
 from planner.capacity import largest_within, smallest_passing
 from planner.errors import PlannerError
 from planner.frontier import FrontierPoint, PoolShape
 from planner.hardware import AMD_PREFILL_SLOWER, CATALOG
 from planner.limits import BOUNDS, CAPACITY_TIME_BUDGET_S
-from planner.plan import Plan, PreparedModel, compute_plan, make_inputs
+from planner.plan import Plan, PreparedModel, compute_plan, make_inputs, sections
 from planner.prices import PRICE_TABLE
 from planner.units import fmt_ms_rounded
 
@@ -558,7 +559,7 @@ def size(
     capacity_note = _capacity_searches(model, recs, capacity_top, ttft_p95_ms, itl_p95_ms, capacity_requests, progress) if capacity_top else None
     if progress:
         progress(1.0, "done")
-    answer, context_tokens = _answer(model, recs, workload, disagg)
+    answer, context_tokens = _answer(model, recs, workload, disagg, (ttft_p95_ms, itl_p95_ms))
     workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": context_tokens}
     searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
     extras = {"engines": list(runtimes) if engines else None, "capacity_search": capacity_note,
@@ -587,8 +588,43 @@ def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, 
 AMD_TTFT_CAVEAT = f"On AMD GPUs published runs measure prefill {AMD_PREFILL_SLOWER} slower than planned, so benchmark the p95 TTFT before committing (docs/serving_fresh3.md)."
 
 
-def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool) -> tuple[str, int]:
-    """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context it plans."""
+def _at_medians(model: PreparedModel, rec: Recommendation, plan: Plan | None = None) -> tuple[float, float]:
+    """``rec``'s p95 TTFT and ITL (ms) scaled by how much longer published runs like its plan measured
+    them at their median, where all of them did (:func:`planner.accuracy.longer_by`: TTFT by the
+    TTFT band's factor, ITL by the TPOT band's; a figure no such band flags stays as planned)."""
+    bands = sections.accuracy_bands(plan or compute_plan(make_inputs(**rec.plan_inputs()), model))
+    return rec.ttft_p95_ms * accuracy.longer_by(bands["ttft"]), rec.itl_p95_ms * accuracy.longer_by(bands["tpot"])
+
+
+def _median_check(model: PreparedModel, recs: list[Recommendation], best_plan: Plan, slos: tuple[float | None, float | None]) -> str:
+    """Where published runs like the best deployment all measured a latency longer than planned, and
+    at their median factor its p95 would break the SLO: the sentence that says so and names the
+    cheapest aggregated deployment searched whose p95s hold the SLOs at its own runs' medians ("" when
+    the best holds them so, or no SLO is given)."""
+    ttft_slo, itl_slo = slos
+
+    def breaks(ttft: float, itl: float) -> list[str]:
+        out = []
+        if ttft_slo is not None and ttft > ttft_slo:
+            out.append(f"p95 TTFT would be about {fmt_ms_rounded(ttft)}, over the {fmt_ms_rounded(ttft_slo)} SLO")
+        if itl_slo is not None and itl > itl_slo:
+            out.append(f"p95 ITL would be about {fmt_ms_rounded(itl)}, over the {fmt_ms_rounded(itl_slo)} SLO")
+        return out
+
+    best = recs[0]
+    over = breaks(*_at_medians(model, best, best_plan))
+    if not over:
+        return ""
+    said = "Scaled by those medians, its " + " and its ".join(over)
+    holds = next((r for r in recs[1:] if not r.disaggregated and not breaks(*_at_medians(model, r))), None)
+    if holds is None:
+        return f"{said}, and no deployment searched holds the SLOs at its own published runs' medians."
+    return f"{said}: the cheapest deployment searched that holds them at its own published runs' medians is {_describe(holds)}."
+
+
+def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool, slos: tuple[float | None, float | None] = (None, None)) -> tuple[str, int]:
+    """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context
+    it plans; ``slos`` (p95 TTFT, p95 ITL in ms) for the check at published runs' medians (:func:`_median_check`)."""
     best = recs[0]
     best_plan = compute_plan(make_inputs(**best.plan_inputs()), model)
     ctx = best_plan.context
@@ -601,6 +637,8 @@ def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, dis
         answer += f" {AMD_TTFT_CAVEAT}"
     if caveat := best_plan.roofline.accuracy_caveat:  # every published run like it missed a figure one way by 1.5x or more
         answer += f" {caveat}" if amd else f" {caveat[:-1]}: benchmark the p95s before committing."
+        if not best.disaggregated and (check := _median_check(model, recs, best_plan, slos)):
+            answer += f" {check}"
     if disagg:
         answer += " " + _disagg_why(recs)
     return answer, ctx.reserved_total_tokens

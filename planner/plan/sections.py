@@ -458,13 +458,24 @@ def _benchmark_ttft(plan: Plan, queue_ms: float) -> tuple[int, float, float]:
     return inputs.bench_prompts, queue_ms + first, queue_ms + max(first, serving.waves_ttft_ms(setup, fig.per_rank, per_rank, fig.ttft_ms))
 
 
-def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
-    """Per figure, the accuracy band of published runs in this plan's regime, or the warning that
-    none covers it; and the headline's caveat where they all missed one way (:mod:`planner.accuracy`)."""
+def _regime(plan: Plan) -> dict[str, str]:
     inputs, device = plan.inputs, plan.device
     moe = bool(plan.weights.num_experts and plan.weights.experts_per_token)
     engine = serving.serving_engine(inputs.runtime, inputs.serving_engine)
-    reg = accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
+    return accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
+
+
+def accuracy_bands(plan: Plan) -> dict[str, accuracy.Band | None]:
+    """Per figure ("tpot", "ttft", "throughput"), the accuracy band of published runs in this plan's
+    regime (None where none covers it: :func:`planner.accuracy.band`)."""
+    reg = _regime(plan)
+    return {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
+
+
+def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
+    """Per figure, the accuracy band of published runs in this plan's regime, or the warning that
+    none covers it; and the headline's caveat where they all missed one way (:mod:`planner.accuracy`)."""
+    reg = _regime(plan)
     bands = {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
     texts = {metric: b.text if b is not None else accuracy.warning(metric, reg) for metric, b in bands.items()}
     said = accuracy.caveat(bands)
