@@ -227,7 +227,9 @@ def main() -> None:
         st.query_params.from_dict(plan_params | size_params)
 
     with answer_box:
-        st.success(f"**{result.answer}**", icon=":material/check_circle:")
+        st.success(f"**{result.answer.replace(' ' + result.median_check, '') if result.median_check else result.answer}**", icon=":material/check_circle:")
+        if result.median_check:  # the best breaks an SLO at its published runs' medians: said apart, as a warning
+            st.warning(result.median_check, icon=":material/warning:")
         ctx = result.searched["workload"]["context_tokens"]
         st.caption(
             f"{ref.label()} at the plan's {ctx:,}-token context. Searched {result.searched['candidates']} GPU × parallel shape × KV dtype candidates ({result.searched.get('shapes', 'TP')})"

@@ -171,6 +171,7 @@ class SizingResult(BaseModel):
     refused: list[Refusal]
     answer: str
     frontier: list[FrontierPoint] | None = None  # size(frontier=True): every point the search visits
+    median_check: str = ""  # the answer's last sentence where the best breaks an SLO at its published runs' medians (_median_check); "" else
 
 
 def _check_request(users: int | None, rate_per_s: float | None, ttft_p95_ms: float | None, itl_p95_ms: float | None, tpot_ms: float | None = None) -> None:
@@ -559,13 +560,13 @@ def size(
     capacity_note = _capacity_searches(model, recs, capacity_top, ttft_p95_ms, itl_p95_ms, capacity_requests, progress) if capacity_top else None
     if progress:
         progress(1.0, "done")
-    answer, context_tokens = _answer(model, recs, workload, disagg, (ttft_p95_ms, itl_p95_ms))
+    answer, context_tokens, check = _answer(model, recs, workload, disagg, (ttft_p95_ms, itl_p95_ms))
     workload_fields = {"users": users, "rate_per_s": rate_per_s, "ttft_p95_ms": ttft_p95_ms, "itl_p95_ms": itl_p95_ms, **({"tpot_ms": tpot_ms} if tpot_ms is not None else {}), "context_tokens": context_tokens}
     searched = _searched(names, tps, moe, kv_dtypes, len(combos), [t or 0 for t in tiers] if sessions is not None else None, len(recs), len(refused), workload_fields)
     extras = {"engines": list(runtimes) if engines else None, "capacity_search": capacity_note,
               "disaggregated": {"searched": disagg, **found.visited, "feasible": len(found.candidates)} if found is not None else None}
     searched.update({k: v for k, v in extras.items() if v})
-    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None)
+    return SizingResult(recommendations=recs, searched=searched, refused=refused, answer=answer, frontier=found.points if found is not None else None, median_check=check)
 
 
 def _evaluate_all(model: PreparedModel, base: dict, combos: list, tiers: tuple, runtimes: tuple, per_engine: bool, price_of: dict,
@@ -622,9 +623,10 @@ def _median_check(model: PreparedModel, recs: list[Recommendation], best_plan: P
     return f"{said}: the cheapest deployment searched that holds them at its own published runs' medians is {_describe(holds)}."
 
 
-def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool, slos: tuple[float | None, float | None] = (None, None)) -> tuple[str, int]:
-    """The search's one-sentence answer (the best deployment, the workload, its p95s) and the context
-    it plans; ``slos`` (p95 TTFT, p95 ITL in ms) for the check at published runs' medians (:func:`_median_check`)."""
+def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, disagg: bool, slos: tuple[float | None, float | None] = (None, None)) -> tuple[str, int, str]:
+    """The search's one-sentence answer (the best deployment, the workload, its p95s), the context
+    it plans and the answer's check at published runs' medians ("" where it holds: :func:`_median_check`;
+    ``slos``: p95 TTFT and p95 ITL in ms)."""
     best = recs[0]
     best_plan = compute_plan(make_inputs(**best.plan_inputs()), model)
     ctx = best_plan.context
@@ -635,13 +637,14 @@ def _answer(model: PreparedModel, recs: list[Recommendation], workload: str, dis
     amd = best.gpu in CATALOG and CATALOG[best.gpu].vendor == "amd"
     if amd:
         answer += f" {AMD_TTFT_CAVEAT}"
+    check = ""
     if caveat := best_plan.roofline.accuracy_caveat:  # every published run like it missed a figure one way by 1.5x or more
         answer += f" {caveat}" if amd else f" {caveat[:-1]}: benchmark the p95s before committing."
         if not best.disaggregated and (check := _median_check(model, recs, best_plan, slos)):
             answer += f" {check}"
     if disagg:
         answer += " " + _disagg_why(recs)
-    return answer, ctx.reserved_total_tokens
+    return answer, ctx.reserved_total_tokens, check
 
 
 def _pool_search(model: PreparedModel, base: dict, names, tps, kv_dtypes, price_of: dict, moe: bool, users, rate_per_s, slos: tuple, disagg: bool, frontier: bool, visited: list):
