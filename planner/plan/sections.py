@@ -465,18 +465,21 @@ def _regime(plan: Plan) -> dict[str, str]:
     return accuracy.regime(moe, inputs.gpus_per_replica, plan._load.concurrency * inputs.dp, device.generation, engine, device.node_gpus, plan._weight_format)
 
 
+def _bands(reg: dict[str, str]) -> dict[str, accuracy.Band | None]:
+    return {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
+
+
 def accuracy_bands(plan: Plan) -> dict[str, accuracy.Band | None]:
     """Per figure ("tpot", "ttft", "throughput"), the accuracy band of published runs in this plan's
     regime (None where none covers it: :func:`planner.accuracy.band`)."""
-    reg = _regime(plan)
-    return {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
+    return _bands(_regime(plan))
 
 
 def _accuracy(plan: Plan) -> tuple[dict[str, str], str]:
     """Per figure, the accuracy band of published runs in this plan's regime, or the warning that
     none covers it; and the headline's caveat where they all missed one way (:mod:`planner.accuracy`)."""
     reg = _regime(plan)
-    bands = {metric: accuracy.band(metric, reg) for metric in ("tpot", "ttft", "throughput")}
+    bands = _bands(reg)
     texts = {metric: b.text if b is not None else accuracy.warning(metric, reg) for metric, b in bands.items()}
     said = accuracy.caveat(bands)
     adm = plan._admission
